@@ -1,0 +1,81 @@
+// Finds where a request body ends, so the next head on a keep-alive or
+// pipelined connection is found where the origin will find it: exactly
+// Content-Length bytes, or chunked coding (RFC 9112 7.1) with its extensions
+// and trailer section validated as strictly as a head. It looks at no byte of
+// chunk data and copies nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "http/parse_error.h"
+
+namespace sluice::http {
+
+struct BodyLimits {
+  uint32_t max_chunk_line = 4096;      // chunk-size line, extensions included
+  uint32_t max_trailer_bytes = 16384;  // whole trailer section
+  uint16_t max_trailer_fields = 100;
+};
+
+enum class BodyStatus : uint8_t { kMore, kDone, kError };
+
+struct BodyStep {
+  BodyStatus status;
+  ParseError error;  // set when status is kError
+  size_t consumed;   // bytes of the piece that belong to the body (0 on kError)
+};
+
+class BodyFramer {
+ public:
+  explicit BodyFramer(BodyLimits limits = {}) noexcept : limits_(limits) {}
+
+  void start_length(uint64_t length) noexcept;
+  void start_chunked() noexcept;
+
+  [[nodiscard]] BodyStep feed(std::span<const char> piece) noexcept;
+  [[nodiscard]] bool done() const noexcept { return state_ == State::kDone; }
+
+ private:
+  enum class State : uint8_t {
+    kDone,
+    kLength,          // counting down Content-Length
+    kSize,            // chunk-size hex digits
+    kExtWs,           // BWS, which must lead to ';'
+    kExtAfterValue,   // after a quoted value: ';', BWS or CR
+    kExtNameStart,    // after ';': BWS or the first name byte
+    kExtName,
+    kExtAfterName,    // BWS after a name: '=' or ';' must follow
+    kExtValueStart,   // after '=': BWS, token or quoted-string
+    kExtToken,
+    kExtQuoted,
+    kExtQuotedPair,
+    kSizeLF,          // the LF after the size line's CR
+    kData,
+    kDataCR,
+    kDataLF,
+    kTrailerStart,    // start of a trailer line, or of the final CRLF
+    kTrailerName,
+    kTrailerValue,
+    kTrailerLF,
+    kFinalLF,
+    kFailed,
+  };
+
+  BodyStep fail(ParseError e) noexcept;
+  // One byte of a non-data state; false on a framing error.
+  [[nodiscard]] bool step(unsigned char c) noexcept;
+
+  BodyLimits limits_;
+  State state_ = State::kDone;
+  uint64_t remaining_ = 0;  // Content-Length left, or chunk data left
+  uint64_t chunk_size_ = 0;
+  uint32_t line_bytes_ = 0;  // of the current size line
+  uint32_t size_digits_ = 0;
+  uint32_t trailer_bytes_ = 0;
+  uint16_t trailer_fields_ = 0;
+  ParseError error_ = ParseError::kNone;
+};
+
+}  // namespace sluice::http

@@ -1,0 +1,122 @@
+// See field_semantics.h.
+#include "http/field_semantics.h"
+
+#include "http/ascii_case.h"
+#include "http/token_chars.h"
+
+namespace sluice::http {
+
+namespace {
+
+std::string_view trim_ows(std::string_view s) noexcept {
+  while (!s.empty() && is_ows(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && is_ows(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// Calls f(element) for each non-empty element of a comma-separated list
+// (RFC 9110 5.6.1), with surrounding whitespace removed.
+template <typename F>
+void for_each_element(std::string_view list, F&& f) noexcept {
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    const std::string_view element = trim_ows(list.substr(0, comma));
+    if (!element.empty()) f(element);
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+}
+
+}  // namespace
+
+ParseError FieldSemantics::on_field(KnownField field, std::string_view value) noexcept {
+  switch (field) {
+    case KnownField::kContentLength: return on_content_length(value);
+    case KnownField::kTransferEncoding: return on_transfer_encoding(value);
+    case KnownField::kConnection: on_connection(value); break;
+    case KnownField::kExpect:
+      for_each_element(value, [this](std::string_view e) {
+        if (iequals_lower(e, "100-continue")) expect_continue_ = true;
+      });
+      break;
+    default: break;
+  }
+  return ParseError::kNone;
+}
+
+ParseError FieldSemantics::on_content_length(std::string_view value) noexcept {
+  // 1*DIGIT only: no sign, no list, no inner whitespace. 18 digits keep the
+  // value below 10^18, far beyond any body and clear of overflow.
+  if (value.empty() || value.size() > 18) return ParseError::kBadContentLength;
+  uint64_t n = 0;
+  for (char c : value) {
+    if (c < '0' || c > '9') return ParseError::kBadContentLength;
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (has_content_length_ && n != content_length_) return ParseError::kConflictingContentLength;
+  has_content_length_ = true;
+  content_length_ = n;
+  return ParseError::kNone;
+}
+
+ParseError FieldSemantics::on_transfer_encoding(std::string_view value) noexcept {
+  has_transfer_encoding_ = true;
+  for_each_element(value, [this](std::string_view coding) {
+    const bool chunked = iequals_lower(coding, "chunked");
+    if (chunked && chunked_seen_) chunked_repeated_ = true;  // RFC 9112 7: at most once
+    chunked_seen_ = chunked_seen_ || chunked;
+    // Codings that may sit under "chunked" without changing where the body
+    // ends; anything else (a coding with parameters included) we cannot frame.
+    if (!chunked && !iequals_lower(coding, "gzip") && !iequals_lower(coding, "x-gzip") && !iequals_lower(coding, "deflate") &&
+        !iequals_lower(coding, "compress") && !iequals_lower(coding, "x-compress")) {
+      unknown_coding_ = true;
+    }
+    chunked_last_ = chunked;
+  });
+  return ParseError::kNone;
+}
+
+void FieldSemantics::on_connection(std::string_view value) noexcept {
+  // The two values nearly every client sends, without splitting a list.
+  if (iequals_lower(value, "keep-alive")) {
+    keep_alive_ = true;
+    return;
+  }
+  if (iequals_lower(value, "close")) {
+    close_ = true;
+    return;
+  }
+  for_each_element(value, [this](std::string_view option) {
+    if (iequals_lower(option, "close")) close_ = true;
+    else if (iequals_lower(option, "keep-alive")) keep_alive_ = true;
+    else if (iequals_lower(option, "upgrade")) upgrade_token_ = true;
+  });
+}
+
+ParseError FieldSemantics::finish(RequestHead& h) const noexcept {
+  if (has_transfer_encoding_) {
+    // RFC 9112 6.1: Transfer-Encoding in an HTTP/1.0 request is faulty framing;
+    // 6.3: with Content-Length too, or a final coding other than chunked, the
+    // length cannot be determined reliably.
+    if (h.version == Version::kHttp10) return ParseError::kTransferEncodingInHttp10;
+    if (has_content_length_) return ParseError::kContentLengthWithTransferEncoding;
+    if (!chunked_last_ || chunked_repeated_) return ParseError::kTransferEncodingNotChunked;
+    if (unknown_coding_) return ParseError::kUnknownTransferCoding;
+  }
+  if (h.version == Version::kHttp11 && !h.has(KnownField::kHost)) return ParseError::kMissingHost;
+
+  if (has_transfer_encoding_) {
+    h.body = BodyKind::kChunked;
+  } else if (has_content_length_ && content_length_ > 0) {
+    h.body = BodyKind::kLength;
+  } else {
+    h.body = BodyKind::kNone;
+  }
+  h.content_length = content_length_;
+  h.keep_alive = !close_ && (h.version == Version::kHttp11 || keep_alive_);
+  h.upgrade = upgrade_token_ && h.has(KnownField::kUpgrade);
+  h.expect_continue = expect_continue_;
+  return ParseError::kNone;
+}
+
+}  // namespace sluice::http

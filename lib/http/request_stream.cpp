@@ -1,0 +1,81 @@
+// See request_stream.h.
+#include "http/request_stream.h"
+
+namespace sluice::http {
+
+RequestStream::RequestStream(const FieldSet& fields, const StreamConfig& config, std::span<FieldLine> field_store,
+                             std::span<char> spill, Isa isa) noexcept
+    : config_(config), parser_(fields, config.head, field_store, spill, isa), body_(config.body) {}
+
+StreamStep RequestStream::fail(ParseError e) noexcept {
+  state_ = State::kFailed;
+  error_ = e;
+  return {StreamEvent::kError, e, 0};
+}
+
+StreamStep RequestStream::on_head(size_t consumed) noexcept {
+  const RequestHead& h = parser_.head();
+  if (h.version == Version::kHttp20Preface) {
+    // Prior knowledge is only announced at the start of a connection.
+    if (completed_ != 0) return fail(ParseError::kUnsupportedVersion);
+    if (!config_.allow_h2_prior_knowledge) return fail(ParseError::kH2PriorKnowledgeNotAllowed);
+    state_ = State::kPassThrough;
+    return {StreamEvent::kPassThrough, ParseError::kNone, consumed};
+  }
+  if (h.method_kind == Method::kConnect && !config_.allow_connect) return fail(ParseError::kConnectNotAllowed);
+  if (h.upgrade && !config_.allow_upgrade) return fail(ParseError::kUpgradeNotAllowed);
+  switch_pending_ = h.method_kind == Method::kConnect || h.upgrade;
+  if (h.body == BodyKind::kChunked) {
+    body_.start_chunked();
+  } else {
+    body_.start_length(h.body == BodyKind::kLength ? h.content_length : 0);
+  }
+  state_ = State::kBody;
+  return {StreamEvent::kHead, ParseError::kNone, consumed};
+}
+
+StreamStep RequestStream::end_message(size_t consumed) noexcept {
+  ++completed_;
+  if (switch_pending_) {
+    state_ = State::kAwaitSwitch;
+  } else {
+    parser_.reset();
+    state_ = State::kHead;
+  }
+  return {StreamEvent::kMessageEnd, ParseError::kNone, consumed};
+}
+
+StreamStep RequestStream::next(std::span<const char> piece) noexcept {
+  switch (state_) {
+    case State::kHead: {
+      const FeedResult r = parser_.feed(piece);
+      if (r.status == HeadStatus::kError) return fail(r.error);
+      if (r.status == HeadStatus::kIncomplete) return {StreamEvent::kNeedMore, ParseError::kNone, r.consumed};
+      return on_head(r.consumed);
+    }
+    case State::kBody: {
+      if (body_.done()) return end_message(0);
+      const BodyStep r = body_.feed(piece);
+      if (r.status == BodyStatus::kError) return fail(r.error);
+      if (r.status == BodyStatus::kMore) return {StreamEvent::kNeedMore, ParseError::kNone, r.consumed};
+      return end_message(r.consumed);
+    }
+    case State::kAwaitSwitch: return {StreamEvent::kAwaitSwitch, ParseError::kNone, 0};
+    case State::kPassThrough: return {StreamEvent::kPassThrough, ParseError::kNone, piece.size()};
+    case State::kFailed: break;
+  }
+  return {StreamEvent::kError, error_, 0};
+}
+
+void RequestStream::resolve_switch(bool switched) noexcept {
+  if (state_ != State::kAwaitSwitch) return;
+  switch_pending_ = false;
+  if (switched) {
+    state_ = State::kPassThrough;
+  } else {
+    parser_.reset();
+    state_ = State::kHead;
+  }
+}
+
+}  // namespace sluice::http

@@ -1,0 +1,76 @@
+// The client-to-origin byte stream of one connection, cut into requests: head
+// (HeadParser), then body (BodyFramer), then the next head, until the
+// connection switches protocol. The data plane feeds it each in-order segment
+// and acts on the events; the limiter decides on each head.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "http/body_framer.h"
+#include "http/head_parser.h"
+
+namespace sluice::http {
+
+struct StreamConfig {
+  HeadLimits head;
+  BodyLimits body;
+  // Which protocol switches may pass. A switch that may not is refused with
+  // 501 (CONNECT, Upgrade) or 505 (HTTP/2 prior knowledge).
+  bool allow_connect = false;
+  bool allow_upgrade = true;
+  bool allow_h2_prior_knowledge = false;
+};
+
+enum class StreamEvent : uint8_t {
+  kNeedMore,     // every byte was consumed; nothing to act on yet
+  kHead,         // a request head is complete: head() and fields() are valid until kMessageEnd
+  kMessageEnd,   // that request's body is complete
+  kAwaitSwitch,  // an Upgrade or CONNECT request has ended: nothing more is consumed until resolve_switch()
+  kPassThrough,  // the connection is no longer HTTP/1.1 and is not parsed any more: bridge it
+  kError,        // see error; the connection cannot be framed any more and must be closed
+};
+
+struct StreamStep {
+  StreamEvent event;
+  ParseError error;
+  size_t consumed;  // bytes of the piece up to and including the event (0 on kError)
+};
+
+class RequestStream {
+ public:
+  RequestStream(const FieldSet& fields, const StreamConfig& config, std::span<FieldLine> field_store,
+                std::span<char> spill, Isa isa = best_isa()) noexcept;
+
+  // Consumes bytes up to the next event. Call again with the rest of the
+  // piece (after `consumed`) until the event is kNeedMore, kAwaitSwitch,
+  // kPassThrough or kError.
+  [[nodiscard]] StreamStep next(std::span<const char> piece) noexcept;
+
+  // After kAwaitSwitch: whether the origin accepted the switch (101 to an
+  // Upgrade, 2xx to a CONNECT). If not, parsing resumes with the next head.
+  void resolve_switch(bool switched) noexcept;
+
+  [[nodiscard]] const RequestHead& head() const noexcept { return parser_.head(); }
+  [[nodiscard]] std::span<const FieldLine> fields() const noexcept { return parser_.fields(); }
+  // Requests whose message has ended on this connection.
+  [[nodiscard]] uint64_t completed() const noexcept { return completed_; }
+
+ private:
+  enum class State : uint8_t { kHead, kBody, kAwaitSwitch, kPassThrough, kFailed };
+
+  StreamStep fail(ParseError e) noexcept;
+  StreamStep on_head(size_t consumed) noexcept;
+  StreamStep end_message(size_t consumed) noexcept;
+
+  const StreamConfig& config_;
+  HeadParser parser_;
+  BodyFramer body_;
+  State state_ = State::kHead;
+  bool switch_pending_ = false;
+  ParseError error_ = ParseError::kNone;
+  uint64_t completed_ = 0;
+};
+
+}  // namespace sluice::http

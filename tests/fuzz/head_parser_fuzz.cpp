@@ -1,0 +1,62 @@
+// libFuzzer target for the head parser and the request stream, with
+// differential properties: the same bytes fed in one piece, byte by byte, or
+// in random pieces give the same outcome, and every instruction set's build
+// agrees with the scalar one. Any disagreement aborts, which libFuzzer reports
+// as a crash with the input that caused it.
+#include <cstdio>
+#include <cstdlib>
+
+#include "head_harness.h"
+
+using namespace sluice;
+
+namespace {
+
+[[noreturn]] void disagree(const char* what, const test::HeadOutcome& a, const test::HeadOutcome& b) {
+  std::fprintf(stderr, "disagreement (%s): %s vs %s\n", what, test::describe(a).c_str(), test::describe(b).c_str());
+  std::abort();
+}
+
+void check_invariants(const test::HeadOutcome& o, size_t size) {
+  if (o.status == http::HeadStatus::kComplete) {
+    if (o.consumed > size || o.head_bytes != o.consumed || o.error != http::ParseError::kNone) std::abort();
+  }
+  if (o.status == http::HeadStatus::kError && http::status_for(o.error) == 0) std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0 || size > 20000) return 0;
+  // The first byte picks the random cuts; the rest is the connection's bytes.
+  const uint32_t seed = data[0];
+  const std::string_view in(reinterpret_cast<const char*>(data + 1), size - 1);
+
+  static test::HeadHarness scalar(http::Isa::kScalar);
+  const test::HeadOutcome want = scalar.whole(in);
+  check_invariants(want, in.size());
+  if (const auto o = scalar.random_cuts(in, seed); o != want) disagree("scalar random cuts", o, want);
+  if (in.size() <= 4096) {
+    if (const auto o = scalar.bytewise(in); o != want) disagree("scalar byte by byte", o, want);
+  }
+
+  static test::HeadHarness sse42(http::Isa::kSse42), avx2(http::Isa::kAvx2), avx512(http::Isa::kAvx512);
+  for (test::HeadHarness* h : {&sse42, &avx2, &avx512}) {
+    if (h->parser().isa() == http::Isa::kScalar) continue;  // not on this CPU
+    if (const auto o = h->whole(in); o != want) disagree(to_string(h->parser().isa()).data(), o, want);
+    if (const auto o = h->random_cuts(in, seed + 1); o != want) disagree("simd random cuts", o, want);
+  }
+
+  // The stream over the same bytes: pipelined requests, bodies, switches.
+  http::StreamConfig config;
+  config.allow_connect = seed & 1;
+  config.allow_h2_prior_knowledge = seed & 2;
+  const auto whole = test::run_stream(in, {}, config);
+  std::vector<size_t> cuts;
+  for (size_t i = 1, step = seed % 13 + 1; i < in.size(); i += step) cuts.push_back(i);
+  if (test::run_stream(in, cuts, config) != whole) {
+    std::fprintf(stderr, "stream disagreement with cuts every %u bytes\n", seed % 13 + 1);
+    std::abort();
+  }
+  return 0;
+}
