@@ -63,17 +63,20 @@ const std::string kLarge =
 const std::string& head_of(int64_t kind) { return kind == 0 ? kSmall : kind == 1 ? kTypical : kLarge; }
 
 // Parses one head per iteration, as the data plane does per request: reset,
-// feed the piece(s), read the verdict.
+// feed the piece(s), read the verdict. The data plane reads only the tracked
+// fields, so by default no field store is lent; store:1 also records every
+// field line's name and value view.
 void BM_Head(benchmark::State& state) {
   const std::string& head = head_of(state.range(0));
   const bool split = state.range(1) != 0;
   const Isa isa = static_cast<Isa>(state.range(2));
+  const bool store_all = state.range(3) != 0;
   if (!isa_supported(isa)) {
     state.SkipWithError("instruction set not supported on this CPU");
     return;
   }
   static const FieldSet fields;
-  std::vector<FieldLine> store(100);
+  std::vector<FieldLine> store(store_all ? 100 : 0);
   std::vector<char> spill(16384);
   HeadParser parser(fields, {}, store, spill, isa);
   const std::span<const char> whole(head);
@@ -91,17 +94,19 @@ void BM_Head(benchmark::State& state) {
     benchmark::DoNotOptimize(parser.head().tracked_count.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * head.size()));
-  state.SetLabel(std::string(to_string(isa)) + " " + std::to_string(head.size()) + "B" + (split ? " split" : ""));
+  state.SetLabel(std::string(to_string(isa)) + " " + std::to_string(head.size()) + "B" + (split ? " split" : "") +
+                 (store_all ? " +store" : ""));
 }
 
 void head_args(benchmark::internal::Benchmark* b) {
   for (int kind = 0; kind < 3; ++kind) {
     for (int split = 0; split < 2; ++split) {
-      for (Isa isa : kAllIsas) b->Args({kind, split, static_cast<int>(isa)});
+      for (Isa isa : kAllIsas) b->Args({kind, split, static_cast<int>(isa), 0});
     }
+    b->Args({kind, 0, static_cast<int>(best_isa()), 1});
   }
 }
-BENCHMARK(BM_Head)->Apply(head_args)->ArgNames({"head", "split", "isa"});
+BENCHMARK(BM_Head)->Apply(head_args)->ArgNames({"head", "split", "isa", "store"});
 
 // A 4 KiB chunked upload: 16 chunks of 256 bytes with extensions, and a trailer.
 void BM_ChunkedBody(benchmark::State& state) {

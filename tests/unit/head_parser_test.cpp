@@ -6,6 +6,7 @@
 #include <string>
 
 #include "head_harness.h"
+#include "reference_parser.h"
 #include "http/head_parser.h"
 
 namespace sluice::http {
@@ -19,6 +20,7 @@ using test::HeadOutcome;
 HeadOutcome parse_every_way(std::string_view input, HeadLimits limits = {}) {
   HeadHarness h(best_isa(), limits);
   const HeadOutcome whole = h.whole(input);
+  EXPECT_EQ(test::reference_parse(input, limits), whole) << "the plain reading of the grammar differs for: " << input;
   EXPECT_EQ(h.bytewise(input), whole) << "byte by byte differs for: " << input;
   for (size_t cut = 1; cut < input.size(); ++cut) {
     const HeadOutcome split = h.run(input, {cut});
@@ -372,6 +374,19 @@ TEST(HeadParserLimits, DefaultFieldLimitIs100) {
   HeadHarness h;
   EXPECT_EQ(h.whole(in + "\r\n").status, HeadStatus::kComplete);
   EXPECT_EQ(h.whole(in + "X-last: v\r\n\r\n").error, ParseError::kTooManyFields);
+}
+
+TEST(HeadParser, EmptyPiecesChangeNothing) {
+  HeadHarness h;
+  h.parser().reset();
+  EXPECT_EQ(h.parser().feed(std::span<const char>()).status, HeadStatus::kIncomplete);
+  EXPECT_FALSE(h.parser().started());
+  const std::string in = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+  EXPECT_EQ(h.parser().feed(std::span<const char>(in.data(), 5)).status, HeadStatus::kIncomplete);
+  EXPECT_EQ(h.parser().feed(std::span<const char>()).status, HeadStatus::kIncomplete);
+  const FeedResult r = h.parser().feed(std::span<const char>(in.data() + 5, in.size() - 5));
+  EXPECT_EQ(r.status, HeadStatus::kComplete);
+  EXPECT_EQ(h.parser().head().path, "/");
 }
 
 TEST(HeadParser, ResetStartsANewHead) {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "head_harness.h"
+#include "reference_parser.h"
 
 namespace sluice::http {
 namespace {
@@ -68,6 +69,7 @@ TEST_P(RealClient, ParsesTheSameInEveryCut) {
     EXPECT_EQ(whole.content_length, bytes.size() - head_bytes);
   }
 
+  EXPECT_EQ(test::reference_parse(bytes), whole);
   for (size_t cut = 1; cut < bytes.size(); ++cut) {
     ASSERT_EQ(h.run(bytes, {cut}), whole) << "cut at " << cut;
   }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "head_harness.h"
+#include "reference_parser.h"
 
 namespace sluice::http {
 namespace {
@@ -78,6 +79,7 @@ TEST(Smuggling, EveryAttackIsRefusedWithItsKindWholeAndCutAnywhere) {
     EXPECT_EQ(whole.status, HeadStatus::kError) << a.name;
     EXPECT_EQ(whole.error, a.expected) << a.name << ": got " << to_string(whole.error);
     EXPECT_NE(status_for(whole.error), 0) << a.name;
+    EXPECT_EQ(test::reference_parse(a.bytes), whole) << a.name;
     for (size_t cut = 1; cut < a.bytes.size(); ++cut) {
       ASSERT_EQ(h.run(a.bytes, {cut}), whole) << a.name << " cut at " << cut;
     }
