@@ -70,6 +70,7 @@ FeedResult HeadParser::finish(size_t consumed) noexcept {
 
 FeedResult HeadParser::feed(std::span<const char> piece) noexcept {
   if (done_ != HeadStatus::kIncomplete) return {done_, error_, 0};
+  if (piece.empty()) return {HeadStatus::kIncomplete, ParseError::kNone, 0};
   const char* p = piece.data();
   const size_t n = piece.size();
   size_t off = 0;

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages sluice needs that are not installed yet.
+# Idempotent: with everything present it only checks and prints nothing.
+#   scripts/install-deps.sh build   compiler, meson, the libraries
+#   scripts/install-deps.sh demo    build + what the demo runs
+#   scripts/install-deps.sh test    build + clang and its sanitizer/fuzzer runtime
+set -euo pipefail
+
+profile="${1:-build}"
+
+build_pkgs=(
+  g++ pkg-config meson ninja-build
+  libdpdk-dev libtbb-dev libxxhash-dev libyaml-cpp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libhttp-parser-dev   # the same-run baseline in perf/parser_bench
+)
+test_pkgs=(
+  clang libclang-rt-14-dev   # libFuzzer and the clang sanitizer runtimes
+)
+
+case "$profile" in
+  build|demo) pkgs=("${build_pkgs[@]}") ;;
+  test) pkgs=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
+  *) echo "install-deps.sh: unknown profile '$profile' (build, demo or test)" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps.sh: missing packages (${missing[*]}); run as root to install them" >&2
+  exit 3
+fi
+if ! command -v apt-get >/dev/null; then
+  echo "install-deps.sh: apt-get not found; sluice's scripts expect Debian 12" >&2
+  exit 3
+fi
+echo "install-deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+# A fresh machine may have no package lists yet; refresh them once if the
+# install cannot find a package.
+if ! apt-get install -y --no-install-recommends "${missing[@]}"; then
+  apt-get update
+  apt-get install -y --no-install-recommends "${missing[@]}"
+fi

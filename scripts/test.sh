@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The README's second command, and what .ci/run calls: installs what is
+# missing, builds, and runs every test:
+#   1. the unit tests (GoogleTest), once per instruction set the CPU has;
+#   2. the same tests built with AddressSanitizer and UndefinedBehaviorSanitizer;
+#   3. the libFuzzer target with its differential checks, for a bounded time
+#      (SLUICE_FUZZ_SECONDS, default 60).
+# Stops at the first failure, with a non-zero exit status.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fuzz_seconds="${SLUICE_FUZZ_SECONDS:-60}"
+scripts/install-deps.sh test
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "unit tests (build/)"
+scripts/build.sh build --buildtype=release
+meson test -C build --suite lib --print-errorlogs
+
+step "unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
+scripts/build.sh build-asan --buildtype=debugoptimized -Dperf=false \
+  -Db_sanitize=address,undefined -Dcpp_args=-fno-sanitize-recover=all -Db_lundef=false
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  meson test -C build-asan --suite lib --print-errorlogs
+
+step "fuzzing the head parser for ${fuzz_seconds}s (build-fuzz/)"
+CXX=clang++ scripts/build.sh build-fuzz --buildtype=debugoptimized -Dfuzz=true -Dtests=false -Dperf=false \
+  -Db_sanitize=address,undefined -Dcpp_args=-fno-sanitize-recover=all -Db_lundef=false
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/corpus" "$work/artifacts"
+cp tests/data/heads/*.http "$work/corpus/"
+if ! ./build-fuzz/tests/fuzz/head_parser_fuzz "$work/corpus" \
+      -dict=tests/fuzz/http.dict -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
+      -max_total_time="$fuzz_seconds" -print_final_stats=1 \
+      -artifact_prefix="$work/artifacts/" >"$work/fuzz.log" 2>&1; then
+  tail -n 40 "$work/fuzz.log"
+  for a in "$work"/artifacts/*; do
+    [ -e "$a" ] || continue
+    mkdir -p build-fuzz/crashes && cp "$a" build-fuzz/crashes/
+    echo "fuzz failure input kept in build-fuzz/crashes/$(basename "$a")"
+  done
+  exit 1
+fi
+grep -E '^stat::number_of_executed_units|^Done' "$work/fuzz.log" || true
+
+step "all tests passed"
