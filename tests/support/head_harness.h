@@ -49,6 +49,26 @@ inline std::string describe(const HeadOutcome& o) {
 
 inline void PrintTo(const HeadOutcome& o, std::ostream* os) { *os << describe(o); }
 
+// Copies what a complete head yields, all but the field list, into `o`.
+inline void copy_request_head(HeadOutcome& o, const http::RequestHead& h, const http::FieldSet& fields) {
+  o.method = h.method;
+  o.target = h.target;
+  o.path = h.path;
+  o.query = h.query;
+  o.has_query = h.has_query;
+  o.authority = h.authority;
+  o.version = static_cast<int>(h.version);
+  for (size_t id = 0; id < fields.size(); ++id) {
+    o.tracked.emplace_back(std::string(h.value(static_cast<http::FieldId>(id))), h.tracked_count[id]);
+  }
+  o.body = static_cast<int>(h.body);
+  o.content_length = h.content_length;
+  o.keep_alive = h.keep_alive;
+  o.upgrade = h.upgrade;
+  o.expect_continue = h.expect_continue;
+  o.head_bytes = h.head_bytes;
+}
+
 // Owns the storage a parser borrows.
 class HeadHarness {
  public:
@@ -109,24 +129,8 @@ class HeadHarness {
   }
 
   void copy_head(HeadOutcome& o) const {
-    const http::RequestHead& h = parser_.head();
-    o.method = h.method;
-    o.target = h.target;
-    o.path = h.path;
-    o.query = h.query;
-    o.has_query = h.has_query;
-    o.authority = h.authority;
-    o.version = static_cast<int>(h.version);
     for (const http::FieldLine& f : parser_.fields()) o.fields.emplace_back(f.name, f.value);
-    for (size_t id = 0; id < fields_.size(); ++id) {
-      o.tracked.emplace_back(std::string(h.value(static_cast<http::FieldId>(id))), h.tracked_count[id]);
-    }
-    o.body = static_cast<int>(h.body);
-    o.content_length = h.content_length;
-    o.keep_alive = h.keep_alive;
-    o.upgrade = h.upgrade;
-    o.expect_continue = h.expect_continue;
-    o.head_bytes = h.head_bytes;
+    copy_request_head(o, parser_.head(), fields_);
   }
 
   const http::FieldSet& fields_;

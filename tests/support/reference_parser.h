@@ -125,22 +125,8 @@ inline HeadOutcome reference_parse(std::string_view in, http::HeadLimits limits 
   if (const ParseError e = cursor.semantics.finish(head); e != ParseError::kNone) return fail(e);
   o.status = HeadStatus::kComplete;
   o.consumed = pos;
-  o.head_bytes = static_cast<uint32_t>(pos);
-  o.method = head.method;
-  o.target = head.target;
-  o.path = head.path;
-  o.query = head.query;
-  o.has_query = head.has_query;
-  o.authority = head.authority;
-  o.version = static_cast<int>(head.version);
-  for (size_t id = 0; id < fields.size(); ++id) {
-    o.tracked.emplace_back(std::string(head.value(static_cast<FieldId>(id))), head.tracked_count[id]);
-  }
-  o.body = static_cast<int>(head.body);
-  o.content_length = head.content_length;
-  o.keep_alive = head.keep_alive;
-  o.upgrade = head.upgrade;
-  o.expect_continue = head.expect_continue;
+  head.head_bytes = static_cast<uint32_t>(pos);
+  copy_request_head(o, head, fields);
   return o;
 }
 
