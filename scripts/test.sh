@@ -3,7 +3,9 @@
 # missing, builds, and runs every test:
 #   1. the unit tests (GoogleTest), once per instruction set the CPU has;
 #   2. the same tests built with AddressSanitizer and UndefinedBehaviorSanitizer;
-#   3. the libFuzzer target with its differential checks, for a bounded time
+#   3. the same tests built with ThreadSanitizer (the lock-free tables'
+#      concurrency tests are the point);
+#   4. the libFuzzer target with its differential checks, for a bounded time
 #      (SLUICE_FUZZ_SECONDS, default 60).
 # Stops at the first failure, with a non-zero exit status.
 set -euo pipefail
@@ -23,6 +25,10 @@ scripts/build.sh build-asan --buildtype=debugoptimized -Dperf=false \
   -Db_sanitize=address,undefined -Dcpp_args=-fno-sanitize-recover=all -Db_lundef=false
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   meson test -C build-asan --suite lib --print-errorlogs
+
+step "unit tests under ThreadSanitizer (build-tsan/)"
+scripts/build.sh build-tsan --buildtype=debugoptimized -Dperf=false -Db_sanitize=thread -Db_lundef=false
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/lib_tests --gtest_brief=1
 
 step "fuzzing the head parser for ${fuzz_seconds}s (build-fuzz/)"
 CXX=clang++ scripts/build.sh build-fuzz --buildtype=debugoptimized -Dfuzz=true -Dtests=false -Dperf=false \

@@ -1,0 +1,162 @@
+// See bucket_table.h.
+#include "limiter/bucket_table.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <bit>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+namespace sluice::limiter {
+
+namespace {
+
+__extension__ typedef unsigned __int128 u128;
+
+uint64_t load(const uint64_t& w) noexcept { return __atomic_load_n(&w, __ATOMIC_ACQUIRE); }
+
+// One 16-byte compare-and-swap (cmpxchg16b): keys appear and go whole.
+bool swap_key(BucketSlot& s, uint64_t e0, uint64_t e1, uint64_t d0, uint64_t d1) noexcept {
+  u128 expected = (u128{e1} << 64) | e0;
+  const u128 desired = (u128{d1} << 64) | d0;
+  return __atomic_compare_exchange_n(reinterpret_cast<u128*>(s.key), &expected, desired, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE);
+}
+
+constexpr uint64_t kFreeMark = 1;  // k1 of a free slot (k0 == 0)
+
+}  // namespace
+
+BucketTable::BucketTable(const Options& o)
+    : regions_(std::bit_ceil(std::max(1u, o.regions))),
+      max_probe_(std::max(1u, o.max_probe)),
+      bucket_kinds_(std::max<uint16_t>(1, o.bucket_kinds)) {
+  region_bits_ = static_cast<unsigned>(std::countr_zero(regions_));
+  const size_t total = std::bit_ceil(std::max<size_t>(o.capacity, size_t{regions_} * 64));
+  region_slots_ = total / regions_;
+  max_probe_ = static_cast<unsigned>(std::min<uint64_t>(max_probe_, region_slots_));
+
+  // Anonymous memory comes zeroed (every slot empty). Huge pages where the
+  // kernel has them (a random lookup in a large table otherwise misses the
+  // TLB as well as the cache), and every page touched now, so no page fault
+  // lands on the hot path later.
+  const size_t slot_bytes = (total + bucket_kinds_) * sizeof(BucketSlot);
+  void* p = mmap(nullptr, slot_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    throw std::bad_alloc();
+  }
+  (void)madvise(p, slot_bytes, MADV_HUGEPAGE);
+  for (size_t off = 0; off < slot_bytes; off += 4096) static_cast<volatile char*>(p)[off] = 0;
+  mapped_bytes_ = slot_bytes;
+  slots_ = static_cast<BucketSlot*>(p);
+  overflow_ = slots_ + total;
+  closed_ = new std::atomic<uint8_t>[regions_];
+  for (unsigned r = 0; r < regions_; ++r) closed_[r].store(0, std::memory_order_relaxed);
+  retired_ = new uint8_t[total]();
+}
+
+BucketTable::~BucketTable() {
+  munmap(slots_, mapped_bytes_);
+  delete[] closed_;
+  delete[] retired_;
+}
+
+BucketSlot* BucketTable::find(const BucketKey& key) noexcept {
+  const unsigned r = static_cast<unsigned>(key.k0) & (regions_ - 1);
+  BucketSlot* base = region_base(r);
+  const uint64_t mask = region_slots_ - 1;
+  uint64_t i = (key.k1 >> 16) & mask;
+  for (unsigned probe = 0; probe < max_probe_; ++probe, i = (i + 1) & mask) {
+    BucketSlot& s = base[i];
+    const uint64_t k0 = load(s.key[0]);
+    const uint64_t k1 = load(s.key[1]);
+    if (k0 == key.k0 && k1 == key.k1) return &s;
+    if (k0 == 0 && k1 == 0) return nullptr;  // empty: the probe sequence ends here
+  }
+  return nullptr;
+}
+
+BucketTable::Found BucketTable::find_or_claim(const BucketKey& key) noexcept {
+  const unsigned r = static_cast<unsigned>(key.k0) & (regions_ - 1);
+  BucketSlot* base = region_base(r);
+  const uint64_t mask = region_slots_ - 1;
+  const uint64_t home = (key.k1 >> 16) & mask;
+  for (;;) {
+    // Look the key up, remembering the first slot it could claim: a key is
+    // only ever placed in the first free or empty slot of its sequence, so
+    // threads claiming the same new key race for the same slot.
+    BucketSlot* candidate = nullptr;
+    uint64_t c0 = 0, c1 = 0;
+    uint64_t i = home;
+    for (unsigned probe = 0; probe < max_probe_; ++probe, i = (i + 1) & mask) {
+      BucketSlot& s = base[i];
+      const uint64_t k0 = load(s.key[0]);
+      const uint64_t k1 = load(s.key[1]);
+      if (k0 == key.k0 && k1 == key.k1) return {&s, false};
+      if (k0 == 0) {
+        if (candidate == nullptr) {
+          candidate = &s;
+          c0 = k0;
+          c1 = k1;
+        }
+        if (k1 == 0) break;  // empty: the key is not further on
+      }
+    }
+    if (candidate == nullptr || closed_[r].load(std::memory_order_acquire) != 0) {
+      overflows_.fetch_add(1, std::memory_order_relaxed);
+      return {&overflow_slot(key.bucket()), true};
+    }
+    if (swap_key(*candidate, c0, c1, key.k0, key.k1)) return {candidate, false};
+    // Another thread took that slot, perhaps for this very key: look again.
+  }
+}
+
+void BucketTable::close_region(unsigned r) noexcept { closed_[r].store(1, std::memory_order_release); }
+
+size_t BucketTable::retire_idle(unsigned r, const IdlePredicate& idle) noexcept {
+  size_t retired = 0;
+  BucketSlot* base = region_base(r);
+  for (uint64_t i = 0; i < region_slots_; ++i) {
+    BucketSlot& s = base[i];
+    const uint64_t k0 = load(s.key[0]);
+    const uint64_t k1 = load(s.key[1]);
+    if (k0 == 0) continue;
+    // Freeze both words if and only if they still hold an idle bucket: a
+    // thread charging the bucket meanwhile makes one of the swaps fail, and
+    // then the bucket stays.
+    uint64_t a = s.a.load(std::memory_order_acquire);
+    uint64_t b = s.b.load(std::memory_order_acquire);
+    if (a == kFrozen || b == kFrozen || !idle(static_cast<uint16_t>(k1), a, b)) continue;
+    if (!s.b.compare_exchange_strong(b, kFrozen, std::memory_order_acq_rel)) continue;
+    if (!s.a.compare_exchange_strong(a, kFrozen, std::memory_order_acq_rel)) {
+      s.b.store(b, std::memory_order_release);  // a was charged: thaw b
+      continue;
+    }
+    swap_key(s, k0, k1, 0, kFreeMark);
+    retired_[size_t{r} * region_slots_ + i] = 1;
+    ++retired;
+  }
+  return retired;
+}
+
+void BucketTable::open_region(unsigned r) noexcept {
+  BucketSlot* base = region_base(r);
+  uint8_t* flags = retired_ + size_t{r} * region_slots_;
+  for (uint64_t i = 0; i < region_slots_; ++i) {
+    if (flags[i] == 0) continue;
+    base[i].a.store(0, std::memory_order_relaxed);
+    base[i].b.store(0, std::memory_order_relaxed);
+    flags[i] = 0;
+  }
+  closed_[r].store(0, std::memory_order_release);
+}
+
+size_t BucketTable::count_live() const noexcept {
+  size_t n = 0;
+  for (size_t i = 0; i < capacity(); ++i) n += load(slots_[i].key[0]) != 0;
+  return n;
+}
+
+}  // namespace sluice::limiter

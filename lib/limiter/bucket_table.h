@@ -1,0 +1,115 @@
+// The bucket table: every rate-limit bucket of the box, shared by all worker
+// threads, lock-free. A slot is 32 bytes (two per cache line): the 16-byte
+// bucket key and two state words (a GCRA TAT, or the request and token words of
+// a calendar window). Keys are claimed with one 16-byte compare-and-swap and
+// never change while claimed, so a thread that found a key never sees its slot
+// turn into another key's; state words change by compare-and-swap.
+//
+// Fixed capacity, split into regions probed independently (linear probing
+// inside a region, at most `max_probe` slots). When a key finds no slot (its
+// region is full around its home, or being reclaimed), it is charged to its
+// bucket kind's overflow bucket, one per kind: stricter than a bucket of its
+// own, never looser, so a full table never admits more than a rule allows,
+// never grows and never crashes. Overflows are counted.
+//
+// Idle buckets are reclaimed by the control thread, region by region, in
+// three steps around two grace periods it waits out itself (rte_rcu_qsbr in
+// the appliance):
+//   close_region(r)   new keys homed in r go to overflow from now on
+//   -- grace --       every claim that began before the close has finished
+//   retire_idle(r)    slots whose bucket is idle (dropping it changes no
+//                     answer: a missing bucket is a full one) are frozen and
+//                     their keys released
+//   -- grace --       every thread that read a retired key has moved on
+//   open_region(r)    retired slots are zeroed and new keys may claim them
+// so memory is reused only after a grace period, and no key is ever in two
+// slots at once.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "limiter/bucket_key.h"
+
+namespace sluice::limiter {
+
+struct alignas(32) BucketSlot {
+  alignas(16) uint64_t key[2];  // {k0, k1}; {0, 0} empty, {0, 1} free, else a BucketKey
+  std::atomic<uint64_t> a;      // state word
+  std::atomic<uint64_t> b;      // second state word
+};
+static_assert(sizeof(BucketSlot) == 32);
+
+class BucketTable {
+ public:
+  // A state word of a slot being retired: whoever reads it looks the key up again.
+  static constexpr uint64_t kFrozen = ~uint64_t{0};
+
+  struct Options {
+    size_t capacity = 1 << 20;  // slots in all, rounded up to a power of two (at least regions * 64)
+    unsigned regions = 64;      // a power of two
+    unsigned max_probe = 128;   // slots examined per lookup before overflowing
+    uint16_t bucket_kinds = 1;  // one overflow bucket each
+  };
+
+  explicit BucketTable(const Options& options);
+  ~BucketTable();
+  BucketTable(const BucketTable&) = delete;
+  BucketTable& operator=(const BucketTable&) = delete;
+
+  struct Found {
+    BucketSlot* slot;
+    bool overflow;  // `slot` is the key's bucket kind's shared overflow bucket
+  };
+  // The slot of `key`, claimed for it if it has none; its kind's overflow
+  // bucket if it has none and cannot get one.
+  [[nodiscard]] Found find_or_claim(const BucketKey& key) noexcept;
+  // The slot of `key` if it has one.
+  [[nodiscard]] BucketSlot* find(const BucketKey& key) noexcept;
+  // Starts loading the cache line where `key`'s lookup begins. The data plane
+  // calls it for a whole burst of requests before charging any of them, so
+  // the memory latency of a large table is paid once per burst, not once per
+  // request.
+  void prefetch(const BucketKey& key) const noexcept {
+    const unsigned r = static_cast<unsigned>(key.k0) & (regions_ - 1);
+    __builtin_prefetch(region_base(r) + ((key.k1 >> 16) & (region_slots_ - 1)), 0, 3);
+  }
+  // A bucket kind's overflow bucket; also where a thread goes that finds its
+  // slot frozen (being retired, so its region is closed to new keys anyway).
+  [[nodiscard]] BucketSlot& overflow_slot(uint16_t kind) noexcept {
+    return overflow_[kind < bucket_kinds_ ? kind : bucket_kinds_ - 1];
+  }
+
+  // Reclamation, driven by one control thread (see the file comment).
+  using IdlePredicate = std::function<bool(uint16_t bucket_kind, uint64_t a, uint64_t b)>;
+  [[nodiscard]] unsigned regions() const noexcept { return regions_; }
+  void close_region(unsigned r) noexcept;
+  size_t retire_idle(unsigned r, const IdlePredicate& idle) noexcept;
+  void open_region(unsigned r) noexcept;
+
+  // Figures for the operator: slot counts are exact when no thread is
+  // claiming or retiring at the time.
+  [[nodiscard]] size_t capacity() const noexcept { return size_t{regions_} * region_slots_; }
+  [[nodiscard]] size_t count_live() const noexcept;
+  [[nodiscard]] uint64_t overflows() const noexcept { return overflows_.load(std::memory_order_relaxed); }
+  [[nodiscard]] size_t memory_bytes() const noexcept { return mapped_bytes_; }
+
+ private:
+  [[nodiscard]] BucketSlot* region_base(unsigned r) const noexcept { return slots_ + size_t{r} * region_slots_; }
+
+  BucketSlot* slots_ = nullptr;
+  BucketSlot* overflow_ = nullptr;  // bucket_kinds slots
+  std::atomic<uint8_t>* closed_ = nullptr;
+  uint8_t* retired_ = nullptr;  // per slot, control thread only: retired since the region closed
+  size_t mapped_bytes_ = 0;
+  unsigned regions_;
+  unsigned region_bits_;
+  uint64_t region_slots_;
+  unsigned max_probe_;
+  uint16_t bucket_kinds_;
+  std::atomic<uint64_t> overflows_{0};
+};
+
+}  // namespace sluice::limiter

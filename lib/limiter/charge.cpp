@@ -1,0 +1,61 @@
+// See charge.h.
+#include "limiter/charge.h"
+
+namespace sluice::limiter {
+
+GcraCharge charge_gcra(BucketTable& table, const BucketKey& key, Nanos now, const GcraLimit& limit) noexcept {
+  BucketTable::Found f = table.find_or_claim(key);
+  for (;;) {
+    uint64_t tat = f.slot->a.load(std::memory_order_acquire);
+    if (tat == BucketTable::kFrozen) {
+      f = {&table.overflow_slot(key.bucket()), true};
+      continue;
+    }
+    const GcraDecision d = gcra_decide(tat, now, limit);
+    if (!d.admit) return {d, f.overflow};
+    if (f.slot->a.compare_exchange_weak(tat, d.new_tat, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      return {d, f.overflow};
+    }
+  }
+}
+
+WindowCharge charge_window(BucketTable& table, const BucketKey& key, Nanos now, const WindowLimit& limit) noexcept {
+  BucketTable::Found f = table.find_or_claim(key);
+  for (;;) {
+    uint64_t requests = f.slot->a.load(std::memory_order_acquire);
+    const uint64_t tokens = f.slot->b.load(std::memory_order_acquire);
+    if (requests == BucketTable::kFrozen || tokens == BucketTable::kFrozen) {
+      f = {&table.overflow_slot(key.bucket()), true};
+      continue;
+    }
+    const WindowDecision d = window_decide(requests, tokens, now, limit);
+    if (!d.write) return {d, f.overflow};
+    if (f.slot->a.compare_exchange_weak(requests, d.new_requests, std::memory_order_acq_rel,
+                                        std::memory_order_acquire)) {
+      return {d, f.overflow};
+    }
+  }
+}
+
+void charge_tokens(BucketTable& table, const BucketKey& key, uint64_t tokens, Nanos now) noexcept {
+  BucketTable::Found f = table.find_or_claim(key);
+  for (;;) {
+    uint64_t word = f.slot->b.load(std::memory_order_acquire);
+    if (word == BucketTable::kFrozen) {
+      f = {&table.overflow_slot(key.bucket()), true};
+      continue;
+    }
+    if (f.slot->b.compare_exchange_weak(word, window_charge(word, tokens, now), std::memory_order_acq_rel,
+                                        std::memory_order_acquire)) {
+      return;
+    }
+  }
+}
+
+GcraDecision peek_gcra(BucketTable& table, const BucketKey& key, Nanos now, const GcraLimit& limit) noexcept {
+  const BucketSlot* s = table.find(key);
+  const uint64_t tat = s ? s->a.load(std::memory_order_acquire) : 0;
+  return gcra_decide(tat == BucketTable::kFrozen ? 0 : tat, now, limit);
+}
+
+}  // namespace sluice::limiter
