@@ -30,9 +30,12 @@ constexpr uint64_t kFreeMark = 1;  // k1 of a free slot (k0 == 0)
 }  // namespace
 
 BucketTable::BucketTable(const Options& o)
-    : regions_(std::bit_ceil(std::max(1u, o.regions))),
+    : stride_(sizeof(BucketSlot) + 8 * size_t{std::max(2u, o.words + (o.words & 1u))}),
+      words_(std::max(2u, o.words + (o.words & 1u))),
+      regions_(std::bit_ceil(std::max(1u, o.regions))),
       max_probe_(std::max(1u, o.max_probe)),
       bucket_kinds_(std::max<uint16_t>(1, o.bucket_kinds)) {
+  if (words_ > kMaxWords) throw std::invalid_argument("a bucket table slot holds at most 64 state words");
   region_bits_ = static_cast<unsigned>(std::countr_zero(regions_));
   const size_t total = std::bit_ceil(std::max<size_t>(o.capacity, size_t{regions_} * 64));
   region_slots_ = total / regions_;
@@ -42,7 +45,7 @@ BucketTable::BucketTable(const Options& o)
   // kernel has them (a random lookup in a large table otherwise misses the
   // TLB as well as the cache), and every page touched now, so no page fault
   // lands on the hot path later.
-  const size_t slot_bytes = (total + bucket_kinds_) * sizeof(BucketSlot);
+  const size_t slot_bytes = (total + bucket_kinds_) * stride_;
   void* p = mmap(nullptr, slot_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     throw std::bad_alloc();
@@ -50,26 +53,25 @@ BucketTable::BucketTable(const Options& o)
   (void)madvise(p, slot_bytes, MADV_HUGEPAGE);
   for (size_t off = 0; off < slot_bytes; off += 4096) static_cast<volatile char*>(p)[off] = 0;
   mapped_bytes_ = slot_bytes;
-  slots_ = static_cast<BucketSlot*>(p);
-  overflow_ = slots_ + total;
+  base_ = static_cast<char*>(p);
   closed_ = new std::atomic<uint8_t>[regions_];
   for (unsigned r = 0; r < regions_; ++r) closed_[r].store(0, std::memory_order_relaxed);
   retired_ = new uint8_t[total]();
 }
 
 BucketTable::~BucketTable() {
-  munmap(slots_, mapped_bytes_);
+  munmap(base_, mapped_bytes_);
   delete[] closed_;
   delete[] retired_;
 }
 
 BucketSlot* BucketTable::find(const BucketKey& key) noexcept {
   const unsigned r = static_cast<unsigned>(key.k0) & (regions_ - 1);
-  BucketSlot* base = region_base(r);
+  const size_t base = size_t{r} * region_slots_;
   const uint64_t mask = region_slots_ - 1;
   uint64_t i = (key.k1 >> 16) & mask;
   for (unsigned probe = 0; probe < max_probe_; ++probe, i = (i + 1) & mask) {
-    BucketSlot& s = base[i];
+    BucketSlot& s = *slot_at(base + i);
     const uint64_t k0 = load(s.key[0]);
     const uint64_t k1 = load(s.key[1]);
     if (k0 == key.k0 && k1 == key.k1) return &s;
@@ -80,7 +82,7 @@ BucketSlot* BucketTable::find(const BucketKey& key) noexcept {
 
 BucketTable::Found BucketTable::find_or_claim(const BucketKey& key) noexcept {
   const unsigned r = static_cast<unsigned>(key.k0) & (regions_ - 1);
-  BucketSlot* base = region_base(r);
+  const size_t base = size_t{r} * region_slots_;
   const uint64_t mask = region_slots_ - 1;
   const uint64_t home = (key.k1 >> 16) & mask;
   for (;;) {
@@ -91,7 +93,7 @@ BucketTable::Found BucketTable::find_or_claim(const BucketKey& key) noexcept {
     uint64_t c0 = 0, c1 = 0;
     uint64_t i = home;
     for (unsigned probe = 0; probe < max_probe_; ++probe, i = (i + 1) & mask) {
-      BucketSlot& s = base[i];
+      BucketSlot& s = *slot_at(base + i);
       const uint64_t k0 = load(s.key[0]);
       const uint64_t k1 = load(s.key[1]);
       if (k0 == key.k0 && k1 == key.k1) return {&s, false};
@@ -117,45 +119,55 @@ void BucketTable::close_region(unsigned r) noexcept { closed_[r].store(1, std::m
 
 size_t BucketTable::retire_idle(unsigned r, const IdlePredicate& idle) noexcept {
   size_t retired = 0;
-  BucketSlot* base = region_base(r);
+  const size_t base = size_t{r} * region_slots_;
+  uint64_t seen[kMaxWords];
   for (uint64_t i = 0; i < region_slots_; ++i) {
-    BucketSlot& s = base[i];
+    BucketSlot& s = *slot_at(base + i);
     const uint64_t k0 = load(s.key[0]);
     const uint64_t k1 = load(s.key[1]);
     if (k0 == 0) continue;
-    // Freeze both words if and only if they still hold an idle bucket: a
-    // thread charging the bucket meanwhile makes one of the swaps fail, and
-    // then the bucket stays.
-    uint64_t a = s.a.load(std::memory_order_acquire);
-    uint64_t b = s.b.load(std::memory_order_acquire);
-    if (a == kFrozen || b == kFrozen || !idle(static_cast<uint16_t>(k1), a, b)) continue;
-    if (!s.b.compare_exchange_strong(b, kFrozen, std::memory_order_acq_rel)) continue;
-    if (!s.a.compare_exchange_strong(a, kFrozen, std::memory_order_acq_rel)) {
-      s.b.store(b, std::memory_order_release);  // a was charged: thaw b
+    bool frozen = false;
+    for (unsigned w = 0; w < words_; ++w) {
+      seen[w] = s.load(w);
+      frozen = frozen || seen[w] == kFrozen;
+    }
+    if (frozen || !idle(static_cast<uint16_t>(k1), seen)) continue;
+    // Freeze every word if and only if it still holds what the predicate saw:
+    // a thread charging the bucket meanwhile makes one swap fail, and then the
+    // words frozen so far are thawed and the bucket stays.
+    unsigned done = 0;
+    for (; done < words_; ++done) {
+      uint64_t expected = seen[done];
+      if (!s.word(done).compare_exchange_strong(expected, kFrozen, std::memory_order_acq_rel)) break;
+    }
+    if (done < words_) {
+      while (done > 0) {
+        --done;
+        s.word(done).store(seen[done], std::memory_order_release);
+      }
       continue;
     }
     swap_key(s, k0, k1, 0, kFreeMark);
-    retired_[size_t{r} * region_slots_ + i] = 1;
+    retired_[base + i] = 1;
     ++retired;
   }
   return retired;
 }
 
 void BucketTable::open_region(unsigned r) noexcept {
-  BucketSlot* base = region_base(r);
-  uint8_t* flags = retired_ + size_t{r} * region_slots_;
+  const size_t base = size_t{r} * region_slots_;
   for (uint64_t i = 0; i < region_slots_; ++i) {
-    if (flags[i] == 0) continue;
-    base[i].a.store(0, std::memory_order_relaxed);
-    base[i].b.store(0, std::memory_order_relaxed);
-    flags[i] = 0;
+    if (retired_[base + i] == 0) continue;
+    BucketSlot& s = *slot_at(base + i);
+    for (unsigned w = 0; w < words_; ++w) s.word(w).store(0, std::memory_order_relaxed);
+    retired_[base + i] = 0;
   }
   closed_[r].store(0, std::memory_order_release);
 }
 
 size_t BucketTable::count_live() const noexcept {
   size_t n = 0;
-  for (size_t i = 0; i < capacity(); ++i) n += load(slots_[i].key[0]) != 0;
+  for (size_t i = 0; i < capacity(); ++i) n += load(slot_at(i)->key[0]) != 0;
   return n;
 }
 

@@ -1,9 +1,11 @@
 // The bucket table: every rate-limit bucket of the box, shared by all worker
-// threads, lock-free. A slot is 32 bytes (two per cache line): the 16-byte
-// bucket key and two state words (a GCRA TAT, or the request and token words of
-// a calendar window). Keys are claimed with one 16-byte compare-and-swap and
-// never change while claimed, so a thread that found a key never sees its slot
-// turn into another key's; state words change by compare-and-swap.
+// threads, lock-free. A slot is the 16-byte bucket key and a fixed number of
+// 64-bit state words: two for rate-limit buckets, so a slot is 32 bytes and two
+// share a cache line (a GCRA TAT, or the request and token words of a calendar
+// window); more for the per-address credential slots of TB07, which use the
+// same table. Keys are claimed with one 16-byte compare-and-swap and never
+// change while claimed, so a thread that found a key never sees its slot turn
+// into another key's; state words change by compare-and-swap.
 //
 // Fixed capacity, split into regions probed independently (linear probing
 // inside a region, at most `max_probe` slots). When a key finds no slot (its
@@ -30,28 +32,38 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <cstring>
 
 #include "limiter/bucket_key.h"
 
 namespace sluice::limiter {
 
-struct alignas(32) BucketSlot {
-  alignas(16) uint64_t key[2];  // {k0, k1}; {0, 0} empty, {0, 1} free, else a BucketKey
-  std::atomic<uint64_t> a;      // state word
-  std::atomic<uint64_t> b;      // second state word
+// A slot's key; its state words follow it in memory.
+struct alignas(16) BucketSlot {
+  uint64_t key[2];  // {k0, k1}; {0, 0} empty, {0, 1} free, else a BucketKey
+
+  [[nodiscard]] std::atomic_ref<uint64_t> word(unsigned i) noexcept {
+    return std::atomic_ref<uint64_t>(reinterpret_cast<uint64_t*>(this + 1)[i]);
+  }
+  [[nodiscard]] uint64_t load(unsigned i) const noexcept {
+    return std::atomic_ref<uint64_t>(const_cast<uint64_t*>(reinterpret_cast<const uint64_t*>(this + 1))[i])
+        .load(std::memory_order_acquire);
+  }
 };
-static_assert(sizeof(BucketSlot) == 32);
+static_assert(sizeof(BucketSlot) == 16);
 
 class BucketTable {
  public:
-  // A state word of a slot being retired: whoever reads it looks the key up again.
+  // A state word of a slot being retired: whoever reads it uses the overflow bucket.
   static constexpr uint64_t kFrozen = ~uint64_t{0};
+  static constexpr unsigned kMaxWords = 64;
 
   struct Options {
     size_t capacity = 1 << 20;  // slots in all, rounded up to a power of two (at least regions * 64)
     unsigned regions = 64;      // a power of two
     unsigned max_probe = 128;   // slots examined per lookup before overflowing
     uint16_t bucket_kinds = 1;  // one overflow bucket each
+    unsigned words = 2;         // state words per slot, even (keys stay 16-byte aligned)
   };
 
   explicit BucketTable(const Options& options);
@@ -74,16 +86,17 @@ class BucketTable {
   // request.
   void prefetch(const BucketKey& key) const noexcept {
     const unsigned r = static_cast<unsigned>(key.k0) & (regions_ - 1);
-    __builtin_prefetch(region_base(r) + ((key.k1 >> 16) & (region_slots_ - 1)), 0, 3);
+    __builtin_prefetch(slot_at(size_t{r} * region_slots_ + ((key.k1 >> 16) & (region_slots_ - 1))), 0, 3);
   }
   // A bucket kind's overflow bucket; also where a thread goes that finds its
   // slot frozen (being retired, so its region is closed to new keys anyway).
   [[nodiscard]] BucketSlot& overflow_slot(uint16_t kind) noexcept {
-    return overflow_[kind < bucket_kinds_ ? kind : bucket_kinds_ - 1];
+    return *slot_at(capacity() + (kind < bucket_kinds_ ? kind : bucket_kinds_ - 1u));
   }
 
   // Reclamation, driven by one control thread (see the file comment).
-  using IdlePredicate = std::function<bool(uint16_t bucket_kind, uint64_t a, uint64_t b)>;
+  // Sees a bucket's kind and its state words (as read; frozen words are never shown).
+  using IdlePredicate = std::function<bool(uint16_t bucket_kind, const uint64_t* words)>;
   [[nodiscard]] unsigned regions() const noexcept { return regions_; }
   void close_region(unsigned r) noexcept;
   size_t retire_idle(unsigned r, const IdlePredicate& idle) noexcept;
@@ -97,10 +110,13 @@ class BucketTable {
   [[nodiscard]] size_t memory_bytes() const noexcept { return mapped_bytes_; }
 
  private:
-  [[nodiscard]] BucketSlot* region_base(unsigned r) const noexcept { return slots_ + size_t{r} * region_slots_; }
+  [[nodiscard]] BucketSlot* slot_at(size_t i) const noexcept {
+    return reinterpret_cast<BucketSlot*>(base_ + i * stride_);
+  }
 
-  BucketSlot* slots_ = nullptr;
-  BucketSlot* overflow_ = nullptr;  // bucket_kinds slots
+  char* base_ = nullptr;  // capacity() slots, then bucket_kinds overflow slots
+  size_t stride_ = 32;
+  unsigned words_ = 2;
   std::atomic<uint8_t>* closed_ = nullptr;
   uint8_t* retired_ = nullptr;  // per slot, control thread only: retired since the region closed
   size_t mapped_bytes_ = 0;

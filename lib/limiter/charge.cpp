@@ -6,14 +6,14 @@ namespace sluice::limiter {
 GcraCharge charge_gcra(BucketTable& table, const BucketKey& key, Nanos now, const GcraLimit& limit) noexcept {
   BucketTable::Found f = table.find_or_claim(key);
   for (;;) {
-    uint64_t tat = f.slot->a.load(std::memory_order_acquire);
+    uint64_t tat = f.slot->load(0);
     if (tat == BucketTable::kFrozen) {
       f = {&table.overflow_slot(key.bucket()), true};
       continue;
     }
     const GcraDecision d = gcra_decide(tat, now, limit);
     if (!d.admit) return {d, f.overflow};
-    if (f.slot->a.compare_exchange_weak(tat, d.new_tat, std::memory_order_acq_rel, std::memory_order_acquire)) {
+    if (f.slot->word(0).compare_exchange_weak(tat, d.new_tat, std::memory_order_acq_rel, std::memory_order_acquire)) {
       return {d, f.overflow};
     }
   }
@@ -22,15 +22,15 @@ GcraCharge charge_gcra(BucketTable& table, const BucketKey& key, Nanos now, cons
 WindowCharge charge_window(BucketTable& table, const BucketKey& key, Nanos now, const WindowLimit& limit) noexcept {
   BucketTable::Found f = table.find_or_claim(key);
   for (;;) {
-    uint64_t requests = f.slot->a.load(std::memory_order_acquire);
-    const uint64_t tokens = f.slot->b.load(std::memory_order_acquire);
+    uint64_t requests = f.slot->load(0);
+    const uint64_t tokens = f.slot->load(1);
     if (requests == BucketTable::kFrozen || tokens == BucketTable::kFrozen) {
       f = {&table.overflow_slot(key.bucket()), true};
       continue;
     }
     const WindowDecision d = window_decide(requests, tokens, now, limit);
     if (!d.write) return {d, f.overflow};
-    if (f.slot->a.compare_exchange_weak(requests, d.new_requests, std::memory_order_acq_rel,
+    if (f.slot->word(0).compare_exchange_weak(requests, d.new_requests, std::memory_order_acq_rel,
                                         std::memory_order_acquire)) {
       return {d, f.overflow};
     }
@@ -40,12 +40,12 @@ WindowCharge charge_window(BucketTable& table, const BucketKey& key, Nanos now, 
 void charge_tokens(BucketTable& table, const BucketKey& key, uint64_t tokens, Nanos now) noexcept {
   BucketTable::Found f = table.find_or_claim(key);
   for (;;) {
-    uint64_t word = f.slot->b.load(std::memory_order_acquire);
+    uint64_t word = f.slot->load(1);
     if (word == BucketTable::kFrozen) {
       f = {&table.overflow_slot(key.bucket()), true};
       continue;
     }
-    if (f.slot->b.compare_exchange_weak(word, window_charge(word, tokens, now), std::memory_order_acq_rel,
+    if (f.slot->word(1).compare_exchange_weak(word, window_charge(word, tokens, now), std::memory_order_acq_rel,
                                         std::memory_order_acquire)) {
       return;
     }
@@ -54,7 +54,7 @@ void charge_tokens(BucketTable& table, const BucketKey& key, uint64_t tokens, Na
 
 GcraDecision peek_gcra(BucketTable& table, const BucketKey& key, Nanos now, const GcraLimit& limit) noexcept {
   const BucketSlot* s = table.find(key);
-  const uint64_t tat = s ? s->a.load(std::memory_order_acquire) : 0;
+  const uint64_t tat = s ? s->load(0) : 0;
   return gcra_decide(tat == BucketTable::kFrozen ? 0 : tat, now, limit);
 }
 

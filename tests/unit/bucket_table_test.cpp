@@ -97,7 +97,7 @@ TEST(BucketTable, IdleBucketsAreReclaimedAroundGracePeriodsAndTheirSlotsReused) 
   // Keys 0..99 are used again later, so they are not idle at kT0 + 1.5 s.
   for (uint64_t i = 0; i < 100; ++i) ASSERT_TRUE(charge_gcra(t, key_of(0, i), kT0 + kSec, l).decision.admit);
   const Nanos later = kT0 + 1500 * kSec / 1000;
-  auto idle = [&](uint16_t, uint64_t a, uint64_t) { return gcra_full(a, later); };
+  auto idle = [&](uint16_t, const uint64_t* w) { return gcra_full(w[0], later); };
 
   t.close_region(0);
   // While closed, new keys overflow but existing ones are found.
@@ -124,8 +124,8 @@ TEST(BucketTable, ABucketChargedWhileBeingRetiredStays) {
   ASSERT_TRUE(charge_gcra(t, k, kT0, l).decision.admit);
   t.close_region(0);
   // The predicate sees the bucket idle, but a worker charges it before the freeze.
-  auto idle = [&](uint16_t, uint64_t a, uint64_t) {
-    if (gcra_full(a, kT0 + 2 * kSec)) {
+  auto idle = [&](uint16_t, const uint64_t* w) {
+    if (gcra_full(w[0], kT0 + 2 * kSec)) {
       EXPECT_TRUE(charge_gcra(t, k, kT0 + 2 * kSec, l).decision.admit);
       return true;
     }
@@ -173,7 +173,7 @@ TEST(BucketTableConcurrency, ThreadsCreatingTheSameNewKeysAgreeOnOneSlotEach) {
   for (uint64_t i = 0; i < 1000; ++i) {
     const BucketSlot* s = t.find(key_of(0, i));
     ASSERT_NE(s, nullptr);
-    EXPECT_EQ(count_in(s->a.load(), minute_of(kT0)), 4u) << "no lost update for key " << i;
+    EXPECT_EQ(count_in(s->load(0), minute_of(kT0)), 4u) << "no lost update for key " << i;
   }
 }
 
@@ -209,7 +209,7 @@ TEST(BucketTableConcurrency, ReclaimingWhileChargingNeverAdmitsMoreThanTheBudget
     const unsigned r = static_cast<unsigned>(step) % t.regions();
     t.close_region(r);
     grace();
-    (void)t.retire_idle(r, [&](uint16_t, uint64_t a, uint64_t) { return gcra_full(a, now.load()); });
+    (void)t.retire_idle(r, [&](uint16_t, const uint64_t* w) { return gcra_full(w[0], now.load()); });
     grace();
     t.open_region(r);
   }

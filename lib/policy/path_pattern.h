@@ -1,0 +1,50 @@
+// Path patterns of rules and preflight paths: literal segments, `{name}`
+// segments that match one segment and capture it, and a trailing `*` that
+// means "this path and every path under it" (`/api/claims*` matches
+// /api/claims and /api/claims/7, not /api/claimsX; `/v1/*` matches
+// everything under /v1/). Matching runs on a normalised path (see
+// normalize_path), so a request cannot leave its family by spelling its path
+// differently.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sluice::policy {
+
+class PathPattern {
+ public:
+  static constexpr size_t kMaxParams = 8;
+
+  [[nodiscard]] static std::optional<PathPattern> compile(std::string_view pattern, std::string* why);
+
+  // True if `path` (normalised) matches; params[i] then holds the i-th
+  // parameter's segment, a view into `path`.
+  [[nodiscard]] bool match(std::string_view path, std::span<std::string_view, kMaxParams> params) const noexcept;
+  [[nodiscard]] int param_index(std::string_view name) const noexcept;
+  [[nodiscard]] const std::string& text() const noexcept { return text_; }
+
+ private:
+  struct Segment {
+    std::string literal;
+    int param = -1;  // >= 0: a {param} segment
+  };
+  std::string text_;
+  std::vector<Segment> segments_;
+  enum class Tail : uint8_t { kExact, kSubtreeOfLast, kAnyUnder } tail_ = Tail::kExact;
+  std::vector<std::string> params_;
+};
+
+// Normalises a request path for matching, into `out` (at least path.size()
+// bytes): percent-encoded unreserved characters are decoded, an encoded or
+// literal backslash or an encoded slash reads as '/', runs of '/' collapse,
+// and "." and ".." segments are resolved (RFC 3986 5.2.4). Every rewrite can
+// only make more paths match a family, never fewer. Returns the normalised
+// path, a view into `out`.
+[[nodiscard]] std::string_view normalize_path(std::string_view path, std::span<char> out) noexcept;
+
+}  // namespace sluice::policy

@@ -1,0 +1,168 @@
+// The policy as the operator wrote it: a plain, owning description of one
+// profile (config/*.yaml), produced by the loader and turned by
+// compile_policy() into the structures the hot path reads. Every field is
+// documented in config/README.md; defaults here are the defaults there.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "net/ip_address.h"
+#include "time/clock.h"
+
+namespace sluice::policy {
+
+using time::Nanos;
+
+// Where a file's node came from, for error messages (1-based).
+struct Mark {
+  std::string file;
+  int line = 0;
+  int column = 0;
+};
+
+// X02: which rate-limit fields an admitted (and refused) response carries.
+enum class HeaderStyle : uint8_t {
+  kNone,  // no rate-limit fields (DQ10; RF's seed sends only Retry-After on 429)
+  kSeed,  // RateLimit-Limit, -Remaining, -Reset, -Policy: "<limit>;w=<window>" (TB16)
+  kIetf,  // draft-ietf-httpapi-ratelimit-headers: RateLimit-Policy: "name";q=..;w=.., RateLimit: "name";r=..;t=..
+};
+
+struct ClientIpSpec {
+  // Headers that may carry the client's address, in order of preference.
+  // Empty: the connection's address only.
+  std::vector<std::string> headers;
+  // For list-valued headers (X-Forwarded-For): which element is the client.
+  enum class Hop : uint8_t { kFirst, kLast } hop = Hop::kFirst;
+  // RF06: take the first valid IPv4 across all headers before any IPv6.
+  bool prefer_ipv4 = false;
+  // X04: the headers are believed only from these peers; from anyone else
+  // the connection's address is used. Empty: never believed.
+  std::vector<net::IpNetwork> trusted_proxies;
+  // X03: IPv6 clients are keyed by this prefix (128: the whole address).
+  unsigned ipv6_prefix = 128;
+};
+
+struct CredentialSpec {
+  std::string header = "Authorization";
+  // RF05: credentials that identify nobody (a shared anonymous token): such a
+  // request has no user and is keyed by client IP.
+  std::vector<std::string> anonymous;
+  // RF10: what happens to a request whose rule keys on the user when it has
+  // no credential, or one the credential map does not know.
+  enum class Unknown : uint8_t { kAnswer401, kForward } unknown = Unknown::kAnswer401;
+};
+
+struct CorsSpec {
+  // TB08: origins granted. Empty: no preflight handling at all, and no CORS
+  // fields on refusals.
+  std::vector<std::string> allow_origins;
+  // Paths (patterns) on which a preflight is answered before the limiter.
+  std::vector<std::string> preflight_paths;
+  // TB09: fields a refusal to a granted origin exposes to scripts.
+  std::vector<std::string> expose_headers;
+};
+
+struct Exemption {
+  Mark mark;
+  std::vector<std::string> methods;  // empty: any
+  std::string path;                  // exact
+};
+
+// A budget: either continuous (GCRA) or calendar minute (RPM/TPM).
+struct BucketSpec {
+  Mark mark;
+  std::string name;
+  enum class Kind : uint8_t { kContinuous, kCalendarMinute } kind = Kind::kContinuous;
+  // Continuous: `count` requests per `period`, `burst` back to back.
+  uint64_t count = 0;
+  Nanos period = 0;
+  uint32_t burst = 0;
+  // Calendar minute: quotas per minute (0: none).
+  uint32_t requests_per_minute = 0;
+  uint64_t tokens_per_minute = 0;
+  // DQ: per-key quotas, for keys named here (a deployment's own RPM/TPM).
+  struct Override {
+    std::string key;
+    uint32_t requests_per_minute = 0;
+    uint64_t tokens_per_minute = 0;
+  };
+  std::vector<Override> overrides;
+  // RF08: an idle bucket is dropped this long after it is full again.
+  Nanos idle_drop_after = 0;
+};
+
+// What a rule's bucket is keyed by.
+struct KeySpec {
+  enum class Kind : uint8_t {
+    kClientIp,     // the resolved client address (TB10, RF06)
+    kCredential,   // the normalised credential (TB05)
+    kUser,         // the credential's user from the credential map (RF04); no user: client IP (RF05)
+    kPathParam,    // a {param} of the rule's path pattern (a run token, a workspace)
+    kHeader,       // a request field's value (DQ01: the deployment)
+    kHost,         // the Host (or absolute-form authority)
+    kDestination,  // the connection's destination address and port (DQ01)
+  } kind = Kind::kClientIp;
+  std::string name;  // the parameter or field name
+};
+
+struct ResponseSpec {
+  uint16_t status = 429;
+  std::string reason;  // empty: the standard one
+  std::vector<std::pair<std::string, std::string>> headers;  // values may hold {placeholders}
+  std::string body;
+};
+
+struct RuleSpec {
+  Mark mark;
+  std::string name;
+  // Match: all given conditions must hold.
+  std::vector<std::string> methods;        // empty: any
+  std::vector<std::string> paths;          // patterns; empty: any
+  std::vector<std::string> require_fields; // fields that must be present
+  std::string live_run_param;              // the {param} naming a run that must be live
+  // Key and budget.
+  KeySpec key;
+  enum class MissingKey : uint8_t { kSkipRule, kAnswer400 } missing_key = MissingKey::kSkipRule;
+  std::string bucket;
+  // TB07: at most this many credentials per client IP hold budgets of their own.
+  struct CredentialSlots {
+    uint32_t per_client_ip = 0;  // 0: no ceiling
+    Nanos quiet = 60 * time::kNanosPerSecond;
+    std::string overflow_bucket;  // where a credential past the ceiling is counted (keyed by client IP)
+  } credential_slots;
+  // After admission: forward (normal), or answer with a status (TB12: 404).
+  uint16_t answer_status = 0;  // 0: forward
+  std::optional<ResponseSpec> answer;
+  std::optional<ResponseSpec> refusal;       // default: the policy's
+  std::optional<HeaderStyle> header_style;   // default: the policy's
+  bool shadow = false;                       // X01
+};
+
+struct Policy {
+  std::string file;  // where it was loaded from
+  std::string name;
+  bool shadow = false;                    // X01, the whole policy
+  HeaderStyle header_style = HeaderStyle::kSeed;
+  std::vector<uint16_t> service_ports;    // TCP ports whose requests are parsed
+  ClientIpSpec client_ip;
+  CredentialSpec credentials;
+  CorsSpec cors;
+  std::vector<Exemption> exemptions;
+  std::vector<BucketSpec> buckets;
+  std::vector<RuleSpec> rules;
+  ResponseSpec refusal;
+  // Response templates of answers the limiter gives for other reasons.
+  ResponseSpec unauthorized;  // RF10
+  ResponseSpec not_found;     // TB12
+  // Head limits (issue 2).
+  uint32_t max_head_bytes = 16 * 1024;
+  uint16_t max_fields = 100;
+  bool allow_upgrade = true;
+  bool allow_connect = false;
+  bool allow_h2_prior_knowledge = false;
+};
+
+}  // namespace sluice::policy

@@ -1,0 +1,654 @@
+// See policy_loader.h. The YAML library only tokenises; everything about what
+// a field may hold is checked here, against the reference in config/README.md.
+#include "policy/policy_loader.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "http/token_chars.h"
+#include "policy/path_pattern.h"
+#include "policy/response_template.h"
+
+namespace sluice::policy {
+
+std::string PolicyError::to_string() const {
+  if (line == 0) return file + ": " + message;
+  return file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + message;
+}
+
+bool parse_duration(std::string_view s, Nanos& out) {
+  uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (ec != std::errc() || end == s.data()) return false;
+  const std::string_view unit(end, static_cast<size_t>(s.data() + s.size() - end));
+  Nanos scale;
+  if (unit == "ms") scale = 1'000'000;
+  else if (unit == "s") scale = time::kNanosPerSecond;
+  else if (unit == "m") scale = time::kNanosPerMinute;
+  else if (unit == "h") scale = 60 * time::kNanosPerMinute;
+  else return false;
+  if (n > UINT64_MAX / scale) return false;
+  out = n * scale;
+  return true;
+}
+
+bool parse_rate(std::string_view s, uint64_t& count, Nanos& period) {
+  const size_t slash = s.find('/');
+  if (slash == std::string_view::npos) return false;
+  const std::string_view n = s.substr(0, slash);
+  const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), count);
+  if (ec != std::errc() || end != n.data() + n.size() || count == 0) return false;
+  const std::string_view unit = s.substr(slash + 1);
+  if (unit == "s" || unit == "sec" || unit == "second") period = time::kNanosPerSecond;
+  else if (unit == "min" || unit == "minute") period = time::kNanosPerMinute;
+  else if (unit == "h" || unit == "hour") period = 60 * time::kNanosPerMinute;
+  else return false;
+  return true;
+}
+
+namespace {
+
+// Reads nodes strictly, collecting errors with their marks.
+class Reader {
+ public:
+  Reader(std::string file, std::vector<PolicyError>& errors) : file_(std::move(file)), errors_(errors) {}
+
+  Mark mark(const YAML::Node& n) const {
+    const YAML::Mark m = n.Mark();
+    return {file_, m.line + 1, m.column + 1};
+  }
+
+  void error(const YAML::Node& n, const std::string& message) {
+    const Mark m = mark(n);
+    errors_.push_back({file_, m.line, m.column, message});
+  }
+
+  void error_at(const Mark& m, const std::string& message) { errors_.push_back({file_, m.line, m.column, message}); }
+
+  bool is_map(const YAML::Node& n, const std::string& what) {
+    if (n.IsMap()) return true;
+    error(n, what + " must be a mapping");
+    return false;
+  }
+
+  // Reports every key of `map` not in `allowed`.
+  void only(const YAML::Node& map, std::initializer_list<std::string_view> allowed, const std::string& what) {
+    for (const auto& kv : map) {
+      const std::string key = kv.first.Scalar();
+      bool ok = false;
+      for (std::string_view a : allowed) ok = ok || a == key;
+      if (!ok) {
+        std::string list;
+        for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+        error(kv.first, "unknown key '" + key + "' in " + what + " (expected one of: " + list + ")");
+      }
+    }
+  }
+
+  std::optional<std::string> string(const YAML::Node& n, const std::string& what) {
+    if (!n.IsScalar()) {
+      error(n, what + " must be a string");
+      return std::nullopt;
+    }
+    return n.Scalar();
+  }
+
+  std::optional<uint64_t> number(const YAML::Node& n, const std::string& what, uint64_t min, uint64_t max) {
+    if (!n.IsScalar()) {
+      error(n, what + " must be a number");
+      return std::nullopt;
+    }
+    const std::string& s = n.Scalar();
+    uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size()) {
+      error(n, what + " must be a whole number, not '" + s + "'");
+      return std::nullopt;
+    }
+    if (v < min || v > max) {
+      error(n, what + " must be between " + std::to_string(min) + " and " + std::to_string(max) + ", not " + s);
+      return std::nullopt;
+    }
+    return v;
+  }
+
+  std::optional<bool> boolean(const YAML::Node& n, const std::string& what) {
+    if (n.IsScalar() && (n.Scalar() == "true" || n.Scalar() == "false")) return n.Scalar() == "true";
+    error(n, what + " must be true or false");
+    return std::nullopt;
+  }
+
+  // A string or a list of strings.
+  std::vector<std::string> strings(const YAML::Node& n, const std::string& what) {
+    std::vector<std::string> out;
+    if (n.IsScalar()) {
+      out.push_back(n.Scalar());
+    } else if (n.IsSequence()) {
+      for (const auto& item : n) {
+        if (auto s = string(item, what + " entry")) out.push_back(*s);
+      }
+    } else {
+      error(n, what + " must be a string or a list of strings");
+    }
+    return out;
+  }
+
+  std::optional<Nanos> duration(const YAML::Node& n, const std::string& what) {
+    Nanos d = 0;
+    if (!n.IsScalar() || !parse_duration(n.Scalar(), d)) {
+      error(n, what + " must be a duration such as 250ms, 60s, 10m or 1h");
+      return std::nullopt;
+    }
+    return d;
+  }
+
+  const std::string& file() const { return file_; }
+
+ private:
+  std::string file_;
+  std::vector<PolicyError>& errors_;
+};
+
+bool is_token(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!http::is_tchar(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+void read_methods(Reader& r, const YAML::Node& n, std::vector<std::string>& out) {
+  for (const std::string& m : r.strings(n, "methods")) {
+    if (!is_token(m)) {
+      r.error(n, "'" + m + "' is not an HTTP method");
+      continue;
+    }
+    out.push_back(m);
+  }
+}
+
+void read_paths(Reader& r, const YAML::Node& n, std::vector<std::string>& out, const std::string& what) {
+  for (const std::string& p : r.strings(n, what)) {
+    std::string why;
+    if (!PathPattern::compile(p, &why)) {
+      r.error(n, "bad path pattern '" + p + "': " + why);
+      continue;
+    }
+    out.push_back(p);
+  }
+}
+
+void read_response(Reader& r, const YAML::Node& n, ResponseSpec& out, const std::string& what) {
+  if (n.IsScalar()) {  // just a status
+    if (auto s = r.number(n, what, 100, 599)) out.status = static_cast<uint16_t>(*s);
+    return;
+  }
+  if (!r.is_map(n, what)) return;
+  r.only(n, {"status", "reason", "headers", "body"}, what);
+  if (n["status"]) {
+    if (auto s = r.number(n["status"], what + " status", 100, 599)) out.status = static_cast<uint16_t>(*s);
+  }
+  if (n["reason"]) {
+    if (auto s = r.string(n["reason"], what + " reason")) out.reason = *s;
+  }
+  if (n["headers"]) {
+    const YAML::Node& h = n["headers"];
+    if (r.is_map(h, what + " headers")) {
+      out.headers.clear();
+      for (const auto& kv : h) {
+        const std::string name = kv.first.Scalar();
+        const auto value = r.string(kv.second, "header " + name);
+        if (!is_token(name)) {
+          r.error(kv.first, "'" + name + "' is not a valid header name");
+          continue;
+        }
+        if (!value) continue;
+        std::string why;
+        if (!ResponseTemplate::check_header_value(*value, &why)) {
+          r.error(kv.second, "header " + name + ": " + why);
+          continue;
+        }
+        out.headers.emplace_back(name, *value);
+      }
+    }
+  }
+  if (n["body"]) {
+    if (auto s = r.string(n["body"], what + " body")) out.body = *s;
+  }
+}
+
+void read_client_ip(Reader& r, const YAML::Node& n, ClientIpSpec& out) {
+  if (!r.is_map(n, "client_ip")) return;
+  r.only(n, {"headers", "hop", "prefer", "trusted_proxies", "ipv6_prefix"}, "client_ip");
+  if (n["headers"]) {
+    for (const std::string& h : r.strings(n["headers"], "client_ip headers")) {
+      if (!is_token(h)) {
+        r.error(n["headers"], "'" + h + "' is not a valid header name");
+        continue;
+      }
+      out.headers.push_back(h);
+    }
+  }
+  if (n["hop"]) {
+    const auto s = r.string(n["hop"], "client_ip hop");
+    if (s == "first") out.hop = ClientIpSpec::Hop::kFirst;
+    else if (s == "last") out.hop = ClientIpSpec::Hop::kLast;
+    else if (s) r.error(n["hop"], "client_ip hop must be first or last");
+  }
+  if (n["prefer"]) {
+    const auto s = r.string(n["prefer"], "client_ip prefer");
+    if (s == "ipv4") out.prefer_ipv4 = true;
+    else if (s == "order") out.prefer_ipv4 = false;
+    else if (s) r.error(n["prefer"], "client_ip prefer must be ipv4 or order");
+  }
+  if (n["trusted_proxies"]) {
+    for (const std::string& net : r.strings(n["trusted_proxies"], "client_ip trusted_proxies")) {
+      if (auto parsed = net::parse_network(net)) {
+        out.trusted_proxies.push_back(*parsed);
+      } else {
+        r.error(n["trusted_proxies"], "'" + net + "' is not an address or network (such as 198.18.0.0/15)");
+      }
+    }
+  }
+  if (n["ipv6_prefix"]) {
+    if (auto v = r.number(n["ipv6_prefix"], "client_ip ipv6_prefix", 1, 128)) out.ipv6_prefix = static_cast<unsigned>(*v);
+  }
+}
+
+void read_credentials(Reader& r, const YAML::Node& n, CredentialSpec& out) {
+  if (!r.is_map(n, "credentials")) return;
+  r.only(n, {"header", "anonymous", "unknown"}, "credentials");
+  if (n["header"]) {
+    const auto h = r.string(n["header"], "credentials header");
+    if (h && !is_token(*h)) r.error(n["header"], "'" + *h + "' is not a valid header name");
+    else if (h) out.header = *h;
+  }
+  if (n["anonymous"]) out.anonymous = r.strings(n["anonymous"], "credentials anonymous");
+  if (n["unknown"]) {
+    const auto s = r.string(n["unknown"], "credentials unknown");
+    if (s == "answer-401") out.unknown = CredentialSpec::Unknown::kAnswer401;
+    else if (s == "forward") out.unknown = CredentialSpec::Unknown::kForward;
+    else if (s) r.error(n["unknown"], "credentials unknown must be answer-401 or forward");
+  }
+}
+
+void read_cors(Reader& r, const YAML::Node& n, CorsSpec& out) {
+  if (!r.is_map(n, "cors")) return;
+  r.only(n, {"allow_origins", "preflight_paths", "expose_headers"}, "cors");
+  if (n["allow_origins"]) out.allow_origins = r.strings(n["allow_origins"], "cors allow_origins");
+  if (n["preflight_paths"]) read_paths(r, n["preflight_paths"], out.preflight_paths, "cors preflight_paths");
+  if (n["expose_headers"]) {
+    for (const std::string& h : r.strings(n["expose_headers"], "cors expose_headers")) {
+      if (!is_token(h)) r.error(n["expose_headers"], "'" + h + "' is not a valid header name");
+      else out.expose_headers.push_back(h);
+    }
+  }
+}
+
+void read_bucket(Reader& r, const YAML::Node& key, const YAML::Node& n, BucketSpec& b) {
+  b.mark = r.mark(key);
+  b.name = key.Scalar();
+  if (!r.is_map(n, "bucket " + b.name)) return;
+  const bool window = static_cast<bool>(n["window"]);
+  if (window) {
+    r.only(n, {"window", "requests", "tokens", "quotas"}, "bucket " + b.name);
+    b.kind = BucketSpec::Kind::kCalendarMinute;
+    const auto w = r.string(n["window"], "bucket " + b.name + " window");
+    if (w && *w != "minute") r.error(n["window"], "bucket " + b.name + ": the only calendar window is 'minute'");
+    if (n["requests"]) {
+      if (auto v = r.number(n["requests"], "bucket " + b.name + " requests", 1, 4'000'000'000)) {
+        b.requests_per_minute = static_cast<uint32_t>(*v);
+      }
+    }
+    if (n["tokens"]) {
+      if (auto v = r.number(n["tokens"], "bucket " + b.name + " tokens", 1, 4'000'000'000)) b.tokens_per_minute = *v;
+    }
+    if (!n["requests"] && !n["tokens"]) r.error(n, "bucket " + b.name + " needs requests, tokens or both per minute");
+    if (n["quotas"] && r.is_map(n["quotas"], "bucket " + b.name + " quotas")) {
+      std::set<std::string> seen;
+      for (const auto& kv : n["quotas"]) {
+        BucketSpec::Override o;
+        o.key = kv.first.Scalar();
+        if (!seen.insert(o.key).second) r.error(kv.first, "quota for '" + o.key + "' given twice");
+        if (!r.is_map(kv.second, "quota " + o.key)) continue;
+        r.only(kv.second, {"requests", "tokens"}, "quota " + o.key);
+        if (kv.second["requests"]) {
+          if (auto v = r.number(kv.second["requests"], "quota requests", 1, 4'000'000'000)) {
+            o.requests_per_minute = static_cast<uint32_t>(*v);
+          }
+        }
+        if (kv.second["tokens"]) {
+          if (auto v = r.number(kv.second["tokens"], "quota tokens", 1, 4'000'000'000)) o.tokens_per_minute = *v;
+        }
+        b.overrides.push_back(std::move(o));
+      }
+    }
+    return;
+  }
+  r.only(n, {"rate", "burst", "idle_drop_after"}, "bucket " + b.name);
+  b.kind = BucketSpec::Kind::kContinuous;
+  if (!n["rate"]) {
+    r.error(n, "bucket " + b.name + " needs a rate (such as 600/min or 10/s), or a window");
+    return;
+  }
+  const auto rate = r.string(n["rate"], "bucket " + b.name + " rate");
+  if (rate && !parse_rate(*rate, b.count, b.period)) {
+    r.error(n["rate"], "bucket " + b.name + ": rate must be a count per s, min or hour, such as 600/min, not '" + *rate + "'");
+    return;
+  }
+  b.burst = static_cast<uint32_t>(std::min<uint64_t>(b.count, UINT32_MAX));
+  if (n["burst"]) {
+    if (auto v = r.number(n["burst"], "bucket " + b.name + " burst", 1, 1'000'000'000)) b.burst = static_cast<uint32_t>(*v);
+  }
+  if (n["idle_drop_after"]) {
+    if (auto d = r.duration(n["idle_drop_after"], "bucket " + b.name + " idle_drop_after")) b.idle_drop_after = *d;
+  }
+}
+
+void read_key(Reader& r, const YAML::Node& n, KeySpec& k) {
+  if (n.IsScalar()) {
+    const std::string& s = n.Scalar();
+    if (s == "client_ip") k.kind = KeySpec::Kind::kClientIp;
+    else if (s == "credential") k.kind = KeySpec::Kind::kCredential;
+    else if (s == "user") k.kind = KeySpec::Kind::kUser;
+    else if (s == "host") k.kind = KeySpec::Kind::kHost;
+    else if (s == "destination") k.kind = KeySpec::Kind::kDestination;
+    else r.error(n, "key must be client_ip, credential, user, host, destination, {path_param: NAME} or {header: NAME}, not '" + s + "'");
+    return;
+  }
+  if (!r.is_map(n, "key")) return;
+  r.only(n, {"path_param", "header"}, "key");
+  if (n.size() != 1) {
+    r.error(n, "key takes exactly one of path_param or header");
+    return;
+  }
+  if (n["path_param"]) {
+    k.kind = KeySpec::Kind::kPathParam;
+    if (auto s = r.string(n["path_param"], "key path_param")) k.name = *s;
+  } else if (n["header"]) {
+    k.kind = KeySpec::Kind::kHeader;
+    const auto s = r.string(n["header"], "key header");
+    if (s && !is_token(*s)) r.error(n["header"], "'" + *s + "' is not a valid header name");
+    else if (s) k.name = *s;
+  }
+}
+
+std::optional<HeaderStyle> read_header_style(Reader& r, const YAML::Node& n) {
+  const auto s = r.string(n, "header_style");
+  if (s == "seed") return HeaderStyle::kSeed;
+  if (s == "ietf") return HeaderStyle::kIetf;
+  if (s == "none") return HeaderStyle::kNone;
+  if (s) r.error(n, "header_style must be seed, ietf or none");
+  return std::nullopt;
+}
+
+void read_rule(Reader& r, const YAML::Node& n, RuleSpec& rule) {
+  rule.mark = r.mark(n);
+  if (!r.is_map(n, "rule")) return;
+  r.only(n, {"name", "methods", "path", "require", "live_run", "key", "when_key_missing", "bucket", "credential_slots",
+             "answer", "refusal", "header_style", "shadow"},
+         "rule");
+  if (!n["name"]) r.error(n, "rule needs a name");
+  else if (auto s = r.string(n["name"], "rule name")) rule.name = *s;
+  const std::string what = "rule " + (rule.name.empty() ? std::string("?") : rule.name);
+  if (n["methods"]) read_methods(r, n["methods"], rule.methods);
+  if (n["path"]) read_paths(r, n["path"], rule.paths, what + " path");
+  if (n["require"]) {
+    for (const std::string& f : r.strings(n["require"], what + " require")) {
+      if (!is_token(f)) r.error(n["require"], "'" + f + "' is not a valid header name");
+      else rule.require_fields.push_back(f);
+    }
+  }
+  if (n["live_run"]) {
+    if (auto s = r.string(n["live_run"], what + " live_run")) rule.live_run_param = *s;
+  }
+  if (n["key"]) read_key(r, n["key"], rule.key);
+  else r.error(n, what + " needs a key");
+  if (n["when_key_missing"]) {
+    const auto s = r.string(n["when_key_missing"], what + " when_key_missing");
+    if (s == "skip") rule.missing_key = RuleSpec::MissingKey::kSkipRule;
+    else if (s == "answer-400") rule.missing_key = RuleSpec::MissingKey::kAnswer400;
+    else if (s) r.error(n["when_key_missing"], "when_key_missing must be skip or answer-400");
+  }
+  if (n["bucket"]) {
+    if (auto s = r.string(n["bucket"], what + " bucket")) rule.bucket = *s;
+  } else {
+    r.error(n, what + " needs a bucket");
+  }
+  if (n["credential_slots"]) {
+    const YAML::Node& c = n["credential_slots"];
+    if (r.is_map(c, what + " credential_slots")) {
+      r.only(c, {"per_client_ip", "quiet", "overflow_bucket"}, "credential_slots");
+      if (c["per_client_ip"]) {
+        if (auto v = r.number(c["per_client_ip"], "credential_slots per_client_ip", 1, 64)) {
+          rule.credential_slots.per_client_ip = static_cast<uint32_t>(*v);
+        }
+      } else {
+        r.error(c, "credential_slots needs per_client_ip");
+      }
+      if (c["quiet"]) {
+        if (auto d = r.duration(c["quiet"], "credential_slots quiet")) rule.credential_slots.quiet = *d;
+      }
+      if (c["overflow_bucket"]) {
+        if (auto s = r.string(c["overflow_bucket"], "credential_slots overflow_bucket")) {
+          rule.credential_slots.overflow_bucket = *s;
+        }
+      } else {
+        r.error(c, "credential_slots needs overflow_bucket (the budget a credential past the ceiling is counted in)");
+      }
+    }
+  }
+  if (n["answer"]) {
+    ResponseSpec a;
+    a.status = 0;
+    read_response(r, n["answer"], a, what + " answer");
+    rule.answer_status = a.status;
+    if (!n["answer"].IsScalar()) rule.answer = a;
+  }
+  if (n["refusal"]) {
+    ResponseSpec s;
+    read_response(r, n["refusal"], s, what + " refusal");
+    rule.refusal = s;
+  }
+  if (n["header_style"]) rule.header_style = read_header_style(r, n["header_style"]);
+  if (n["shadow"]) {
+    if (auto b = r.boolean(n["shadow"], what + " shadow")) rule.shadow = *b;
+  }
+}
+
+// Checks that hold across sections: names refer to things that exist, and
+// path parameters a rule uses are in every one of its patterns.
+void cross_check(Reader& r, Policy& p) {
+  std::set<std::string> bucket_names;
+  for (const BucketSpec& b : p.buckets) {
+    if (b.kind == BucketSpec::Kind::kContinuous && b.count != 0 && b.burst != 0) {
+      // A capacity past 2^62 ns cannot be represented (1/hour with a burst of a billion).
+      const Nanos interval = (b.period + b.count - 1) / b.count;
+      if (interval > (uint64_t{1} << 62) / b.burst) {
+        r.error_at(b.mark, "bucket " + b.name + ": rate and burst give a bucket too deep to represent");
+      }
+    }
+    bucket_names.insert(b.name);
+  }
+  std::set<std::string> rule_names;
+  for (const RuleSpec& rule : p.rules) {
+    if (rule.name.empty()) continue;
+    const std::string what = "rule " + rule.name;
+    if (!rule_names.insert(rule.name).second) r.error_at(rule.mark, "two rules are named " + rule.name);
+    if (!rule.bucket.empty() && bucket_names.count(rule.bucket) == 0) {
+      r.error_at(rule.mark, what + ": no bucket named " + rule.bucket + " in buckets");
+    }
+    if (rule.credential_slots.per_client_ip != 0) {
+      if (rule.key.kind != KeySpec::Kind::kCredential && rule.key.kind != KeySpec::Kind::kUser) {
+        r.error_at(rule.mark, what + ": credential_slots needs a rule keyed by credential or user");
+      }
+      if (!rule.credential_slots.overflow_bucket.empty() &&
+          bucket_names.count(rule.credential_slots.overflow_bucket) == 0) {
+        r.error_at(rule.mark, what + ": no bucket named " + rule.credential_slots.overflow_bucket + " in buckets");
+      }
+    }
+    for (const std::string& param : {rule.key.kind == KeySpec::Kind::kPathParam ? rule.key.name : std::string(),
+                                     rule.live_run_param}) {
+      if (param.empty()) continue;
+      if (rule.paths.empty()) {
+        r.error_at(rule.mark, what + ": uses path parameter {" + param + "} but has no path");
+        continue;
+      }
+      for (const std::string& pattern : rule.paths) {
+        const auto compiled = PathPattern::compile(pattern, nullptr);
+        if (compiled && compiled->param_index(param) < 0) {
+          r.error_at(rule.mark, what + ": path " + pattern + " has no parameter {" + param + "}");
+        }
+      }
+    }
+    if (rule.answer_status != 0 && (rule.answer_status < 200 || rule.answer_status > 599)) {
+      r.error_at(rule.mark, what + ": answer must be a status from 200 to 599");
+    }
+  }
+}
+
+}  // namespace
+
+LoadResult load_policy_text(std::string_view text, const std::string& name) {
+  LoadResult result;
+  Reader r(name, result.errors);
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::ParserException& e) {
+    result.errors.push_back({name, e.mark.line + 1, e.mark.column + 1, "not valid YAML: " + e.msg});
+    return result;
+  }
+  if (!root || root.IsNull()) {
+    result.errors.push_back({name, 0, 0, "the file is empty"});
+    return result;
+  }
+  if (!r.is_map(root, "a policy")) return result;
+  r.only(root, {"sluice", "name", "mode", "header_style", "service_ports", "limits", "client_ip", "credentials", "cors",
+                "exempt", "buckets", "rules", "refusal", "unauthorized", "not_found"},
+         "the policy");
+  Policy p;
+  p.file = name;
+  if (!root["sluice"]) {
+    r.error(root, "the policy needs 'sluice: 1' (the format version)");
+  } else if (auto v = r.number(root["sluice"], "sluice (the format version)", 1, 1)) {
+    (void)v;
+  }
+  if (root["name"]) {
+    if (auto s = r.string(root["name"], "name")) p.name = *s;
+  }
+  if (root["mode"]) {
+    const auto s = r.string(root["mode"], "mode");
+    if (s == "enforce") p.shadow = false;
+    else if (s == "shadow") p.shadow = true;
+    else if (s) r.error(root["mode"], "mode must be enforce or shadow");
+  }
+  if (root["header_style"]) {
+    if (auto s = read_header_style(r, root["header_style"])) p.header_style = *s;
+  }
+  if (root["service_ports"]) {
+    const YAML::Node& sp = root["service_ports"];
+    if (!sp.IsSequence()) {
+      r.error(sp, "service_ports must be a list of TCP ports");
+    } else {
+      for (const auto& port : sp) {
+        if (auto v = r.number(port, "service port", 1, 65535)) p.service_ports.push_back(static_cast<uint16_t>(*v));
+      }
+    }
+  }
+  if (root["limits"]) {
+    const YAML::Node& l = root["limits"];
+    if (r.is_map(l, "limits")) {
+      r.only(l, {"max_head_bytes", "max_fields", "allow_upgrade", "allow_connect", "allow_h2_prior_knowledge"}, "limits");
+      if (l["max_head_bytes"]) {
+        if (auto v = r.number(l["max_head_bytes"], "limits max_head_bytes", 1024, 1 << 20)) p.max_head_bytes = static_cast<uint32_t>(*v);
+      }
+      if (l["max_fields"]) {
+        if (auto v = r.number(l["max_fields"], "limits max_fields", 1, 10000)) p.max_fields = static_cast<uint16_t>(*v);
+      }
+      if (l["allow_upgrade"]) {
+        if (auto b = r.boolean(l["allow_upgrade"], "limits allow_upgrade")) p.allow_upgrade = *b;
+      }
+      if (l["allow_connect"]) {
+        if (auto b = r.boolean(l["allow_connect"], "limits allow_connect")) p.allow_connect = *b;
+      }
+      if (l["allow_h2_prior_knowledge"]) {
+        if (auto b = r.boolean(l["allow_h2_prior_knowledge"], "limits allow_h2_prior_knowledge")) p.allow_h2_prior_knowledge = *b;
+      }
+    }
+  }
+  if (root["client_ip"]) read_client_ip(r, root["client_ip"], p.client_ip);
+  if (root["credentials"]) read_credentials(r, root["credentials"], p.credentials);
+  if (root["cors"]) read_cors(r, root["cors"], p.cors);
+  if (root["exempt"]) {
+    const YAML::Node& ex = root["exempt"];
+    if (!ex.IsSequence()) {
+      r.error(ex, "exempt must be a list");
+    } else {
+      for (const auto& e : ex) {
+        if (!r.is_map(e, "exemption")) continue;
+        r.only(e, {"methods", "path"}, "exemption");
+        Exemption x;
+        x.mark = r.mark(e);
+        if (e["methods"]) read_methods(r, e["methods"], x.methods);
+        if (!e["path"]) {
+          r.error(e, "exemption needs a path (matched exactly)");
+        } else if (auto s = r.string(e["path"], "exemption path")) {
+          if (s->empty() || s->front() != '/') r.error(e["path"], "exemption path must start with '/'");
+          x.path = *s;
+        }
+        p.exemptions.push_back(std::move(x));
+      }
+    }
+  }
+  if (root["buckets"]) {
+    const YAML::Node& bs = root["buckets"];
+    if (r.is_map(bs, "buckets")) {
+      for (const auto& kv : bs) {
+        BucketSpec b;
+        read_bucket(r, kv.first, kv.second, b);
+        p.buckets.push_back(std::move(b));
+      }
+    }
+  }
+  if (root["rules"]) {
+    const YAML::Node& rs = root["rules"];
+    if (!rs.IsSequence()) {
+      r.error(rs, "rules must be a list (the first rule that matches a request applies)");
+    } else {
+      for (const auto& n : rs) {
+        RuleSpec rule;
+        read_rule(r, n, rule);
+        p.rules.push_back(std::move(rule));
+      }
+    }
+  }
+  p.refusal.status = 429;
+  if (root["refusal"]) read_response(r, root["refusal"], p.refusal, "refusal");
+  p.unauthorized.status = 401;
+  if (root["unauthorized"]) read_response(r, root["unauthorized"], p.unauthorized, "unauthorized");
+  p.not_found.status = 404;
+  if (root["not_found"]) read_response(r, root["not_found"], p.not_found, "not_found");
+
+  cross_check(r, p);
+  if (result.errors.empty()) result.policy = std::move(p);
+  return result;
+}
+
+LoadResult load_policy_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    LoadResult result;
+    result.errors.push_back({path, 0, 0, "cannot open the file"});
+    return result;
+  }
+  std::stringstream s;
+  s << f.rdbuf();
+  return load_policy_text(s.str(), path);
+}
+
+}  // namespace sluice::policy

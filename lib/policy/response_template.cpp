@@ -1,0 +1,173 @@
+// See response_template.h.
+#include "policy/response_template.h"
+
+#include <charconv>
+#include <cstring>
+
+namespace sluice::policy {
+
+namespace {
+
+struct Name {
+  std::string_view text;
+  int slot;
+};
+
+constexpr Name kNames[] = {{"retry_after", 1}, {"limit", 2},  {"remaining", 3}, {"reset", 4},
+                           {"window", 5},      {"policy", 6}, {"origin", 7},    {"trace_id", 8}};
+
+bool append(std::span<char> out, size_t& pos, std::string_view s) noexcept {
+  if (pos > out.size() || out.size() - pos < s.size()) return false;
+  std::memcpy(out.data() + pos, s.data(), s.size());
+  pos += s.size();
+  return true;
+}
+
+bool append_number(std::span<char> out, size_t& pos, uint64_t v) noexcept {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return append(out, pos, std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
+}
+
+bool append_hex16(std::span<char> out, size_t& pos, uint64_t v) noexcept {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  char buf[16];
+  for (int i = 15; i >= 0; --i, v >>= 4) buf[i] = kDigits[v & 15];
+  return append(out, pos, std::string_view(buf, 16));
+}
+
+}  // namespace
+
+std::optional<TextTemplate> TextTemplate::compile(std::string_view text, std::string* why) {
+  TextTemplate t;
+  std::string literal;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '{' && i + 1 < text.size() && text[i + 1] == '{') {  // "{{" is a literal '{'
+      literal += '{';
+      ++i;
+      continue;
+    }
+    if (c != '{') {
+      literal += c;
+      continue;
+    }
+    const size_t close = text.find('}', i);
+    if (close == std::string_view::npos) {
+      if (why) *why = "'{' without '}' (write {{ for a literal brace)";
+      return std::nullopt;
+    }
+    const std::string_view name = text.substr(i + 1, close - i - 1);
+    int slot = 0;
+    for (const Name& n : kNames) {
+      if (n.text == name) slot = n.slot;
+    }
+    if (slot == 0) {
+      if (why) {
+        *why = "unknown placeholder {" + std::string(name) +
+               "} (known: retry_after, limit, remaining, reset, window, policy, origin, trace_id)";
+      }
+      return std::nullopt;
+    }
+    if (!literal.empty()) t.pieces_.push_back({Slot::kLiteral, std::move(literal)});
+    literal.clear();
+    t.pieces_.push_back({static_cast<Slot>(slot), {}});
+    i = close;
+  }
+  if (!literal.empty()) t.pieces_.push_back({Slot::kLiteral, std::move(literal)});
+  return t;
+}
+
+size_t TextTemplate::render(const TemplateValues& v, std::span<char> out, size_t pos) const noexcept {
+  bool ok = true;
+  for (const Piece& p : pieces_) {
+    switch (p.slot) {
+      case Slot::kLiteral: ok = append(out, pos, p.literal); break;
+      case Slot::kRetryAfter: ok = append_number(out, pos, v.retry_after); break;
+      case Slot::kLimit: ok = append_number(out, pos, v.limit); break;
+      case Slot::kRemaining: ok = append_number(out, pos, v.remaining); break;
+      case Slot::kReset: ok = append_number(out, pos, v.reset); break;
+      case Slot::kWindow: ok = append_number(out, pos, v.window); break;
+      case Slot::kPolicy: ok = append(out, pos, v.policy); break;
+      case Slot::kOrigin: ok = append(out, pos, v.origin); break;
+      case Slot::kTraceId: ok = append_hex16(out, pos, v.trace_id); break;
+    }
+    if (!ok) return SIZE_MAX;
+  }
+  return pos;
+}
+
+bool ResponseTemplate::check_header_value(std::string_view value, std::string* why) {
+  for (char c : value) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && u != '\t') || u == 0x7f) {
+      if (why) *why = "a header value may not hold control characters or line breaks";
+      return false;
+    }
+  }
+  return TextTemplate::compile(value, why).has_value();
+}
+
+std::optional<ResponseTemplate> ResponseTemplate::compile(const ResponseSpec& spec, std::string* why) {
+  ResponseTemplate r;
+  r.status_ = spec.status;
+  std::string head = "HTTP/1.1 " + std::to_string(spec.status) + " " +
+                     (spec.reason.empty() ? std::string(reason_phrase(spec.status)) : spec.reason) + "\r\n";
+  // Escape braces of the fixed parts so only header values carry placeholders.
+  std::string escaped;
+  for (char c : head) escaped += c == '{' ? std::string("{{") : std::string(1, c);
+  for (const auto& [name, value] : spec.headers) escaped += name + ": " + value + "\r\n";
+  auto compiled = TextTemplate::compile(escaped, why);
+  if (!compiled) return std::nullopt;
+  r.head_ = std::move(*compiled);
+  r.tail_ = "Content-Length: " + std::to_string(spec.body.size()) + "\r\nConnection: close\r\n\r\n" + spec.body;
+  return r;
+}
+
+size_t ResponseTemplate::render(const TemplateValues& v, std::span<const std::string_view> fields,
+                                std::span<char> out) const noexcept {
+  size_t pos = head_.render(v, out, 0);
+  if (pos == SIZE_MAX) return 0;
+  for (std::string_view f : fields) {
+    if (!append(out, pos, f)) return 0;
+  }
+  if (!append(out, pos, tail_)) return 0;
+  return pos;
+}
+
+TextTemplate ratelimit_fields(HeaderStyle style) {
+  std::string_view text;
+  switch (style) {
+    case HeaderStyle::kNone: text = ""; break;
+    case HeaderStyle::kSeed:
+      text =
+          "RateLimit-Limit: {limit}\r\nRateLimit-Remaining: {remaining}\r\nRateLimit-Reset: {reset}\r\n"
+          "RateLimit-Policy: {limit};w={window}\r\n";
+      break;
+    case HeaderStyle::kIetf:
+      text = "RateLimit-Policy: \"{policy}\";q={limit};w={window}\r\nRateLimit: \"{policy}\";r={remaining};t={reset}\r\n";
+      break;
+  }
+  return *TextTemplate::compile(text, nullptr);
+}
+
+std::string_view reason_phrase(uint16_t status) noexcept {
+  switch (status) {
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 413: return "Content Too Large";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Status";
+  }
+}
+
+}  // namespace sluice::policy

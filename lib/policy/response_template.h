@@ -1,0 +1,74 @@
+// Responses the appliance writes itself (429s, and 400/401/404/431/501/505),
+// and the rate-limit fields it adds to admitted responses: rendered to text
+// once when the policy loads, with slots for the few values that change per
+// request, so answering costs a few copies and number formats, no allocation.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "policy/policy.h"
+
+namespace sluice::policy {
+
+// The per-request values a template may hold, as {name} placeholders.
+struct TemplateValues {
+  uint32_t retry_after = 0;    // {retry_after}
+  uint32_t limit = 0;          // {limit}: requests per window
+  uint32_t remaining = 0;      // {remaining}
+  uint32_t reset = 0;          // {reset}
+  uint32_t window = 60;        // {window}: seconds
+  std::string_view policy;     // {policy}: the bucket's name
+  std::string_view origin;     // {origin}: the request's granted Origin
+  uint64_t trace_id = 0;       // {trace_id}: 16 hex digits
+};
+
+// Text with placeholders, split at load into literal runs and slots.
+class TextTemplate {
+ public:
+  [[nodiscard]] static std::optional<TextTemplate> compile(std::string_view text, std::string* why);
+  // Writes the text at out[pos...]; returns the new position, or SIZE_MAX if
+  // it does not fit.
+  [[nodiscard]] size_t render(const TemplateValues& v, std::span<char> out, size_t pos) const noexcept;
+  [[nodiscard]] bool empty() const noexcept { return pieces_.empty(); }
+
+ private:
+  enum class Slot : uint8_t { kLiteral, kRetryAfter, kLimit, kRemaining, kReset, kWindow, kPolicy, kOrigin, kTraceId };
+  struct Piece {
+    Slot slot;
+    std::string literal;
+  };
+  std::vector<Piece> pieces_;
+};
+
+// A complete response: status line, the policy's fields, optionally the
+// rate-limit and CORS fields, Content-Length, `Connection: close`, body.
+class ResponseTemplate {
+ public:
+  [[nodiscard]] static std::optional<ResponseTemplate> compile(const ResponseSpec& spec, std::string* why);
+  // A header value may hold only visible characters, spaces and tabs, and
+  // known {placeholders}.
+  [[nodiscard]] static bool check_header_value(std::string_view value, std::string* why);
+
+  // Renders into `out`; returns the bytes written, 0 if `out` is too small.
+  // `fields` are extra header lines (rate-limit, CORS), already rendered.
+  [[nodiscard]] size_t render(const TemplateValues& v, std::span<const std::string_view> fields,
+                              std::span<char> out) const noexcept;
+  [[nodiscard]] uint16_t status() const noexcept { return status_; }
+
+ private:
+  uint16_t status_ = 0;
+  TextTemplate head_;   // status line and the policy's fields
+  std::string tail_;    // Content-Length, Connection, blank line, body
+};
+
+// The rate-limit fields of a header style (TB16 / X02), as a template.
+[[nodiscard]] TextTemplate ratelimit_fields(HeaderStyle style);
+
+[[nodiscard]] std::string_view reason_phrase(uint16_t status) noexcept;
+
+}  // namespace sluice::policy
