@@ -442,7 +442,9 @@ void read_rule(Reader& r, const YAML::Node& n, RuleSpec& rule) {
       }
     }
   }
-  if (n["answer"]) {
+  if (n["answer"] && n["answer"].IsScalar() && n["answer"].Scalar() == "forward") {
+    rule.answer_status = 0;  // admitted requests go to the origin (the default)
+  } else if (n["answer"]) {
     ResponseSpec a;
     a.status = 0;
     read_response(r, n["answer"], a, what + " answer");
@@ -565,7 +567,7 @@ LoadResult load_policy_text(std::string_view text, const std::string& name) {
     if (r.is_map(l, "limits")) {
       r.only(l, {"max_head_bytes", "max_fields", "allow_upgrade", "allow_connect", "allow_h2_prior_knowledge"}, "limits");
       if (l["max_head_bytes"]) {
-        if (auto v = r.number(l["max_head_bytes"], "limits max_head_bytes", 1024, 1 << 20)) p.max_head_bytes = static_cast<uint32_t>(*v);
+        if (auto v = r.number(l["max_head_bytes"], "limits max_head_bytes", 1024, 64 * 1024)) p.max_head_bytes = static_cast<uint32_t>(*v);
       }
       if (l["max_fields"]) {
         if (auto v = r.number(l["max_fields"], "limits max_fields", 1, 10000)) p.max_fields = static_cast<uint16_t>(*v);

@@ -1,0 +1,259 @@
+// See compiled_policy.h.
+#include "limiter/compiled_policy.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "limiter/credential.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+namespace sluice::limiter {
+
+namespace {
+
+using policy::PolicyError;
+
+http::Method method_of(std::string_view m) {
+  static constexpr std::pair<std::string_view, http::Method> kMethods[] = {
+      {"GET", http::Method::kGet},         {"HEAD", http::Method::kHead},       {"POST", http::Method::kPost},
+      {"PUT", http::Method::kPut},         {"DELETE", http::Method::kDelete},   {"OPTIONS", http::Method::kOptions},
+      {"PATCH", http::Method::kPatch},     {"CONNECT", http::Method::kConnect}, {"TRACE", http::Method::kTrace}};
+  for (const auto& [name, method] : kMethods) {
+    if (name == m) return method;
+  }
+  return http::Method::kOther;
+}
+
+MethodSet method_set(const std::vector<std::string>& methods) {
+  MethodSet s;
+  s.any = methods.empty();
+  for (const std::string& m : methods) {
+    const http::Method k = method_of(m);
+    if (k == http::Method::kOther) s.other.push_back(m);
+    else s.known |= 1u << static_cast<unsigned>(k);
+  }
+  return s;
+}
+
+// Digest of everything that decides behaviour, for `policy show`.
+uint64_t policy_digest(const policy::Policy& p) {
+  std::string s = p.name;
+  auto add = [&](std::string_view v) {
+    s += '\x1f';
+    s += v;
+  };
+  for (const auto& b : p.buckets) {
+    add(b.name);
+    add(std::to_string(b.count) + "/" + std::to_string(b.period) + "/" + std::to_string(b.burst) + "/" +
+        std::to_string(b.requests_per_minute) + "/" + std::to_string(b.tokens_per_minute));
+    for (const auto& o : b.overrides) add(o.key + std::to_string(o.requests_per_minute) + "/" + std::to_string(o.tokens_per_minute));
+  }
+  for (const auto& r : p.rules) {
+    add(r.name);
+    add(r.bucket);
+    for (const auto& path : r.paths) add(path);
+    for (const auto& m : r.methods) add(m);
+    add(std::to_string(static_cast<int>(r.key.kind)) + r.key.name);
+  }
+  return XXH3_64bits(s.data(), s.size());
+}
+
+}  // namespace
+
+bool MethodSet::contains(const http::RequestHead& h) const noexcept {
+  if (any) return true;
+  if (h.method_kind != http::Method::kOther) return (known >> static_cast<unsigned>(h.method_kind)) & 1;
+  for (const std::string& m : other) {
+    if (m == h.method) return true;
+  }
+  return false;
+}
+
+const CompiledBucket* CompiledPolicy::bucket_named(std::string_view name) const noexcept {
+  for (const CompiledBucket& b : buckets) {
+    if (b.name == name) return &b;
+  }
+  return nullptr;
+}
+
+const CompiledRule* CompiledPolicy::rule_named(std::string_view name) const noexcept {
+  for (const CompiledRule& r : rules) {
+    if (r.name == name) return &r;
+  }
+  return nullptr;
+}
+
+bool bucket_idle(const CompiledPolicy& p, uint16_t kind, const uint64_t* words, Nanos now) noexcept {
+  if (kind >= p.buckets.size()) return false;
+  const CompiledBucket& b = p.buckets[kind];
+  if (b.calendar) return window_idle(words[0], words[1], now);
+  return gcra_full(words[0], now) && now - words[0] >= b.idle_drop_after;
+}
+
+std::optional<CompiledPolicy> compile_policy(const policy::Policy& p, const KeyHasher& credential_hasher,
+                                             std::vector<PolicyError>& errors) {
+  CompiledPolicy c;
+  c.source = p;
+  c.digest = policy_digest(p);
+  c.shadow = p.shadow;
+  const size_t errors_before = errors.size();
+  auto fail = [&](const policy::Mark& m, std::string message) {
+    errors.push_back({p.file, m.line, m.column, std::move(message)});
+  };
+  auto track = [&](const std::string& name, const policy::Mark& m) -> http::FieldId {
+    const auto r = c.fields.add(name);
+    if (!r.id) {
+      fail(m, "cannot track field " + name + " (more than 32 tracked fields, or a name over 64 bytes)");
+      return 0;
+    }
+    return *r.id;
+  };
+  const policy::Mark top{p.file, 0, 0};
+
+  c.stream.head.max_head_bytes = p.max_head_bytes;
+  c.stream.head.max_fields = p.max_fields;
+  c.stream.allow_upgrade = p.allow_upgrade;
+  c.stream.allow_connect = p.allow_connect;
+  c.stream.allow_h2_prior_knowledge = p.allow_h2_prior_knowledge;
+
+  c.client_ip.spec = p.client_ip;
+  for (const std::string& h : p.client_ip.headers) c.client_ip.fields.push_back(track(h, top));
+  c.credential_field = track(p.credentials.header, top);
+  c.unknown_credential = p.credentials.unknown;
+  for (const std::string& a : p.credentials.anonymous) {
+    char buf[4096];
+    const std::string_view norm = normalize_credential(a, buf);
+    c.anonymous.push_back(credential_hasher.digest(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(norm.data()), norm.size())));
+  }
+
+  for (const std::string& o : p.cors.allow_origins) {
+    if (o == "*") c.cors_any_origin = true;
+    else c.cors_origins.push_back(o);
+  }
+  for (const std::string& path : p.cors.preflight_paths) c.preflight_paths.push_back(*policy::PathPattern::compile(path, nullptr));
+  if (!p.cors.expose_headers.empty()) {
+    c.cors_expose = "Access-Control-Expose-Headers: ";
+    for (size_t i = 0; i < p.cors.expose_headers.size(); ++i) {
+      c.cors_expose += (i ? ", " : "") + p.cors.expose_headers[i];
+    }
+    c.cors_expose += "\r\n";
+  }
+  for (const policy::Exemption& e : p.exemptions) c.exemptions.push_back({method_set(e.methods), e.path});
+
+  for (const policy::BucketSpec& b : p.buckets) {
+    CompiledBucket cb;
+    cb.name = b.name;
+    cb.index = static_cast<uint16_t>(c.buckets.size());
+    cb.idle_drop_after = b.idle_drop_after;
+    if (b.kind == policy::BucketSpec::Kind::kCalendarMinute) {
+      cb.calendar = true;
+      cb.window = {b.requests_per_minute, b.tokens_per_minute};
+      for (const auto& o : b.overrides) cb.quotas.emplace(o.key, WindowLimit{o.requests_per_minute, o.tokens_per_minute});
+      cb.header_limit = b.requests_per_minute;
+      cb.header_window_s = 60;
+    } else {
+      if (!GcraLimit::make(b.count, b.period, b.burst, cb.gcra)) {
+        fail(b.mark, "bucket " + b.name + ": rate and burst cannot be represented");
+        continue;
+      }
+      cb.header_limit = static_cast<uint32_t>(std::min<uint64_t>(b.count, UINT32_MAX));
+      cb.header_window_s = static_cast<uint32_t>(b.period / time::kNanosPerSecond);
+    }
+    c.buckets.push_back(std::move(cb));
+  }
+  c.slot_kind = static_cast<uint16_t>(c.buckets.size());
+
+  auto response = [&](const policy::ResponseSpec& spec, const policy::Mark& m, bool refusal) -> const policy::ResponseTemplate* {
+    policy::ResponseSpec s = spec;
+    if (refusal) {
+      // Every refusal says when to come back (TB15, RF09, DQ07, X05).
+      bool has = false;
+      for (const auto& [name, value] : s.headers) {
+        std::string lower = name;
+        std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+        has = has || lower == "retry-after";
+      }
+      if (!has) s.headers.insert(s.headers.begin(), {"Retry-After", "{retry_after}"});
+    }
+    std::string why;
+    auto t = policy::ResponseTemplate::compile(s, &why);
+    if (!t) {
+      fail(m, why);
+      return nullptr;
+    }
+    c.responses.push_back(std::move(*t));
+    return &c.responses.back();
+  };
+  auto simple = [&](uint16_t status, std::string_view message) {
+    policy::ResponseSpec s;
+    s.status = status;
+    s.headers = {{"Content-Type", "application/json"}};
+    s.body = "{\"error\":{\"code\":\"" + std::string(message) + "\"}}";
+    return response(s, top, false);
+  };
+  c.refusal = response(p.refusal, top, true);
+  c.unauthorized = response(p.unauthorized, top, false);
+  c.not_found = response(p.not_found, top, false);
+  c.bad_request = simple(400, "bad_request");
+  c.too_large = simple(431, "request_header_fields_too_large");
+  c.not_implemented = simple(501, "not_implemented");
+  c.bad_version = simple(505, "http_version_not_supported");
+
+  for (const policy::RuleSpec& r : p.rules) {
+    CompiledRule cr;
+    cr.name = r.name;
+    cr.index = static_cast<uint16_t>(c.rules.size());
+    cr.methods = method_set(r.methods);
+    for (const std::string& path : r.paths) {
+      cr.paths.push_back(*policy::PathPattern::compile(path, nullptr));
+      cr.live_run_param.push_back(r.live_run_param.empty() ? -1 : cr.paths.back().param_index(r.live_run_param));
+      cr.key_param.push_back(r.key.kind == policy::KeySpec::Kind::kPathParam ? cr.paths.back().param_index(r.key.name) : -1);
+    }
+    for (const std::string& f : r.require_fields) cr.require.push_back(track(f, r.mark));
+    cr.key_kind = r.key.kind;
+    if (r.key.kind == policy::KeySpec::Kind::kHeader) cr.key_field = track(r.key.name, r.mark);
+    if (r.key.kind == policy::KeySpec::Kind::kHost) cr.key_field = http::id_of(http::KnownField::kHost);
+    cr.missing_key = r.missing_key;
+    const CompiledBucket* b = c.bucket_named(r.bucket);
+    if (!b) {
+      fail(r.mark, "rule " + r.name + ": no bucket named " + r.bucket);
+      continue;
+    }
+    cr.bucket = b->index;
+    if (r.credential_slots.per_client_ip != 0) {
+      const CompiledBucket* ob = c.bucket_named(r.credential_slots.overflow_bucket);
+      if (!ob) {
+        fail(r.mark, "rule " + r.name + ": no bucket named " + r.credential_slots.overflow_bucket);
+        continue;
+      }
+      cr.slots_per_ip = r.credential_slots.per_client_ip;
+      cr.slots_quiet = r.credential_slots.quiet;
+      cr.slots_overflow_bucket = ob->index;
+      c.max_slots = std::max<unsigned>(c.max_slots, cr.slots_per_ip);
+    }
+    cr.answer_status = r.answer_status;
+    if (r.answer_status != 0) {
+      if (r.answer) {
+        cr.answer = response(*r.answer, r.mark, false);
+      } else if (r.answer_status == 404) {
+        cr.answer = c.not_found;
+      } else {
+        policy::ResponseSpec s;
+        s.status = r.answer_status;
+        cr.answer = response(s, r.mark, false);
+      }
+    }
+    cr.refusal = r.refusal ? response(*r.refusal, r.mark, true) : c.refusal;
+    cr.style = r.header_style.value_or(p.header_style);
+    cr.fields = policy::ratelimit_fields(cr.style);
+    cr.shadow = r.shadow;
+    c.rules.push_back(std::move(cr));
+  }
+  if (errors.size() != errors_before) return std::nullopt;
+  return c;
+}
+
+}  // namespace sluice::limiter

@@ -1,0 +1,128 @@
+// A policy turned into what decide() reads: field ids instead of names,
+// compiled path patterns, GCRA and window limits, and every response
+// rendered to a template. Immutable once built; the control plane publishes
+// a new one by pointer swap (RCU), so a reload never changes a policy a
+// worker is reading.
+#pragma once
+
+#include <deque>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "http/field_set.h"
+#include "http/request_stream.h"
+#include "limiter/bucket_key.h"
+#include "limiter/calendar_window.h"
+#include "limiter/client_ip.h"
+#include "limiter/gcra.h"
+#include "policy/path_pattern.h"
+#include "policy/policy.h"
+#include "policy/policy_loader.h"
+#include "policy/response_template.h"
+
+namespace sluice::limiter {
+
+// Methods as a bit per known method plus a list of others.
+struct MethodSet {
+  bool any = true;
+  uint32_t known = 0;
+  std::vector<std::string> other;
+
+  [[nodiscard]] bool contains(const http::RequestHead& h) const noexcept;
+};
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+
+struct CompiledBucket {
+  std::string name;
+  uint16_t index = 0;
+  bool calendar = false;
+  GcraLimit gcra;
+  WindowLimit window;
+  std::unordered_map<std::string, WindowLimit, StringHash, std::equal_to<>> quotas;  // per key (DQ)
+  Nanos idle_drop_after = 0;
+  uint32_t header_limit = 0;     // RateLimit-Limit / q=
+  uint32_t header_window_s = 0;  // w=
+};
+
+struct CompiledRule {
+  std::string name;
+  uint16_t index = 0;
+  MethodSet methods;
+  std::vector<policy::PathPattern> paths;
+  std::vector<http::FieldId> require;
+  // For each path pattern, the index of the run parameter and of the key
+  // parameter (-1 if unused).
+  std::vector<int> live_run_param;
+  std::vector<int> key_param;
+  policy::KeySpec::Kind key_kind = policy::KeySpec::Kind::kClientIp;
+  http::FieldId key_field = 0;
+  policy::RuleSpec::MissingKey missing_key = policy::RuleSpec::MissingKey::kSkipRule;
+  uint16_t bucket = 0;
+  uint32_t slots_per_ip = 0;  // TB07; 0: no ceiling
+  Nanos slots_quiet = 0;
+  uint16_t slots_overflow_bucket = 0;
+  uint16_t answer_status = 0;
+  const policy::ResponseTemplate* answer = nullptr;
+  const policy::ResponseTemplate* refusal = nullptr;
+  policy::HeaderStyle style = policy::HeaderStyle::kSeed;
+  policy::TextTemplate fields;  // the rate-limit fields of `style`
+  bool shadow = false;
+};
+
+struct CompiledPolicy {
+  policy::Policy source;
+  uint64_t digest = 0;  // of the compiled form's source, shown by `policy show`
+  http::FieldSet fields;
+  http::StreamConfig stream;
+  ClientIpRule client_ip;
+  http::FieldId credential_field = 0;
+  std::vector<Digest> anonymous;  // RF05, digested with the credential hasher
+  policy::CredentialSpec::Unknown unknown_credential = policy::CredentialSpec::Unknown::kAnswer401;
+  std::vector<std::string> cors_origins;
+  bool cors_any_origin = false;
+  std::vector<policy::PathPattern> preflight_paths;
+  std::string cors_expose;  // "Access-Control-Expose-Headers: ...\r\n", or empty
+  struct Exemption {
+    MethodSet methods;
+    std::string path;
+  };
+  std::vector<Exemption> exemptions;
+  std::vector<CompiledBucket> buckets;
+  std::vector<CompiledRule> rules;
+  bool shadow = false;
+  uint16_t slot_kind = 0;  // bucket kind of the TB07 records in their own table
+  unsigned max_slots = 0;  // the largest ceiling of any rule
+
+  std::deque<policy::ResponseTemplate> responses;  // stable addresses for rules' pointers
+  const policy::ResponseTemplate* refusal = nullptr;
+  const policy::ResponseTemplate* unauthorized = nullptr;
+  const policy::ResponseTemplate* not_found = nullptr;
+  // Answers to heads the parser refused, by status.
+  const policy::ResponseTemplate* bad_request = nullptr;       // 400
+  const policy::ResponseTemplate* too_large = nullptr;         // 431
+  const policy::ResponseTemplate* not_implemented = nullptr;   // 501
+  const policy::ResponseTemplate* bad_version = nullptr;       // 505
+
+  [[nodiscard]] const CompiledBucket* bucket_named(std::string_view name) const noexcept;
+  [[nodiscard]] const CompiledRule* rule_named(std::string_view name) const noexcept;
+};
+
+// The idle predicate the control thread reclaims buckets with: true if the
+// bucket of `kind` holding `words` can be dropped at `now` without changing
+// any answer: its minute is over (calendar), or it has been full again for
+// the bucket's idle_drop_after (continuous; RF08: 10 minutes). TB07 records
+// have their own table and predicate (credential_record_idle).
+[[nodiscard]] bool bucket_idle(const CompiledPolicy& p, uint16_t kind, const uint64_t* words, Nanos now) noexcept;
+
+// Builds the compiled form. `credential_hasher` digests the anonymous
+// credentials the same way the credential map's digests are made.
+[[nodiscard]] std::optional<CompiledPolicy> compile_policy(const policy::Policy& p, const KeyHasher& credential_hasher,
+                                                           std::vector<policy::PolicyError>& errors);
+
+}  // namespace sluice::limiter

@@ -1,0 +1,308 @@
+// See decide.h. The order is the design brief's: exemptions (health, CORS
+// preflight), the first rule that matches (class, route family or
+// deployment), its key (client address, credential, user, run, deployment),
+// the bucket, the verdict, and the response rendered from its template.
+#include "limiter/decide.h"
+
+#include <array>
+#include <cstring>
+
+#include "limiter/charge.h"
+#include "limiter/credential.h"
+#include "limiter/credential_slots.h"
+
+namespace sluice::limiter {
+
+namespace {
+
+using policy::KeySpec;
+using policy::PathPattern;
+
+std::span<const uint8_t> bytes_of(std::string_view s) noexcept {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+std::span<const uint8_t> bytes_of(const net::IpAddress& a) noexcept { return {a.bytes.data(), a.bytes.size()}; }
+
+bool append(std::span<char> out, size_t& pos, std::string_view s) noexcept {
+  if (out.size() - pos < s.size()) return false;
+  std::memcpy(out.data() + pos, s.data(), s.size());
+  pos += s.size();
+  return true;
+}
+
+// Renders a response into scratch; falls back to the bare status if the
+// template does not fit (it always does for the shipped ones).
+Decision respond(Decision d, Verdict verdict, const policy::ResponseTemplate& t, const policy::TemplateValues& v,
+                 std::span<const std::string_view> fields, DecisionScratch& scratch) noexcept {
+  const size_t n = t.render(v, fields, scratch.response);
+  d.verdict = verdict;
+  d.status = t.status();
+  d.response = std::string_view(scratch.response, n);
+  return d;
+}
+
+uint64_t next_trace_id(DecisionScratch& scratch) noexcept {
+  uint64_t x = scratch.trace_seed + ++scratch.trace_counter * 0x9e3779b97f4a7c15ull;
+  x ^= x >> 31;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 29;
+  return x;
+}
+
+bool origin_granted(const CompiledPolicy& p, std::string_view origin) noexcept {
+  if (p.cors_any_origin) return true;
+  for (const std::string& o : p.cors_origins) {
+    if (o == origin) return true;
+  }
+  return false;
+}
+
+// TB09: a refusal to a granted origin lets the script read it.
+std::string_view cors_fields(const CompiledPolicy& p, const http::RequestHead& head, DecisionScratch& scratch,
+                             size_t& used) noexcept {
+  if (!head.has(http::KnownField::kOrigin) && !p.cors_any_origin) return {};
+  const std::string_view origin = head.value(http::KnownField::kOrigin);
+  if (!p.cors_any_origin && !origin_granted(p, origin)) return {};
+  const size_t start = used;
+  std::span<char> out(scratch.fields);
+  const bool ok = append(out, used, "Access-Control-Allow-Origin: ") &&
+                  append(out, used, p.cors_any_origin ? std::string_view("*") : origin) && append(out, used, "\r\n") &&
+                  append(out, used, p.cors_expose) &&
+                  (p.cors_any_origin || append(out, used, "Vary: Origin\r\n"));
+  if (!ok) {
+    used = start;
+    return {};
+  }
+  return {scratch.fields + start, used - start};
+}
+
+}  // namespace
+
+Decision decide(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
+                const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch) noexcept {
+  Decision d;
+  const std::string_view path = policy::normalize_path(head.path, std::span<char>(scratch.path, head.path.size() + 1));
+
+  // Exemptions: method and exact path (TB18).
+  for (const CompiledPolicy::Exemption& e : policy.exemptions) {
+    if (e.methods.contains(head) && path == e.path) {
+      d.verdict = Verdict::kExempt;
+      return d;
+    }
+  }
+  // A real CORS preflight on a browser-reachable path, where an origin is granted (TB08).
+  std::array<std::string_view, PathPattern::kMaxParams> params{};
+  if ((policy.cors_any_origin || !policy.cors_origins.empty()) && head.method_kind == http::Method::kOptions &&
+      head.has(http::KnownField::kOrigin)) {
+    for (const PathPattern& p : policy.preflight_paths) {
+      if (p.match(path, params)) {
+        d.verdict = Verdict::kExempt;
+        return d;
+      }
+    }
+  }
+
+  bool have_client = false;
+  net::IpAddress client;
+  auto client_ip = [&]() -> const net::IpAddress& {
+    if (!have_client) {
+      client = resolve_client_ip(policy.client_ip, head, conn.peer);
+      have_client = true;
+    }
+    return client;
+  };
+
+  for (const CompiledRule& rule : policy.rules) {
+    if (!rule.methods.contains(head)) continue;
+    int matched = -1;
+    if (!rule.paths.empty()) {
+      for (size_t i = 0; i < rule.paths.size(); ++i) {
+        if (rule.paths[i].match(path, params)) {
+          matched = static_cast<int>(i);
+          break;
+        }
+      }
+      if (matched < 0) continue;
+    }
+    bool present = true;
+    for (http::FieldId f : rule.require) present = present && head.has(f);
+    if (!present) continue;
+    if (matched >= 0 && rule.live_run_param[static_cast<size_t>(matched)] >= 0) {
+      const std::string_view token = params[static_cast<size_t>(rule.live_run_param[static_cast<size_t>(matched)])];
+      if (!state.runs.find(state.credential_hasher.digest(bytes_of(token)))) continue;  // not live (TB12, TB13)
+    }
+
+    // The key's material: bytes, or a credential digest.
+    std::span<const uint8_t> material;
+    std::optional<Digest> credential;
+    bool missing = false;
+    switch (rule.key_kind) {
+      case KeySpec::Kind::kClientIp:
+        material = bytes_of(client_ip());
+        break;
+      case KeySpec::Kind::kCredential:
+      case KeySpec::Kind::kUser: {
+        const std::string_view norm =
+            head.has(policy.credential_field)
+                ? normalize_credential(head.value(policy.credential_field), scratch.credential)
+                : std::string_view();
+        if (norm.empty()) {
+          missing = true;
+          break;
+        }
+        credential = state.credential_hasher.digest(bytes_of(norm));
+        if (rule.key_kind == KeySpec::Kind::kCredential) break;
+        bool anonymous = false;
+        for (const Digest& a : policy.anonymous) anonymous = anonymous || a == *credential;
+        if (anonymous) {  // RF05: no user; counted by client address
+          credential.reset();
+          material = bytes_of(client_ip());
+          break;
+        }
+        const std::optional<uint64_t> user = state.users.find(*credential);
+        if (!user) {
+          credential.reset();
+          missing = true;
+          break;
+        }
+        std::memcpy(scratch.material, &*user, sizeof *user);
+        credential.reset();
+        material = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(scratch.material), sizeof *user);
+        break;
+      }
+      case KeySpec::Kind::kPathParam: {
+        const int idx = matched >= 0 ? rule.key_param[static_cast<size_t>(matched)] : -1;
+        if (idx < 0 || params[static_cast<size_t>(idx)].empty()) missing = true;
+        else material = bytes_of(params[static_cast<size_t>(idx)]);
+        break;
+      }
+      case KeySpec::Kind::kHeader:
+        if (!head.has(rule.key_field) || head.value(rule.key_field).empty()) missing = true;
+        else material = bytes_of(head.value(rule.key_field));
+        break;
+      case KeySpec::Kind::kHost: {
+        std::string_view host = head.authority.empty() ? head.value(http::KnownField::kHost) : head.authority;
+        if (host.empty() || host.size() > sizeof scratch.material) {
+          missing = true;
+          break;
+        }
+        for (size_t i = 0; i < host.size(); ++i) {  // host names are case-insensitive
+          const char c = host[i];
+          scratch.material[i] = (c >= 'A' && c <= 'Z') ? static_cast<char>(c | 0x20) : c;
+        }
+        material = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(scratch.material), host.size());
+        break;
+      }
+      case KeySpec::Kind::kDestination:
+        std::memcpy(scratch.material, conn.destination.bytes.data(), 16);
+        std::memcpy(scratch.material + 16, &conn.destination_port, 2);
+        material = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(scratch.material), 18);
+        break;
+    }
+    d.rule = static_cast<int16_t>(rule.index);
+    if (missing) {
+      if (rule.key_kind == KeySpec::Kind::kUser) {
+        // RF10: no credential, or one nobody owns: answered before any rate
+        // check and spends no token, or forwarded uncounted.
+        if (policy.unknown_credential == policy::CredentialSpec::Unknown::kForward) {
+          d.verdict = Verdict::kForward;
+          return d;
+        }
+        return respond(d, Verdict::kAnswer, *policy.unauthorized, {}, {}, scratch);
+      }
+      if (rule.missing_key == policy::RuleSpec::MissingKey::kAnswer400) {
+        return respond(d, Verdict::kAnswer, *policy.bad_request, {}, {}, scratch);
+      }
+      d.rule = -1;
+      continue;  // the rule does not apply to this request
+    }
+
+    // TB07: past the ceiling, a credential the address has not been using is
+    // counted against the address's own budget.
+    uint16_t bucket = rule.bucket;
+    if (rule.slots_per_ip != 0 && credential) {
+      const net::IpAddress& ip = client_ip();
+      const BucketKey record = state.bucket_hasher.key(policy.slot_kind, bytes_of(ip));
+      if (!take_credential_slot(state.credential_records, record, credential_tag(credential->lo ^ credential->hi),
+                                rule.slots_per_ip, rule.slots_quiet, now)) {
+        bucket = rule.slots_overflow_bucket;
+        credential.reset();
+        material = bytes_of(ip);
+        d.over_credential_ceiling = true;
+      }
+    }
+    const BucketKey key =
+        credential ? state.bucket_hasher.key(bucket, *credential) : state.bucket_hasher.key(bucket, material);
+    const CompiledBucket& b = policy.buckets[bucket];
+
+    policy::TemplateValues v;
+    v.limit = b.header_limit;
+    v.window = b.header_window_s;
+    v.policy = b.name;
+    bool admit;
+    if (b.calendar) {
+      WindowLimit limit = b.window;
+      if (!b.quotas.empty()) {
+        const std::string_view k(reinterpret_cast<const char*>(material.data()), material.size());
+        if (const auto it = b.quotas.find(k); it != b.quotas.end()) limit = it->second;
+      }
+      const WindowCharge c = charge_window(state.buckets, key, now, limit);
+      admit = c.decision.admit;
+      d.overflow = c.overflow;
+      v.limit = limit.requests_per_minute;
+      v.remaining = c.decision.remaining;
+      v.reset = c.decision.reset_s;
+      v.retry_after = c.decision.retry_after_s;
+      d.usage_key = key;
+      d.has_usage_key = true;
+    } else {
+      const GcraCharge c = charge_gcra(state.buckets, key, now, b.gcra);
+      admit = c.decision.admit;
+      d.overflow = c.overflow;
+      v.remaining = c.decision.remaining;
+      v.reset = c.decision.reset_s;
+      v.retry_after = c.decision.retry_after_s;
+    }
+
+    size_t used = 0;
+    const size_t n = rule.fields.render(v, scratch.fields, 0);
+    if (n != SIZE_MAX) used = n;
+    const std::string_view fields(scratch.fields, used);
+    d.fields = fields;
+    if (admit || rule.shadow || policy.shadow) {
+      d.shadow_refusal = !admit;
+      if (rule.answer_status != 0 && rule.answer != nullptr) {
+        const std::array<std::string_view, 1> f{fields};
+        return respond(d, Verdict::kAnswer, *rule.answer, v, f, scratch);
+      }
+      d.verdict = Verdict::kAdmit;
+      return d;
+    }
+    v.trace_id = next_trace_id(scratch);
+    v.origin = head.value(http::KnownField::kOrigin);
+    const std::string_view cors = cors_fields(policy, head, scratch, used);
+    const std::array<std::string_view, 2> f{fields, cors};
+    d.retry_after_s = v.retry_after;
+    return respond(d, Verdict::kRefuse, *rule.refusal, v, f, scratch);
+  }
+  d.verdict = Verdict::kForward;
+  return d;
+}
+
+Decision answer_parse_error(const CompiledPolicy& policy, http::ParseError error, DecisionScratch& scratch) noexcept {
+  const policy::ResponseTemplate* t = policy.bad_request;
+  switch (http::status_for(error)) {
+    case 431: t = policy.too_large; break;
+    case 501: t = policy.not_implemented; break;
+    case 505: t = policy.bad_version; break;
+    default: break;
+  }
+  return respond(Decision{}, Verdict::kAnswer, *t, {}, {}, scratch);
+}
+
+void report_usage(LimiterState& state, const BucketKey& usage_key, uint64_t tokens, Nanos now) noexcept {
+  charge_tokens(state.buckets, usage_key, tokens, now);
+}
+
+}  // namespace sluice::limiter

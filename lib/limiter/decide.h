@@ -1,0 +1,80 @@
+// The decision on one request head: exemptions, the first rule that
+// matches, its key, its bucket, and the verdict with everything the data
+// plane needs to act on it: the fields to add to an admitted response, or the
+// complete response to answer with. No allocation, lock, system call or
+// exception: every byte is written into the caller's scratch space.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "http/parse_error.h"
+#include "http/request_head.h"
+#include "limiter/bucket_table.h"
+#include "limiter/compiled_policy.h"
+#include "limiter/digest_map.h"
+#include "net/ip_address.h"
+
+namespace sluice::limiter {
+
+// The shared state decisions read and charge.
+struct LimiterState {
+  BucketTable& buckets;             // rate-limit buckets, one kind per policy bucket
+  BucketTable& credential_records;  // TB07 records, max_slots words each
+  const DigestMap& runs;            // live runs by digest of their token (value: 0, or a budget of their own)
+  const DigestMap& users;           // credential digest -> user id (RF04)
+  const KeyHasher& bucket_hasher;      // per process: bucket keys
+  const KeyHasher& credential_hasher;  // stable: credential digests, as in the credential file
+};
+
+struct ConnectionFacts {
+  net::IpAddress peer;         // the connection's source address
+  net::IpAddress destination;  // its destination address
+  uint16_t destination_port = 0;
+};
+
+enum class Verdict : uint8_t {
+  kForward,  // no rule applies (RF02): forward as is
+  kExempt,   // exempt (TB08, TB18): forward, uncounted, no fields
+  kAdmit,    // a rule admitted it: forward, adding `fields` to the response
+  kRefuse,   // over budget: answer with `response` (429), forward nothing
+  kAnswer,   // the appliance answers with `response` (400, 401, 404, ...)
+};
+
+struct Decision {
+  Verdict verdict = Verdict::kForward;
+  uint16_t status = 0;            // of `response`
+  int16_t rule = -1;              // the rule that applied
+  bool shadow_refusal = false;    // X01: would have been refused, forwarded instead
+  bool overflow = false;          // charged to an overflow bucket (table full or reclaiming)
+  bool over_credential_ceiling = false;  // TB07: counted against the address's budget instead
+  uint32_t retry_after_s = 0;     // of a refusal
+  std::string_view fields;        // header lines for the response (kAdmit), in scratch
+  std::string_view response;      // complete response (kRefuse, kAnswer), in scratch
+  BucketKey usage_key{};          // where a finished request's tokens are charged (DQ05)
+  bool has_usage_key = false;
+};
+
+// Per-worker space decisions write into; reused for every request.
+struct DecisionScratch {
+  char response[4096];
+  char fields[512];
+  char path[64 * 1024 + 16];  // the longest head a policy allows
+  char credential[8192];
+  char material[512];
+  uint64_t trace_seed = 0x9e3779b97f4a7c15ull;  // set per worker
+  uint64_t trace_counter = 0;
+};
+
+[[nodiscard]] Decision decide(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
+                              const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch) noexcept;
+
+// The answer to a head the parser refused (400, 431, 501, 505).
+[[nodiscard]] Decision answer_parse_error(const CompiledPolicy& policy, http::ParseError error,
+                                          DecisionScratch& scratch) noexcept;
+
+// DQ05: the tokens a finished request used, charged to its bucket's minute.
+void report_usage(LimiterState& state, const BucketKey& usage_key, uint64_t tokens, Nanos now) noexcept;
+
+}  // namespace sluice::limiter

@@ -1,0 +1,126 @@
+// The policy loader: the shipped profiles load, and broken files are refused
+// whole with file:line:column messages.
+#include <gtest/gtest.h>
+
+#include "limiter_harness.h"
+
+namespace sluice::test {
+namespace {
+
+std::vector<std::string> errors_of(const std::string& text) {
+  const policy::LoadResult r = policy::load_policy_text(text, "p.yaml");
+  EXPECT_EQ(r.policy.has_value(), r.errors.empty());
+  std::vector<std::string> out;
+  for (const auto& e : r.errors) out.push_back(e.to_string());
+  return out;
+}
+
+const std::string kMinimal =
+    "sluice: 1\n"
+    "buckets:\n"
+    "  b: { rate: 10/s }\n"
+    "rules:\n"
+    "  - name: r\n"
+    "    key: client_ip\n"
+    "    bucket: b\n";
+
+TEST(PolicyLoader, TheShippedProfilesLoadAndCompile) {
+  for (const char* name : {"three-budgets.yaml", "route-families.yaml", "deployment-quotas.yaml", "default.yaml"}) {
+    const policy::LoadResult r = policy::load_policy_file(config_path(name));
+    for (const auto& e : r.errors) ADD_FAILURE() << e.to_string();
+    ASSERT_TRUE(r.policy) << name;
+    std::vector<policy::PolicyError> errors;
+    EXPECT_TRUE(limiter::compile_policy(*r.policy, test_hasher(2), errors)) << name;
+  }
+  EXPECT_TRUE(errors_of(kMinimal).empty());
+}
+
+struct Broken {
+  const char* what;
+  std::string text;
+  std::string expected;  // the whole first error
+};
+
+TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
+  const std::vector<Broken> cases = {
+      {"unknown top-level key", kMinimal + "bukets: {}\n",
+       "p.yaml:8:1: unknown key 'bukets' in the policy (expected one of: sluice, name, mode, header_style, "
+       "service_ports, limits, client_ip, credentials, cors, exempt, buckets, rules, refusal, unauthorized, "
+       "not_found)"},
+      {"misspelt rule key", "sluice: 1\nbuckets:\n  b: { rate: 10/s }\nrules:\n  - name: r\n    kee: client_ip\n    bucket: b\n",
+       "p.yaml:6:5: unknown key 'kee' in rule (expected one of: name, methods, path, require, live_run, key, "
+       "when_key_missing, bucket, credential_slots, answer, refusal, header_style, shadow)"},
+      {"wrong type", "sluice: 1\nbuckets:\n  b: { rate: 10/s, burst: many }\nrules: []\n",
+       "p.yaml:3:27: bucket b burst must be a whole number, not 'many'"},
+      {"impossible number", "sluice: 1\nbuckets:\n  b: { rate: 10/s, burst: 0 }\nrules: []\n",
+       "p.yaml:3:27: bucket b burst must be between 1 and 1000000000, not 0"},
+      {"bad rate", "sluice: 1\nbuckets:\n  b: { rate: 10 per second }\nrules: []\n",
+       "p.yaml:3:14: bucket b: rate must be a count per s, min or hour, such as 600/min, not '10 per second'"},
+      {"missing version", "buckets: {}\n", "p.yaml:1:1: the policy needs 'sluice: 1' (the format version)"},
+      {"future version", "sluice: 2\n", "p.yaml:1:9: sluice (the format version) must be between 1 and 1, not 2"},
+      {"unknown bucket", "sluice: 1\nbuckets: {}\nrules:\n  - name: r\n    key: client_ip\n    bucket: nope\n",
+       "p.yaml:4:5: rule r: no bucket named nope in buckets"},
+      {"bad path pattern", kMinimal + "    path: /api/{id\n", "p.yaml:8:11: bad path pattern '/api/{id': '{', '}' and '*' are only allowed as {name} segments or a "
+       "trailing '*'"},
+      {"path parameter not in pattern",
+       "sluice: 1\nbuckets:\n  b: { rate: 10/s }\nrules:\n  - name: r\n    path: /a/{x}\n    key: { path_param: y }\n    bucket: b\n",
+       "p.yaml:5:5: rule r: path /a/{x} has no parameter {y}"},
+      {"bad network", "sluice: 1\nclient_ip:\n  trusted_proxies: [10.0.0.0/33]\n",
+       "p.yaml:3:20: '10.0.0.0/33' is not an address or network (such as 198.18.0.0/15)"},
+      {"unknown placeholder", "sluice: 1\nrefusal:\n  headers:\n    X-Wait: \"{retry}\"\n",
+       "p.yaml:4:13: header X-Wait: unknown placeholder {retry} (known: retry_after, limit, remaining, reset, "
+       "window, policy, origin, trace_id)"},
+      {"header injection", "sluice: 1\nrefusal:\n  headers:\n    X-A: \"a\\r\\nX-B: b\"\n",
+       "p.yaml:4:10: header X-A: a header value may not hold control characters or line breaks"},
+      {"duplicate rule", kMinimal + "  - name: r\n    key: client_ip\n    bucket: b\n", "p.yaml:8:5: two rules are named r"},
+      {"not yaml", "sluice: 1\nrules: [\n", "p.yaml:3:1: not valid YAML: end of sequence flow not found"},
+      {"calendar bucket without quota", "sluice: 1\nbuckets:\n  d: { window: minute }\n",
+       "p.yaml:3:6: bucket d needs requests, tokens or both per minute"},
+      {"status out of range", kMinimal + "refusal: { status: 99 }\n", "p.yaml:8:20: refusal status must be between 100 and 599, not 99"},
+      {"slots on an address rule", kMinimal + "    credential_slots: { per_client_ip: 8, overflow_bucket: b }\n",
+       "p.yaml:5:5: rule r: credential_slots needs a rule keyed by credential or user"},
+      {"empty file", "", "p.yaml: the file is empty"},
+  };
+  for (const Broken& c : cases) {
+    const std::vector<std::string> errors = errors_of(c.text);
+    ASSERT_FALSE(errors.empty()) << c.what;
+    EXPECT_EQ(errors.front(), c.expected) << c.what;
+  }
+}
+
+TEST(PolicyLoader, EveryErrorOfAFileIsReportedAndNothingIsHalfApplied) {
+  const std::vector<std::string> errors =
+      errors_of("sluice: 1\nmode: loud\nbuckets:\n  b: { rate: fast }\nrules:\n  - name: r\n    bucket: b\n");
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_EQ(errors[0], "p.yaml:2:7: mode must be enforce or shadow");
+  EXPECT_EQ(errors[1].substr(0, 12), "p.yaml:4:14:");
+  EXPECT_EQ(errors[2], "p.yaml:6:5: rule r needs a key");
+}
+
+TEST(PolicyLoader, AMissingFileIsAnError) {
+  const policy::LoadResult r = policy::load_policy_file("/nonexistent/policy.yaml");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].to_string(), "/nonexistent/policy.yaml: cannot open the file");
+}
+
+TEST(PolicyLoader, RatesAndDurations) {
+  uint64_t count;
+  time::Nanos period;
+  ASSERT_TRUE(policy::parse_rate("600/min", count, period));
+  EXPECT_EQ(count, 600u);
+  EXPECT_EQ(period, kMinute);
+  ASSERT_TRUE(policy::parse_rate("5/second", count, period));
+  EXPECT_EQ(period, kSecond);
+  EXPECT_FALSE(policy::parse_rate("0/s", count, period));
+  EXPECT_FALSE(policy::parse_rate("5/fortnight", count, period));
+  time::Nanos d;
+  ASSERT_TRUE(policy::parse_duration("10m", d));
+  EXPECT_EQ(d, 10 * kMinute);
+  ASSERT_TRUE(policy::parse_duration("250ms", d));
+  EXPECT_EQ(d, 250'000'000u);
+  EXPECT_FALSE(policy::parse_duration("10", d));
+  EXPECT_FALSE(policy::parse_duration("-1s", d));
+}
+
+}  // namespace
+}  // namespace sluice::test
