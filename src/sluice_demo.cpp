@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "http/request_stream.h"
+#include "limiter/decide.h"
+#include "policy/policy_loader.h"
 
 namespace {
 
@@ -33,6 +35,50 @@ std::string field_or_dash(const RequestHead& h, KnownField f) {
 }
 
 }  // namespace
+
+// Part two: the limiter core deciding on the same kind of traffic with the
+// three-budget profile, as the appliance will for every request.
+int limiter_demo(const char* config_dir) {
+  using namespace sluice;
+  const std::string path = std::string(config_dir) + "/three-budgets.yaml";
+  const policy::LoadResult loaded = policy::load_policy_file(path);
+  for (const auto& e : loaded.errors) std::fprintf(stderr, "%s\n", e.to_string().c_str());
+  if (!loaded.policy) return 1;
+  const limiter::KeyHasher hasher = limiter::KeyHasher::random();
+  std::vector<policy::PolicyError> errors;
+  auto compiled = limiter::compile_policy(*loaded.policy, hasher, errors);
+  if (!compiled) return 1;
+  limiter::BucketTable buckets({.capacity = 1 << 12, .regions = 4, .bucket_kinds = static_cast<uint16_t>(compiled->buckets.size())});
+  limiter::BucketTable records({.capacity = 1 << 10, .regions = 4, .bucket_kinds = 1, .words = compiled->max_slots});
+  limiter::DigestMap runs(16), users(16);
+  limiter::LimiterState state{buckets, records, runs, users, hasher, hasher};
+  auto scratch = std::make_unique<limiter::DecisionScratch>();
+
+  std::printf("\n--- the limiter core on %s: 62 bare requests from 198.18.0.7 in one second ---\n", path.c_str());
+  const std::string text = "GET /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\n";
+  std::vector<http::FieldLine> store(compiled->stream.head.max_fields);
+  std::vector<char> spill(compiled->stream.head.max_head_bytes);
+  http::HeadParser parser(compiled->fields, compiled->stream.head, store, spill);
+  limiter::ConnectionFacts conn;
+  conn.peer = *net::parse_ip("198.18.0.7");
+  const time::Nanos start = time::SystemClock().now();
+  for (int i = 1; i <= 62; ++i) {
+    parser.reset();
+    if (parser.feed(text).status != http::HeadStatus::kComplete) return 1;
+    const limiter::Decision d = limiter::decide(*compiled, state, parser.head(), conn, start + i * 1'000'000ull, *scratch);
+    if (i <= 2 || (i >= 59 && i <= 60)) {
+      std::string fields(d.fields);
+      for (size_t p; (p = fields.find("\r\n")) != std::string::npos;) fields.replace(p, 2, "  ");
+      std::printf("#%-3d admitted  %s\n", i, fields.c_str());
+    } else if (i == 3) {
+      std::printf("...\n");
+    } else if (d.verdict == limiter::Verdict::kRefuse) {
+      std::printf("#%-3d refused, answered on the wire:\n%.*s\n", i, static_cast<int>(d.response.size()), d.response.data());
+      if (i == 61) std::printf("\n");
+    }
+  }
+  return 0;
+}
 
 int main(int argc, char** argv) {
   size_t segment = 23;  // deliberately odd, so heads and bodies split mid-line
@@ -74,7 +120,7 @@ int main(int argc, char** argv) {
         std::printf("\nrefused in the segment at byte %zu: %s -> the appliance answers %u and closes the connection;\n"
                     "the \"GET /admin\" hidden behind it never reaches the origin.\n",
                     off + (segment - piece.size()), std::string(to_string(s.error)).c_str(), status_for(s.error));
-        return 0;
+        return limiter_demo(SLUICE_CONFIG_DIR);
       }
       if (s.event == StreamEvent::kNeedMore || piece.empty()) break;
     }

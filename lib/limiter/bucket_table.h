@@ -25,7 +25,11 @@
 //   -- grace --       every thread that read a retired key has moved on
 //   open_region(r)    retired slots are zeroed and new keys may claim them
 // so memory is reused only after a grace period, and no key is ever in two
-// slots at once.
+// slots at once. One consequence to know: while its region is closed (two
+// grace periods, microseconds), a key just dropped is charged to the
+// overflow bucket, and when the region reopens it starts full. Keys are
+// dropped only after their bucket has been full for the bucket's
+// idle_drop_after (a minute by default), so such a key was idle anyway.
 #pragma once
 
 #include <atomic>

@@ -26,6 +26,7 @@ std::span<const uint8_t> bytes_of(const net::IpAddress& a) noexcept { return {a.
 
 bool append(std::span<char> out, size_t& pos, std::string_view s) noexcept {
   if (out.size() - pos < s.size()) return false;
+  if (s.empty()) return true;
   std::memcpy(out.data() + pos, s.data(), s.size());
   pos += s.size();
   return true;
@@ -79,26 +80,29 @@ std::string_view cors_fields(const CompiledPolicy& p, const http::RequestHead& h
 
 }  // namespace
 
-Decision decide(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
-                const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch) noexcept {
-  Decision d;
+Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
+          const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch) noexcept {
+  Plan out;
+  out.head = &head;
+  Decision& d = out.decision;
   const std::string_view path = policy::normalize_path(head.path, std::span<char>(scratch.path, head.path.size() + 1));
 
   // Exemptions: method and exact path (TB18).
   for (const CompiledPolicy::Exemption& e : policy.exemptions) {
     if (e.methods.contains(head) && path == e.path) {
       d.verdict = Verdict::kExempt;
-      return d;
+      return out;
     }
   }
   // A real CORS preflight on a browser-reachable path, where an origin is granted (TB08).
-  std::array<std::string_view, PathPattern::kMaxParams> params{};
+  // Filled by the pattern that matches; only its own parameters are read.
+  std::array<std::string_view, PathPattern::kMaxParams> params;
   if ((policy.cors_any_origin || !policy.cors_origins.empty()) && head.method_kind == http::Method::kOptions &&
       head.has(http::KnownField::kOrigin)) {
     for (const PathPattern& p : policy.preflight_paths) {
       if (p.match(path, params)) {
         d.verdict = Verdict::kExempt;
-        return d;
+        return out;
       }
     }
   }
@@ -207,12 +211,14 @@ Decision decide(const CompiledPolicy& policy, LimiterState& state, const http::R
         // check and spends no token, or forwarded uncounted.
         if (policy.unknown_credential == policy::CredentialSpec::Unknown::kForward) {
           d.verdict = Verdict::kForward;
-          return d;
+          return out;
         }
-        return respond(d, Verdict::kAnswer, *policy.unauthorized, {}, {}, scratch);
+        d = respond(d, Verdict::kAnswer, *policy.unauthorized, {}, {}, scratch);
+        return out;
       }
       if (rule.missing_key == policy::RuleSpec::MissingKey::kAnswer400) {
-        return respond(d, Verdict::kAnswer, *policy.bad_request, {}, {}, scratch);
+        d = respond(d, Verdict::kAnswer, *policy.bad_request, {}, {}, scratch);
+        return out;
       }
       d.rule = -1;
       continue;  // the rule does not apply to this request
@@ -232,62 +238,79 @@ Decision decide(const CompiledPolicy& policy, LimiterState& state, const http::R
         d.over_credential_ceiling = true;
       }
     }
-    const BucketKey key =
-        credential ? state.bucket_hasher.key(bucket, *credential) : state.bucket_hasher.key(bucket, material);
-    const CompiledBucket& b = policy.buckets[bucket];
-
-    policy::TemplateValues v;
-    v.limit = b.header_limit;
-    v.window = b.header_window_s;
-    v.policy = b.name;
-    bool admit;
-    if (b.calendar) {
-      WindowLimit limit = b.window;
-      if (!b.quotas.empty()) {
+    out.key = credential ? state.bucket_hasher.key(bucket, *credential) : state.bucket_hasher.key(bucket, material);
+    out.rule = &rule;
+    out.bucket = &policy.buckets[bucket];
+    out.charge = true;
+    if (out.bucket->calendar) {
+      out.window = out.bucket->window;
+      if (!out.bucket->quotas.empty()) {
         const std::string_view k(reinterpret_cast<const char*>(material.data()), material.size());
-        if (const auto it = b.quotas.find(k); it != b.quotas.end()) limit = it->second;
+        if (const auto it = out.bucket->quotas.find(k); it != out.bucket->quotas.end()) out.window = it->second;
       }
-      const WindowCharge c = charge_window(state.buckets, key, now, limit);
-      admit = c.decision.admit;
-      d.overflow = c.overflow;
-      v.limit = limit.requests_per_minute;
-      v.remaining = c.decision.remaining;
-      v.reset = c.decision.reset_s;
-      v.retry_after = c.decision.retry_after_s;
-      d.usage_key = key;
-      d.has_usage_key = true;
-    } else {
-      const GcraCharge c = charge_gcra(state.buckets, key, now, b.gcra);
-      admit = c.decision.admit;
-      d.overflow = c.overflow;
-      v.remaining = c.decision.remaining;
-      v.reset = c.decision.reset_s;
-      v.retry_after = c.decision.retry_after_s;
     }
-
-    size_t used = 0;
-    const size_t n = rule.fields.render(v, scratch.fields, 0);
-    if (n != SIZE_MAX) used = n;
-    const std::string_view fields(scratch.fields, used);
-    d.fields = fields;
-    if (admit || rule.shadow || policy.shadow) {
-      d.shadow_refusal = !admit;
-      if (rule.answer_status != 0 && rule.answer != nullptr) {
-        const std::array<std::string_view, 1> f{fields};
-        return respond(d, Verdict::kAnswer, *rule.answer, v, f, scratch);
-      }
-      d.verdict = Verdict::kAdmit;
-      return d;
-    }
-    v.trace_id = next_trace_id(scratch);
-    v.origin = head.value(http::KnownField::kOrigin);
-    const std::string_view cors = cors_fields(policy, head, scratch, used);
-    const std::array<std::string_view, 2> f{fields, cors};
-    d.retry_after_s = v.retry_after;
-    return respond(d, Verdict::kRefuse, *rule.refusal, v, f, scratch);
+    return out;
   }
   d.verdict = Verdict::kForward;
-  return d;
+  return out;
+}
+
+Decision finish(const CompiledPolicy& policy, LimiterState& state, const Plan& p, Nanos now,
+                DecisionScratch& scratch) noexcept {
+  Decision d = p.decision;
+  if (!p.charge) return d;
+  const CompiledRule& rule = *p.rule;
+  const CompiledBucket& b = *p.bucket;
+  policy::TemplateValues v;
+  v.limit = b.header_limit;
+  v.window = b.header_window_s;
+  v.policy = b.name;
+  bool admit;
+  if (b.calendar) {
+    const WindowCharge c = charge_window(state.buckets, p.key, now, p.window);
+    admit = c.decision.admit;
+    d.overflow = c.overflow;
+    v.limit = p.window.requests_per_minute;
+    v.remaining = c.decision.remaining;
+    v.reset = c.decision.reset_s;
+    v.retry_after = c.decision.retry_after_s;
+    d.usage_key = p.key;
+    d.has_usage_key = true;
+  } else {
+    const GcraCharge c = charge_gcra(state.buckets, p.key, now, b.gcra);
+    admit = c.decision.admit;
+    d.overflow = c.overflow;
+    v.remaining = c.decision.remaining;
+    v.reset = c.decision.reset_s;
+    v.retry_after = c.decision.retry_after_s;
+  }
+
+  size_t used = 0;
+  const size_t n = rule.fields.render(v, scratch.fields, 0);
+  if (n != SIZE_MAX) used = n;
+  const std::string_view fields(scratch.fields, used);
+  d.fields = fields;
+  if (admit || rule.shadow || policy.shadow) {
+    d.shadow_refusal = !admit;
+    if (rule.answer_status != 0 && rule.answer != nullptr) {
+      const std::array<std::string_view, 1> f{fields};
+      return respond(d, Verdict::kAnswer, *rule.answer, v, f, scratch);
+    }
+    d.verdict = Verdict::kAdmit;
+    return d;
+  }
+  const http::RequestHead& head = *p.head;
+  v.trace_id = next_trace_id(scratch);
+  v.origin = head.value(http::KnownField::kOrigin);
+  const std::string_view cors = cors_fields(policy, head, scratch, used);
+  const std::array<std::string_view, 2> f{fields, cors};
+  d.retry_after_s = v.retry_after;
+  return respond(d, Verdict::kRefuse, *rule.refusal, v, f, scratch);
+}
+
+Decision decide(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
+                const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch) noexcept {
+  return finish(policy, state, plan(policy, state, head, conn, now, scratch), now, scratch);
 }
 
 Decision answer_parse_error(const CompiledPolicy& policy, http::ParseError error, DecisionScratch& scratch) noexcept {

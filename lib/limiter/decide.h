@@ -70,6 +70,31 @@ struct DecisionScratch {
 [[nodiscard]] Decision decide(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
                               const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch) noexcept;
 
+// decide() in two halves, for a burst of requests: plan() finds the rule and
+// computes the bucket key without touching the bucket; the caller prefetches
+// every planned bucket, then finishes each one, so the cache misses of a
+// large table overlap instead of adding up. A plan refers to its head, which
+// must stay valid until finish(). A plan that needs no charge is already the
+// decision, and its response (if any) lives in the scratch: act on it before
+// the next plan() or finish() with the same scratch.
+struct Plan {
+  Decision decision;     // final unless `charge`
+  bool charge = false;   // a bucket must still be charged
+  const CompiledRule* rule = nullptr;
+  const CompiledBucket* bucket = nullptr;
+  BucketKey key{};
+  WindowLimit window{};  // calendar buckets: this key's quotas
+  const http::RequestHead* head = nullptr;
+};
+
+[[nodiscard]] Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
+                        const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch) noexcept;
+inline void prefetch(LimiterState& state, const Plan& p) noexcept {
+  if (p.charge) state.buckets.prefetch(p.key);
+}
+[[nodiscard]] Decision finish(const CompiledPolicy& policy, LimiterState& state, const Plan& p, Nanos now,
+                              DecisionScratch& scratch) noexcept;
+
 // The answer to a head the parser refused (400, 431, 501, 505).
 [[nodiscard]] Decision answer_parse_error(const CompiledPolicy& policy, http::ParseError error,
                                           DecisionScratch& scratch) noexcept;

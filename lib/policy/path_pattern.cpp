@@ -99,7 +99,33 @@ bool unreserved(char c) noexcept {
 
 }  // namespace
 
+namespace {
+
+// True if `path` needs no rewriting: no escape, no backslash, no empty, "."
+// or ".." segment. Most request paths are like that, and are matched in place.
+bool already_normal(std::string_view path) noexcept {
+  if (path.empty() || path.front() != '/') return false;
+  char prev = '/';
+  for (size_t i = 1; i < path.size(); ++i) {
+    const char c = path[i];
+    if (c == '%' || c == '\\') return false;
+    if (prev == '/' && (c == '/' || c == '.')) {
+      // "//", or a segment starting with '.': "." and ".." need resolving,
+      // ".well-known" does not.
+      if (c == '/') return false;
+      const size_t end = path.find('/', i);
+      const std::string_view seg = path.substr(i, end == std::string_view::npos ? std::string_view::npos : end - i);
+      if (seg == "." || seg == "..") return false;
+    }
+    prev = c;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::string_view normalize_path(std::string_view path, std::span<char> out) noexcept {
+  if (already_normal(path)) return path;
   // One pass: decode, fold separators, then resolve dot segments as they end.
   size_t n = 0;
   size_t i = 0;

@@ -90,8 +90,9 @@ struct BucketSpec {
     uint64_t tokens_per_minute = 0;
   };
   std::vector<Override> overrides;
-  // RF08: an idle bucket is dropped this long after it is full again.
-  Nanos idle_drop_after = 0;
+  // RF08: an idle bucket is dropped this long after it is full again
+  // (default one minute: a bucket dropped is one nobody has used for a while).
+  Nanos idle_drop_after = time::kNanosPerMinute;
 };
 
 // What a rule's bucket is keyed by.

@@ -18,15 +18,38 @@ constexpr Name kNames[] = {{"retry_after", 1}, {"limit", 2},  {"remaining", 3}, 
 
 bool append(std::span<char> out, size_t& pos, std::string_view s) noexcept {
   if (pos > out.size() || out.size() - pos < s.size()) return false;
-  std::memcpy(out.data() + pos, s.data(), s.size());
+  if (!s.empty()) std::memcpy(out.data() + pos, s.data(), s.size());
   pos += s.size();
   return true;
 }
 
+// A template literal: its source is padded, so with 16 bytes of room left in
+// `out` it is copied in whole 16-byte moves (no call, no byte loop).
+bool append_padded(std::span<char> out, size_t& pos, const char* src, size_t n) noexcept {
+  if (pos > out.size() || out.size() - pos < n) return false;
+  char* d = out.data() + pos;
+  if (out.size() - pos >= n + 16) {
+    for (size_t i = 0; i < n; i += 16) std::memcpy(d + i, src + i, 16);
+  } else if (n != 0) {
+    std::memcpy(d, src, n);
+  }
+  pos += n;
+  return true;
+}
+
 bool append_number(std::span<char> out, size_t& pos, uint64_t v) noexcept {
-  char buf[24];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return append(out, pos, std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
+  // Digits straight into place, last first: a staging buffer read back
+  // whole would stall on store forwarding.
+  size_t n = 1;
+  for (uint64_t x = v; x >= 10; x /= 10) ++n;
+  if (pos > out.size() || out.size() - pos < n) return false;
+  char* d = out.data() + pos + n;
+  do {
+    *--d = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  pos += n;
+  return true;
 }
 
 bool append_hex16(std::span<char> out, size_t& pos, uint64_t v) noexcept {
@@ -41,6 +64,12 @@ bool append_hex16(std::span<char> out, size_t& pos, uint64_t v) noexcept {
 std::optional<TextTemplate> TextTemplate::compile(std::string_view text, std::string* why) {
   TextTemplate t;
   std::string literal;
+  auto flush = [&] {
+    if (literal.empty()) return;
+    t.pieces_.push_back({Slot::kLiteral, static_cast<uint32_t>(t.text_.size()), static_cast<uint32_t>(literal.size())});
+    t.text_.insert(t.text_.end(), literal.begin(), literal.end());
+    literal.clear();
+  };
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '{' && i + 1 < text.size() && text[i + 1] == '{') {  // "{{" is a literal '{'
@@ -69,12 +98,12 @@ std::optional<TextTemplate> TextTemplate::compile(std::string_view text, std::st
       }
       return std::nullopt;
     }
-    if (!literal.empty()) t.pieces_.push_back({Slot::kLiteral, std::move(literal)});
-    literal.clear();
-    t.pieces_.push_back({static_cast<Slot>(slot), {}});
+    flush();
+    t.pieces_.push_back({static_cast<Slot>(slot), 0, 0});
     i = close;
   }
-  if (!literal.empty()) t.pieces_.push_back({Slot::kLiteral, std::move(literal)});
+  flush();
+  t.text_.resize(t.text_.size() + 16, '\0');
   return t;
 }
 
@@ -82,7 +111,7 @@ size_t TextTemplate::render(const TemplateValues& v, std::span<char> out, size_t
   bool ok = true;
   for (const Piece& p : pieces_) {
     switch (p.slot) {
-      case Slot::kLiteral: ok = append(out, pos, p.literal); break;
+      case Slot::kLiteral: ok = append_padded(out, pos, text_.data() + p.offset, p.length); break;
       case Slot::kRetryAfter: ok = append_number(out, pos, v.retry_after); break;
       case Slot::kLimit: ok = append_number(out, pos, v.limit); break;
       case Slot::kRemaining: ok = append_number(out, pos, v.remaining); break;

@@ -40,9 +40,11 @@ class TextTemplate {
   enum class Slot : uint8_t { kLiteral, kRetryAfter, kLimit, kRemaining, kReset, kWindow, kPolicy, kOrigin, kTraceId };
   struct Piece {
     Slot slot;
-    std::string literal;
+    uint32_t offset;  // of a literal in text_
+    uint32_t length;
   };
   std::vector<Piece> pieces_;
+  std::vector<char> text_;  // every literal, then 16 bytes of padding so copies can run in whole vectors
 };
 
 // A complete response: status line, the policy's fields, optionally the

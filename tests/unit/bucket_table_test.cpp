@@ -197,11 +197,13 @@ TEST(BucketTableConcurrency, ReclaimingWhileChargingNeverAdmitsMoreThanTheBudget
       }
     });
   }
+  // A grace period: every worker has finished a pass that began after this
+  // call (the one in flight when it was called may have begun before).
   auto grace = [&] {
     std::array<uint64_t, kWorkers> seen;
     for (int w = 0; w < kWorkers; ++w) seen[w] = passes[w].load();
     for (int w = 0; w < kWorkers; ++w) {
-      while (passes[w].load() < seen[w] + 1) std::this_thread::yield();
+      while (passes[w].load() < seen[w] + 2) std::this_thread::yield();
     }
   };
   for (int step = 0; step < 200; ++step) {
