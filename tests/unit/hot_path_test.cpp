@@ -1,0 +1,67 @@
+// The hot path allocates nothing: a global operator new that counts calls
+// checks parse + decide over every profile's typical requests, admitted,
+// refused and answered.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "limiter_harness.h"
+
+namespace {
+std::atomic<uint64_t> g_allocations{0};
+}  // namespace
+
+void* operator new(size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+namespace sluice::test {
+namespace {
+
+TEST(HotPath, ParsingAndDecidingAllocateNothing) {
+  struct Case {
+    const char* profile;
+    std::string request;
+  };
+  const std::vector<Case> cases = {
+      {"three-budgets.yaml", "GET /v1/x HTTP/1.1\r\nHost: a\r\n\r\n"},
+      {"three-budgets.yaml", "GET /v1/x HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer k\r\nOrigin: https://o\r\n\r\n"},
+      {"three-budgets.yaml", "POST /vrx/r1/v1/tap HTTP/1.1\r\nHost: a\r\n\r\n"},
+      {"route-families.yaml", "GET /api/claims HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer u\r\n\r\n"},
+      {"route-families.yaml", "GET /api/claims HTTP/1.1\r\nHost: a\r\n\r\n"},  // 401
+      {"deployment-quotas.yaml", "POST /v1/c HTTP/1.1\r\nHost: a\r\nX-Pi-Deployment: gpt-4o-mini-eu-1\r\n\r\n"},
+      {"default.yaml", "GET /a/./b/../c%2Fd HTTP/1.1\r\nHost: a\r\n\r\n"},
+  };
+  for (const Case& c : cases) {
+    Limiter l(c.profile);
+    l.start_run("r1");
+    l.add_user("Bearer u", 1);
+    // Everything the data plane holds per worker is set up before the loop.
+    std::vector<http::FieldLine> store(l.policy().stream.head.max_fields);
+    std::vector<char> spill(l.policy().stream.head.max_head_bytes);
+    http::HeadParser parser(l.policy().fields, l.policy().stream.head, store, spill);
+    auto scratch = std::make_unique<limiter::DecisionScratch>();
+    limiter::ConnectionFacts conn;
+    conn.peer = *net::parse_ip("198.18.0.1");
+    int refused = 0;
+    const uint64_t before = g_allocations.load();
+    ASSERT_GT(before, 0u) << "the counting operator new is not in use";
+    for (int i = 0; i < 2000; ++i) {
+      parser.reset();
+      if (parser.feed(c.request).status != http::HeadStatus::kComplete) FAIL() << c.request;
+      const limiter::Decision d = limiter::decide(l.policy(), l.state(), parser.head(), conn, kStart, *scratch);
+      refused += d.verdict == limiter::Verdict::kRefuse;
+    }
+    EXPECT_EQ(g_allocations.load() - before, 0u) << c.profile << ": " << c.request;
+    (void)refused;
+  }
+}
+
+}  // namespace
+}  // namespace sluice::test
