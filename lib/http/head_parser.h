@@ -66,7 +66,6 @@ class HeadParser {
  private:
   FeedResult finish(size_t consumed) noexcept;
   FeedResult fail(ParseError e) noexcept;
-  [[nodiscard]] ScanCursor& cursor() noexcept { return cursor_; }
 
   const FieldSet& fields_;
   HeadLimits limits_;

@@ -36,7 +36,6 @@ BucketTable::BucketTable(const Options& o)
       max_probe_(std::max(1u, o.max_probe)),
       bucket_kinds_(std::max<uint16_t>(1, o.bucket_kinds)) {
   if (words_ > kMaxWords) throw std::invalid_argument("a bucket table slot holds at most 64 state words");
-  region_bits_ = static_cast<unsigned>(std::countr_zero(regions_));
   const size_t total = std::bit_ceil(std::max<size_t>(o.capacity, size_t{regions_} * 64));
   region_slots_ = total / regions_;
   max_probe_ = static_cast<unsigned>(std::min<uint64_t>(max_probe_, region_slots_));

@@ -36,7 +36,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <cstring>
 
 #include "limiter/bucket_key.h"
 
@@ -125,7 +124,6 @@ class BucketTable {
   uint8_t* retired_ = nullptr;  // per slot, control thread only: retired since the region closed
   size_t mapped_bytes_ = 0;
   unsigned regions_;
-  unsigned region_bits_;
   uint64_t region_slots_;
   unsigned max_probe_;
   uint16_t bucket_kinds_;

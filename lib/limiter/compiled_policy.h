@@ -76,6 +76,14 @@ struct CompiledRule {
 };
 
 struct CompiledPolicy {
+  // Rules point into `responses`: moving keeps those pointers valid, a copy
+  // would not, so there is none.
+  CompiledPolicy() = default;
+  CompiledPolicy(CompiledPolicy&&) = default;
+  CompiledPolicy& operator=(CompiledPolicy&&) = default;
+  CompiledPolicy(const CompiledPolicy&) = delete;
+  CompiledPolicy& operator=(const CompiledPolicy&) = delete;
+
   policy::Policy source;
   uint64_t digest = 0;  // of the compiled form's source, shown by `policy show`
   http::FieldSet fields;
