@@ -54,6 +54,19 @@ class RequestStream {
 
   [[nodiscard]] const RequestHead& head() const noexcept { return parser_.head(); }
   [[nodiscard]] std::span<const FieldLine> fields() const noexcept { return parser_.fields(); }
+  // Between messages with nothing buffered: the stream can be dropped and a
+  // fresh one started here without losing anything (the data plane lends its
+  // parse buffers to a connection only while a message is in flight).
+  [[nodiscard]] bool idle() const noexcept { return state_ == State::kHead && !parser_.started(); }
+  // Part of a head has been fed and the rest is still to come.
+  [[nodiscard]] bool head_in_progress() const noexcept { return state_ == State::kHead && parser_.started(); }
+  // Forgets the part of a head fed so far, so it can be fed again from a copy
+  // (the data plane copies a head split across segments into a buffer of its
+  // own, since the views of the first part point into a segment it forwards).
+  void restart_head() noexcept {
+    if (state_ == State::kHead) parser_.reset();
+  }
+
   // Requests whose message has ended on this connection.
   [[nodiscard]] uint64_t completed() const noexcept { return completed_; }
 

@@ -1,0 +1,607 @@
+// Flow tracking and the per-segment state machine; see flow_engine.h for the
+// choices behind it.
+#include "flow_engine.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "segment_writer.h"
+
+namespace sluice::dataplane {
+
+using time::Nanos;
+namespace flag = tcp_flag;
+
+bool service_frame(const FrameView& v, Side from, const std::bitset<65536>& ports, ServiceFrame& out) noexcept {
+  if (v.kind != FrameKind::kTcp && v.kind != FrameKind::kTcpFragment) return false;
+  out.from = from;
+  if (from == Side::kClient) {
+    if (!ports.test(v.dport)) return false;
+    out.key = FlowKey{v.src, v.dst, v.sport, v.dport};
+  } else {
+    if (!ports.test(v.sport)) return false;
+    out.key = FlowKey{v.dst, v.src, v.dport, v.sport};
+  }
+  out.hash = flow_hash(out.key);
+  return true;
+}
+
+FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limiter, WorkerCounters& counters,
+                       uint64_t trace_seed)
+    : config_(config),
+      limiter_(limiter),
+      counters_(counters),
+      flows_(config.flows),
+      contexts_(config.contexts, config.max_head_bytes, config.max_fields),
+      scratch_(std::make_unique<limiter::DecisionScratch>()) {
+  scratch_->trace_seed = trace_seed;
+}
+
+FrameResult FlowEngine::on_frame(const ServiceFrame& sf, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
+                                 Nanos now, PacketSink& out) noexcept {
+  counters_.service_frames.add();
+  if (v.kind == FrameKind::kTcpFragment) {
+    // A fragmented segment to a service port could carry a head past the
+    // parser; without its first fragment the origin cannot reassemble it.
+    counters_.fragments_dropped.add();
+    return {FrameAction::kDrop, v.frame_len, nullptr};
+  }
+  TcpFlow* flow = flows_.find(sf.key, sf.hash);
+  if (sf.from == Side::kClient) return on_client(flow, sf, frame, v, snap, now, out);
+  return on_origin(flow, frame, v, now, out);
+}
+
+void FlowEngine::start_flow(TcpFlow& flow, const uint8_t* frame, const FrameView& v) noexcept {
+  flow.state = FlowState::kSynSent;
+  flow.ip_version = v.ip_version;
+  flow.client_isn = v.seq;
+  flow.client_mss = v.options.mss != 0 ? v.options.mss : 536;
+  flow.timestamps = v.options.has_timestamp;
+  flow.client_tsval = v.options.tsval;
+  flow.l2_to_origin_len = static_cast<uint8_t>(std::min<size_t>(v.l3_offset, kMaxL2Header));
+  std::memcpy(flow.l2_to_origin, frame, flow.l2_to_origin_len);
+}
+
+FrameResult FlowEngine::on_client(TcpFlow* flow, const ServiceFrame& sf, uint8_t* frame, FrameView& v,
+                                  const PolicySnapshot& snap, Nanos now, PacketSink& out) noexcept {
+  const FrameResult forward{FrameAction::kForward, v.frame_len, nullptr};
+  const FrameResult drop{FrameAction::kDrop, v.frame_len, nullptr};
+
+  if (v.has(flag::kSyn)) {
+    if (v.has(flag::kAck)) return forward;  // not a client's opening SYN
+    if (flow != nullptr && flow->state == FlowState::kSynSent && flow->client_isn == v.seq) {
+      flow->last_seen = now;
+      return forward;  // the SYN again
+    }
+    if (flow != nullptr) {
+      // The client reuses the ports of a flow the appliance still remembers:
+      // a new connection, tracked from scratch.
+      release_context(*flow);
+      const FlowKey key = flow->key;
+      const uint64_t hash = flow->hash;
+      *flow = TcpFlow{};
+      flow->key = key;
+      flow->hash = hash;
+    } else {
+      flow = flows_.insert(sf.key, sf.hash);
+      if (flow == nullptr) {
+        counters_.flow_table_full.add();
+        return drop;  // fail closed: an untracked connection would never be limited
+      }
+    }
+    start_flow(*flow, frame, v);
+    flow->last_seen = now;
+    counters_.flows_created.add();
+    return forward;
+  }
+
+  if (flow == nullptr) {
+    if (v.payload_len == 0) return forward;
+    counters_.untracked_reset.add();
+    reset_untracked(frame, v, out);
+    return drop;
+  }
+
+  flow->last_seen = now;
+  if (v.options.has_timestamp) flow->client_tsval = v.options.tsval;
+
+  if (v.has(flag::kRst)) {
+    const bool answered = flow->state == FlowState::kAnswered;
+    flow->state = FlowState::kClosed;
+    release_context(*flow);
+    return answered ? drop : forward;  // after an answer the origin's socket is gone already
+  }
+
+  const FrameResult r = client_segment(*flow, frame, v, snap, now, out);
+  if (v.has(flag::kFin) && r.action == FrameAction::kForward) {
+    flow->client_fin = true;
+    close_if_finished(*flow);
+  }
+  return r;
+}
+
+FrameResult FlowEngine::client_segment(TcpFlow& flow_ref, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
+                                       Nanos now, PacketSink& out) noexcept {
+  TcpFlow* flow = &flow_ref;
+  const FrameResult forward{FrameAction::kForward, v.frame_len, nullptr};
+  const FrameResult drop{FrameAction::kDrop, v.frame_len, nullptr};
+  switch (flow->state) {
+    case FlowState::kSynSent:
+      return forward;
+    case FlowState::kSynReceived:
+      if (!v.has(flag::kAck) || v.ack != flow->origin_isn + 1) return forward;
+      flow->state = FlowState::kEstablished;
+      flow->client_next = flow->client_isn + 1;
+      flow->origin_next = flow->origin_isn + 1;
+      counters_.flows_established.add();
+      [[fallthrough]];
+    case FlowState::kEstablished:
+      return client_data(*flow, frame, v, snap, now);
+    case FlowState::kRefusing:
+      // The answer waits for earlier responses: the client's acknowledgements
+      // of those go through, nothing it sends after the refused request does.
+      if (v.payload_len != 0 || v.has(flag::kFin)) return drop;
+      return forward;
+    case FlowState::kAnswered:
+      return answered_client(*flow, v, out);
+    case FlowState::kPassThrough:
+    case FlowState::kClosed:
+      return forward;
+  }
+  return forward;
+}
+
+FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
+                                    Nanos now) noexcept {
+  FrameResult r{FrameAction::kForward, v.frame_len, nullptr};
+  const uint32_t len = v.payload_len;
+  const uint32_t end = v.seq + len;
+  if (len == 0) {
+    if (v.has(flag::kFin)) flow.client_fin = true;
+    return r;
+  }
+  if (seq_le(end, flow.client_next)) {
+    counters_.retransmits.add();
+    return r;
+  }
+  if (seq_lt(flow.client_next, v.seq)) {
+    counters_.out_of_order.add();
+    r.action = FrameAction::kDrop;
+    return r;
+  }
+  const uint32_t skip = flow.client_next - v.seq;
+  if (flow.context < 0) {
+    flow.context = contexts_.acquire();
+    if (flow.context < 0) {
+      counters_.contexts_exhausted.add();
+      r.action = FrameAction::kDrop;
+      return r;
+    }
+    contexts_.at(flow.context).start(snap.policy);
+  }
+  ParseContext& ctx = contexts_.at(flow.context);
+  http::RequestStream& rs = *ctx.requests;
+  const char* bytes = reinterpret_cast<const char*>(frame + v.payload_offset + skip);
+  const uint32_t n = len - skip;
+  uint32_t off = 0;
+  // Where the head being parsed began in `bytes`, if it began in this segment.
+  uint32_t head_start = 0;
+  bool head_began_here = !ctx.buffering;
+
+  // Cuts the segment at `at` bytes of its payload (the rest is the client's
+  // to send again, or a refused request's), and stops parsing there.
+  auto cut = [&](uint32_t at) noexcept {
+    if (at == 0) {
+      r.action = FrameAction::kDrop;
+      return;
+    }
+    if (at < len) {
+      frame[v.l4_offset + 13] &= static_cast<uint8_t>(~flag::kFin);  // a FIN after the cut is not sent
+      r.frame_len = trim_payload(frame, v, at);
+    }
+  };
+  auto refuse = [&](const limiter::Decision& d) noexcept {
+    const size_t alen = std::min(d.response.size(), sizeof ctx.answer);
+    std::memcpy(ctx.answer, d.response.data(), alen);
+    ctx.answer_len = static_cast<uint16_t>(alen);
+    const uint32_t keep = skip + (head_began_here ? head_start : 0);
+    flow.answer_ack = end;
+    flow.reset_seq = v.seq + keep;
+    flow.client_next = end;
+    flow.state = FlowState::kRefusing;
+    ctx.buffering = false;
+    cut(keep);
+    if (ctx.responses.outstanding() == 0) r.answer_after = &flow;
+  };
+
+  const limiter::ConnectionFacts conn{flow.key.client, flow.key.origin, flow.key.origin_port};
+  // Until the stream needs more bytes: it reports the end of a message
+  // without a body (and a pending switch) on a call of its own.
+  for (bool more = true; more;) {
+    if (rs.idle() && off == n) break;
+    if (rs.idle() && ctx.responses.outstanding() >= http::ResponseStream::kMaxOutstanding) {
+      // Too many pipelined requests unanswered: hold the rest back, uncharged.
+      counters_.backpressure.add();
+      flow.client_next = v.seq + skip + off;
+      cut(skip + off);
+      return r;
+    }
+    std::span<const char> piece;
+    if (ctx.buffering && off < n) {
+      const size_t take = std::min<size_t>(ctx.head_capacity - ctx.head_len, n - off);
+      if (take == 0) {
+        counters_.parse_errors.add();
+        refuse(limiter::answer_parse_error(snap.policy, http::ParseError::kHeadTooLarge, *scratch_));
+        return r;
+      }
+      std::memcpy(ctx.head.get() + ctx.head_len, bytes + off, take);
+      piece = {ctx.head.get() + ctx.head_len, take};
+      ctx.head_len += take;
+    } else if (!ctx.buffering) {
+      piece = {bytes + off, n - off};
+    }
+    const http::StreamStep st = rs.next(piece);
+    switch (st.event) {
+      case http::StreamEvent::kNeedMore:
+        if (!ctx.buffering && rs.head_in_progress()) {
+          // The head goes on in the next segment, and its views point into
+          // this one, which is forwarded now: feed it again from a copy.
+          const size_t part = n - head_start;
+          if (part >= ctx.head_capacity) {
+            counters_.parse_errors.add();
+            refuse(limiter::answer_parse_error(snap.policy, http::ParseError::kHeadTooLarge, *scratch_));
+            return r;
+          }
+          std::memcpy(ctx.head.get(), bytes + head_start, part);
+          ctx.head_len = part;
+          ctx.buffering = true;
+          rs.restart_head();
+          const http::StreamStep again = rs.next({ctx.head.get(), part});
+          if (again.event == http::StreamEvent::kError) {
+            counters_.parse_errors.add();
+            refuse(limiter::answer_parse_error(snap.policy, again.error, *scratch_));
+            return r;
+          }
+        }
+        off = n;
+        more = false;
+        break;
+      case http::StreamEvent::kHead: {
+        off += static_cast<uint32_t>(st.consumed);
+        ++flow.requests;
+        counters_.requests.add();
+        const limiter::Decision d = limiter::decide(snap.policy, limiter_, rs.head(), conn, now, *scratch_);
+        ctx.buffering = false;
+        ctx.head_len = 0;
+        switch (d.verdict) {
+          case limiter::Verdict::kForward:
+            counters_.forwarded.add();
+            break;
+          case limiter::Verdict::kExempt:
+            counters_.exempt.add();
+            break;
+          case limiter::Verdict::kAdmit:
+            counters_.admitted.add();
+            if (d.shadow_refusal) counters_.shadow_refusals.add();
+            break;
+          case limiter::Verdict::kRefuse:
+            counters_.refused.add();
+            refuse(d);
+            return r;
+          case limiter::Verdict::kAnswer:
+            counters_.answered.add();
+            refuse(d);
+            return r;
+        }
+        // Room was checked when this head began.
+        (void)ctx.responses.expect(http::request_kind(rs.head()));
+        break;
+      }
+      case http::StreamEvent::kMessageEnd:
+        off += static_cast<uint32_t>(st.consumed);
+        head_start = off;
+        head_began_here = true;
+        break;
+      case http::StreamEvent::kAwaitSwitch:
+        // Nothing after an Upgrade or CONNECT request goes through until the
+        // origin has said whether it switches.
+        off += static_cast<uint32_t>(st.consumed);
+        flow.client_next = v.seq + skip + off;
+        cut(skip + off);
+        return r;
+      case http::StreamEvent::kPassThrough:
+        counters_.pass_through.add();
+        flow.state = FlowState::kPassThrough;
+        release_context(flow);
+        return r;
+      case http::StreamEvent::kError:
+        counters_.parse_errors.add();
+        refuse(limiter::answer_parse_error(snap.policy, st.error, *scratch_));
+        return r;
+    }
+  }
+  flow.client_next = end;
+  if (v.has(flag::kFin)) flow.client_fin = true;
+  maybe_release_context(flow);
+  return r;
+}
+
+FrameResult FlowEngine::on_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, Nanos now, PacketSink& out) noexcept {
+  const FrameResult forward{FrameAction::kForward, v.frame_len, nullptr};
+  const FrameResult drop{FrameAction::kDrop, v.frame_len, nullptr};
+  if (flow == nullptr) return forward;
+  flow->last_seen = now;
+  if (v.options.has_timestamp) flow->origin_tsval = v.options.tsval;
+  flow->origin_window = v.window;
+
+  if (v.has(flag::kSyn)) {
+    if (v.has(flag::kAck) && (flow->state == FlowState::kSynSent || flow->state == FlowState::kSynReceived) &&
+        v.ack == flow->client_isn + 1) {
+      flow->origin_isn = v.seq;
+      flow->state = FlowState::kSynReceived;
+      flow->timestamps = flow->timestamps && v.options.has_timestamp;
+      flow->l2_to_client_len = static_cast<uint8_t>(std::min<size_t>(v.l3_offset, kMaxL2Header));
+      std::memcpy(flow->l2_to_client, frame, flow->l2_to_client_len);
+    }
+    return forward;
+  }
+  if (v.has(flag::kRst)) {
+    if (flow->state == FlowState::kAnswered) return drop;
+    flow->state = FlowState::kClosed;
+    release_context(*flow);
+    return forward;
+  }
+  if (v.has(flag::kFin) && (flow->state == FlowState::kEstablished || flow->state == FlowState::kPassThrough)) {
+    const FrameResult r = flow->state == FlowState::kEstablished ? origin_data(*flow, frame, v) : forward;
+    if (r.action == FrameAction::kForward) {
+      flow->origin_fin = true;
+      close_if_finished(*flow);
+    }
+    return r;
+  }
+  switch (flow->state) {
+    case FlowState::kEstablished:
+    case FlowState::kRefusing:
+      return origin_data(*flow, frame, v);
+    case FlowState::kAnswered:
+      // The origin did not take the RST (it expected another sequence number
+      // and sent a challenge ACK, RFC 5961 3.2), or it is retransmitting: its
+      // acknowledgement number is exactly what it expects next.
+      if (v.has(flag::kAck)) send_to_origin(*flow, out, v.ack, v.seq + v.payload_len, flag::kRst);
+      return drop;
+    default:
+      return forward;
+  }
+}
+
+FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v) noexcept {
+  FrameResult r{FrameAction::kForward, v.frame_len, nullptr};
+  const uint32_t len = v.payload_len;
+  const uint32_t end = v.seq + len;
+  const bool refusing = flow.state == FlowState::kRefusing;
+  if (flow.context < 0) {
+    // Nothing outstanding: bytes nobody asked for (an idle timeout's 408,
+    // say) pass unframed.
+    if (seq_lt(flow.origin_next, end) && seq_le(v.seq, flow.origin_next)) flow.origin_next = end;
+    if (v.has(flag::kFin)) flow.origin_fin = true;
+    return r;
+  }
+  ParseContext& ctx = contexts_.at(flow.context);
+  if (len != 0) {
+    if (seq_le(end, flow.origin_next)) {
+      counters_.retransmits.add();
+      return r;
+    }
+    if (seq_lt(flow.origin_next, v.seq)) {
+      counters_.out_of_order.add();
+      r.action = FrameAction::kDrop;
+      return r;
+    }
+    const uint32_t skip = flow.origin_next - v.seq;
+    const char* bytes = reinterpret_cast<const char*>(frame + v.payload_offset + skip);
+    const size_t n = len - skip;
+    size_t off = 0;
+    for (;;) {
+      const http::ResponseStep st = ctx.responses.next({bytes + off, n - off});
+      off += st.consumed;
+      if (st.event == http::ResponseEvent::kNeedMore) break;
+      if (st.event == http::ResponseEvent::kHead) continue;
+      if (st.event == http::ResponseEvent::kResponseEnd) {
+        if (ctx.responses.outstanding() == 0) {
+          ctx.requests->resolve_switch(false);
+          if (refusing) r.answer_after = &flow;
+        }
+        continue;
+      }
+      if (st.event == http::ResponseEvent::kPassThrough) {
+        counters_.pass_through.add();
+        ctx.requests->resolve_switch(true);
+        flow.state = FlowState::kPassThrough;
+        flow.origin_next = end;
+        release_context(flow);
+        return r;
+      }
+      // kError: the responses cannot be framed; the flow is bridged from
+      // here on. A pending answer goes out now rather than never.
+      counters_.response_errors.add();
+      flow.origin_next = end;
+      if (refusing) {
+        r.answer_after = &flow;
+      } else {
+        flow.state = FlowState::kPassThrough;
+        release_context(flow);
+      }
+      return r;
+    }
+    flow.origin_next = end;
+  }
+  if (v.has(flag::kFin)) {
+    flow.origin_fin = true;
+    const http::ResponseStep st = ctx.responses.close();
+    if (refusing && (st.event == http::ResponseEvent::kResponseEnd || st.event == http::ResponseEvent::kError)) {
+      r.answer_after = &flow;
+    }
+  }
+  maybe_release_context(flow);
+  return r;
+}
+
+FrameResult FlowEngine::answered_client(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept {
+  if (v.payload_len != 0 && seq_lt(v.seq, flow.answer_ack)) {
+    // The refused request again: its answer was lost. Same answer, no charge.
+    counters_.answers_resent.add();
+    emit_answer(flow, out);
+  }
+  if (v.has(flag::kFin)) {
+    const uint32_t answer_len = flow.context >= 0 ? contexts_.at(flow.context).answer_len : 0;
+    send_to_client(flow, out, flow.answer_seq + answer_len + 1, v.seq + v.payload_len + 1, flag::kAck, {});
+  }
+  return {FrameAction::kDrop, v.frame_len, nullptr};
+}
+
+void FlowEngine::send_answer(TcpFlow& flow, PacketSink& out) noexcept {
+  if (flow.state != FlowState::kRefusing) return;
+  if (flow.origin_fin) {
+    // The origin closed first: the client has its FIN and cannot take an
+    // answer after it. Release the origin's socket and stop.
+    counters_.answers_abandoned.add();
+    send_to_origin(flow, out, flow.reset_seq, flow.origin_next, flag::kRst | flag::kAck);
+    flow.state = FlowState::kClosed;
+    release_context(flow);
+    return;
+  }
+  flow.answer_seq = flow.origin_next;
+  emit_answer(flow, out);
+  send_to_origin(flow, out, flow.reset_seq, flow.origin_next, flag::kRst | flag::kAck);
+  flow.state = FlowState::kAnswered;
+  counters_.answers_sent.add();
+}
+
+void FlowEngine::emit_answer(TcpFlow& flow, PacketSink& out) noexcept {
+  if (flow.context < 0) return;
+  const ParseContext& ctx = contexts_.at(flow.context);
+  const uint8_t* bytes = reinterpret_cast<const uint8_t*>(ctx.answer);
+  const size_t total = ctx.answer_len;
+  size_t mss = flow.client_mss;
+  if (flow.timestamps) mss = mss > kTimestampOptionBytes ? mss - kTimestampOptionBytes : 1;
+  if (mss == 0) mss = 1;
+  size_t off = 0;
+  do {
+    const size_t chunk = std::min(mss, total - off);
+    const bool last = off + chunk == total;
+    const uint8_t flags = static_cast<uint8_t>(flag::kAck | flag::kPsh | (last ? flag::kFin : 0));
+    send_to_client(flow, out, flow.answer_seq + static_cast<uint32_t>(off), flow.answer_ack, flags,
+                   {bytes + off, chunk});
+    off += chunk;
+  } while (off < total);
+}
+
+void FlowEngine::send_to_client(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags,
+                                std::span<const uint8_t> payload) noexcept {
+  SegmentSpec s;
+  s.l2 = {flow.l2_to_client, flow.l2_to_client_len};
+  s.ip_version = flow.ip_version;
+  s.src = flow.key.origin;
+  s.dst = flow.key.client;
+  s.sport = flow.key.origin_port;
+  s.dport = flow.key.client_port;
+  s.seq = seq;
+  s.ack = ack;
+  s.flags = flags;
+  s.window = flow.origin_window;
+  s.timestamp = flow.timestamps;
+  s.tsval = flow.origin_tsval;
+  s.tsecr = flow.client_tsval;
+  s.ip_id = ip_id_++;
+  s.payload = payload;
+  const size_t size = segment_size(s);
+  std::span<uint8_t> buf = out.allocate(Side::kClient, size);
+  if (buf.empty()) return;
+  out.send(Side::kClient, write_segment(buf, s));
+}
+
+void FlowEngine::send_to_origin(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags) noexcept {
+  SegmentSpec s;
+  s.l2 = {flow.l2_to_origin, flow.l2_to_origin_len};
+  s.ip_version = flow.ip_version;
+  s.src = flow.key.client;
+  s.dst = flow.key.origin;
+  s.sport = flow.key.client_port;
+  s.dport = flow.key.origin_port;
+  s.seq = seq;
+  s.ack = ack;
+  s.flags = flags;
+  s.window = 0;
+  s.timestamp = flow.timestamps;
+  s.tsval = flow.client_tsval;
+  s.tsecr = flow.origin_tsval;
+  s.ip_id = ip_id_++;
+  const size_t size = segment_size(s);
+  std::span<uint8_t> buf = out.allocate(Side::kOrigin, size);
+  if (buf.empty()) return;
+  out.send(Side::kOrigin, write_segment(buf, s));
+}
+
+void FlowEngine::reset_untracked(const uint8_t* frame, const FrameView& v, PacketSink& out) noexcept {
+  uint8_t l2[kMaxL2Header];
+  const size_t l2_len = std::min<size_t>(v.l3_offset, kMaxL2Header);
+  std::memcpy(l2, frame, l2_len);
+  SegmentSpec s;
+  s.ip_version = v.ip_version;
+  // To the origin, as if from the client: the frame's own addresses.
+  s.l2 = {l2, l2_len};
+  s.src = v.src;
+  s.dst = v.dst;
+  s.sport = v.sport;
+  s.dport = v.dport;
+  s.seq = v.seq;
+  s.flags = flag::kRst;
+  s.ip_id = ip_id_++;
+  std::span<uint8_t> buf = out.allocate(Side::kOrigin, segment_size(s));
+  if (!buf.empty()) out.send(Side::kOrigin, write_segment(buf, s));
+  // To the client, as if from the origin: MACs and addresses swapped.
+  uint8_t swapped[kMaxL2Header];
+  std::memcpy(swapped, l2, l2_len);
+  std::memcpy(swapped, l2 + 6, 6);
+  std::memcpy(swapped + 6, l2, 6);
+  s.l2 = {swapped, l2_len};
+  s.src = v.dst;
+  s.dst = v.src;
+  s.sport = v.dport;
+  s.dport = v.sport;
+  s.seq = v.has(flag::kAck) ? v.ack : 0;
+  s.ack = v.seq + v.payload_len;
+  s.flags = flag::kRst | flag::kAck;
+  buf = out.allocate(Side::kClient, segment_size(s));
+  if (!buf.empty()) out.send(Side::kClient, write_segment(buf, s));
+}
+
+void FlowEngine::close_if_finished(TcpFlow& flow) noexcept {
+  // Both sides have closed: keep the flow only briefly, for the last ACKs.
+  if (flow.client_fin && flow.origin_fin &&
+      (flow.state == FlowState::kEstablished || flow.state == FlowState::kPassThrough)) {
+    flow.state = FlowState::kClosed;
+    release_context(flow);
+  }
+}
+
+void FlowEngine::release_context(TcpFlow& flow) noexcept {
+  if (flow.context < 0) return;
+  contexts_.release(flow.context);
+  flow.context = -1;
+}
+
+void FlowEngine::maybe_release_context(TcpFlow& flow) noexcept {
+  if (flow.context < 0 || flow.state != FlowState::kEstablished) return;
+  const ParseContext& ctx = contexts_.at(flow.context);
+  if (ctx.requests->idle() && ctx.responses.outstanding() == 0 && ctx.responses.at_boundary()) release_context(flow);
+}
+
+void FlowEngine::sweep(Nanos now, size_t slots) noexcept {
+  flows_.sweep(now, config_.timeouts, slots, [&](TcpFlow& f) {
+    release_context(f);
+    counters_.flows_expired.add();
+  });
+}
+
+}  // namespace sluice::dataplane

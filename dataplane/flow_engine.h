@@ -1,0 +1,111 @@
+// The TCP-aware part of a worker, without DPDK: given a frame of a
+// service-port flow this worker owns, it tracks the handshake, feeds the
+// client's bytes to the request parser in sequence order (each byte once),
+// asks the limiter about each head, frames the origin's responses, and says
+// what to do with the frame: forward it (perhaps cut short) or drop it. For a
+// refused request it writes the answer to the client and the RST to the
+// origin itself, through a PacketSink, once earlier responses are complete.
+//
+// Choices a reader should know:
+// - A segment ahead of the parsed stream is dropped, not queued: the sender
+//   retransmits it, and an appliance that queued would owe every flow memory
+//   an attacker could fill. Retransmitted bytes already parsed are forwarded
+//   and never charged again.
+// - Head bytes are forwarded as they arrive; only the segment that completes
+//   a refused head (from the head's first byte on) is withheld. The origin
+//   never sees a whole refused request, and its socket is reset anyway.
+// - Client payload on a service-port flow whose handshake was not seen (the
+//   appliance started later, or the flow expired) is never parsed; both ends
+//   get a RST so the client reconnects through the appliance.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "flow_table.h"
+#include "frame.h"
+#include "limiter/decide.h"
+#include "packet_sink.h"
+#include "parse_context.h"
+#include "policy_snapshot.h"
+#include "worker_counters.h"
+
+namespace sluice::dataplane {
+
+struct EngineConfig {
+  size_t flows = 65536;      // per worker
+  size_t contexts = 2048;    // per worker
+  uint32_t max_head_bytes = 64 * 1024;  // context buffers; a policy may ask less, never more
+  uint16_t max_fields = 128;
+  FlowTimeouts timeouts;
+};
+
+enum class FrameAction : uint8_t { kForward, kDrop };
+
+struct FrameResult {
+  FrameAction action = FrameAction::kForward;
+  uint32_t frame_len = 0;            // the frame's length after any cut
+  TcpFlow* answer_after = nullptr;   // send this flow's answer once the frame is on its way
+};
+
+// A service-port TCP frame: its flow key, hash, and which side it came from.
+struct ServiceFrame {
+  Side from;
+  FlowKey key;
+  uint64_t hash;
+};
+
+// Whether `v` (a kTcp or kTcpFragment frame from `from`) belongs to a service
+// port, and if so its flow.
+[[nodiscard]] bool service_frame(const FrameView& v, Side from, const std::bitset<65536>& ports,
+                                 ServiceFrame& out) noexcept;
+
+class FlowEngine {
+ public:
+  FlowEngine(const EngineConfig& config, limiter::LimiterState& limiter, WorkerCounters& counters,
+             uint64_t trace_seed);
+
+  [[nodiscard]] FrameResult on_frame(const ServiceFrame& sf, uint8_t* frame, FrameView& v,
+                                     const PolicySnapshot& snap, time::Nanos now, PacketSink& out) noexcept;
+
+  // Sends the answer of a flow that on_frame() returned in answer_after.
+  void send_answer(TcpFlow& flow, PacketSink& out) noexcept;
+
+  // Expires idle flows, looking at up to `slots` slots.
+  void sweep(time::Nanos now, size_t slots) noexcept;
+
+  [[nodiscard]] const FlowTable& flows() const noexcept { return flows_; }
+  [[nodiscard]] const ContextPool& contexts() const noexcept { return contexts_; }
+
+ private:
+  FrameResult on_client(TcpFlow* flow, const ServiceFrame& sf, uint8_t* frame, FrameView& v,
+                        const PolicySnapshot& snap, time::Nanos now, PacketSink& out) noexcept;
+  FrameResult client_segment(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
+                             time::Nanos now, PacketSink& out) noexcept;
+  FrameResult on_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, time::Nanos now, PacketSink& out) noexcept;
+  FrameResult client_data(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
+                          time::Nanos now) noexcept;
+  FrameResult origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v) noexcept;
+  FrameResult answered_client(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept;
+
+  void start_flow(TcpFlow& flow, const uint8_t* frame, const FrameView& v) noexcept;
+  void release_context(TcpFlow& flow) noexcept;
+  void close_if_finished(TcpFlow& flow) noexcept;
+  void maybe_release_context(TcpFlow& flow) noexcept;
+  void reset_untracked(const uint8_t* frame, const FrameView& v, PacketSink& out) noexcept;
+  void send_to_client(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags,
+                      std::span<const uint8_t> payload) noexcept;
+  void send_to_origin(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags) noexcept;
+  void emit_answer(TcpFlow& flow, PacketSink& out) noexcept;
+
+  EngineConfig config_;
+  limiter::LimiterState& limiter_;
+  WorkerCounters& counters_;
+  FlowTable flows_;
+  ContextPool contexts_;
+  std::unique_ptr<limiter::DecisionScratch> scratch_;
+  uint16_t ip_id_ = 0;
+};
+
+}  // namespace sluice::dataplane

@@ -1,0 +1,86 @@
+// One worker's TCP flows: a fixed-capacity open-addressing table, allocated
+// at start and never grown, so a flood of SYNs costs a bounded amount of
+// memory (a full table refuses new flows; the worker drops their SYNs). Only
+// its worker touches it: no atomics, no locks. Idle flows are swept a few
+// slots per loop pass.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "tcp_flow.h"
+
+namespace sluice::dataplane {
+
+struct FlowTimeouts {
+  time::Nanos half_open = 10'000'000'000;   // SYN seen, handshake not finished
+  time::Nanos idle = 600'000'000'000;       // established, no segment either way
+  time::Nanos closed = 5'000'000'000;       // after FINs, a RST, or an answer
+};
+
+class FlowTable {
+ public:
+  // `capacity` is rounded up to a power of two; at most 7/8 of it is used.
+  explicit FlowTable(size_t capacity);
+
+  [[nodiscard]] TcpFlow* find(const FlowKey& key, uint64_t hash) noexcept;
+  // A new flow for `key` (which must not be present), or nullptr when full.
+  [[nodiscard]] TcpFlow* insert(const FlowKey& key, uint64_t hash) noexcept;
+  // Removes `flow`. Pointers to other flows may move: do not hold them across.
+  void erase(TcpFlow* flow) noexcept;
+
+  // Visits up to `slots` slots from where the last sweep stopped and calls
+  // `on_expire(flow)` then erases each flow idle past its state's timeout.
+  template <typename OnExpire>
+  size_t sweep(time::Nanos now, const FlowTimeouts& t, size_t slots, OnExpire&& on_expire) noexcept;
+
+  [[nodiscard]] size_t size() const noexcept { return size_; }
+  [[nodiscard]] size_t capacity() const noexcept { return mask_ + 1; }
+  [[nodiscard]] size_t limit() const noexcept { return limit_; }
+
+  [[nodiscard]] static bool expired(const TcpFlow& f, time::Nanos now, const FlowTimeouts& t) noexcept {
+    time::Nanos timeout = t.idle;
+    switch (f.state) {
+      case FlowState::kSynSent:
+      case FlowState::kSynReceived:
+        timeout = t.half_open;
+        break;
+      case FlowState::kAnswered:
+      case FlowState::kClosed:
+        timeout = t.closed;
+        break;
+      default:
+        break;
+    }
+    return now - f.last_seen > timeout;
+  }
+
+ private:
+  void erase_slot(size_t i) noexcept;
+
+  std::unique_ptr<TcpFlow[]> slots_;
+  std::unique_ptr<uint8_t[]> used_;
+  size_t mask_ = 0;
+  size_t limit_ = 0;
+  size_t size_ = 0;
+  size_t cursor_ = 0;
+};
+
+template <typename OnExpire>
+size_t FlowTable::sweep(time::Nanos now, const FlowTimeouts& t, size_t slots, OnExpire&& on_expire) noexcept {
+  size_t removed = 0;
+  for (size_t n = 0; n < slots; ++n) {
+    const size_t i = cursor_;
+    if (used_[i] && expired(slots_[i], now, t)) {
+      on_expire(slots_[i]);
+      erase_slot(i);
+      ++removed;
+      continue;  // a later flow may have shifted into slot i: look at it again
+    }
+    cursor_ = (cursor_ + 1) & mask_;
+  }
+  return removed;
+}
+
+}  // namespace sluice::dataplane

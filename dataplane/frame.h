@@ -1,0 +1,80 @@
+// What the data plane needs to know about one Ethernet frame: where its
+// IP and TCP headers are, the TCP fields and options flow tracking reads,
+// and where the payload is. Works on raw bytes (no DPDK), so it is unit-tested
+// without a NIC and shared by the worker, the tests and the packet-rate harness.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "net/ip_address.h"
+
+namespace sluice::dataplane {
+
+enum class FrameKind : uint8_t {
+  kNonIp,        // ARP, LLDP, anything not IPv4/IPv6: bridged
+  kIpOther,      // IP but not TCP (ICMP, UDP, ...), or a non-first fragment: bridged
+  kTcp,          // a whole TCP segment: `tcp` is valid
+  kTcpFragment,  // the first fragment of a TCP segment: ports known, segment not whole
+  kMalformed,    // truncated or inconsistent headers: bridged untouched, never parsed
+};
+
+namespace tcp_flag {
+inline constexpr uint8_t kFin = 0x01;
+inline constexpr uint8_t kSyn = 0x02;
+inline constexpr uint8_t kRst = 0x04;
+inline constexpr uint8_t kPsh = 0x08;
+inline constexpr uint8_t kAck = 0x10;
+}  // namespace tcp_flag
+
+struct TcpOptions {
+  uint16_t mss = 0;        // 0: absent
+  bool sack_permitted = false;
+  bool has_timestamp = false;
+  bool has_wscale = false;
+  uint8_t wscale = 0;
+  uint32_t tsval = 0;
+  uint32_t tsecr = 0;
+};
+
+struct FrameView {
+  FrameKind kind = FrameKind::kNonIp;
+  uint8_t ip_version = 0;  // 4 or 6
+  uint8_t vlan_tags = 0;   // 802.1Q / 802.1ad tags in front of the IP header
+  uint16_t l3_offset = 0;  // also the length of the Ethernet header with its tags
+  uint16_t l4_offset = 0;
+  uint16_t payload_offset = 0;
+  uint32_t payload_len = 0;  // TCP payload, from the IP length (Ethernet padding excluded)
+  uint32_t frame_len = 0;    // bytes of the frame that belong to the IP packet, L2 included
+  net::IpAddress src, dst;
+  uint16_t sport = 0, dport = 0;
+  uint32_t seq = 0, ack = 0;
+  uint8_t flags = 0;
+  uint16_t window = 0;
+  TcpOptions options;  // parsed only on SYN segments and for the timestamp
+
+  [[nodiscard]] bool has(uint8_t f) const noexcept { return (flags & f) != 0; }
+};
+
+// Reads the headers of `frame`. Never reads past it; a frame whose headers do
+// not fit or do not agree is kMalformed.
+[[nodiscard]] FrameView parse_frame(std::span<const uint8_t> frame) noexcept;
+
+// Big-endian loads and stores: frames are in network order.
+[[nodiscard]] inline uint16_t load16(const uint8_t* p) noexcept { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
+[[nodiscard]] inline uint32_t load32(const uint8_t* p) noexcept {
+  return static_cast<uint32_t>(p[0]) << 24 | static_cast<uint32_t>(p[1]) << 16 | static_cast<uint32_t>(p[2]) << 8 | p[3];
+}
+inline void store16(uint8_t* p, uint16_t v) noexcept {
+  p[0] = static_cast<uint8_t>(v >> 8);
+  p[1] = static_cast<uint8_t>(v);
+}
+inline void store32(uint8_t* p, uint32_t v) noexcept {
+  p[0] = static_cast<uint8_t>(v >> 24);
+  p[1] = static_cast<uint8_t>(v >> 16);
+  p[2] = static_cast<uint8_t>(v >> 8);
+  p[3] = static_cast<uint8_t>(v);
+}
+
+}  // namespace sluice::dataplane

@@ -1,0 +1,92 @@
+// Segment layout: L2 as given, a 20-byte IPv4 header (DF, TTL 64) or a
+// 40-byte IPv6 header (hop limit 64), a TCP header with the timestamp
+// option when asked, the payload.
+#include "segment_writer.h"
+
+#include <cstring>
+
+#include "checksum.h"
+
+namespace sluice::dataplane {
+
+size_t segment_size(const SegmentSpec& s) noexcept {
+  return s.l2.size() + (s.ip_version == 4 ? 20 : 40) + 20 + (s.timestamp ? kTimestampOptionBytes : 0) +
+         s.payload.size();
+}
+
+size_t write_segment(std::span<uint8_t> out, const SegmentSpec& s) noexcept {
+  const size_t total = segment_size(s);
+  if (out.size() < total || total > 0xffff) return 0;
+  uint8_t* f = out.data();
+  std::memcpy(f, s.l2.data(), s.l2.size());
+  uint8_t* ip = f + s.l2.size();
+  const size_t tcp_hdr = 20 + (s.timestamp ? kTimestampOptionBytes : 0);
+  const size_t tcp_len = tcp_hdr + s.payload.size();
+  size_t ip_hdr;
+  if (s.ip_version == 4) {
+    ip_hdr = 20;
+    ip[0] = 0x45;
+    ip[1] = 0;
+    store16(ip + 2, static_cast<uint16_t>(ip_hdr + tcp_len));
+    store16(ip + 4, s.ip_id);
+    store16(ip + 6, 0x4000);  // don't fragment
+    ip[8] = 64;
+    ip[9] = 6;
+    std::memcpy(ip + 12, s.src.bytes.data() + 12, 4);
+    std::memcpy(ip + 16, s.dst.bytes.data() + 12, 4);
+    set_ipv4_checksum(ip, ip_hdr);
+  } else {
+    ip_hdr = 40;
+    store32(ip, 0x60000000u);
+    store16(ip + 4, static_cast<uint16_t>(tcp_len));
+    ip[6] = 6;
+    ip[7] = 64;
+    std::memcpy(ip + 8, s.src.bytes.data(), 16);
+    std::memcpy(ip + 24, s.dst.bytes.data(), 16);
+  }
+  uint8_t* tcp = ip + ip_hdr;
+  store16(tcp, s.sport);
+  store16(tcp + 2, s.dport);
+  store32(tcp + 4, s.seq);
+  store32(tcp + 8, s.ack);
+  tcp[12] = static_cast<uint8_t>((tcp_hdr / 4) << 4);
+  tcp[13] = s.flags;
+  store16(tcp + 14, s.window);
+  store16(tcp + 16, 0);
+  store16(tcp + 18, 0);
+  if (s.timestamp) {
+    tcp[20] = 1;
+    tcp[21] = 1;
+    tcp[22] = 8;
+    tcp[23] = 10;
+    store32(tcp + 24, s.tsval);
+    store32(tcp + 28, s.tsecr);
+  }
+  if (!s.payload.empty()) std::memcpy(tcp + tcp_hdr, s.payload.data(), s.payload.size());
+
+  FrameView v;
+  v.ip_version = s.ip_version;
+  v.l3_offset = static_cast<uint16_t>(s.l2.size());
+  v.l4_offset = static_cast<uint16_t>(s.l2.size() + ip_hdr);
+  v.frame_len = static_cast<uint32_t>(total);
+  set_tcp_checksum(f, v);
+  return total;
+}
+
+uint32_t trim_payload(uint8_t* frame, FrameView& v, uint32_t keep) noexcept {
+  if (keep >= v.payload_len) return v.frame_len;
+  const uint32_t cut = v.payload_len - keep;
+  v.payload_len = keep;
+  v.frame_len -= cut;
+  uint8_t* ip = frame + v.l3_offset;
+  if (v.ip_version == 4) {
+    store16(ip + 2, static_cast<uint16_t>(load16(ip + 2) - cut));
+    set_ipv4_checksum(ip, static_cast<size_t>(ip[0] & 0x0f) * 4);
+  } else {
+    store16(ip + 4, static_cast<uint16_t>(load16(ip + 4) - cut));
+  }
+  set_tcp_checksum(frame, v);
+  return v.frame_len;
+}
+
+}  // namespace sluice::dataplane

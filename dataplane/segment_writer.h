@@ -1,0 +1,42 @@
+// Writes the TCP segments the appliance sends in a flow's name: the 429 (or
+// other answer) to the client as if from the origin, the RST that releases
+// the origin's socket, the ACK of a client's FIN. And shortens a forwarded
+// segment whose tail belongs to a refused request. Raw bytes, no DPDK.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "frame.h"
+#include "net/ip_address.h"
+
+namespace sluice::dataplane {
+
+struct SegmentSpec {
+  std::span<const uint8_t> l2;  // Ethernet header with its VLAN tags and EtherType, as sent
+  uint8_t ip_version = 4;
+  net::IpAddress src, dst;
+  uint16_t sport = 0, dport = 0;
+  uint32_t seq = 0, ack = 0;
+  uint8_t flags = 0;
+  uint16_t window = 0;
+  bool timestamp = false;  // add the timestamp option (RFC 7323) when the flow negotiated it
+  uint32_t tsval = 0, tsecr = 0;
+  uint16_t ip_id = 0;
+  std::span<const uint8_t> payload;
+};
+
+inline constexpr size_t kTimestampOptionBytes = 12;  // NOP, NOP, kind 8 length 10
+
+[[nodiscard]] size_t segment_size(const SegmentSpec& s) noexcept;
+
+// Writes the whole frame, checksums included. Returns its length, or 0 if
+// `out` is too small.
+[[nodiscard]] size_t write_segment(std::span<uint8_t> out, const SegmentSpec& s) noexcept;
+
+// Cuts the TCP payload of the segment in `frame` to its first `keep` bytes,
+// fixing the IP length and both checksums. Returns the new frame length.
+[[nodiscard]] uint32_t trim_payload(uint8_t* frame, FrameView& view, uint32_t keep) noexcept;
+
+}  // namespace sluice::dataplane

@@ -1,0 +1,66 @@
+// The state the appliance keeps for one TCP connection to a service port:
+// where each byte stream stands (what has been parsed and forwarded), what a
+// segment sent in the flow's name needs (addresses, L2 headers, timestamps,
+// MSS), and where the flow is in its life. About 200 bytes; the parser's
+// buffers live in a ParseContext that a flow borrows only while a request or
+// response is in flight.
+#pragma once
+
+#include <cstdint>
+
+#include "flow_key.h"
+#include "time/clock.h"
+
+namespace sluice::dataplane {
+
+enum class FlowState : uint8_t {
+  kSynSent,      // the client's SYN seen
+  kSynReceived,  // the origin's SYN-ACK seen
+  kEstablished,  // the client's ACK of the SYN-ACK seen: payload is parsed
+  kPassThrough,  // switched protocols (Upgrade, CONNECT) or no longer framable: bridged only
+  kRefusing,     // a request was refused; its answer waits for earlier responses
+  kAnswered,     // the answer and FIN went out, the origin got its RST
+  kClosed,       // FIN both ways, or a RST: kept briefly for stragglers
+};
+
+inline constexpr uint8_t kMaxL2Header = 22;  // Ethernet + two VLAN tags
+
+struct TcpFlow {
+  FlowKey key;
+  uint64_t hash = 0;
+  time::Nanos last_seen = 0;
+  FlowState state = FlowState::kSynSent;
+  uint8_t ip_version = 4;
+  bool timestamps = false;   // both SYNs carried the timestamp option
+  bool client_fin = false;
+  bool origin_fin = false;
+  uint8_t l2_to_origin_len = 0;
+  uint8_t l2_to_client_len = 0;
+  uint8_t l2_to_origin[kMaxL2Header];  // as the client's frames carry it
+  uint8_t l2_to_client[kMaxL2Header];  // as the origin's frames carry it
+
+  uint32_t client_isn = 0;
+  uint32_t origin_isn = 0;
+  uint32_t client_next = 0;   // next client byte to parse; earlier ones were parsed (and charged) once
+  uint32_t origin_next = 0;   // next origin byte to frame: the origin's stream is whole up to here
+  uint32_t client_tsval = 0;  // latest timestamps seen, echoed by segments sent in the flow's name
+  uint32_t origin_tsval = 0;
+  uint16_t client_mss = 536;  // from the client's SYN: the largest segment the client accepts
+  uint16_t origin_window = 0; // raw window field of the origin's latest segment
+
+  // The answer of a refused request: client bytes up to answer_ack are
+  // consumed, the answer starts at origin sequence answer_seq, the origin's
+  // socket is reset at reset_seq.
+  uint32_t answer_ack = 0;
+  uint32_t answer_seq = 0;
+  uint32_t reset_seq = 0;
+
+  int32_t context = -1;  // the borrowed ParseContext, or -1
+  uint32_t requests = 0;  // heads seen on this flow
+};
+
+// Sequence-number comparisons modulo 2^32 (RFC 9293 3.4).
+[[nodiscard]] inline bool seq_lt(uint32_t a, uint32_t b) noexcept { return static_cast<int32_t>(a - b) < 0; }
+[[nodiscard]] inline bool seq_le(uint32_t a, uint32_t b) noexcept { return static_cast<int32_t>(a - b) <= 0; }
+
+}  // namespace sluice::dataplane

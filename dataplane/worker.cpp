@@ -1,0 +1,217 @@
+// The poll loop. Nothing here allocates from the heap, locks, or makes a
+// system call while frames flow; the only sleep is after a long run of empty
+// polls, when idle_sleep_us asks for it (useful where cores are shared, as in
+// CI; a dedicated box busy-polls).
+#include "worker.h"
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_net.h>
+#include <rte_rcu_qsbr.h>
+#include <rte_ring.h>
+
+#include <unistd.h>
+
+namespace sluice::dataplane {
+
+Worker::Worker(const WorkerSetup& setup, const WorkerShared& shared, limiter::LimiterState& limiter,
+               WorkerCounters& counters)
+    : setup_(setup),
+      shared_(shared),
+      counters_(counters),
+      engine_(setup.engine, limiter, counters, 0x9e3779b97f4a7c15ull ^ (uint64_t{setup.index} << 32) ^ rte_rdtsc()),
+      sink_(*this) {
+  tx_[static_cast<int>(Side::kClient)].init(setup.client_port, static_cast<uint16_t>(setup.index));
+  tx_[static_cast<int>(Side::kOrigin)].init(setup.origin_port, static_cast<uint16_t>(setup.index));
+}
+
+void Worker::TxQueue::push(rte_mbuf* m, Counter& sent, Counter& dropped) noexcept {
+  if (count_ == sizeof frames_ / sizeof frames_[0]) flush(sent, dropped);
+  frames_[count_++] = m;
+}
+
+void Worker::TxQueue::flush(Counter& sent, Counter& dropped) noexcept {
+  if (count_ == 0) return;
+  uint16_t done = rte_eth_tx_burst(port_, queue_, frames_, count_);
+  // One retry: a queue that is momentarily full often drains within a burst.
+  if (done < count_) done = static_cast<uint16_t>(done + rte_eth_tx_burst(port_, queue_, frames_ + done, count_ - done));
+  sent.add(done);
+  if (done < count_) {
+    dropped.add(count_ - done);
+    rte_pktmbuf_free_bulk(frames_ + done, count_ - done);
+  }
+  count_ = 0;
+}
+
+std::span<uint8_t> Worker::Sink::allocate(Side /*to*/, size_t len) noexcept {
+  if (pending_ != nullptr) rte_pktmbuf_free(pending_);
+  pending_ = rte_pktmbuf_alloc(w_.setup_.pool);
+  if (pending_ == nullptr) return {};
+  char* p = rte_pktmbuf_append(pending_, static_cast<uint16_t>(len));
+  if (p == nullptr) {
+    rte_pktmbuf_free(pending_);
+    pending_ = nullptr;
+    return {};
+  }
+  return {reinterpret_cast<uint8_t*>(p), len};
+}
+
+void Worker::Sink::send(Side to, size_t len) noexcept {
+  rte_mbuf* m = pending_;
+  pending_ = nullptr;
+  if (m == nullptr) return;
+  if (len == 0) {
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (len < rte_pktmbuf_data_len(m)) rte_pktmbuf_trim(m, static_cast<uint16_t>(rte_pktmbuf_data_len(m) - len));
+  Counter& sent = to == Side::kClient ? w_.counters_.tx_client : w_.counters_.tx_origin;
+  w_.tx_[static_cast<int>(to)].push(m, sent, w_.counters_.tx_dropped);
+}
+
+Side Worker::side_of(const rte_mbuf* m) const noexcept {
+  return m->port == setup_.client_port ? Side::kClient : Side::kOrigin;
+}
+
+void Worker::forward(rte_mbuf* m, Side from) noexcept {
+  const Side to = other(from);
+  Counter& sent = to == Side::kClient ? counters_.tx_client : counters_.tx_origin;
+  tx_[static_cast<int>(to)].push(m, sent, counters_.tx_dropped);
+}
+
+void Worker::receive(rte_mbuf* m, Side from, const PolicySnapshot& snap, time::Nanos now) noexcept {
+  if (m->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED) {
+    // Put the tag back where it was on the wire: the frame is forwarded as
+    // received, and the parser looks inside VLAN tags itself.
+    if (rte_vlan_insert(&m) != 0) {
+      rte_pktmbuf_free(m);
+      counters_.tx_dropped.add();
+      return;
+    }
+    m->ol_flags &= ~(RTE_MBUF_F_RX_VLAN | RTE_MBUF_F_RX_VLAN_STRIPPED);
+  }
+  if (m->nb_segs > 1 && rte_pktmbuf_linearize(m) != 0) {
+    // A frame spread over several buffers is parsed from one; one that does
+    // not fit is bridged only if it is not TCP (checked below).
+    FrameView first = parse_frame({rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m)});
+    if (first.kind == FrameKind::kTcp || first.kind == FrameKind::kTcpFragment || first.kind == FrameKind::kMalformed) {
+      counters_.tx_dropped.add();
+      rte_pktmbuf_free(m);
+      return;
+    }
+  }
+  FrameView v = parse_frame({rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m)});
+  switch (v.kind) {
+    case FrameKind::kNonIp:
+      counters_.bridged_non_ip.add();
+      return forward(m, from);
+    case FrameKind::kIpOther:
+      counters_.bridged_ip_other.add();
+      return forward(m, from);
+    case FrameKind::kMalformed:
+      counters_.bridged_malformed.add();
+      return forward(m, from);
+    case FrameKind::kTcp:
+    case FrameKind::kTcpFragment:
+      break;
+  }
+  ServiceFrame sf;
+  if (!service_frame(v, from, snap.service_ports, sf)) {
+    counters_.bridged_tcp_other.add();
+    return forward(m, from);
+  }
+  const unsigned owner = flow_owner(sf.hash, setup_.workers);
+  if (owner != setup_.index) {
+    if (rte_ring_mp_enqueue(shared_.inboxes[owner], m) != 0) {
+      counters_.handoff_dropped.add();
+      rte_pktmbuf_free(m);
+    } else {
+      counters_.handed_off.add();
+    }
+    return;
+  }
+  handle_owned(m, from, v, sf, snap, now);
+}
+
+void Worker::handle_owned(rte_mbuf* m, Side from, FrameView& v, const ServiceFrame& sf, const PolicySnapshot& snap,
+                          time::Nanos now) noexcept {
+  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
+  const uint32_t before = v.frame_len;
+  const FrameResult r = engine_.on_frame(sf, frame, v, snap, now, sink_);
+  if (r.action == FrameAction::kDrop) {
+    rte_pktmbuf_free(m);
+  } else {
+    if (r.frame_len < before) rte_pktmbuf_trim(m, static_cast<uint16_t>(rte_pktmbuf_data_len(m) - r.frame_len));
+    forward(m, from);
+  }
+  if (r.answer_after != nullptr) engine_.send_answer(*r.answer_after, sink_);
+}
+
+unsigned Worker::poll_once() noexcept {
+  const PolicySnapshot& snap = *shared_.policy->load(std::memory_order_acquire);
+  const time::Nanos now = shared_.clock->now();
+  rte_mbuf* frames[kBurst];
+  unsigned received = 0;
+  const uint16_t q = static_cast<uint16_t>(setup_.index);
+
+  uint16_t n = rte_eth_rx_burst(setup_.client_port, q, frames, kBurst);
+  counters_.rx_client.add(n);
+  received += n;
+  for (uint16_t i = 0; i < n; ++i) receive(frames[i], Side::kClient, snap, now);
+
+  n = rte_eth_rx_burst(setup_.origin_port, q, frames, kBurst);
+  counters_.rx_origin.add(n);
+  received += n;
+  for (uint16_t i = 0; i < n; ++i) receive(frames[i], Side::kOrigin, snap, now);
+
+  if (setup_.workers > 1) {
+    void* handed[kBurst];
+    const unsigned h = rte_ring_sc_dequeue_burst(shared_.inboxes[setup_.index], handed, kBurst, nullptr);
+    received += h;
+    for (unsigned i = 0; i < h; ++i) {
+      rte_mbuf* m = static_cast<rte_mbuf*>(handed[i]);
+      const Side from = side_of(m);
+      FrameView v = parse_frame({rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m)});
+      ServiceFrame sf;
+      if (!service_frame(v, from, snap.service_ports, sf)) {
+        forward(m, from);  // the policy changed in between: bridge it
+        continue;
+      }
+      handle_owned(m, from, v, sf, snap, now);
+    }
+  }
+
+  tx_[0].flush(counters_.tx_client, counters_.tx_dropped);
+  tx_[1].flush(counters_.tx_origin, counters_.tx_dropped);
+  engine_.sweep(now, 64);
+  counters_.flows_active.store(engine_.flows().size(), std::memory_order_relaxed);
+  if (shared_.qsbr != nullptr) rte_rcu_qsbr_quiescent(shared_.qsbr, setup_.index);
+  return received;
+}
+
+void Worker::run() noexcept {
+  if (shared_.qsbr != nullptr) {
+    rte_rcu_qsbr_thread_register(shared_.qsbr, setup_.index);
+    rte_rcu_qsbr_thread_online(shared_.qsbr, setup_.index);
+  }
+  while (!shared_.stop->load(std::memory_order_relaxed)) {
+    if (poll_once() != 0) {
+      empty_polls_ = 0;
+      continue;
+    }
+    if (setup_.idle_sleep_us != 0 && ++empty_polls_ > 1024) {
+      // Idle: let a shared core do other work. Offline while asleep, so a
+      // grace period never waits for a sleeping worker.
+      if (shared_.qsbr != nullptr) rte_rcu_qsbr_thread_offline(shared_.qsbr, setup_.index);
+      usleep(setup_.idle_sleep_us);
+      if (shared_.qsbr != nullptr) rte_rcu_qsbr_thread_online(shared_.qsbr, setup_.index);
+    }
+  }
+  if (shared_.qsbr != nullptr) {
+    rte_rcu_qsbr_thread_offline(shared_.qsbr, setup_.index);
+    rte_rcu_qsbr_thread_unregister(shared_.qsbr, setup_.index);
+  }
+}
+
+}  // namespace sluice::dataplane

@@ -1,0 +1,100 @@
+// One worker lcore, shaped like DPDK's l3fwd: all of its state in one
+// struct, and a loop of burst in (both ports' queue i, then frames other
+// workers handed over), process, burst out, report a quiescent state.
+// Frames that are not TCP to a service port are bridged to the other port
+// untouched; service-port frames of a flow another worker owns are handed to
+// that worker through its ring, so no flow is ever processed by two workers.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <span>
+
+#include "flow_engine.h"
+#include "time/clock.h"
+
+struct rte_mbuf;
+struct rte_mempool;
+struct rte_ring;
+struct rte_rcu_qsbr;
+
+namespace sluice::dataplane {
+
+inline constexpr uint16_t kBurst = 32;
+
+struct WorkerShared {
+  const std::atomic<const PolicySnapshot*>* policy = nullptr;
+  rte_rcu_qsbr* qsbr = nullptr;
+  std::span<rte_ring* const> inboxes;  // one per worker, indexed by worker
+  const std::atomic<bool>* stop = nullptr;
+  const time::Clock* clock = nullptr;
+};
+
+struct WorkerSetup {
+  unsigned index = 0;    // also the queue on both ports and the RCU thread id
+  unsigned workers = 1;
+  uint16_t client_port = 0;
+  uint16_t origin_port = 1;
+  rte_mempool* pool = nullptr;
+  unsigned idle_sleep_us = 0;  // after many empty polls, sleep this long (0: busy-poll)
+  EngineConfig engine;
+};
+
+class Worker {
+ public:
+  Worker(const WorkerSetup& setup, const WorkerShared& shared, limiter::LimiterState& limiter,
+         WorkerCounters& counters);
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Runs the loop until the stop flag is set.
+  void run() noexcept;
+  // One pass of the loop; returns the frames received.
+  unsigned poll_once() noexcept;
+
+  [[nodiscard]] const FlowEngine& engine() const noexcept { return engine_; }
+
+ private:
+  class TxQueue {
+   public:
+    void init(uint16_t port, uint16_t queue) noexcept {
+      port_ = port;
+      queue_ = queue;
+    }
+    void push(rte_mbuf* m, Counter& sent, Counter& dropped) noexcept;
+    void flush(Counter& sent, Counter& dropped) noexcept;
+
+   private:
+    uint16_t port_ = 0, queue_ = 0, count_ = 0;
+    rte_mbuf* frames_[kBurst * 2];
+  };
+
+  // The PacketSink the engine writes answers into: mbufs from the worker's
+  // pool, queued behind whatever was forwarded before them.
+  class Sink final : public PacketSink {
+   public:
+    explicit Sink(Worker& w) noexcept : w_(w) {}
+    std::span<uint8_t> allocate(Side to, size_t len) noexcept override;
+    void send(Side to, size_t len) noexcept override;
+
+   private:
+    Worker& w_;
+    rte_mbuf* pending_ = nullptr;
+  };
+
+  void receive(rte_mbuf* m, Side from, const PolicySnapshot& snap, time::Nanos now) noexcept;
+  void handle_owned(rte_mbuf* m, Side from, FrameView& v, const ServiceFrame& sf, const PolicySnapshot& snap,
+                    time::Nanos now) noexcept;
+  void forward(rte_mbuf* m, Side from) noexcept;
+  [[nodiscard]] Side side_of(const rte_mbuf* m) const noexcept;
+
+  WorkerSetup setup_;
+  WorkerShared shared_;
+  WorkerCounters& counters_;
+  FlowEngine engine_;
+  Sink sink_;
+  TxQueue tx_[2];
+  uint32_t empty_polls_ = 0;
+};
+
+}  // namespace sluice::dataplane

@@ -1,0 +1,65 @@
+// Per-worker counters. Each worker writes only its own (a load and a store,
+// never a shared read-modify-write), the control plane reads them all and
+// adds them up, so counting costs the hot path no cache-line ping-pong.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace sluice::dataplane {
+
+class Counter {
+ public:
+  void add(uint64_t n = 1) noexcept { v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+  [[nodiscard]] uint64_t get() const noexcept { return v_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> v_{0};
+};
+
+// X(name, help): the counters, in the order `sluicectl stats` shows them.
+#define SLUICE_WORKER_COUNTERS(X)                                                              \
+  X(rx_client, "frames received on the client port")                                          \
+  X(rx_origin, "frames received on the origin port")                                          \
+  X(tx_client, "frames sent on the client port")                                              \
+  X(tx_origin, "frames sent on the origin port")                                              \
+  X(tx_dropped, "frames the port would not take (transmit queue full)")                       \
+  X(bridged_non_ip, "non-IP frames bridged (ARP, LLDP, ...)")                                 \
+  X(bridged_ip_other, "IP frames that are not TCP bridged (ICMP, UDP, later fragments)")      \
+  X(bridged_tcp_other, "TCP frames to other ports bridged")                                   \
+  X(bridged_malformed, "frames with broken headers bridged untouched")                         \
+  X(service_frames, "TCP frames of service-port flows handled")                                \
+  X(handed_off, "frames passed to the worker that owns their flow")                           \
+  X(handoff_dropped, "frames dropped because the owner's hand-off ring was full")             \
+  X(fragments_dropped, "first fragments of service-port segments dropped")                     \
+  X(flows_created, "flows whose SYN was seen")                                                 \
+  X(flows_established, "flows whose handshake was seen both ways")                             \
+  X(flows_expired, "flows removed by timeout")                                                 \
+  X(flow_table_full, "SYNs dropped because the flow table was full")                           \
+  X(untracked_reset, "client payload on a flow the appliance does not track: both ends reset") \
+  X(requests, "request heads parsed")                                                          \
+  X(forwarded, "requests no rule applied to (RF02)")                                           \
+  X(exempt, "exempt requests (TB08, TB18)")                                                    \
+  X(admitted, "requests a rule admitted")                                                      \
+  X(refused, "requests refused (429)")                                                         \
+  X(answered, "requests answered by the appliance (400, 401, 404, 431, 501, 505)")            \
+  X(shadow_refusals, "refusals of a shadow rule, forwarded (X01)")                             \
+  X(parse_errors, "connections whose request stream could not be framed")                      \
+  X(response_errors, "connections whose response stream could not be framed (then bridged)") \
+  X(answers_sent, "answers (429 and others) sent with FIN, origin reset")                      \
+  X(answers_resent, "answers sent again for a retransmitted refused request")                  \
+  X(answers_abandoned, "answers not sent because the origin had closed first")                 \
+  X(retransmits, "client segments already parsed, forwarded again uncharged")                  \
+  X(out_of_order, "segments ahead of the parsed stream dropped for the sender to retransmit")  \
+  X(backpressure, "segments cut or dropped: too many responses outstanding")                   \
+  X(contexts_exhausted, "segments dropped: no parse context free")                             \
+  X(pass_through, "flows switched to pass-through (Upgrade, CONNECT)")
+
+struct alignas(64) WorkerCounters {
+#define SLUICE_DECLARE_COUNTER(name, help) Counter name;
+  SLUICE_WORKER_COUNTERS(SLUICE_DECLARE_COUNTER)
+#undef SLUICE_DECLARE_COUNTER
+  std::atomic<uint64_t> flows_active{0};  // a gauge, set once per loop pass
+};
+
+}  // namespace sluice::dataplane

@@ -1,0 +1,415 @@
+// See response_stream.h.
+#include "http/response_stream.h"
+
+#include <type_traits>
+
+#include "http/ascii_case.h"
+#include "http/token_chars.h"
+
+namespace sluice::http {
+
+static_assert(sizeof(ResponseStream) <= 512, "ResponseStream lives in every flow context: keep it small");
+static_assert(std::is_trivially_destructible_v<ResponseStream>, "ResponseStream must own nothing");
+static_assert(ResponseStream::kMaxOutstanding <= 128 &&
+                  (ResponseStream::kMaxOutstanding & (ResponseStream::kMaxOutstanding - 1)) == 0,
+              "the ring indexes with a mask and counts in a byte");
+
+namespace {
+
+// The longest name among the framing fields ("transfer-encoding"); a longer
+// name is none of them, so no more of it is kept.
+constexpr uint16_t kFramingNameMax = 17;
+
+std::string_view trim_ows(std::string_view s) noexcept {
+  while (!s.empty() && is_ows(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && is_ows(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// Calls f(element) for each element of a comma-separated list (RFC 9110
+// 5.6.1), surrounding whitespace removed, empty ones included (the caller
+// decides whether they matter); stops at the first f that returns false.
+template <typename F>
+bool for_each_element(std::string_view list, F&& f) noexcept {
+  for (;;) {
+    const size_t comma = list.find(',');
+    if (!f(trim_ows(list.substr(0, comma)))) return false;
+    if (comma == std::string_view::npos) return true;
+    list.remove_prefix(comma + 1);
+  }
+}
+
+}  // namespace
+
+RequestKind request_kind(const RequestHead& head) noexcept {
+  if (head.method_kind == Method::kHead) return RequestKind::kHead;
+  if (head.method_kind == Method::kConnect) return RequestKind::kConnect;
+  if (head.upgrade) return RequestKind::kUpgrade;
+  return RequestKind::kOrdinary;
+}
+
+std::string_view to_string(ResponseError e) noexcept {
+  switch (e) {
+    case ResponseError::kNone: return "none";
+    case ResponseError::kUnsolicited: return "unsolicited";
+    case ResponseError::kBadStatusLine: return "bad_status_line";
+    case ResponseError::kBadVersion: return "bad_version";
+    case ResponseError::kBadField: return "bad_field";
+    case ResponseError::kBadLineEnding: return "bad_line_ending";
+    case ResponseError::kHeadTooLarge: return "head_too_large";
+    case ResponseError::kTooManyFields: return "too_many_fields";
+    case ResponseError::kFramingFieldTooLong: return "framing_field_too_long";
+    case ResponseError::kBadContentLength: return "bad_content_length";
+    case ResponseError::kConflictingContentLength: return "conflicting_content_length";
+    case ResponseError::kBadTransferEncoding: return "bad_transfer_encoding";
+    case ResponseError::kTransferEncodingInHttp10: return "transfer_encoding_in_http10";
+    case ResponseError::kUnexpectedSwitch: return "unexpected_switch";
+    case ResponseError::kBadChunk: return "bad_chunk";
+    case ResponseError::kTrailerTooLarge: return "trailer_too_large";
+    case ResponseError::kTruncated: return "truncated";
+    case ResponseError::kDataAfterClose: return "data_after_close";
+  }
+  return "unknown";
+}
+
+ResponseStream::ResponseStream(ResponseLimits limits) noexcept : limits_(limits), body_(limits.body) { start_head(); }
+
+void ResponseStream::reset() noexcept {
+  body_ = BodyFramer(limits_.body);
+  head_ = ResponseHead{};
+  queue_front_ = queued_ = 0;
+  state_ = State::kHead;
+  error_ = ResponseError::kNone;
+  last_connection_close_ = false;
+  last_keep_alive_ = true;
+  completed_ = 0;
+  start_head();
+}
+
+bool ResponseStream::expect(RequestKind kind) noexcept {
+  if (queued_ == kMaxOutstanding) return false;
+  queue_[(queue_front_ + queued_) & (kMaxOutstanding - 1)] = kind;
+  ++queued_;
+  return true;
+}
+
+void ResponseStream::start_head() noexcept {
+  head_state_ = HeadState::kStatusLine;
+  framing_ = Framing::kOther;
+  minor_version_ = 0;
+  status_ = 0;
+  fields_ = 0;
+  line_len_ = 0;
+  head_bytes_ = 0;
+  content_length_ = 0;
+  has_content_length_ = has_transfer_encoding_ = chunked_seen_ = chunked_last_ = chunked_repeated_ = false;
+  close_ = keep_alive_option_ = false;
+}
+
+ResponseStep ResponseStream::fail(ResponseError e) noexcept {
+  state_ = State::kFailed;
+  error_ = e;
+  return {ResponseEvent::kError, e, 0};
+}
+
+// One byte of a head, outside the runs feed_head skips in bulk.
+ResponseError ResponseStream::step(unsigned char c) noexcept {
+  switch (head_state_) {
+    case HeadState::kStatusLine: {
+      // "HTTP/1.x SSS": the name is case-sensitive (RFC 9112 2.3), the major
+      // version must be 1, the status 100..599 (RFC 9110 15).
+      static constexpr std::string_view kPrefix = "HTTP/";
+      const uint16_t pos = line_len_++;
+      if (pos < kPrefix.size()) return c == static_cast<unsigned char>(kPrefix[pos]) ? ResponseError::kNone
+                                                                                       : ResponseError::kBadStatusLine;
+      switch (pos) {
+        case 5:
+          if (c == '1') return ResponseError::kNone;
+          return c >= '0' && c <= '9' ? ResponseError::kBadVersion : ResponseError::kBadStatusLine;
+        case 6: return c == '.' ? ResponseError::kNone : ResponseError::kBadStatusLine;
+        case 7:
+          if (c < '0' || c > '9') return ResponseError::kBadStatusLine;
+          minor_version_ = static_cast<uint8_t>(c - '0');
+          return ResponseError::kNone;
+        case 8: return c == ' ' ? ResponseError::kNone : ResponseError::kBadStatusLine;
+        default: {
+          if (c < '0' || c > '9' || (pos == 9 && (c < '1' || c > '5'))) return ResponseError::kBadStatusLine;
+          status_ = static_cast<uint16_t>(status_ * 10 + (c - '0'));
+          if (pos == 11) head_state_ = HeadState::kAfterStatus;
+          return ResponseError::kNone;
+        }
+      }
+    }
+    case HeadState::kAfterStatus:
+      // RFC 9112 4 asks for the SP even before an empty reason; servers that
+      // end the line right after the code are common and frame the same.
+      if (c == ' ') { head_state_ = HeadState::kReason; return ResponseError::kNone; }
+      if (c == '\r') { head_state_ = HeadState::kStatusLF; return ResponseError::kNone; }
+      return c == '\n' ? ResponseError::kBadLineEnding : ResponseError::kBadStatusLine;
+    case HeadState::kReason:
+      if (c == '\r') { head_state_ = HeadState::kStatusLF; return ResponseError::kNone; }
+      if (c == '\n') return ResponseError::kBadLineEnding;
+      return is_ctl(c) ? ResponseError::kBadStatusLine : ResponseError::kNone;
+    case HeadState::kStatusLF:
+    case HeadState::kFieldLF:
+      if (c != '\n') return ResponseError::kBadLineEnding;
+      if (head_state_ == HeadState::kFieldLF) {
+        const ResponseError e = end_field();
+        if (e != ResponseError::kNone) return e;
+      }
+      head_state_ = HeadState::kLineStart;
+      return ResponseError::kNone;
+    case HeadState::kLineStart:
+      if (c == '\r') { head_state_ = HeadState::kFinalLF; return ResponseError::kNone; }
+      if (c == '\n') return ResponseError::kBadLineEnding;
+      // Whitespace here is obs-fold, or a line the status line would swallow
+      // in a lenient parser (RFC 9112 2.2, 5.2): either way, not framable.
+      if (!is_tchar(c)) return ResponseError::kBadField;
+      if (++fields_ > limits_.max_fields) return ResponseError::kTooManyFields;
+      line_[0] = static_cast<char>(c);
+      line_len_ = 1;
+      head_state_ = HeadState::kName;
+      return ResponseError::kNone;
+    case HeadState::kName:
+      if (is_tchar(c)) {
+        if (line_len_ < kFramingNameMax) line_[line_len_] = static_cast<char>(c);
+        if (line_len_ <= kFramingNameMax) ++line_len_;  // one past the maximum marks "longer"
+        return ResponseError::kNone;
+      }
+      if (c != ':') return c == '\n' ? ResponseError::kBadLineEnding : ResponseError::kBadField;
+      {
+        const std::string_view name(line_.data(), line_len_ <= kFramingNameMax ? line_len_ : 0);
+        framing_ = iequals_lower(name, "content-length")      ? Framing::kContentLength
+                   : iequals_lower(name, "transfer-encoding") ? Framing::kTransferEncoding
+                   : iequals_lower(name, "connection")        ? Framing::kConnection
+                                                              : Framing::kOther;
+      }
+      line_len_ = 0;
+      head_state_ = framing_ == Framing::kOther ? HeadState::kSkipValue : HeadState::kValueStart;
+      return ResponseError::kNone;
+    case HeadState::kValueStart:
+      if (is_ows(c)) return ResponseError::kNone;
+      head_state_ = HeadState::kValue;
+      [[fallthrough]];
+    case HeadState::kValue:
+      if (c == '\r') { head_state_ = HeadState::kFieldLF; return ResponseError::kNone; }
+      if (c == '\n') return ResponseError::kBadLineEnding;
+      if (is_ctl(c)) return ResponseError::kBadField;
+      if (line_len_ == line_.size()) return ResponseError::kFramingFieldTooLong;
+      line_[line_len_++] = static_cast<char>(c);
+      return ResponseError::kNone;
+    case HeadState::kSkipValue:
+      if (c == '\r') { head_state_ = HeadState::kFieldLF; return ResponseError::kNone; }
+      if (c == '\n') return ResponseError::kBadLineEnding;
+      return is_ctl(c) ? ResponseError::kBadField : ResponseError::kNone;
+    case HeadState::kFinalLF:
+      return c == '\n' ? finish_head() : ResponseError::kBadLineEnding;
+  }
+  return ResponseError::kBadField;
+}
+
+// A field line of a framing field is complete in line_.
+ResponseError ResponseStream::end_field() noexcept {
+  const std::string_view value = trim_ows(std::string_view(line_.data(), line_len_));
+  switch (framing_) {
+    case Framing::kOther: break;
+    case Framing::kContentLength: {
+      // RFC 9110 8.6: a list of identical values, or repeated identical
+      // lines, may be taken as that one value; anything else is no length.
+      ResponseError e = ResponseError::kNone;
+      for_each_element(value, [&](std::string_view element) {
+        // 18 digits keep the value below 10^18: far beyond any body and clear of overflow.
+        if (element.empty() || element.size() > 18) {
+          e = ResponseError::kBadContentLength;
+          return false;
+        }
+        uint64_t n = 0;
+        for (char d : element) {
+          if (d < '0' || d > '9') {
+            e = ResponseError::kBadContentLength;
+            return false;
+          }
+          n = n * 10 + static_cast<uint64_t>(d - '0');
+        }
+        if (has_content_length_ && n != content_length_) {
+          e = ResponseError::kConflictingContentLength;
+          return false;
+        }
+        has_content_length_ = true;
+        content_length_ = n;
+        return true;
+      });
+      if (e != ResponseError::kNone) return e;
+      break;
+    }
+    case Framing::kTransferEncoding:
+      has_transfer_encoding_ = true;
+      for_each_element(value, [this](std::string_view coding) {
+        if (coding.empty()) return true;
+        // Only the last coding decides where the body ends (RFC 9112 6.3);
+        // parameters make a coding other than "chunked".
+        const bool chunked = iequals_lower(coding, "chunked");
+        if (chunked && chunked_seen_) chunked_repeated_ = true;
+        chunked_seen_ = chunked_seen_ || chunked;
+        chunked_last_ = chunked;
+        return true;
+      });
+      break;
+    case Framing::kConnection:
+      for_each_element(value, [this](std::string_view option) {
+        if (iequals_lower(option, "close")) close_ = true;
+        else if (iequals_lower(option, "keep-alive")) keep_alive_option_ = true;
+        return true;
+      });
+      break;
+  }
+  framing_ = Framing::kOther;
+  line_len_ = 0;
+  return ResponseError::kNone;
+}
+
+// The empty line ended the head: decide how the response is framed (RFC 9112 6.3).
+ResponseError ResponseStream::finish_head() noexcept {
+  if (has_transfer_encoding_) {
+    // 6.1: Transfer-Encoding in an HTTP/1.0 message is faulty framing.
+    if (minor_version_ == 0) return ResponseError::kTransferEncodingInHttp10;
+    // 7: chunked is applied at most once; two readings of such a body differ.
+    if (chunked_repeated_) return ResponseError::kBadTransferEncoding;
+  }
+  const RequestKind kind = queue_[queue_front_];
+  ResponseHead h;
+  h.status = status_;
+  h.minor_version = minor_version_;
+  h.request = kind;
+  h.head_bytes = head_bytes_;
+  h.connection_close = close_;
+  if (status_ == 101) {
+    if (kind != RequestKind::kUpgrade) return ResponseError::kUnexpectedSwitch;
+    h.switches = true;
+  } else if (status_ < 200) {
+    h.interim = true;
+  } else if (kind == RequestKind::kConnect && status_ < 300) {
+    h.switches = true;
+  } else if (kind == RequestKind::kHead || status_ == 204 || status_ == 304) {
+    h.body = ResponseBody::kNone;
+  } else if (has_transfer_encoding_) {
+    // The coding overrides any Content-Length, as the client will read it;
+    // without chunked last only the close ends the body.
+    h.body = chunked_last_ ? ResponseBody::kChunked : ResponseBody::kUntilClose;
+  } else if (has_content_length_) {
+    h.body = content_length_ == 0 ? ResponseBody::kNone : ResponseBody::kLength;
+    h.content_length = content_length_;
+  } else {
+    h.body = ResponseBody::kUntilClose;
+  }
+  h.keep_alive = !close_ && (minor_version_ >= 1 || keep_alive_option_) && !h.switches &&
+                 h.body != ResponseBody::kUntilClose;
+  head_ = h;
+  return ResponseError::kNone;
+}
+
+ResponseStep ResponseStream::feed_head(std::span<const char> piece) noexcept {
+  const size_t n = piece.size();
+  if (n == 0) return {ResponseEvent::kNeedMore, ResponseError::kNone, 0};
+  if (head_bytes_ == 0 && queued_ == 0) return fail(ResponseError::kUnsolicited);
+  const uint32_t max = limits_.max_head_bytes;
+  size_t i = 0;
+  while (i < n) {
+    if (head_state_ == HeadState::kSkipValue || head_state_ == HeadState::kReason) {
+      // Runs of bytes that are only checked: no state changes until a control byte.
+      size_t j = i;
+      while (j < n && !is_ctl(static_cast<unsigned char>(piece[j]))) ++j;
+      if (j - i > max - head_bytes_) return fail(ResponseError::kHeadTooLarge);
+      head_bytes_ += static_cast<uint32_t>(j - i);
+      i = j;
+      if (i == n) break;
+    }
+    if (head_bytes_ == max) return fail(ResponseError::kHeadTooLarge);
+    ++head_bytes_;
+    const bool final_lf = head_state_ == HeadState::kFinalLF;
+    const ResponseError e = step(static_cast<unsigned char>(piece[i++]));
+    if (e != ResponseError::kNone) return fail(e);
+    if (!final_lf) continue;
+
+    // The head is complete and head_ holds it.
+    if (head_.interim) {
+      start_head();  // the same request awaits its final response
+    } else if (head_.switches) {
+      state_ = State::kSwitch;
+    } else if (head_.body == ResponseBody::kUntilClose) {
+      state_ = State::kUntilClose;
+    } else {
+      if (head_.body == ResponseBody::kChunked) {
+        body_.start_chunked();
+      } else {
+        body_.start_length(head_.body == ResponseBody::kLength ? head_.content_length : 0);
+      }
+      state_ = State::kBody;
+    }
+    return {ResponseEvent::kHead, ResponseError::kNone, i};
+  }
+  return {ResponseEvent::kNeedMore, ResponseError::kNone, n};
+}
+
+ResponseStep ResponseStream::end_response(size_t consumed) noexcept {
+  queue_front_ = static_cast<uint8_t>((queue_front_ + 1) & (kMaxOutstanding - 1));
+  --queued_;
+  ++completed_;
+  last_connection_close_ = head_.connection_close;
+  last_keep_alive_ = head_.keep_alive;
+  start_head();
+  state_ = State::kHead;
+  return {ResponseEvent::kResponseEnd, ResponseError::kNone, consumed};
+}
+
+ResponseStep ResponseStream::next(std::span<const char> piece) noexcept {
+  switch (state_) {
+    case State::kHead: return feed_head(piece);
+    case State::kBody: {
+      if (body_.done()) return end_response(0);
+      const BodyStep r = body_.feed(piece);
+      if (r.status == BodyStatus::kError) {
+        return fail(r.error == ParseError::kBadChunk ? ResponseError::kBadChunk : ResponseError::kTrailerTooLarge);
+      }
+      if (r.status == BodyStatus::kMore) return {ResponseEvent::kNeedMore, ResponseError::kNone, r.consumed};
+      return end_response(r.consumed);
+    }
+    case State::kUntilClose: return {ResponseEvent::kNeedMore, ResponseError::kNone, piece.size()};
+    case State::kSwitch:
+      // The switching response is this request's final one; after it the
+      // bytes are the new protocol's.
+      end_response(0);
+      state_ = State::kPassThrough;
+      [[fallthrough]];
+    case State::kPassThrough: return {ResponseEvent::kPassThrough, ResponseError::kNone, piece.size()};
+    case State::kClosed:
+      if (piece.empty()) return {ResponseEvent::kNeedMore, ResponseError::kNone, 0};
+      return fail(ResponseError::kDataAfterClose);
+    case State::kFailed: break;
+  }
+  return {ResponseEvent::kError, error_, 0};
+}
+
+ResponseStep ResponseStream::close() noexcept {
+  switch (state_) {
+    case State::kHead:
+      if (head_bytes_ != 0) return fail(ResponseError::kTruncated);
+      state_ = State::kClosed;
+      return {ResponseEvent::kNeedMore, ResponseError::kNone, 0};
+    case State::kBody:
+      if (!body_.done()) return fail(ResponseError::kTruncated);
+      [[fallthrough]];
+    case State::kUntilClose: {
+      const ResponseStep s = end_response(0);
+      state_ = State::kClosed;
+      return s;
+    }
+    case State::kSwitch:
+    case State::kPassThrough: return next({});
+    case State::kClosed: return {ResponseEvent::kNeedMore, ResponseError::kNone, 0};
+    case State::kFailed: break;
+  }
+  return {ResponseEvent::kError, error_, 0};
+}
+
+}  // namespace sluice::http

@@ -1,0 +1,347 @@
+// sluiced: the appliance. Loads the policy, brings up the EAL and the two
+// ports, starts one worker per lcore, and runs until SIGINT or SIGTERM, then
+// stops the workers, prints what they counted and releases everything.
+#include <net/if.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_rcu_qsbr.h>
+#include <rte_ring.h>
+
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <memory>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dataplane/policy_snapshot.h"
+#include "dataplane/ports.h"
+#include "dataplane/worker.h"
+#include "limiter/compiled_policy.h"
+#include "policy/policy_loader.h"
+#include "sluiced_options.h"
+
+namespace {
+
+using namespace sluice;
+using sluiced::ExitCode;
+
+std::atomic<bool> g_stop{false};  // set by the signal handler; async-signal-safe
+volatile sig_atomic_t g_signal = 0;
+
+void on_signal(int sig) {
+  g_signal = sig;
+  g_stop.store(true, std::memory_order_relaxed);
+}
+
+int fail(ExitCode code, const std::string& msg) {
+  std::fprintf(stderr, "sluiced: %s\n", msg.c_str());
+  return static_cast<int>(code);
+}
+
+struct LoadedPolicy {
+  std::unique_ptr<dataplane::PolicySnapshot> snapshot;
+  std::string error;  // all errors, one per line
+};
+
+LoadedPolicy load_policy(const std::string& path, const limiter::KeyHasher& credential_hasher) {
+  LoadedPolicy out;
+  if (access(path.c_str(), R_OK) != 0) {
+    out.error = path + ": cannot read the policy file";
+    return out;
+  }
+  policy::LoadResult loaded = policy::load_policy_file(path);
+  std::vector<policy::PolicyError> errors = std::move(loaded.errors);
+  std::optional<limiter::CompiledPolicy> compiled;
+  if (loaded.policy) compiled = limiter::compile_policy(*loaded.policy, credential_hasher, errors);
+  if (!errors.empty() || !compiled) {
+    for (const auto& e : errors) out.error += (out.error.empty() ? "" : "\n") + e.to_string();
+    if (out.error.empty()) out.error = path + ": the policy does not compile";
+    return out;
+  }
+  out.snapshot = std::make_unique<dataplane::PolicySnapshot>();
+  out.snapshot->policy = std::move(*compiled);
+  for (uint16_t p : out.snapshot->policy.source.service_ports) out.snapshot->service_ports.set(p);
+  return out;
+}
+
+std::string port_list(const std::bitset<65536>& ports) {
+  std::string s;
+  for (size_t p = 1; p < ports.size(); ++p) {
+    if (ports.test(p)) s += (s.empty() ? "" : ",") + std::to_string(p);
+  }
+  return s;
+}
+
+int run(const sluiced::Options& o) {
+  const limiter::KeyHasher bucket_hasher = limiter::KeyHasher::random();
+  // Credential digests must match the credential file's across restarts; the
+  // control plane (issue 5) keeps that secret in --state-dir. Until then a
+  // per-process secret keys them, which is exact within one run.
+  const limiter::KeyHasher credential_hasher = limiter::KeyHasher::random();
+
+  LoadedPolicy loaded = load_policy(o.config, credential_hasher);
+  if (!loaded.snapshot) {
+    std::fprintf(stderr, "%s\n", loaded.error.c_str());
+    return fail(ExitCode::kConfig, "the policy " + o.config + " is not usable; nothing started");
+  }
+  dataplane::PolicySnapshot& snap = *loaded.snapshot;
+  if (o.service_ports) {
+    snap.service_ports.reset();
+    for (uint16_t p : *o.service_ports) snap.service_ports.set(p);
+  }
+  if (snap.service_ports.none()) {
+    return fail(ExitCode::kConfig, o.config + ": no service ports (set service_ports in the policy or --service-ports)");
+  }
+  if (o.mode == sluiced::Options::Mode::kCheckConfig) {
+    std::printf("%s: ok: policy '%s', digest %016" PRIx64 ", %zu rules, %zu buckets, service ports %s\n",
+                o.config.c_str(), snap.policy.source.name.c_str(), snap.policy.digest, snap.policy.rules.size(),
+                snap.policy.buckets.size(), port_list(snap.service_ports).c_str());
+    return 0;
+  }
+
+  if (o.af_packet) {
+    for (const std::string& ifname : {o.client_if, o.origin_if}) {
+      if (if_nametoindex(ifname.c_str()) == 0) {
+        return fail(ExitCode::kInterface, "interface '" + ifname + "' does not exist in this network namespace");
+      }
+    }
+    if (geteuid() != 0) return fail(ExitCode::kEal, "--af-packet needs root (raw sockets on both interfaces)");
+  }
+
+  // The EAL's own command line.
+  std::vector<std::string> eal = {"sluiced"};
+  if (o.af_packet) {
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    eal.insert(eal.end(), {"--no-huge", "--no-shconf", "--no-pci", "-m", std::to_string(o.memory_mb),
+                           "--log-level", "*:warning"});
+    // Every lcore may run on every CPU: with AF_PACKET the box is usually
+    // shared (CI, a demo), and the kernel places the threads best.
+    eal.push_back("--lcores=(0-" + std::to_string(o.workers) + ")@(0-" + std::to_string(cpus > 0 ? cpus - 1 : 0) + ")");
+    const std::string q = ",qpairs=" + std::to_string(o.workers);
+    eal.push_back("--vdev=net_af_packet0,iface=" + o.client_if + q);
+    eal.push_back("--vdev=net_af_packet1,iface=" + o.origin_if + q);
+  } else {
+    eal.insert(eal.end(), o.eal_args.begin(), o.eal_args.end());
+  }
+  std::vector<char*> argv;
+  for (std::string& s : eal) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  if (rte_eal_init(static_cast<int>(argv.size() - 1), argv.data()) < 0) {
+    return fail(ExitCode::kEal, std::string("DPDK would not start: ") + rte_strerror(rte_errno));
+  }
+  auto cleanup_eal = [] { rte_eal_cleanup(); };
+
+  if (rte_lcore_count() < o.workers + 1) {
+    cleanup_eal();
+    return fail(ExitCode::kUsage, std::to_string(o.workers) + " workers need " + std::to_string(o.workers + 1) +
+                                      " lcores (one main), the EAL has " + std::to_string(rte_lcore_count()));
+  }
+  uint16_t client_port = o.client_port, origin_port = o.origin_port;
+  if (o.af_packet) {
+    if (rte_eth_dev_get_port_by_name("net_af_packet0", &client_port) != 0 ||
+        rte_eth_dev_get_port_by_name("net_af_packet1", &origin_port) != 0) {
+      cleanup_eal();
+      return fail(ExitCode::kInterface, "the AF_PACKET ports did not come up (is the interface up?)");
+    }
+  } else {
+    for (uint16_t p : {client_port, origin_port}) {
+      if (!rte_eth_dev_is_valid_port(p)) {
+        cleanup_eal();
+        return fail(ExitCode::kInterface, "DPDK port " + std::to_string(p) + " does not exist (" +
+                                              std::to_string(rte_eth_dev_count_avail()) + " ports available)");
+      }
+    }
+  }
+
+  const dataplane::PortSetup port_setup{static_cast<uint16_t>(o.workers), 1024, 1024};
+  const unsigned ring_size = 4096;
+  const unsigned mbufs = o.workers * (2 * (port_setup.rx_descriptors + port_setup.tx_descriptors) + ring_size +
+                                      4 * dataplane::kBurst) + 4096;
+  rte_mempool* pool = rte_pktmbuf_pool_create("sluice_mbufs", mbufs, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                              static_cast<int>(rte_socket_id()));
+  if (pool == nullptr) {
+    cleanup_eal();
+    return fail(ExitCode::kNoMemory, "no memory for " + std::to_string(mbufs) + " packet buffers (" +
+                                         rte_strerror(rte_errno) + "); raise --memory or the huge pages");
+  }
+  dataplane::PortInfo ports[2];
+  for (int i = 0; i < 2; ++i) {
+    const std::string err = dataplane::start_port(i == 0 ? client_port : origin_port, port_setup, pool, ports[i]);
+    if (!err.empty()) {
+      if (i == 1) dataplane::stop_port(client_port);
+      cleanup_eal();
+      return fail(ExitCode::kInterface, err);
+    }
+  }
+  auto stop_ports = [&] {
+    dataplane::stop_port(client_port);
+    dataplane::stop_port(origin_port);
+  };
+
+  // The limiter's shared state.
+  std::unique_ptr<limiter::BucketTable> buckets, records;
+  std::unique_ptr<limiter::DigestMap> runs, users;
+  try {
+    buckets = std::make_unique<limiter::BucketTable>(limiter::BucketTable::Options{
+        .capacity = o.buckets, .bucket_kinds = static_cast<uint16_t>(snap.policy.buckets.size())});
+    records = std::make_unique<limiter::BucketTable>(limiter::BucketTable::Options{
+        .capacity = std::max<size_t>(o.buckets / 16, 4096), .bucket_kinds = 1,
+        .words = std::max(2u, (snap.policy.max_slots + 1) & ~1u)});
+    runs = std::make_unique<limiter::DigestMap>(1 << 16);
+    users = std::make_unique<limiter::DigestMap>(1 << 16);
+  } catch (const std::bad_alloc&) {
+    stop_ports();
+    cleanup_eal();
+    return fail(ExitCode::kNoMemory, "no memory for " + std::to_string(o.buckets) + " buckets; lower --buckets");
+  }
+  limiter::LimiterState state{*buckets, *records, *runs, *users, bucket_hasher, credential_hasher};
+
+  time::TscClock clock;
+  std::atomic<const dataplane::PolicySnapshot*> published{&snap};
+
+  const size_t qsbr_size = rte_rcu_qsbr_get_memsize(o.workers);
+  auto* qsbr = static_cast<rte_rcu_qsbr*>(rte_zmalloc("sluice_qsbr", qsbr_size, RTE_CACHE_LINE_SIZE));
+  if (qsbr == nullptr || rte_rcu_qsbr_init(qsbr, o.workers) != 0) {
+    stop_ports();
+    cleanup_eal();
+    return fail(ExitCode::kNoMemory, "no memory for the RCU state");
+  }
+  std::vector<rte_ring*> inboxes(o.workers, nullptr);
+  if (o.workers > 1) {
+    for (unsigned i = 0; i < o.workers; ++i) {
+      inboxes[i] = rte_ring_create(("sluice_inbox" + std::to_string(i)).c_str(), ring_size,
+                                   static_cast<int>(rte_socket_id()), RING_F_SC_DEQ);
+      if (inboxes[i] == nullptr) {
+        stop_ports();
+        cleanup_eal();
+        return fail(ExitCode::kNoMemory, "no memory for the hand-off rings");
+      }
+    }
+  }
+
+  const dataplane::WorkerShared shared{&published, qsbr, inboxes, &g_stop, &clock};
+  auto counters = std::make_unique<dataplane::WorkerCounters[]>(o.workers);
+  std::vector<std::unique_ptr<dataplane::Worker>> workers;
+  try {
+    for (unsigned i = 0; i < o.workers; ++i) {
+      dataplane::WorkerSetup ws;
+      ws.index = i;
+      ws.workers = o.workers;
+      ws.client_port = client_port;
+      ws.origin_port = origin_port;
+      ws.pool = pool;
+      ws.idle_sleep_us = o.idle_sleep_us.value_or(o.af_packet ? 20 : 0);
+      ws.engine.flows = o.flows;
+      ws.engine.contexts = o.contexts;
+      ws.engine.max_head_bytes = snap.policy.stream.head.max_head_bytes;
+      ws.engine.max_fields = snap.policy.stream.head.max_fields;
+      workers.push_back(std::make_unique<dataplane::Worker>(ws, shared, state, counters[i]));
+    }
+  } catch (const std::bad_alloc&) {
+    stop_ports();
+    cleanup_eal();
+    return fail(ExitCode::kNoMemory, "no memory for the flow tables; lower --flows or --contexts");
+  }
+
+  if (!o.quiet) {
+    std::printf("sluiced %s\n", SLUICE_VERSION);
+    for (int i = 0; i < 2; ++i) {
+      const auto& p = ports[i];
+      std::printf("  %s port %u: %s (%s) mac %s link %s%s, %u queue%s%s\n", i == 0 ? "client" : "origin", p.id,
+                  p.name.c_str(), p.driver.c_str(), p.mac.c_str(), p.link_up ? "up" : "down",
+                  p.speed_mbps != 0 && p.link_up ? (" " + std::to_string(p.speed_mbps) + " Mb/s").c_str() : "",
+                  o.workers, o.workers == 1 ? "" : "s", p.rss ? ", symmetric RSS" : "");
+    }
+    std::printf("  workers: %u (flows %zu, contexts %zu each), buckets %zu\n", o.workers, o.flows, o.contexts,
+                buckets->capacity());
+    std::printf("  policy: '%s' from %s, digest %016" PRIx64 ", %zu rules, %zu buckets, service ports %s\n",
+                snap.policy.source.name.c_str(), o.config.c_str(), snap.policy.digest, snap.policy.rules.size(),
+                snap.policy.buckets.size(), port_list(snap.service_ports).c_str());
+    std::printf("  clock: TSC%s\n", clock.invariant_tsc() ? " (invariant)" : " (not invariant: re-anchored every second)");
+    std::printf("sluiced: ready\n");
+    std::fflush(stdout);
+  }
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  unsigned lcore = rte_get_next_lcore(-1, 1, 0);
+  for (unsigned i = 0; i < o.workers; ++i, lcore = rte_get_next_lcore(lcore, 1, 0)) {
+    rte_eal_remote_launch(
+        [](void* w) -> int {
+          static_cast<dataplane::Worker*>(w)->run();
+          return 0;
+        },
+        workers[i].get(), lcore);
+  }
+
+  auto last_anchor = std::chrono::steady_clock::now();
+  while (!g_stop.load(std::memory_order_relaxed)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (std::chrono::steady_clock::now() - last_anchor >= std::chrono::seconds(1)) {
+      clock.reanchor();
+      last_anchor = std::chrono::steady_clock::now();
+    }
+  }
+  rte_eal_mp_wait_lcore();
+
+  if (!o.quiet) {
+    std::printf("sluiced: stopping on %s\n", g_signal == SIGINT ? "SIGINT" : "SIGTERM");
+#define SLUICE_PRINT_COUNTER(name, help)                                                  \
+  {                                                                                       \
+    uint64_t total = 0;                                                                   \
+    for (unsigned i = 0; i < o.workers; ++i) total += counters[i].name.get();             \
+    if (total != 0) std::printf("  %-20s %12" PRIu64 "  %s\n", #name, total, help);       \
+  }
+    SLUICE_WORKER_COUNTERS(SLUICE_PRINT_COUNTER)
+#undef SLUICE_PRINT_COUNTER
+    std::fflush(stdout);
+  }
+  workers.clear();
+  for (rte_ring* r : inboxes) rte_ring_free(r);
+  rte_free(qsbr);
+  stop_ports();
+  rte_mempool_free(pool);
+  cleanup_eal();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const sluiced::ParseResult parsed = sluiced::parse_options(argc, argv);
+  if (!parsed.error.empty()) return fail(ExitCode::kUsage, parsed.error + " (see sluiced --help)");
+  const sluiced::Options& o = parsed.options;
+  switch (o.mode) {
+    case sluiced::Options::Mode::kHelp:
+      std::fputs(sluiced::usage_text(), stdout);
+      return 0;
+    case sluiced::Options::Mode::kVersion:
+      std::printf("sluiced %s\n", SLUICE_VERSION);
+      return 0;
+    default:
+      break;
+  }
+  try {
+    return run(o);
+  } catch (const std::bad_alloc&) {
+    return fail(ExitCode::kNoMemory, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(ExitCode::kRuntime, e.what());
+  }
+}

@@ -1,0 +1,178 @@
+// Hand-rolled option parsing: GNU-style long options with "--name value" or
+// "--name=value", strict numbers, and every mistake named.
+#include "sluiced_options.h"
+
+#include <charconv>
+#include <string_view>
+
+namespace sluice::sluiced {
+namespace {
+
+template <typename T>
+bool parse_number(std::string_view s, T& out, T min, T max) {
+  T v{};
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || p != s.data() + s.size() || v < min || v > max) return false;
+  out = v;
+  return true;
+}
+
+bool split_pair(std::string_view s, std::string& a, std::string& b) {
+  const size_t colon = s.find(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == s.size()) return false;
+  if (s.find(':', colon + 1) != std::string_view::npos) return false;
+  a = s.substr(0, colon);
+  b = s.substr(colon + 1);
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::vector<uint16_t>> parse_port_list(const std::string& s) {
+  std::vector<uint16_t> ports;
+  std::string_view rest = s;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    uint16_t p = 0;
+    if (!parse_number<uint16_t>(item, p, 1, 65535)) return std::nullopt;
+    ports.push_back(p);
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+    if (rest.empty()) return std::nullopt;
+  }
+  if (ports.empty()) return std::nullopt;
+  return ports;
+}
+
+ParseResult parse_options(int argc, const char* const* argv) {
+  ParseResult r;
+  Options& o = r.options;
+  auto fail = [&](std::string msg) {
+    r.error = std::move(msg);
+    return r;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") {
+      for (++i; i < argc; ++i) o.eal_args.emplace_back(argv[i]);
+      break;
+    }
+    if (arg == "-h" || arg == "--help") {
+      o.mode = Options::Mode::kHelp;
+      return r;
+    }
+    if (arg == "--version") {
+      o.mode = Options::Mode::kVersion;
+      return r;
+    }
+    if (arg == "-q" || arg == "--quiet") {
+      o.quiet = true;
+      continue;
+    }
+    if (arg.substr(0, 2) != "--") return fail("unexpected argument '" + std::string(arg) + "'");
+    std::string name(arg.substr(2));
+    std::string value;
+    bool has_value = false;
+    if (const size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+      has_value = true;
+    }
+    static const std::string_view kWithValue[] = {
+        "config", "check-config", "af-packet", "ports", "workers", "service-ports", "control-socket",
+        "state-dir", "flows", "contexts", "buckets", "memory", "idle-sleep"};
+    bool known = false;
+    for (auto k : kWithValue) known = known || k == name;
+    if (!known) return fail("unknown option '--" + name + "'");
+    if (!has_value) {
+      if (i + 1 >= argc) return fail("--" + name + " needs a value");
+      value = argv[++i];
+    }
+    if (name == "config") {
+      o.config = value;
+    } else if (name == "check-config") {
+      o.mode = Options::Mode::kCheckConfig;
+      o.config = value;
+    } else if (name == "af-packet") {
+      if (!split_pair(value, o.client_if, o.origin_if)) {
+        return fail("--af-packet wants CLIENT_IF:ORIGIN_IF, got '" + value + "'");
+      }
+      if (o.client_if == o.origin_if) return fail("--af-packet: the client and origin interfaces must differ");
+      o.af_packet = true;
+    } else if (name == "ports") {
+      std::string a, b;
+      if (!split_pair(value, a, b) || !parse_number<uint16_t>(a, o.client_port, 0, 1023) ||
+          !parse_number<uint16_t>(b, o.origin_port, 0, 1023)) {
+        return fail("--ports wants CLIENT_PORT:ORIGIN_PORT (DPDK port ids), got '" + value + "'");
+      }
+      if (o.client_port == o.origin_port) return fail("--ports: the client and origin ports must differ");
+      o.ports = true;
+    } else if (name == "workers") {
+      if (!parse_number<unsigned>(value, o.workers, 1, 128)) return fail("--workers wants 1 to 128, got '" + value + "'");
+    } else if (name == "service-ports") {
+      o.service_ports = parse_port_list(value);
+      if (!o.service_ports) return fail("--service-ports wants a list like 80,8080, got '" + value + "'");
+    } else if (name == "control-socket") {
+      if (value.empty()) return fail("--control-socket needs a path");
+      o.control_socket = value;
+    } else if (name == "state-dir") {
+      if (value.empty()) return fail("--state-dir needs a directory");
+      o.state_dir = value;
+    } else if (name == "flows") {
+      if (!parse_number<size_t>(value, o.flows, 16, size_t{1} << 26)) return fail("--flows wants 16 to 67108864, got '" + value + "'");
+    } else if (name == "contexts") {
+      if (!parse_number<size_t>(value, o.contexts, 1, size_t{1} << 20)) return fail("--contexts wants 1 to 1048576, got '" + value + "'");
+    } else if (name == "buckets") {
+      if (!parse_number<size_t>(value, o.buckets, 1024, size_t{1} << 30)) return fail("--buckets wants 1024 to 1073741824, got '" + value + "'");
+    } else if (name == "memory") {
+      if (!parse_number<unsigned>(value, o.memory_mb, 64, 1 << 20)) return fail("--memory wants megabytes (at least 64), got '" + value + "'");
+    } else if (name == "idle-sleep") {
+      unsigned us = 0;
+      if (!parse_number<unsigned>(value, us, 0, 1000000)) return fail("--idle-sleep wants microseconds (0 to 1000000), got '" + value + "'");
+      o.idle_sleep_us = us;
+    }
+  }
+  if (o.mode == Options::Mode::kCheckConfig) return r;
+  if (o.config.empty()) return fail("--config FILE is required");
+  if (o.af_packet == o.ports) return fail("give exactly one of --af-packet CLIENT_IF:ORIGIN_IF or --ports A:B");
+  if (o.af_packet && !o.eal_args.empty()) return fail("EAL arguments after -- are for --ports; --af-packet sets its own");
+  return r;
+}
+
+const char* usage_text() noexcept {
+  return R"(sluiced: the sluice rate-limit appliance, inline between HTTP/1.1 clients and origins.
+
+Usage:
+  sluiced --config FILE --af-packet CLIENT_IF:ORIGIN_IF [options]
+      Runs on two Linux interfaces through DPDK's AF_PACKET driver: no huge
+      pages, no NIC binding (how CI and the demo run; needs root).
+  sluiced --config FILE --ports CLIENT_PORT:ORIGIN_PORT [options] -- EAL_ARGS
+      Runs on two DPDK ports (NICs bound to vfio-pci), symmetric RSS so both
+      directions of a TCP flow reach one worker. EAL_ARGS are DPDK's own
+      (cores, memory, allow-list), e.g. -l 0-4 -a 0000:3b:00.0 -a 0000:3b:00.1
+  sluiced --check-config FILE
+      Loads and compiles a policy, prints its summary or every error as
+      file:line:column, and exits.
+
+Options:
+  --workers N            worker lcores (default 1); each polls queue i of both ports
+  --service-ports LIST   TCP ports whose HTTP is parsed, e.g. 80,8080 (default: the policy's)
+  --flows N              TCP flows tracked per worker (default 65536); past it new SYNs are dropped
+  --contexts N           requests in flight per worker (default 2048); a parse context each
+  --buckets N            rate-limit buckets, all workers together (default 1048576)
+  --memory MB            DPDK memory with --af-packet (default 1024)
+  --idle-sleep US        sleep after a long run of empty polls (default 20 with --af-packet, 0 with --ports)
+  --control-socket PATH  control socket for sluicectl (default /run/sluice/control.sock; served from issue 5 on)
+  --state-dir DIR        where live runs are journalled (served from issue 5 on)
+  -q, --quiet            no start-up summary
+  --version, -h/--help
+
+Exit codes:
+  0 stopped cleanly (SIGINT or SIGTERM)   1 failed while running   2 bad command line
+  3 invalid policy   4 interface or port missing or unusable   5 out of memory
+  6 the DPDK environment would not start
+)";
+}
+
+}  // namespace sluice::sluiced

@@ -1,0 +1,56 @@
+// sluiced's command line: what it means, checked before anything starts, so
+// a typo is a one-line message and exit code 2, never a half-started box.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sluice::sluiced {
+
+// Every way sluiced can end, each with its own code (documented in --help).
+enum class ExitCode : int {
+  kOk = 0,
+  kRuntime = 1,     // failed while running
+  kUsage = 2,       // bad command line
+  kConfig = 3,      // the policy file is missing or invalid
+  kInterface = 4,   // an interface or port is missing or cannot be started
+  kNoMemory = 5,    // DPDK or table memory could not be had
+  kEal = 6,         // the DPDK environment would not start (permissions, arguments)
+};
+
+struct Options {
+  enum class Mode : uint8_t { kRun, kCheckConfig, kHelp, kVersion } mode = Mode::kRun;
+  std::string config;        // --config, or the file of --check-config
+  bool af_packet = false;    // --af-packet CLIENT_IF:ORIGIN_IF
+  std::string client_if, origin_if;
+  bool ports = false;        // --ports A:B
+  uint16_t client_port = 0, origin_port = 1;
+  unsigned workers = 1;
+  std::optional<std::vector<uint16_t>> service_ports;  // overrides the policy's
+  std::string control_socket = "/run/sluice/control.sock";
+  std::string state_dir;
+  size_t flows = 65536;      // per worker
+  size_t contexts = 2048;    // per worker
+  size_t buckets = size_t{1} << 20;
+  unsigned memory_mb = 1024; // DPDK memory with --af-packet (no huge pages)
+  std::optional<unsigned> idle_sleep_us;
+  bool quiet = false;
+  std::vector<std::string> eal_args;  // after "--"
+};
+
+struct ParseResult {
+  Options options;
+  std::string error;  // empty on success
+};
+
+[[nodiscard]] ParseResult parse_options(int argc, const char* const* argv);
+
+[[nodiscard]] const char* usage_text() noexcept;
+
+// "80,8080" -> ports; nullopt on any bad element.
+[[nodiscard]] std::optional<std::vector<uint16_t>> parse_port_list(const std::string& s);
+
+}  // namespace sluice::sluiced

@@ -1,0 +1,240 @@
+// Test support for the data plane's flow engine: one TCP connection between
+// a client and an origin, written as the segments each side sends (real
+// frames, built and checksummed), fed to a FlowEngine with a small policy,
+// and a sink that keeps every segment the engine sends in the flow's name.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dataplane/checksum.h"
+#include "dataplane/flow_engine.h"
+#include "dataplane/segment_writer.h"
+#include "limiter/compiled_policy.h"
+#include "limiter/decide.h"
+#include "policy/policy_loader.h"
+
+namespace sluice::test {
+
+// What the engine sent, parsed back.
+struct SentSegment {
+  dataplane::Side to;
+  std::vector<uint8_t> bytes;
+  dataplane::FrameView view;
+  [[nodiscard]] std::string payload() const {
+    return std::string(reinterpret_cast<const char*>(bytes.data()) + view.payload_offset, view.payload_len);
+  }
+};
+
+class RecordingSink final : public dataplane::PacketSink {
+ public:
+  std::span<uint8_t> allocate(dataplane::Side, size_t len) noexcept override {
+    buf_.assign(len, 0);
+    return buf_;
+  }
+  void send(dataplane::Side to, size_t len) noexcept override {
+    buf_.resize(len);
+    SentSegment s{to, buf_, {}};
+    s.view = dataplane::parse_frame(s.bytes);
+    sent.push_back(std::move(s));
+  }
+  std::vector<SentSegment> sent;
+
+ private:
+  std::vector<uint8_t> buf_;
+};
+
+inline constexpr std::string_view kSmallPolicy = R"(sluice: 1
+name: small
+service_ports: [80]
+header_style: seed
+buckets:
+  per-ip: { rate: 2/min, burst: 2 }
+rules:
+  - name: per-ip
+    key: client_ip
+    bucket: per-ip
+refusal:
+  status: 429
+  body: 'slow down'
+)";
+
+// A compiled policy and the shared limiter state behind an engine.
+struct EngineWorld {
+  explicit EngineWorld(std::string_view policy_text = kSmallPolicy, dataplane::EngineConfig config = small_config()) {
+    std::array<uint8_t, limiter::KeyHasher::kSecretSize> secret{};
+    for (size_t i = 0; i < secret.size(); ++i) secret[i] = static_cast<uint8_t>(i * 13 + 1);
+    hasher = std::make_unique<limiter::KeyHasher>(secret);
+    policy::LoadResult loaded = policy::load_policy_text(policy_text, "test.yaml");
+    for (const auto& e : loaded.errors) ADD_FAILURE() << e.to_string();
+    std::vector<policy::PolicyError> errors;
+    auto compiled = limiter::compile_policy(*loaded.policy, *hasher, errors);
+    for (const auto& e : errors) ADD_FAILURE() << e.to_string();
+    snapshot = std::make_unique<dataplane::PolicySnapshot>();
+    snapshot->policy = std::move(*compiled);
+    for (uint16_t p : snapshot->policy.source.service_ports) snapshot->service_ports.set(p);
+    buckets = std::make_unique<limiter::BucketTable>(limiter::BucketTable::Options{
+        .capacity = 4096, .regions = 4, .bucket_kinds = static_cast<uint16_t>(snapshot->policy.buckets.size())});
+    records = std::make_unique<limiter::BucketTable>(limiter::BucketTable::Options{
+        .capacity = 1024, .regions = 4, .bucket_kinds = 1, .words = std::max(2u, (snapshot->policy.max_slots + 1) & ~1u)});
+    runs = std::make_unique<limiter::DigestMap>(64);
+    users = std::make_unique<limiter::DigestMap>(64);
+    state = std::make_unique<limiter::LimiterState>(
+        limiter::LimiterState{*buckets, *records, *runs, *users, *hasher, *hasher});
+    config.max_head_bytes = snapshot->policy.stream.head.max_head_bytes;
+    config.max_fields = snapshot->policy.stream.head.max_fields;
+    engine = std::make_unique<dataplane::FlowEngine>(config, *state, counters, 42);
+  }
+  static dataplane::EngineConfig small_config() {
+    dataplane::EngineConfig c;
+    c.flows = 64;
+    c.contexts = 8;
+    return c;
+  }
+
+  std::unique_ptr<limiter::KeyHasher> hasher;
+  std::unique_ptr<dataplane::PolicySnapshot> snapshot;
+  std::unique_ptr<limiter::BucketTable> buckets, records;
+  std::unique_ptr<limiter::DigestMap> runs, users;
+  std::unique_ptr<limiter::LimiterState> state;
+  dataplane::WorkerCounters counters;
+  std::unique_ptr<dataplane::FlowEngine> engine;
+  RecordingSink sink;
+  time::Nanos now = 1'768'464'000ull * time::kNanosPerSecond;
+};
+
+// What happened to one segment fed to the engine.
+struct Fed {
+  dataplane::FrameAction action;
+  std::vector<uint8_t> bytes;  // the frame as forwarded (cut short if it was)
+  dataplane::FrameView view;
+  size_t sent_before = 0;      // sink.sent.size() before the segment
+  [[nodiscard]] bool forwarded() const { return action == dataplane::FrameAction::kForward; }
+  [[nodiscard]] std::string payload() const {
+    return std::string(reinterpret_cast<const char*>(bytes.data()) + view.payload_offset, view.payload_len);
+  }
+};
+
+// One TCP connection through the engine.
+class Connection {
+ public:
+  Connection(EngineWorld& w, bool ipv6 = false, uint16_t client_port = 40000, bool timestamps = true)
+      : w_(w), ipv6_(ipv6), timestamps_(timestamps) {
+    client_ = ipv6 ? *net::parse_ip("2001:db8::10") : *net::parse_ip("198.18.0.10");
+    origin_ = ipv6 ? *net::parse_ip("2001:db8::20") : *net::parse_ip("198.18.0.20");
+    cport_ = client_port;
+    const uint8_t cmac[6] = {0x02, 0, 0, 0, 0, 0x10}, omac[6] = {0x02, 0, 0, 0, 0, 0x20};
+    build_l2(l2_to_origin_, omac, cmac);
+    build_l2(l2_to_client_, cmac, omac);
+  }
+
+  // The handshake; afterwards client_seq/origin_seq are the next bytes.
+  void handshake(uint16_t mss = 1460) {
+    Fed syn = client(dataplane::tcp_flag::kSyn, "", client_seq_ - 1, 0, mss);
+    ASSERT_TRUE(syn.forwarded());
+    Fed synack = origin(dataplane::tcp_flag::kSyn | dataplane::tcp_flag::kAck, "", origin_seq_ - 1, client_seq_);
+    ASSERT_TRUE(synack.forwarded());
+    Fed ack = client(dataplane::tcp_flag::kAck, "");
+    ASSERT_TRUE(ack.forwarded());
+  }
+
+  // A client segment with `payload` at `seq` (default: the next byte), which
+  // then advances the client's sequence.
+  Fed client(uint8_t flags, std::string_view payload, std::optional<uint32_t> seq = {},
+             std::optional<uint32_t> ack = {}, uint16_t mss = 0) {
+    const uint32_t s = seq.value_or(client_seq_);
+    Fed f = feed(dataplane::Side::kClient, flags, payload, s, ack.value_or(origin_seq_), mss);
+    if (!seq) client_seq_ += static_cast<uint32_t>(payload.size());
+    return f;
+  }
+  Fed origin(uint8_t flags, std::string_view payload, std::optional<uint32_t> seq = {},
+             std::optional<uint32_t> ack = {}) {
+    const uint32_t s = seq.value_or(origin_seq_);
+    Fed f = feed(dataplane::Side::kOrigin, flags, payload, s, ack.value_or(client_seq_), 0);
+    if (!seq) origin_seq_ += static_cast<uint32_t>(payload.size());
+    return f;
+  }
+  Fed data(std::string_view payload) { return client(dataplane::tcp_flag::kAck | dataplane::tcp_flag::kPsh, payload); }
+  Fed respond(std::string_view payload) { return origin(dataplane::tcp_flag::kAck | dataplane::tcp_flag::kPsh, payload); }
+
+  uint32_t client_seq_ = 1000001;
+  uint32_t origin_seq_ = 5000001;
+  uint32_t client_ts_ = 111;
+  uint32_t origin_ts_ = 999;
+
+ private:
+  void build_l2(std::vector<uint8_t>& l2, const uint8_t* dst, const uint8_t* src) const {
+    l2.assign(dst, dst + 6);
+    l2.insert(l2.end(), src, src + 6);
+    l2.push_back(ipv6_ ? 0x86 : 0x08);
+    l2.push_back(ipv6_ ? 0xdd : 0x00);
+  }
+
+  Fed feed(dataplane::Side from, uint8_t flags, std::string_view payload, uint32_t seq, uint32_t ack, uint16_t mss) {
+    dataplane::SegmentSpec s;
+    const bool c = from == dataplane::Side::kClient;
+    s.l2 = c ? l2_to_origin_ : l2_to_client_;
+    s.ip_version = ipv6_ ? 6 : 4;
+    s.src = c ? client_ : origin_;
+    s.dst = c ? origin_ : client_;
+    s.sport = c ? cport_ : 80;
+    s.dport = c ? 80 : cport_;
+    s.seq = seq;
+    s.ack = (flags & dataplane::tcp_flag::kAck) ? ack : 0;
+    s.flags = flags;
+    s.window = 502;
+    s.timestamp = timestamps_;
+    s.tsval = c ? ++client_ts_ : ++origin_ts_;
+    s.tsecr = c ? origin_ts_ : client_ts_;
+    s.payload = {reinterpret_cast<const uint8_t*>(payload.data()), payload.size()};
+    std::vector<uint8_t> frame(dataplane::segment_size(s) + (mss ? 4 : 0));
+    EXPECT_NE(dataplane::write_segment(frame, s), 0u);
+    frame.resize(dataplane::segment_size(s));
+    if (mss != 0) add_mss(frame, mss);
+    Fed out;
+    out.sent_before = w_.sink.sent.size();
+    out.view = dataplane::parse_frame(frame);
+    dataplane::ServiceFrame sf;
+    EXPECT_TRUE(dataplane::service_frame(out.view, from, w_.snapshot->service_ports, sf));
+    const dataplane::FrameResult r =
+        w_.engine->on_frame(sf, frame.data(), out.view, *w_.snapshot, w_.now, w_.sink);
+    out.action = r.action;
+    frame.resize(r.frame_len);
+    out.bytes = frame;
+    out.view = dataplane::parse_frame(out.bytes);
+    if (r.answer_after != nullptr) w_.engine->send_answer(*r.answer_after, w_.sink);
+    return out;
+  }
+
+  // Rewrites a SYN built without options to carry an MSS option as well.
+  void add_mss(std::vector<uint8_t>& frame, uint16_t mss) const {
+    dataplane::FrameView v = dataplane::parse_frame(frame);
+    const size_t tcp_hdr = v.payload_offset - v.l4_offset;
+    std::vector<uint8_t> out(frame.begin(), frame.begin() + v.l4_offset + tcp_hdr);
+    out.insert(out.end(), {2, 4, static_cast<uint8_t>(mss >> 8), static_cast<uint8_t>(mss)});
+    out[v.l4_offset + 12] = static_cast<uint8_t>(((tcp_hdr + 4) / 4) << 4);
+    uint8_t* ip = out.data() + v.l3_offset;
+    if (v.ip_version == 4) {
+      dataplane::store16(ip + 2, static_cast<uint16_t>(dataplane::load16(ip + 2) + 4));
+      dataplane::set_ipv4_checksum(ip, 20);
+    } else {
+      dataplane::store16(ip + 4, static_cast<uint16_t>(dataplane::load16(ip + 4) + 4));
+    }
+    frame = out;
+    v = dataplane::parse_frame(frame);
+    dataplane::set_tcp_checksum(frame.data(), v);
+  }
+
+  EngineWorld& w_;
+  bool ipv6_;
+  bool timestamps_;
+  net::IpAddress client_, origin_;
+  uint16_t cport_;
+  std::vector<uint8_t> l2_to_origin_, l2_to_client_;
+};
+
+}  // namespace sluice::test

@@ -1,0 +1,360 @@
+// The flow engine on whole TCP conversations: what reaches the origin, what
+// the appliance sends in the flow's name, and that every request is charged
+// exactly once whatever the network does to its segments.
+#include <gtest/gtest.h>
+
+#include "flow_harness.h"
+
+namespace sluice::test {
+namespace {
+
+using dataplane::FrameAction;
+using dataplane::Side;
+namespace flag = dataplane::tcp_flag;
+
+inline constexpr std::string_view kGet = "GET /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\n";
+inline constexpr std::string_view kOk = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
+
+std::vector<SentSegment> sent_to(const EngineWorld& w, Side side, size_t from = 0) {
+  std::vector<SentSegment> out;
+  for (size_t i = from; i < w.sink.sent.size(); ++i) {
+    if (w.sink.sent[i].to == side) out.push_back(w.sink.sent[i]);
+  }
+  return out;
+}
+
+// Uses up the small policy's budget of two on `conn`'s address.
+void spend_budget(EngineWorld& w) {
+  for (uint16_t port = 41000; port < 41002; ++port) {
+    Connection c(w, false, port);
+    c.handshake();
+    ASSERT_TRUE(c.data(kGet).forwarded());
+    ASSERT_TRUE(c.respond(kOk).forwarded());
+  }
+}
+
+TEST(FlowEngine, AdmittedRequestIsForwardedUnchanged) {
+  EngineWorld w;
+  Connection c(w);
+  c.handshake();
+  const Fed f = c.data(kGet);
+  EXPECT_EQ(f.action, FrameAction::kForward);
+  EXPECT_EQ(f.payload(), kGet);
+  EXPECT_TRUE(dataplane::tcp_checksum_ok(f.bytes.data(), f.view));
+  EXPECT_EQ(w.counters.admitted.get(), 1u);
+  EXPECT_TRUE(w.sink.sent.empty());
+}
+
+TEST(FlowEngine, RefusalAnswersClientAndResetsOrigin) {
+  EngineWorld w;
+  spend_budget(w);
+  Connection c(w);
+  c.handshake(1460);
+  const uint32_t request_seq = c.client_seq_;
+  const Fed f = c.data(kGet);
+  EXPECT_EQ(f.action, FrameAction::kDrop);
+  EXPECT_EQ(w.counters.refused.get(), 1u);
+
+  const auto to_client = sent_to(w, Side::kClient);
+  ASSERT_EQ(to_client.size(), 1u);
+  const SentSegment& a = to_client[0];
+  EXPECT_EQ(a.view.seq, c.origin_seq_);                      // right after the origin's last byte
+  EXPECT_EQ(a.view.ack, request_seq + kGet.size());          // the whole request consumed
+  EXPECT_TRUE(a.view.has(flag::kFin));
+  EXPECT_TRUE(a.view.has(flag::kAck));
+  EXPECT_TRUE(dataplane::tcp_checksum_ok(a.bytes.data(), a.view));
+  EXPECT_TRUE(dataplane::ipv4_checksum_ok(a.bytes.data(), a.view));
+  EXPECT_TRUE(a.view.options.has_timestamp);
+  EXPECT_EQ(a.view.options.tsecr, c.client_ts_);             // echoes the client's latest TSval
+  EXPECT_EQ(a.view.sport, 80);
+  EXPECT_EQ(a.view.src, *net::parse_ip("198.18.0.20"));
+  const std::string body = a.payload();
+  EXPECT_EQ(body.rfind("HTTP/1.1 429 ", 0), 0u) << body;
+  EXPECT_NE(body.find("Connection: close\r\n"), std::string::npos);
+  EXPECT_NE(body.find("slow down"), std::string::npos);
+
+  const auto to_origin = sent_to(w, Side::kOrigin);
+  ASSERT_EQ(to_origin.size(), 1u);
+  EXPECT_TRUE(to_origin[0].view.has(flag::kRst));
+  EXPECT_EQ(to_origin[0].view.seq, request_seq);             // exactly what the origin expects next (RFC 5961)
+  EXPECT_TRUE(dataplane::tcp_checksum_ok(to_origin[0].bytes.data(), to_origin[0].view));
+}
+
+TEST(FlowEngine, RetransmittedRefusedRequestGetsTheSameAnswerUncharged) {
+  EngineWorld w;
+  spend_budget(w);
+  Connection c(w);
+  c.handshake();
+  const uint32_t request_seq = c.client_seq_;
+  ASSERT_EQ(c.data(kGet).action, FrameAction::kDrop);
+  const std::string first = sent_to(w, Side::kClient)[0].payload();
+  const size_t before = w.sink.sent.size();
+  const Fed again = c.client(flag::kAck | flag::kPsh, kGet, request_seq);
+  EXPECT_EQ(again.action, FrameAction::kDrop);
+  const auto resent = sent_to(w, Side::kClient, before);
+  ASSERT_EQ(resent.size(), 1u);
+  EXPECT_EQ(resent[0].payload(), first);
+  EXPECT_EQ(w.counters.refused.get(), 1u);
+  EXPECT_EQ(w.counters.requests.get(), 3u);  // two from spend_budget, one here
+  EXPECT_EQ(w.counters.answers_resent.get(), 1u);
+}
+
+TEST(FlowEngine, AnswerIsSplitAtTheClientsMss) {
+  EngineWorld w;
+  spend_budget(w);
+  Connection c(w);
+  c.handshake(48);  // 48 - 12 bytes of timestamp option: 36 bytes per segment
+  ASSERT_EQ(c.data(kGet).action, FrameAction::kDrop);
+  const auto to_client = sent_to(w, Side::kClient);
+  ASSERT_GT(to_client.size(), 2u);
+  std::string whole;
+  uint32_t next = to_client[0].view.seq;
+  for (size_t i = 0; i < to_client.size(); ++i) {
+    EXPECT_LE(to_client[i].view.payload_len, 36u);
+    EXPECT_EQ(to_client[i].view.seq, next);
+    EXPECT_EQ(to_client[i].view.has(flag::kFin), i + 1 == to_client.size());
+    next += to_client[i].view.payload_len;
+    whole += to_client[i].payload();
+  }
+  EXPECT_EQ(whole.rfind("HTTP/1.1 429 ", 0), 0u);
+  EXPECT_NE(whole.find("slow down"), std::string::npos);
+}
+
+TEST(FlowEngine, HeadSplitAcrossSegmentsIsChargedOnce) {
+  EngineWorld w;
+  Connection c(w);
+  c.handshake();
+  for (size_t i = 0; i < kGet.size(); i += 7) {
+    const Fed f = c.data(kGet.substr(i, 7));
+    EXPECT_EQ(f.action, FrameAction::kForward) << i;
+  }
+  EXPECT_EQ(w.counters.requests.get(), 1u);
+  EXPECT_EQ(w.counters.admitted.get(), 1u);
+}
+
+TEST(FlowEngine, SplitRefusedHeadWithholdsOnlyTheCompletingSegment) {
+  EngineWorld w;
+  spend_budget(w);
+  Connection c(w);
+  c.handshake();
+  const uint32_t request_seq = c.client_seq_;
+  EXPECT_EQ(c.data(kGet.substr(0, 10)).action, FrameAction::kForward);
+  EXPECT_EQ(c.data(kGet.substr(10, 10)).action, FrameAction::kForward);
+  EXPECT_EQ(c.data(kGet.substr(20)).action, FrameAction::kDrop);
+  const auto to_origin = sent_to(w, Side::kOrigin);
+  ASSERT_EQ(to_origin.size(), 1u);
+  EXPECT_EQ(to_origin[0].view.seq, request_seq + 20);  // the origin has the first 20 bytes
+  const auto to_client = sent_to(w, Side::kClient);
+  ASSERT_EQ(to_client.size(), 1u);
+  EXPECT_EQ(to_client[0].view.ack, request_seq + kGet.size());
+}
+
+TEST(FlowEngine, RetransmittedAdmittedBytesAreForwardedNotCharged) {
+  EngineWorld w;
+  Connection c(w);
+  c.handshake();
+  const uint32_t seq = c.client_seq_;
+  ASSERT_TRUE(c.data(kGet).forwarded());
+  const Fed again = c.client(flag::kAck | flag::kPsh, kGet, seq);
+  EXPECT_TRUE(again.forwarded());
+  EXPECT_EQ(w.counters.requests.get(), 1u);
+  EXPECT_EQ(w.counters.retransmits.get(), 1u);
+}
+
+TEST(FlowEngine, SegmentAheadOfTheStreamIsDroppedForRetransmission) {
+  EngineWorld w;
+  Connection c(w);
+  c.handshake();
+  const uint32_t seq = c.client_seq_;
+  const Fed ahead = c.client(flag::kAck | flag::kPsh, kGet.substr(10), seq + 10);
+  EXPECT_EQ(ahead.action, FrameAction::kDrop);
+  EXPECT_EQ(w.counters.requests.get(), 0u);
+  // The sender fills the gap, then retransmits the rest: one request.
+  EXPECT_TRUE(c.client(flag::kAck | flag::kPsh, kGet.substr(0, 10), seq).forwarded());
+  EXPECT_TRUE(c.client(flag::kAck | flag::kPsh, kGet.substr(10), seq + 10).forwarded());
+  EXPECT_EQ(w.counters.requests.get(), 1u);
+  EXPECT_EQ(w.counters.out_of_order.get(), 1u);
+}
+
+TEST(FlowEngine, PipelinedRefusalWaitsForEarlierResponse) {
+  EngineWorld w;
+  Connection warm(w, false, 41000);
+  warm.handshake();
+  ASSERT_TRUE(warm.data(kGet).forwarded());  // one of two spent
+  Connection c(w);
+  c.handshake();
+  const uint32_t seq = c.client_seq_;
+  std::string two = std::string(kGet) + std::string(kGet);
+  const Fed f = c.data(two);
+  // The first request goes on, the second is cut off.
+  ASSERT_EQ(f.action, FrameAction::kForward);
+  EXPECT_EQ(f.payload(), kGet);
+  EXPECT_FALSE(f.view.has(flag::kFin));
+  EXPECT_TRUE(dataplane::tcp_checksum_ok(f.bytes.data(), f.view));
+  EXPECT_TRUE(sent_to(w, Side::kClient).empty()) << "the 429 must wait for the first response";
+  // The first response, in two pieces; the answer follows the last one.
+  EXPECT_TRUE(c.respond(kOk.substr(0, 20)).forwarded());
+  EXPECT_TRUE(sent_to(w, Side::kClient).empty());
+  EXPECT_TRUE(c.respond(kOk.substr(20)).forwarded());
+  const auto to_client = sent_to(w, Side::kClient);
+  ASSERT_EQ(to_client.size(), 1u);
+  EXPECT_EQ(to_client[0].view.seq, c.origin_seq_);
+  EXPECT_EQ(to_client[0].view.ack, seq + two.size());
+  const auto to_origin = sent_to(w, Side::kOrigin);
+  ASSERT_EQ(to_origin.size(), 1u);
+  EXPECT_EQ(to_origin[0].view.seq, seq + kGet.size());
+}
+
+TEST(FlowEngine, ClientFinAfterAnswerIsAcknowledged) {
+  EngineWorld w;
+  spend_budget(w);
+  Connection c(w);
+  c.handshake();
+  ASSERT_EQ(c.data(kGet).action, FrameAction::kDrop);
+  const SentSegment answer = sent_to(w, Side::kClient)[0];
+  const size_t before = w.sink.sent.size();
+  const Fed fin = c.client(flag::kFin | flag::kAck, "", {}, answer.view.seq + answer.view.payload_len + 1);
+  EXPECT_EQ(fin.action, FrameAction::kDrop);
+  const auto acks = sent_to(w, Side::kClient, before);
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].view.ack, c.client_seq_ + 1);
+  EXPECT_EQ(acks[0].view.seq, answer.view.seq + answer.view.payload_len + 1);
+}
+
+TEST(FlowEngine, ChallengeAckFromOriginGetsAnExactReset) {
+  EngineWorld w;
+  spend_budget(w);
+  Connection c(w);
+  c.handshake();
+  ASSERT_EQ(c.data(kGet).action, FrameAction::kDrop);
+  const size_t before = w.sink.sent.size();
+  // The origin had not received everything and answers the RST with an ACK.
+  const Fed challenge = c.origin(flag::kAck, "", {}, c.client_seq_ - 5);
+  EXPECT_EQ(challenge.action, FrameAction::kDrop);
+  const auto rst = sent_to(w, Side::kOrigin, before);
+  ASSERT_EQ(rst.size(), 1u);
+  EXPECT_TRUE(rst[0].view.has(flag::kRst));
+  EXPECT_EQ(rst[0].view.seq, c.client_seq_ - 5);
+}
+
+TEST(FlowEngine, MalformedHeadIsAnswered400) {
+  EngineWorld w;
+  Connection c(w);
+  c.handshake();
+  const Fed f = c.data("GET /x HTTP/1.1\r\nHost: a\r\nBad Header: x\r\n\r\n");
+  EXPECT_EQ(f.action, FrameAction::kDrop);
+  const auto to_client = sent_to(w, Side::kClient);
+  ASSERT_EQ(to_client.size(), 1u);
+  EXPECT_EQ(to_client[0].payload().rfind("HTTP/1.1 400 ", 0), 0u);
+  EXPECT_EQ(w.counters.parse_errors.get(), 1u);
+}
+
+TEST(FlowEngine, Ipv6RefusalHasValidChecksums) {
+  EngineWorld w;
+  for (uint16_t port = 42000; port < 42002; ++port) {
+    Connection warm(w, true, port);
+    warm.handshake();
+    ASSERT_TRUE(warm.data(kGet).forwarded());
+  }
+  Connection c(w, true);
+  c.handshake();
+  ASSERT_EQ(c.data(kGet).action, FrameAction::kDrop);
+  ASSERT_EQ(w.sink.sent.size(), 2u);
+  for (const SentSegment& s : w.sink.sent) {
+    EXPECT_EQ(s.view.ip_version, 6);
+    EXPECT_TRUE(dataplane::tcp_checksum_ok(s.bytes.data(), s.view));
+  }
+}
+
+TEST(FlowEngine, PayloadWithoutHandshakeIsNeverParsed) {
+  EngineWorld w;
+  Connection c(w);
+  const Fed f = c.data(kGet);  // no handshake seen
+  EXPECT_EQ(f.action, FrameAction::kDrop);
+  EXPECT_EQ(w.counters.requests.get(), 0u);
+  EXPECT_EQ(w.counters.untracked_reset.get(), 1u);
+  ASSERT_EQ(w.sink.sent.size(), 2u);  // a RST each way
+  for (const SentSegment& s : w.sink.sent) EXPECT_TRUE(s.view.has(flag::kRst));
+}
+
+TEST(FlowEngine, KeepAliveRequestsEachCharged) {
+  EngineWorld w;
+  Connection c(w);
+  c.handshake();
+  EXPECT_TRUE(c.data(kGet).forwarded());
+  EXPECT_TRUE(c.respond(kOk).forwarded());
+  EXPECT_TRUE(c.data(kGet).forwarded());
+  EXPECT_TRUE(c.respond(kOk).forwarded());
+  EXPECT_EQ(c.data(kGet).action, FrameAction::kDrop);  // the third: over the budget of two
+  EXPECT_EQ(w.counters.admitted.get(), 2u);
+  EXPECT_EQ(w.counters.refused.get(), 1u);
+  EXPECT_EQ(w.engine->contexts().free_count(), w.engine->contexts().size() - 1);  // held for the answer
+}
+
+TEST(FlowEngine, IdleKeepAliveConnectionHoldsNoContext) {
+  EngineWorld w;
+  Connection c(w);
+  c.handshake();
+  EXPECT_TRUE(c.data(kGet).forwarded());
+  EXPECT_EQ(w.engine->contexts().free_count(), w.engine->contexts().size() - 1);
+  EXPECT_TRUE(c.respond(kOk).forwarded());
+  EXPECT_EQ(w.engine->contexts().free_count(), w.engine->contexts().size());
+}
+
+TEST(FlowEngine, UpgradeSwitchesToPassThrough) {
+  EngineWorld w;
+  Connection c(w);
+  c.handshake();
+  EXPECT_TRUE(c.data("GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n").forwarded());
+  EXPECT_TRUE(c.respond("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n").forwarded());
+  // Frames after the switch are bridged unparsed, even ones that look like requests.
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(c.data(kGet).forwarded());
+  EXPECT_EQ(w.counters.requests.get(), 1u);
+  EXPECT_EQ(w.counters.pass_through.get(), 1u);
+}
+
+TEST(FlowEngine, FullFlowTableDropsNewSyns) {
+  dataplane::EngineConfig config = EngineWorld::small_config();
+  config.flows = 16;  // 14 usable (7/8)
+  EngineWorld w(kSmallPolicy, config);
+  for (uint16_t p = 0; p < 14; ++p) {
+    Connection c(w, false, static_cast<uint16_t>(43000 + p));
+    EXPECT_TRUE(c.client(flag::kSyn, "", 7).forwarded());
+  }
+  Connection extra(w, false, 44000);
+  EXPECT_EQ(extra.client(flag::kSyn, "", 7).action, FrameAction::kDrop);
+  EXPECT_EQ(w.counters.flow_table_full.get(), 1u);
+}
+
+TEST(FlowEngine, IdleFlowsExpire) {
+  EngineWorld w;
+  Connection c(w);
+  c.handshake();
+  EXPECT_EQ(w.engine->flows().size(), 1u);
+  w.now += 601 * time::kNanosPerSecond;
+  w.engine->sweep(w.now, 1024);
+  EXPECT_EQ(w.engine->flows().size(), 0u);
+  EXPECT_EQ(w.counters.flows_expired.get(), 1u);
+}
+
+}  // namespace
+}  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+TEST(FlowEngine, ClosedFlowsLeaveSoon) {
+  EngineWorld w;
+  Connection c(w);
+  c.handshake();
+  EXPECT_TRUE(c.data(kGet).forwarded());
+  EXPECT_TRUE(c.respond(kOk).forwarded());
+  EXPECT_TRUE(c.client(flag::kFin | flag::kAck, "").forwarded());
+  EXPECT_TRUE(c.origin(flag::kFin | flag::kAck, "").forwarded());
+  w.now += 6 * time::kNanosPerSecond;  // past the closed timeout, far from the idle one
+  w.engine->sweep(w.now, 1024);
+  EXPECT_EQ(w.engine->flows().size(), 0u);
+}
+
+}  // namespace
+}  // namespace sluice::test
