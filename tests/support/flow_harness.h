@@ -104,6 +104,10 @@ struct EngineWorld {
   dataplane::WorkerCounters counters;
   std::unique_ptr<dataplane::FlowEngine> engine;
   RecordingSink sink;
+  dataplane::PacketSink* out = &sink;  // where the engine's own segments go
+  // Called around every engine call (the hot-path test counts allocations there).
+  void (*before_engine)() = nullptr;
+  void (*after_engine)() = nullptr;
   time::Nanos now = 1'768'464'000ull * time::kNanosPerSecond;
 };
 
@@ -200,13 +204,15 @@ class Connection {
     out.view = dataplane::parse_frame(frame);
     dataplane::ServiceFrame sf;
     EXPECT_TRUE(dataplane::service_frame(out.view, from, w_.snapshot->service_ports, sf));
+    if (w_.before_engine) w_.before_engine();
     const dataplane::FrameResult r =
-        w_.engine->on_frame(sf, frame.data(), out.view, *w_.snapshot, w_.now, w_.sink);
+        w_.engine->on_frame(sf, frame.data(), out.view, *w_.snapshot, w_.now, *w_.out);
+    if (r.answer_after != nullptr) w_.engine->send_answer(*r.answer_after, *w_.out);
+    if (w_.after_engine) w_.after_engine();
     out.action = r.action;
     frame.resize(r.frame_len);
     out.bytes = frame;
     out.view = dataplane::parse_frame(out.bytes);
-    if (r.answer_after != nullptr) w_.engine->send_answer(*r.answer_after, w_.sink);
     return out;
   }
 

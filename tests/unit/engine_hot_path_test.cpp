@@ -1,0 +1,72 @@
+// The data plane's hot path allocates nothing: a global operator new counts
+// calls made inside the flow engine while it tracks handshakes, parses and
+// admits requests (whole and split), frames responses, and builds refusals.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "flow_harness.h"
+
+namespace {
+std::atomic<uint64_t> g_allocations{0};
+std::atomic<bool> g_counting{false};
+}  // namespace
+
+void* operator new(size_t n) {
+  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+namespace sluice::test {
+namespace {
+
+// Writes the engine's segments into one fixed buffer.
+class FixedSink final : public dataplane::PacketSink {
+ public:
+  std::span<uint8_t> allocate(dataplane::Side, size_t len) noexcept override {
+    return len <= sizeof buf_ ? std::span<uint8_t>(buf_, len) : std::span<uint8_t>();
+  }
+  void send(dataplane::Side, size_t) noexcept override { ++sent; }
+  size_t sent = 0;
+
+ private:
+  uint8_t buf_[65536];
+};
+
+TEST(EngineHotPath, TrackingParsingAndAnsweringAllocateNothing) {
+  {  // the counter is live
+    g_counting = true;
+    int* volatile p = new int(1);  // volatile: the allocation cannot be elided
+    delete p;
+    g_counting = false;
+    ASSERT_EQ(g_allocations.exchange(0), 1u);
+  }
+  EngineWorld w;
+  FixedSink sink;
+  w.out = &sink;
+  w.before_engine = [] { g_counting = true; };
+  w.after_engine = [] { g_counting = false; };
+  constexpr std::string_view get = "GET /v1/models HTTP/1.1\r\nHost: api.example\r\nUser-Agent: curl/7.88.1\r\n\r\n";
+  constexpr std::string_view ok = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
+  for (uint16_t port = 40000; port < 40010; ++port) {
+    Connection c(w, port % 2 == 0, port);
+    c.handshake();
+    c.data(get.substr(0, 20));  // a head split in two
+    c.data(get.substr(20));
+    c.respond(ok);
+    c.data(get);                // whole; refused once the budget of two is spent
+    c.respond(ok);
+  }
+  EXPECT_GT(w.counters.admitted.get(), 0u);
+  EXPECT_GT(w.counters.refused.get(), 0u);
+  EXPECT_GT(sink.sent, 0u);
+  EXPECT_EQ(g_allocations.load(), 0u);
+}
+
+}  // namespace
+}  // namespace sluice::test
