@@ -136,7 +136,7 @@ FrameResult FlowEngine::client_segment(TcpFlow& flow_ref, uint8_t* frame, FrameV
       counters_.flows_established.add();
       [[fallthrough]];
     case FlowState::kEstablished:
-      return client_data(*flow, frame, v, snap, now);
+      return client_data(*flow, frame, v, snap, now, out);
     case FlowState::kRefusing:
       // The answer waits for earlier responses: the client's acknowledgements
       // of those go through, nothing it sends after the refused request does.
@@ -152,7 +152,7 @@ FrameResult FlowEngine::client_segment(TcpFlow& flow_ref, uint8_t* frame, FrameV
 }
 
 FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
-                                    Nanos now) noexcept {
+                                    Nanos now, PacketSink& out) noexcept {
   FrameResult r{FrameAction::kForward, v.frame_len, nullptr};
   const uint32_t len = v.payload_len;
   const uint32_t end = v.seq + len;
@@ -162,6 +162,11 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
   }
   if (seq_le(end, flow.client_next)) {
     counters_.retransmits.add();
+    if (flow.context >= 0 && contexts_.at(flow.context).buffering && seq_lt(flow.held_seq, end)) {
+      // Bytes of a held head again: still held. Acknowledge them again.
+      r.action = FrameAction::kDrop;
+      send_to_client(flow, out, flow.origin_next, flow.client_next, flag::kAck, {});
+    }
     return r;
   }
   if (seq_lt(flow.client_next, v.seq)) {
@@ -204,9 +209,11 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
     const size_t alen = std::min(d.response.size(), sizeof ctx.answer);
     std::memcpy(ctx.answer, d.response.data(), alen);
     ctx.answer_len = static_cast<uint16_t>(alen);
-    const uint32_t keep = skip + (head_began_here ? head_start : 0);
+    const bool held = ctx.buffering;
+    const uint32_t keep = held ? 0 : skip + (head_began_here ? head_start : 0);
     flow.answer_ack = end;
-    flow.reset_seq = v.seq + keep;
+    flow.reset_seq = held ? flow.held_seq : v.seq + keep;
+    flow.answer_len = static_cast<uint16_t>(alen);
     flow.client_next = end;
     flow.state = FlowState::kRefusing;
     ctx.buffering = false;
@@ -255,6 +262,8 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
           std::memcpy(ctx.head.get(), bytes + head_start, part);
           ctx.head_len = part;
           ctx.buffering = true;
+          head_began_here = false;
+          flow.held_seq = v.seq + skip + head_start;
           rs.restart_head();
           const http::StreamStep again = rs.next({ctx.head.get(), part});
           if (again.event == http::StreamEvent::kError) {
@@ -262,16 +271,29 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
             refuse(limiter::answer_parse_error(snap.policy, again.error, *scratch_));
             return r;
           }
+          // Forward what came before the head; hold the head.
+          cut(skip + head_start);
+        } else if (ctx.buffering) {
+          r.action = FrameAction::kDrop;  // all of it belongs to the held head
         }
         off = n;
         more = false;
+        if (ctx.buffering) {
+          flow.client_next = end;
+          send_to_client(flow, out, flow.origin_next, flow.client_next, flag::kAck, {});
+          return r;
+        }
         break;
       case http::StreamEvent::kHead: {
         off += static_cast<uint32_t>(st.consumed);
         ++flow.requests;
         counters_.requests.add();
         const limiter::Decision d = limiter::decide(snap.policy, limiter_, rs.head(), conn, now, *scratch_);
-        ctx.buffering = false;
+        if (ctx.buffering && d.verdict != limiter::Verdict::kRefuse && d.verdict != limiter::Verdict::kAnswer) {
+          // The held part goes to the origin ahead of this segment.
+          release_held(flow, ctx, v, v.seq, out);
+          ctx.buffering = false;
+        }
         ctx.head_len = 0;
         switch (d.verdict) {
           case limiter::Verdict::kForward:
@@ -338,6 +360,7 @@ FrameResult FlowEngine::on_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, N
     if (v.has(flag::kAck) && (flow->state == FlowState::kSynSent || flow->state == FlowState::kSynReceived) &&
         v.ack == flow->client_isn + 1) {
       flow->origin_isn = v.seq;
+      flow->origin_mss = v.options.mss != 0 ? v.options.mss : 536;
       flow->state = FlowState::kSynReceived;
       flow->timestamps = flow->timestamps && v.options.has_timestamp;
       flow->l2_to_client_len = static_cast<uint8_t>(std::min<size_t>(v.l3_offset, kMaxL2Header));
@@ -446,6 +469,20 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v)
   return r;
 }
 
+void FlowEngine::release_held(TcpFlow& flow, const ParseContext& ctx, const FrameView& v, uint32_t upto,
+                              PacketSink& out) noexcept {
+  if (!seq_lt(flow.held_seq, upto)) return;
+  const uint32_t count = upto - flow.held_seq;
+  const uint8_t* bytes = reinterpret_cast<const uint8_t*>(ctx.head.get());
+  size_t mss = flow.origin_mss;
+  if (flow.timestamps) mss = mss > kTimestampOptionBytes ? mss - kTimestampOptionBytes : 1;
+  for (uint32_t off = 0; off < count;) {
+    const uint32_t chunk = static_cast<uint32_t>(std::min<size_t>(mss, count - off));
+    send_to_origin(flow, out, flow.held_seq + off, v.ack, flag::kAck, {bytes + off, chunk}, v.window);
+    off += chunk;
+  }
+}
+
 FrameResult FlowEngine::answered_client(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept {
   if (v.payload_len != 0 && seq_lt(v.seq, flow.answer_ack)) {
     // The refused request again: its answer was lost. Same answer, no charge.
@@ -453,8 +490,7 @@ FrameResult FlowEngine::answered_client(TcpFlow& flow, const FrameView& v, Packe
     emit_answer(flow, out);
   }
   if (v.has(flag::kFin)) {
-    const uint32_t answer_len = flow.context >= 0 ? contexts_.at(flow.context).answer_len : 0;
-    send_to_client(flow, out, flow.answer_seq + answer_len + 1, v.seq + v.payload_len + 1, flag::kAck, {});
+    send_to_client(flow, out, flow.answer_seq + flow.answer_len + 1, v.seq + v.payload_len + 1, flag::kAck, {});
   }
   return {FrameAction::kDrop, v.frame_len, nullptr};
 }
@@ -520,7 +556,8 @@ void FlowEngine::send_to_client(TcpFlow& flow, PacketSink& out, uint32_t seq, ui
   out.send(Side::kClient, write_segment(buf, s));
 }
 
-void FlowEngine::send_to_origin(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags) noexcept {
+void FlowEngine::send_to_origin(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags,
+                                std::span<const uint8_t> payload, uint16_t window) noexcept {
   SegmentSpec s;
   s.l2 = {flow.l2_to_origin, flow.l2_to_origin_len};
   s.ip_version = flow.ip_version;
@@ -531,11 +568,12 @@ void FlowEngine::send_to_origin(TcpFlow& flow, PacketSink& out, uint32_t seq, ui
   s.seq = seq;
   s.ack = ack;
   s.flags = flags;
-  s.window = 0;
+  s.window = window;
   s.timestamp = flow.timestamps;
   s.tsval = flow.client_tsval;
   s.tsecr = flow.origin_tsval;
   s.ip_id = ip_id_++;
+  s.payload = payload;
   const size_t size = segment_size(s);
   std::span<uint8_t> buf = out.allocate(Side::kOrigin, size);
   if (buf.empty()) return;

@@ -11,9 +11,13 @@
 //   retransmits it, and an appliance that queued would owe every flow memory
 //   an attacker could fill. Retransmitted bytes already parsed are forwarded
 //   and never charged again.
-// - Head bytes are forwarded as they arrive; only the segment that completes
-//   a refused head (from the head's first byte on) is withheld. The origin
-//   never sees a whole refused request, and its socket is reset anyway.
+// - A head that arrives in one segment costs no copy. A head split across
+//   segments is held: its bytes are copied into the flow's parse context, its
+//   segments are dropped and acknowledged to the client in the origin's name
+//   (so the client's window never stalls on a long head); once the head is
+//   complete and admitted, the held bytes go to the origin as segments of
+//   their own, ahead of the completing one. A refused request never reaches
+//   the origin, not even in part.
 // - Client payload on a service-port flow whose handshake was not seen (the
 //   appliance started later, or the flow expired) is never parsed; both ends
 //   get a RST so the client reconnects through the appliance.
@@ -85,7 +89,9 @@ class FlowEngine {
                              time::Nanos now, PacketSink& out) noexcept;
   FrameResult on_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, time::Nanos now, PacketSink& out) noexcept;
   FrameResult client_data(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
-                          time::Nanos now) noexcept;
+                          time::Nanos now, PacketSink& out) noexcept;
+  void release_held(TcpFlow& flow, const ParseContext& ctx, const FrameView& v, uint32_t upto,
+                    PacketSink& out) noexcept;
   FrameResult origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v) noexcept;
   FrameResult answered_client(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept;
 
@@ -96,7 +102,8 @@ class FlowEngine {
   void reset_untracked(const uint8_t* frame, const FrameView& v, PacketSink& out) noexcept;
   void send_to_client(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags,
                       std::span<const uint8_t> payload) noexcept;
-  void send_to_origin(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags) noexcept;
+  void send_to_origin(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags,
+                      std::span<const uint8_t> payload = {}, uint16_t window = 0) noexcept;
   void emit_answer(TcpFlow& flow, PacketSink& out) noexcept;
 
   EngineConfig config_;

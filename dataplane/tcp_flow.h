@@ -46,6 +46,7 @@ struct TcpFlow {
   uint32_t client_tsval = 0;  // latest timestamps seen, echoed by segments sent in the flow's name
   uint32_t origin_tsval = 0;
   uint16_t client_mss = 536;  // from the client's SYN: the largest segment the client accepts
+  uint16_t origin_mss = 536;  // from the origin's SYN-ACK
   uint16_t origin_window = 0; // raw window field of the origin's latest segment
 
   // The answer of a refused request: client bytes up to answer_ack are
@@ -54,6 +55,10 @@ struct TcpFlow {
   uint32_t answer_ack = 0;
   uint32_t answer_seq = 0;
   uint32_t reset_seq = 0;
+  // A head split across segments is held, not forwarded, from this client
+  // sequence number on, until it is complete and decided.
+  uint32_t held_seq = 0;
+  uint16_t answer_len = 0;
 
   int32_t context = -1;  // the borrowed ParseContext, or -1
   uint32_t requests = 0;  // heads seen on this flow

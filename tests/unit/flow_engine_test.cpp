@@ -120,33 +120,80 @@ TEST(FlowEngine, AnswerIsSplitAtTheClientsMss) {
   EXPECT_NE(whole.find("slow down"), std::string::npos);
 }
 
-TEST(FlowEngine, HeadSplitAcrossSegmentsIsChargedOnce) {
+TEST(FlowEngine, HeadSplitAcrossSegmentsIsHeldThenForwardedWhole) {
   EngineWorld w;
   Connection c(w);
   c.handshake();
+  const uint32_t seq = c.client_seq_;
+  std::string at_origin;
   for (size_t i = 0; i < kGet.size(); i += 7) {
+    const size_t before = w.sink.sent.size();
     const Fed f = c.data(kGet.substr(i, 7));
-    EXPECT_EQ(f.action, FrameAction::kForward) << i;
+    const bool last = i + 7 >= kGet.size();
+    EXPECT_EQ(f.action, last ? FrameAction::kForward : FrameAction::kDrop) << i;
+    if (!last) {
+      // Held, and acknowledged to the client in the origin's name.
+      const auto acks = sent_to(w, Side::kClient, before);
+      ASSERT_EQ(acks.size(), 1u);
+      EXPECT_EQ(acks[0].view.ack, seq + i + 7);
+      EXPECT_EQ(acks[0].view.payload_len, 0u);
+    } else {
+      for (const SentSegment& s : sent_to(w, Side::kOrigin, before)) {
+        EXPECT_EQ(s.view.seq, seq + at_origin.size());
+        EXPECT_TRUE(dataplane::tcp_checksum_ok(s.bytes.data(), s.view));
+        at_origin += s.payload();
+      }
+      EXPECT_EQ(f.view.seq, seq + at_origin.size());
+      at_origin += f.payload();
+    }
   }
+  EXPECT_EQ(at_origin, kGet);
   EXPECT_EQ(w.counters.requests.get(), 1u);
   EXPECT_EQ(w.counters.admitted.get(), 1u);
 }
 
-TEST(FlowEngine, SplitRefusedHeadWithholdsOnlyTheCompletingSegment) {
+TEST(FlowEngine, SplitRefusedHeadNeverReachesTheOrigin) {
   EngineWorld w;
   spend_budget(w);
   Connection c(w);
   c.handshake();
   const uint32_t request_seq = c.client_seq_;
-  EXPECT_EQ(c.data(kGet.substr(0, 10)).action, FrameAction::kForward);
-  EXPECT_EQ(c.data(kGet.substr(10, 10)).action, FrameAction::kForward);
+  EXPECT_EQ(c.data(kGet.substr(0, 10)).action, FrameAction::kDrop);
+  EXPECT_EQ(c.data(kGet.substr(10, 10)).action, FrameAction::kDrop);
   EXPECT_EQ(c.data(kGet.substr(20)).action, FrameAction::kDrop);
   const auto to_origin = sent_to(w, Side::kOrigin);
   ASSERT_EQ(to_origin.size(), 1u);
-  EXPECT_EQ(to_origin[0].view.seq, request_seq + 20);  // the origin has the first 20 bytes
+  EXPECT_TRUE(to_origin[0].view.has(flag::kRst));
+  EXPECT_EQ(to_origin[0].view.seq, request_seq);  // the origin got none of it
   const auto to_client = sent_to(w, Side::kClient);
-  ASSERT_EQ(to_client.size(), 1u);
-  EXPECT_EQ(to_client[0].view.ack, request_seq + kGet.size());
+  ASSERT_EQ(to_client.size(), 3u);  // two ACKs of held bytes, then the answer
+  EXPECT_EQ(to_client[2].view.ack, request_seq + kGet.size());
+  EXPECT_EQ(to_client[2].payload().rfind("HTTP/1.1 429 ", 0), 0u);
+}
+
+TEST(FlowEngine, RetransmittedHeldBytesStayHeld) {
+  EngineWorld w;
+  Connection c(w);
+  c.handshake();
+  const uint32_t seq = c.client_seq_;
+  EXPECT_EQ(c.data(kGet.substr(0, 10)).action, FrameAction::kDrop);
+  const Fed again = c.client(flag::kAck | flag::kPsh, kGet.substr(0, 10), seq);
+  EXPECT_EQ(again.action, FrameAction::kDrop);
+  EXPECT_TRUE(c.data(kGet.substr(10)).forwarded());
+  EXPECT_EQ(w.counters.requests.get(), 1u);
+}
+
+TEST(FlowEngine, EarlierRequestInTheSegmentGoesOnWhenTheNextHeadIsHeld) {
+  EngineWorld w;
+  Connection c(w);
+  c.handshake();
+  const std::string first_and_part = std::string(kGet) + std::string(kGet.substr(0, 12));
+  const Fed f = c.data(first_and_part);
+  ASSERT_TRUE(f.forwarded());
+  EXPECT_EQ(f.payload(), kGet);
+  EXPECT_TRUE(c.respond(kOk).forwarded());
+  EXPECT_TRUE(c.data(kGet.substr(12)).forwarded());
+  EXPECT_EQ(w.counters.requests.get(), 2u);
 }
 
 TEST(FlowEngine, RetransmittedAdmittedBytesAreForwardedNotCharged) {
@@ -169,8 +216,9 @@ TEST(FlowEngine, SegmentAheadOfTheStreamIsDroppedForRetransmission) {
   const Fed ahead = c.client(flag::kAck | flag::kPsh, kGet.substr(10), seq + 10);
   EXPECT_EQ(ahead.action, FrameAction::kDrop);
   EXPECT_EQ(w.counters.requests.get(), 0u);
-  // The sender fills the gap, then retransmits the rest: one request.
-  EXPECT_TRUE(c.client(flag::kAck | flag::kPsh, kGet.substr(0, 10), seq).forwarded());
+  // The sender fills the gap (held: the head is not complete), then
+  // retransmits the rest: one request.
+  EXPECT_EQ(c.client(flag::kAck | flag::kPsh, kGet.substr(0, 10), seq).action, FrameAction::kDrop);
   EXPECT_TRUE(c.client(flag::kAck | flag::kPsh, kGet.substr(10), seq + 10).forwarded());
   EXPECT_EQ(w.counters.requests.get(), 1u);
   EXPECT_EQ(w.counters.out_of_order.get(), 1u);
