@@ -33,6 +33,7 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
       counters_(counters),
       flows_(config.flows),
       contexts_(config.contexts, config.max_head_bytes, config.max_fields),
+      answers_(config.answer_bytes),
       scratch_(std::make_unique<limiter::DecisionScratch>()) {
   scratch_->trace_seed = trace_seed;
 }
@@ -507,6 +508,12 @@ void FlowEngine::send_answer(TcpFlow& flow, PacketSink& out) noexcept {
     return;
   }
   flow.answer_seq = flow.origin_next;
+  // The context's work is done: the answer moves to the store, so a refused
+  // flow waiting for its client's FIN holds no buffers.
+  const ParseContext& ctx = contexts_.at(flow.context);
+  flow.answer_pos = answers_.put({ctx.answer, ctx.answer_len});
+  flow.answer_len = ctx.answer_len;
+  release_context(flow);
   emit_answer(flow, out);
   send_to_origin(flow, out, flow.reset_seq, flow.origin_next, flag::kRst | flag::kAck);
   flow.state = FlowState::kAnswered;
@@ -514,10 +521,15 @@ void FlowEngine::send_answer(TcpFlow& flow, PacketSink& out) noexcept {
 }
 
 void FlowEngine::emit_answer(TcpFlow& flow, PacketSink& out) noexcept {
-  if (flow.context < 0) return;
-  const ParseContext& ctx = contexts_.at(flow.context);
-  const uint8_t* bytes = reinterpret_cast<const uint8_t*>(ctx.answer);
-  const size_t total = ctx.answer_len;
+  const std::span<const char> answer = answers_.get(flow.answer_pos, flow.answer_len);
+  if (answer.empty()) {
+    // Overwritten by newer answers: the client learns the connection is over.
+    counters_.answers_lost.add();
+    send_to_client(flow, out, flow.answer_seq, flow.answer_ack, flag::kRst | flag::kAck, {});
+    return;
+  }
+  const uint8_t* bytes = reinterpret_cast<const uint8_t*>(answer.data());
+  const size_t total = answer.size();
   size_t mss = flow.client_mss;
   if (flow.timestamps) mss = mss > kTimestampOptionBytes ? mss - kTimestampOptionBytes : 1;
   if (mss == 0) mss = 1;

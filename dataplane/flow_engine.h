@@ -27,6 +27,7 @@
 #include <memory>
 #include <span>
 
+#include "answer_store.h"
 #include "flow_table.h"
 #include "frame.h"
 #include "limiter/decide.h"
@@ -40,6 +41,7 @@ namespace sluice::dataplane {
 struct EngineConfig {
   size_t flows = 65536;      // per worker
   size_t contexts = 2048;    // per worker
+  size_t answer_bytes = 8u << 20;  // answers kept for retransmitted refused requests, per worker
   uint32_t max_head_bytes = 64 * 1024;  // context buffers; a policy may ask less, never more
   uint16_t max_fields = 128;
   FlowTimeouts timeouts;
@@ -111,6 +113,7 @@ class FlowEngine {
   WorkerCounters& counters_;
   FlowTable flows_;
   ContextPool contexts_;
+  AnswerStore answers_;
   std::unique_ptr<limiter::DecisionScratch> scratch_;
   uint16_t ip_id_ = 0;
 };

@@ -10,17 +10,24 @@ ParseContext::ParseContext(uint32_t max_head_bytes, uint16_t max_fields)
       head(std::make_unique<char[]>(max_head_bytes + 1)),
       head_capacity(max_head_bytes + 1) {}
 
-void ParseContext::start(const limiter::CompiledPolicy& policy) noexcept {
-  const size_t fields = policy.stream.head.max_fields < field_capacity ? policy.stream.head.max_fields : field_capacity;
-  const size_t spill_bytes =
-      policy.stream.head.max_head_bytes < head_capacity - 1 ? policy.stream.head.max_head_bytes : head_capacity - 1;
-  requests.reset();
-  requests.emplace(policy.fields, policy.stream, std::span<http::FieldLine>(field_store.get(), fields),
-                   std::span<char>(spill.get(), spill_bytes));
-  responses.reset();
+void ParseContext::start(const limiter::CompiledPolicy& p) noexcept {
   head_len = 0;
   buffering = false;
   answer_len = 0;
+  responses.reset();
+  if (policy == &p) {
+    requests->reset();
+    return;
+  }
+  // (A reload that frees a policy must also clear `policy` here, so a new
+  // one at the same address is not taken for it.)
+  policy = &p;
+  const size_t fields = p.stream.head.max_fields < field_capacity ? p.stream.head.max_fields : field_capacity;
+  const size_t spill_bytes =
+      p.stream.head.max_head_bytes < head_capacity - 1 ? p.stream.head.max_head_bytes : head_capacity - 1;
+  requests.reset();
+  requests.emplace(p.fields, p.stream, std::span<http::FieldLine>(field_store.get(), fields),
+                   std::span<char>(spill.get(), spill_bytes));
 }
 
 ContextPool::ContextPool(size_t count, uint32_t max_head_bytes, uint16_t max_fields) : max_head_bytes_(max_head_bytes) {

@@ -35,6 +35,7 @@ struct ParseContext {
   bool buffering = false;  // the current head is being fed from `head`
 
   std::optional<http::RequestStream> requests;
+  const limiter::CompiledPolicy* policy = nullptr;  // the one `requests` was built for
   http::ResponseStream responses;
 
   uint16_t answer_len = 0;

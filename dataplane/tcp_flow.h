@@ -59,6 +59,7 @@ struct TcpFlow {
   // sequence number on, until it is complete and decided.
   uint32_t held_seq = 0;
   uint16_t answer_len = 0;
+  uint64_t answer_pos = 0;  // in the worker's AnswerStore, once sent
 
   int32_t context = -1;  // the borrowed ParseContext, or -1
   uint32_t requests = 0;  // heads seen on this flow

@@ -48,6 +48,7 @@ class Counter {
   X(response_errors, "connections whose response stream could not be framed (then bridged)") \
   X(answers_sent, "answers (429 and others) sent with FIN, origin reset")                      \
   X(answers_resent, "answers sent again for a retransmitted refused request")                  \
+  X(answers_lost, "refused requests retransmitted after their answer was overwritten: reset")  \
   X(answers_abandoned, "answers not sent because the origin had closed first")                 \
   X(retransmits, "client segments already parsed, forwarded again uncharged")                  \
   X(out_of_order, "segments ahead of the parsed stream dropped for the sender to retransmit")  \

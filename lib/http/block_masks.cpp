@@ -30,7 +30,9 @@ std::string_view to_string(Isa isa) noexcept {
   return "?";
 }
 
-Isa best_isa() noexcept {
+namespace {
+
+Isa find_best_isa() noexcept {
   Isa best = Isa::kScalar;
   for (Isa isa : kAllIsas) {
     if (isa_supported(isa)) best = isa;
@@ -40,6 +42,15 @@ Isa best_isa() noexcept {
       if (to_string(isa) == forced && isa_supported(isa) && isa <= best) return isa;
     }
   }
+  return best;
+}
+
+}  // namespace
+
+Isa best_isa() noexcept {
+  // Once per process: a parser is built for every request in flight, and the
+  // environment lookup is not free.
+  static const Isa best = find_best_isa();
   return best;
 }
 

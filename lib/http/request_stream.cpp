@@ -67,6 +67,15 @@ StreamStep RequestStream::next(std::span<const char> piece) noexcept {
   return {StreamEvent::kError, error_, 0};
 }
 
+void RequestStream::reset() noexcept {
+  parser_.reset();
+  body_ = BodyFramer(config_.body);
+  state_ = State::kHead;
+  switch_pending_ = false;
+  error_ = ParseError::kNone;
+  completed_ = 0;
+}
+
 void RequestStream::resolve_switch(bool switched) noexcept {
   if (state_ != State::kAwaitSwitch) return;
   switch_pending_ = false;

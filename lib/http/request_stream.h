@@ -54,6 +54,10 @@ class RequestStream {
 
   [[nodiscard]] const RequestHead& head() const noexcept { return parser_.head(); }
   [[nodiscard]] std::span<const FieldLine> fields() const noexcept { return parser_.fields(); }
+  // Back to the start of a connection (the data plane reuses one stream for
+  // many connections).
+  void reset() noexcept;
+
   // Between messages with nothing buffered: the stream can be dropped and a
   // fresh one started here without losing anything (the data plane lends its
   // parse buffers to a connection only while a message is in flight).

@@ -323,6 +323,19 @@ ResponseStep ResponseStream::feed_head(std::span<const char> piece) noexcept {
       head_bytes_ += static_cast<uint32_t>(j - i);
       i = j;
       if (i == n) break;
+    } else if (head_state_ == HeadState::kName) {
+      // A name: only the first kFramingNameMax bytes are kept, to recognise
+      // the framing fields; the run ends at ':' (or an error) in step().
+      size_t j = i;
+      while (j < n && is_tchar(static_cast<unsigned char>(piece[j]))) {
+        if (line_len_ < kFramingNameMax) line_[line_len_] = piece[j];
+        if (line_len_ <= kFramingNameMax) ++line_len_;
+        ++j;
+      }
+      if (j - i > max - head_bytes_) return fail(ResponseError::kHeadTooLarge);
+      head_bytes_ += static_cast<uint32_t>(j - i);
+      i = j;
+      if (i == n) break;
     }
     if (head_bytes_ == max) return fail(ResponseError::kHeadTooLarge);
     ++head_bytes_;

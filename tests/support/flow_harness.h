@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -172,10 +173,12 @@ class Connection {
 
  private:
   void build_l2(std::vector<uint8_t>& l2, const uint8_t* dst, const uint8_t* src) const {
-    l2.assign(dst, dst + 6);
-    l2.insert(l2.end(), src, src + 6);
-    l2.push_back(ipv6_ ? 0x86 : 0x08);
-    l2.push_back(ipv6_ ? 0xdd : 0x00);
+    uint8_t h[14];
+    std::memcpy(h, dst, 6);
+    std::memcpy(h + 6, src, 6);
+    h[12] = ipv6_ ? 0x86 : 0x08;
+    h[13] = ipv6_ ? 0xdd : 0x00;
+    l2.assign(h, h + sizeof h);
   }
 
   Fed feed(dataplane::Side from, uint8_t flags, std::string_view payload, uint32_t seq, uint32_t ack, uint16_t mss) {

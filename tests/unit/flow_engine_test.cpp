@@ -336,7 +336,8 @@ TEST(FlowEngine, KeepAliveRequestsEachCharged) {
   EXPECT_EQ(c.data(kGet).action, FrameAction::kDrop);  // the third: over the budget of two
   EXPECT_EQ(w.counters.admitted.get(), 2u);
   EXPECT_EQ(w.counters.refused.get(), 1u);
-  EXPECT_EQ(w.engine->contexts().free_count(), w.engine->contexts().size() - 1);  // held for the answer
+  // The answer went out: the refused flow holds no context while it waits for the client's FIN.
+  EXPECT_EQ(w.engine->contexts().free_count(), w.engine->contexts().size());
 }
 
 TEST(FlowEngine, IdleKeepAliveConnectionHoldsNoContext) {
@@ -402,6 +403,36 @@ TEST(FlowEngine, ClosedFlowsLeaveSoon) {
   w.now += 6 * time::kNanosPerSecond;  // past the closed timeout, far from the idle one
   w.engine->sweep(w.now, 1024);
   EXPECT_EQ(w.engine->flows().size(), 0u);
+}
+
+}  // namespace
+}  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+TEST(FlowEngine, OverwrittenAnswerIsReplacedByAReset) {
+  dataplane::EngineConfig config = EngineWorld::small_config();
+  config.flows = 512;
+  config.answer_bytes = 8192;  // the smallest store: ~50 answers
+  EngineWorld w(kSmallPolicy, config);
+  spend_budget(w);
+  Connection first(w, false, 30000);
+  first.handshake();
+  const uint32_t seq = first.client_seq_;
+  ASSERT_EQ(first.data(kGet).action, FrameAction::kDrop);
+  for (uint16_t p = 30001; p < 30200; ++p) {
+    Connection c(w, false, p);
+    c.handshake();
+    ASSERT_EQ(c.data(kGet).action, FrameAction::kDrop);
+  }
+  const size_t before = w.sink.sent.size();
+  EXPECT_EQ(first.client(flag::kAck | flag::kPsh, kGet, seq).action, FrameAction::kDrop);
+  const auto sent = sent_to(w, Side::kClient, before);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_TRUE(sent[0].view.has(flag::kRst));
+  EXPECT_EQ(w.counters.answers_lost.get(), 1u);
+  EXPECT_EQ(w.counters.refused.get(), 200u);  // still charged once each
 }
 
 }  // namespace

@@ -131,7 +131,9 @@ TEST(Frame, TrimKeepsChecksumsRight) {
     const FrameView again = parse_frame(f);
     EXPECT_EQ(again.payload_len, 18u);
     EXPECT_TRUE(tcp_checksum_ok(f.data(), again));
-    if (ipv == 4) EXPECT_TRUE(ipv4_checksum_ok(f.data(), again));
+    if (ipv == 4) {
+      EXPECT_TRUE(ipv4_checksum_ok(f.data(), again));
+    }
   }
 }
 

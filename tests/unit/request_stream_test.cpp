@@ -177,3 +177,35 @@ TEST(RequestStream, CountsCompletedRequests) {
 
 }  // namespace
 }  // namespace sluice::http
+
+namespace sluice::http {
+namespace {
+
+// The data plane reuses a stream for many connections (reset) and feeds a
+// split head again from a copy (restart_head).
+TEST(RequestStream, ResetAndRestartHeadStartClean) {
+  static const FieldSet fields;
+  static const StreamConfig config;
+  std::vector<FieldLine> store(config.head.max_fields);
+  std::vector<char> spill(config.head.max_head_bytes);
+  RequestStream s(fields, config, store, spill);
+  const std::string body_req = "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nab";
+  ASSERT_EQ(s.next(body_req).event, StreamEvent::kHead);
+  EXPECT_FALSE(s.idle());
+  s.reset();
+  EXPECT_TRUE(s.idle());
+  const std::string get = "GET /b HTTP/1.1\r\nHost: h\r\n\r\n";
+  const StreamStep partial = s.next(std::string_view(get).substr(0, 10));
+  EXPECT_EQ(partial.event, StreamEvent::kNeedMore);
+  EXPECT_TRUE(s.head_in_progress());
+  s.restart_head();
+  EXPECT_TRUE(s.idle());
+  const StreamStep whole = s.next(get);
+  ASSERT_EQ(whole.event, StreamEvent::kHead);
+  EXPECT_EQ(s.head().target, "/b");
+  EXPECT_EQ(s.next({}).event, StreamEvent::kMessageEnd);
+  EXPECT_EQ(s.completed(), 1u);
+}
+
+}  // namespace
+}  // namespace sluice::http
