@@ -2,8 +2,8 @@
 # Installs the Debian 12 packages sluice needs that are not installed yet.
 # Idempotent: with everything present it only checks and prints nothing.
 #   scripts/install-deps.sh build   compiler, meson, the libraries
-#   scripts/install-deps.sh demo    build + what the demo runs
-#   scripts/install-deps.sh test    build + clang and its sanitizer/fuzzer runtime
+#   scripts/install-deps.sh demo    build + what the demo runs (network namespaces, nginx, clients)
+#   scripts/install-deps.sh test    demo + clang and its sanitizer/fuzzer runtime, Chromium
 set -euo pipefail
 
 profile="${1:-build}"
@@ -14,13 +14,22 @@ build_pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libhttp-parser-dev   # the same-run baseline in perf/parser_bench
 )
+# The network-namespace integration tests (tests/integration) and the demo
+# on veth pairs: sluiced between a client namespace and an origin namespace.
+net_pkgs=(
+  iproute2 ethtool procps    # ip netns/link/route, tc, nstat; offloads off; pgrep
+  nginx                      # the origin
+  curl wrk python3           # the clients (tests/integration/http_client.py: /usr/bin/python3)
+)
 test_pkgs=(
   clang libclang-rt-14-dev   # libFuzzer and the clang sanitizer runtimes
+  chromium                   # the integration tests' browser (CORS preflight, TB08/TB09)
 )
 
 case "$profile" in
-  build|demo) pkgs=("${build_pkgs[@]}") ;;
-  test) pkgs=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
+  build) pkgs=("${build_pkgs[@]}") ;;
+  demo) pkgs=("${build_pkgs[@]}" "${net_pkgs[@]}") ;;
+  test) pkgs=("${build_pkgs[@]}" "${net_pkgs[@]}" "${test_pkgs[@]}") ;;
   *) echo "install-deps.sh: unknown profile '$profile' (build, demo or test)" >&2; exit 2 ;;
 esac
 

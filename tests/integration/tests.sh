@@ -1,0 +1,630 @@
+#!/usr/bin/env bash
+# The integration tests. run.sh builds the topology, starts the origin and
+# the appliance each test needs, then runs every test in its own process:
+#   tests.sh run NAME        (with run.sh's environment)
+#   tests.sh list            the registry below
+# A test prints notes to its log and ends with finish: exit 0 passes, exit 1
+# fails with the reasons written to $SLT_WHY.
+#
+# Registry: name, kind, policy, workers. "plumbing" tests check the topology,
+# the origin, the clients and the impairment; they pass against the kernel
+# bridge stand-in too. "limiting" tests need the appliance's limiting and
+# fail against the stand-in. Test names and comments carry the rule ids of
+# shared/policy-rules.md they check. Tests run in this order (grouped by
+# policy, so the appliance restarts only between groups); each test's index
+# in this list picks its own client addresses (src4/src6), so every test has
+# budgets of its own.
+SLT_REGISTRY='
+plumbing-ipv4                plumbing  three-budgets      1
+plumbing-ipv6                plumbing  three-budgets      1
+plumbing-keepalive           plumbing  three-budgets      1
+plumbing-pipelined           plumbing  three-budgets      1
+plumbing-tinymss             plumbing  three-budgets      1
+tb-bare-budget               limiting  three-budgets      1
+tb-keepalive-counted         limiting  three-budgets      1
+tb-pipelined-crossing        limiting  three-budgets      1
+tb-tinymss-budget            limiting  three-budgets      1
+tb-ipv6-budget               limiting  three-budgets      1
+rf-blowhorn-budget           limiting  route-families     1
+rf-client-ip-headers         limiting  route-families     1
+rf-unknown-credential        limiting  route-families     1
+dq-rpm-quota                 limiting  deployment-quotas  1
+plumbing-impaired            plumbing  tb-small           1
+plumbing-chromium            plumbing  tb-small           1
+tb-impaired-charged-once     limiting  tb-small           1
+tb-split-dribble             limiting  tb-small           1
+tb-healthz-exempt            limiting  tb-small           1
+tb-cors-preflight            limiting  tb-small           1
+chromium-cors                limiting  tb-small           1
+tb-workers2-budget           limiting  tb-small           2
+'
+
+SLT_TB14_BODY='{"error":{"code":"rate_limited","message":"Too many requests. Slow down and retry."}}'
+SLT_RF09_BODY='{"code":"meshery_cloud-3629","error":"Too many requests","severity":"alert","probableCause":["A client is calling this route family faster than normal use, for example a retry loop or a burst of replayed requests."],"suggestedRemediation":["Wait for the number of seconds in the Retry-After header, then retry. A client that is refused in normal use should pace its requests."]}'
+SLT_RF10_BODY='{"code":"meshery_cloud-1001","error":"Unauthorized","severity":"error"}'
+SLT_DQ07_BODY='{"error":{"type":"rate_limit_error","code":"rate_limited","message":"The upstream deployment'"'"'s per-minute quota is used up. Retry after the number of seconds in Retry-After, or switch to another model."}}'
+SLT_PAGE_ORIGIN="http://198.18.0.20:8080"
+
+# ================================================================ plumbing
+
+# Curl and the Python client reach nginx over IPv4: small, large (1 MiB,
+# Content-Length) and chunked bodies, request fields arrive unchanged, and
+# the origin's log holds exactly the requests sent.
+t_plumbing_ipv4() {
+  local s code
+  s="$(src4)"
+  code="$(ccurl root --interface "$s" -H 'X-Slt-Test: plumbing-ipv4' "http://$ORIGIN4/")"
+  check_eq "GET / status" "$code" 200
+  check_eq "GET / body" "$(cbody root)" ok
+  code="$(ccurl echo --interface "$s" -H 'X-Slt-Test: plumbing-ipv4' -H 'X-Forwarded-For: 198.19.7.7' \
+    "http://$ORIGIN4/echo?q=1")"
+  check_eq "GET /echo status" "$code" 200
+  grep -qx 'x-forwarded-for=198.19.7.7' "$SLT_OUT/echo.body" || fail "/echo: X-Forwarded-For did not arrive unchanged: $(tr '\n' ' ' <"$SLT_OUT/echo.body")"
+  grep -qx 'uri=/echo?q=1' "$SLT_OUT/echo.body" || fail "/echo: request target changed: $(tr '\n' ' ' <"$SLT_OUT/echo.body")"
+  code="$(ccurl big --interface "$s" "http://$ORIGIN4/big")"
+  check_eq "GET /big status" "$code" 200
+  cmp -s "$SLT_OUT/big.body" "$SLT_TMP/nginx/www/big.bin" || fail "GET /big: body differs from the origin's file ($(stat -c %s "$SLT_OUT/big.body") bytes)"
+  client chunked --source "$s" --path /chunked --count 2
+  check_eq "python client /chunked" "$(res statuses chunked)" "200x2"
+  check_eq "/chunked framing" "$(res expr chunked 'R[0]["framing"] if R else None')" chunked
+  check_eq "/chunked body length" "$(res expr chunked 'R[0]["body_len"] if R else None')" \
+    "$(sed 's/REPLACE/replaced/' "$SLT_TMP/nginx/www/chunked.txt" | wc -c)"
+  check_eq "origin log lines from $s" "$(olog_count "$s")" 5
+  finish
+}
+
+# The same over IPv6 (2001:db8::10 -> 2001:db8::20 through the appliance).
+t_plumbing_ipv6() {
+  local s code
+  s="$(src6)"
+  code="$(ccurl root6 -6 --interface "$s" "http://[$ORIGIN6]/")"
+  check_eq "GET / over IPv6" "$code" 200
+  check_eq "GET / body" "$(cbody root6)" ok
+  code="$(ccurl big6 -6 --interface "$s" "http://[$ORIGIN6]/big")"
+  check_eq "GET /big over IPv6" "$code" 200
+  cmp -s "$SLT_OUT/big6.body" "$SLT_TMP/nginx/www/big.bin" || fail "GET /big over IPv6: body differs"
+  client ka6 --host "$ORIGIN6" --source "$s" --count 5 --path '/v6/{i}'
+  check_eq "keep-alive over IPv6" "$(res statuses ka6)" "200x5"
+  check_eq "origin log lines from $s" "$(olog_count "$s")" 7
+  finish
+}
+
+# Keep-alive: 20 requests on one connection all reach the origin, on one
+# connection, in order.
+t_plumbing_keepalive() {
+  local s
+  s="$(src4)"
+  client ka --source "$s" --count 20 --path '/ka/{i}' -H 'X-Slt-Test: plumbing-keepalive'
+  check_eq "statuses" "$(res statuses ka)" "200x20"
+  check_eq "client exit status" "$CLIENT_RC" 0
+  check_eq "origin log lines" "$(olog_count "$s")" 20
+  check_eq "origin connections" "$(olog_lines "$s" | awk '{split($5, c, ":"); print c[1]}' | sort -u | wc -l)" 1
+  check_eq "origin order" "$(olog_lines "$s" | awk '{print $3}' | tr '\n' ' ')" \
+    "$(for i in $(seq 1 20); do printf '/ka/%d ' "$i"; done)"
+  finish
+}
+
+# Pipelining: 20 requests in one write; the responses come back in order.
+t_plumbing_pipelined() {
+  local s
+  s="$(src4)"
+  client pl --source "$s" --count 20 --mode pipeline --path '/echo?i={i}'
+  check_eq "statuses" "$(res statuses pl)" "200x20"
+  check_eq "response order" "$(res expr pl '" ".join(r["body"].split("\n")[1] for r in R)')" \
+    "$(for i in $(seq 1 20); do printf 'uri=/echo?i=%d ' "$i"; done | sed 's/ $//')"
+  check_eq "origin log lines" "$(olog_count "$s")" 20
+  check_eq "origin connections" "$(olog_lines "$s" | awk '{split($5, c, ":"); print c[1]}' | sort -u | wc -l)" 1
+  finish
+}
+
+# Tiny MSS: the client's segments carry at most 88 bytes, so every request
+# head is split across segments (and the origin's responses too); requests
+# still arrive whole, pipelined and not, and a 1 MiB body is intact.
+t_plumbing_tinymss() {
+  local s pad segs0 segs1 mss code
+  s="$(src4)"
+  pad="$(printf 'p%.0s' $(seq 1 300))"
+  mss_set 88 || { fail "could not set advmss 88 on the routes"; finish; }
+  trap 'mss_clear' EXIT
+  segs0="$(tcp_out_segs)"
+  client tm-seq --source "$s" --count 10 --path '/tm/{i}' -H "X-Pad: $pad"
+  client tm-pipe --source "$s" --count 10 --mode pipeline --path '/echo?i={i}' -H "X-Pad: $pad"
+  segs1="$(tcp_out_segs)"
+  check_eq "sequential statuses" "$(res statuses tm-seq)" "200x10"
+  check_eq "pipelined statuses" "$(res statuses tm-pipe)" "200x10"
+  mss="$(res end tm-seq 0 mss)"
+  check_range "client's MSS" "$mss" 1 88
+  # 20 heads of ~400 bytes in <= 88-byte segments: at least 100 segments.
+  if [ -n "$segs0" ] && [ -n "$segs1" ]; then
+    [ $((segs1 - segs0)) -ge 100 ] || fail "client sent only $((segs1 - segs0)) TCP segments for 20 ~400-byte heads: heads were not split"
+  fi
+  code="$(ccurl big --interface "$s" "http://$ORIGIN4/big")"
+  check_eq "GET /big with MSS 88" "$code" 200
+  cmp -s "$SLT_OUT/big.body" "$SLT_TMP/nginx/www/big.bin" || fail "GET /big with MSS 88: body differs"
+  check_eq "origin log lines" "$(olog_count "$s")" 21
+  finish
+}
+
+# Impairment (netem, or its userspace stand-in): 5% loss, 5% duplication, 25%
+# reordering with 10 ms delay on the frames the client and the origin send
+# into the appliance. 15 connections of one request and one of 10 pipelined
+# requests: every request answered exactly once, the origin sees each once.
+t_plumbing_impaired() {
+  local s0 s1
+  s0="$(src4 0)" s1="$(src4 1)"
+  impair_on 5 5 25 10 || { fail "could not set up the impairment"; finish; }
+  trap 'impair_off' EXIT
+  client imp-conns --source "$s0" --connections 15 --count 1 --path '/imp/{c}' --timeout 60
+  client imp-pipe --source "$s1" --count 10 --mode pipeline --path '/echo?i={i}' --timeout 60
+  note "$(impair_stats | tr '\n' ';')"
+  check_eq "15 connections" "$(res statuses imp-conns)" "$(printf '200 | %.0s' $(seq 1 14))200"
+  check_eq "pipelined" "$(res statuses imp-pipe)" "200x10"
+  check_eq "pipelined order" "$(res expr imp-pipe '" ".join(r["body"].split("\n")[1] for r in R)')" \
+    "$(for i in $(seq 1 10); do printf 'uri=/echo?i=%d ' "$i"; done | sed 's/ $//')"
+  check_eq "origin log lines (connections)" "$(olog_count "$s0")" 15
+  check_eq "origin log lines (pipelined)" "$(olog_count "$s1")" 10
+  [ "$(impair_events)" -gt 0 ] || fail "the impairment dropped or duplicated nothing ($(impair_stats | tr '\n' ';'))"
+  finish
+}
+
+# ================================================================ three budgets
+
+# TB01/TB14/TB15/TB16: 60 bare GETs from one address on one kept-alive
+# connection are admitted with RateLimit-Remaining 59..0; the 61st within the
+# minute (on a new connection) is refused: 429, the TB14 body, Retry-After 1
+# (TB15: the deficit is under a second), RateLimit-* (TB16), Connection:
+# close and the close itself. The origin saw exactly the 60. One client
+# process sends all 61 (a bare token refills every second: the whole exchange
+# must take well under one).
+t_tb_bare_budget() {
+  local s el
+  s="$(src4)"
+  client b --source "$s" -H 'X-Slt-Test: tb-bare-budget' \
+    --plan '[{"count": 60, "path": "/tb/{i}"}, {"count": 1, "path": "/tb/61"}]'
+  el="$(res summary b elapsed)"
+  check_eq "TB01 60 admitted, then the 61st refused on a new connection" "$(res statuses b)" "200x60 | 429."
+  check_eq "TB16 RateLimit-Remaining 59..0" "$(res remaining b 59)" ""
+  check_eq "TB16 RateLimit-Limit" "$(res header b 1 RateLimit-Limit)" 60
+  check_eq "TB16 RateLimit-Policy" "$(res header b 1 RateLimit-Policy)" "60;w=60"
+  check_eq "TB16 RateLimit-Reset after one request" "$(res header b 1 RateLimit-Reset)" 1
+  check_eq "TB14 body" "$(res body b 61)" "$SLT_TB14_BODY"
+  check_eq "TB14 Content-Type" "$(res header b 61 Content-Type)" application/json
+  check_eq "TB15 Retry-After" "$(res header b 61 Retry-After)" 1
+  check_eq "TB16 429 RateLimit-Limit" "$(res header b 61 RateLimit-Limit)" 60
+  check_eq "TB16 429 RateLimit-Remaining" "$(res header b 61 RateLimit-Remaining)" 0
+  check_range "TB16 429 RateLimit-Reset" "$(res header b 61 RateLimit-Reset)" 59 60
+  check_eq "TB16 429 RateLimit-Policy" "$(res header b 61 RateLimit-Policy)" "60;w=60"
+  check_eq "429 Connection" "$(res header b 61 Connection)" close
+  check_eq "origin log: the 60 admitted" "$(olog_count "$s")" 60
+  check_eq "origin log: the refused request never reached it" "$(olog_count "$s" '$3 == "/tb/61"')" 0
+  note "elapsed ${el}s"
+  refill_hint b
+  finish
+}
+
+# TB16/TB01: admitted requests are counted across connections: 30 on one
+# kept-alive connection (Remaining 59..30), 30 on a second (29..0), then the
+# next is refused on a third.
+t_tb_keepalive_counted() {
+  local s
+  s="$(src4)"
+  client k --source "$s" --plan '[{"count": 30, "path": "/ka/a{i}"}, {"count": 30, "path": "/ka/b{i}"}, {"count": 1, "path": "/ka/c"}]'
+  check_eq "TB14 30 and 30 admitted, the third connection refused" "$(res statuses k)" "200x30 | 200x30 | 429."
+  check_eq "TB16 Remaining 59..30, then 29..0" "$(res remaining k 59)" ""
+  check_eq "origin log lines" "$(olog_count "$s")" 60
+  check_eq "origin connections" "$(olog_lines "$s" | awk '{split($5, c, ":"); print c[1]}' | sort -u | wc -l)" 2
+  refill_hint k
+  finish
+}
+
+# TB14 on a pipelined batch that crosses the budget: 62 requests in one
+# write; the 60 admitted responses come back in order, then the 429, then
+# the close; the 62nd is never answered and never reaches the origin.
+t_tb_pipelined_crossing() {
+  local s
+  s="$(src4)"
+  client pl --source "$s" --count 62 --mode pipeline --path '/echo?i={i}'
+  check_eq "statuses" "$(res statuses pl)" "200x60 429."
+  check_eq "admitted in order" "$(res expr pl '" ".join(r["body"].split("\n")[1] for r in R if r["status"] == 200)')" \
+    "$(for i in $(seq 1 60); do printf 'uri=/echo?i=%d ' "$i"; done | sed 's/ $//')"
+  check_eq "TB16 Remaining 59..0" "$(res remaining pl 59)" ""
+  check_eq "TB14 body" "$(res body pl 61)" "$SLT_TB14_BODY"
+  check_eq "unanswered after the close" "$(res end pl 0 unanswered)" 1
+  check_eq "origin log lines" "$(olog_count "$s")" 60
+  check_eq "origin saw requests 1..60 on one connection" \
+    "$(olog_lines "$s" | awk '{split($5, c, ":"); print c[2]}' | tr '\n' ' ')" "$(seq -s ' ' 1 60) "
+  refill_hint pl
+  finish
+}
+
+# TB14 with heads split across segments (MSS 88): sequential and pipelined,
+# the same 60 admitted and the 61st refused as with whole heads.
+t_tb_tinymss_budget() {
+  local s0 s1 pad
+  s0="$(src4 0)" s1="$(src4 1)"
+  pad="$(printf 'q%.0s' $(seq 1 200))"
+  mss_set 88 || { fail "could not set advmss 88 on the routes"; finish; }
+  trap 'mss_clear' EXIT
+  client seq --source "$s0" --count 61 --path '/tm/{i}' -H "X-Pad: $pad"
+  client pipe --source "$s1" --count 62 --mode pipeline --path '/echo?i={i}' -H "X-Pad: $pad"
+  check_range "client's MSS" "$(res end seq 0 mss)" 1 88
+  check_eq "sequential" "$(res statuses seq)" "200x60 429."
+  check_eq "sequential Remaining 59..0" "$(res remaining seq 59)" ""
+  check_eq "sequential TB14 body" "$(res body seq 61)" "$SLT_TB14_BODY"
+  check_eq "pipelined" "$(res statuses pipe)" "200x60 429."
+  check_eq "pipelined TB14 body" "$(res body pipe 61)" "$SLT_TB14_BODY"
+  check_eq "origin log lines (sequential)" "$(olog_count "$s0")" 60
+  check_eq "origin log lines (pipelined)" "$(olog_count "$s1")" 60
+  refill_hint seq pipe
+  finish
+}
+
+# TB01/TB14 over IPv6: 60 admitted from one IPv6 address, the 61st refused;
+# another address (three-budgets keys whole /128 addresses, X03 off) has a
+# budget of its own.
+t_tb_ipv6_budget() {
+  local s0 s1
+  s0="$(src6 0)" s1="$(src6 1)"
+  client v6 --host "$ORIGIN6" --source "$s0" --count 61 --path '/v6/{i}'
+  client v6b --host "$ORIGIN6" --source "$s1" --count 1 --path '/v6/other'
+  check_eq "statuses" "$(res statuses v6)" "200x60 429."
+  check_eq "TB16 Remaining 59..0" "$(res remaining v6 59)" ""
+  check_eq "TB14 body" "$(res body v6 61)" "$SLT_TB14_BODY"
+  check_eq "another /128 has its own budget" "$(res statuses v6b)" 200
+  check_eq "its RateLimit-Remaining" "$(res header v6b 1 RateLimit-Remaining)" 59
+  check_eq "origin log lines" "$(olog_count "$s0")" 60
+  refill_hint v6
+  finish
+}
+
+# ================================================================ route families
+
+# RF03/RF05/RF07/RF09: the anonymous results token is counted by address
+# (RF05); blowhorn_health (burst 30, 1/s) admits 30 back to back and refuses
+# the 31st with the MeshKit body and Retry-After 1, no RateLimit-* fields
+# (header_style none). RF01: another family (capabilities, RF11 by address)
+# is not refused; RF02: a path outside the families is not limited.
+t_rf_blowhorn_budget() {
+  local s auth='Authorization: Bearer meshery-results-anonymous'
+  s="$(src4)"
+  client bh --source "$s" --count 31 --path /api/blowhorn/health -H "$auth"
+  client cap --source "$s" --count 1 --path /capabilities -H "$auth"
+  client free --source "$s" --count 1 --path /not/a/family -H "$auth"
+  check_eq "RF07 30 admitted, the 31st refused" "$(res statuses bh)" "200x30 429."
+  check_eq "RF09 body" "$(res body bh 31)" "$SLT_RF09_BODY"
+  check_eq "RF09 Retry-After" "$(res header bh 31 Retry-After)" 1
+  check_eq "no RateLimit-Limit on the 429 (header_style none)" "$(res has-header bh 31 RateLimit-Limit)" no
+  check_eq "no RateLimit-Remaining on admitted responses" "$(res has-header bh 1 RateLimit-Remaining)" no
+  check_eq "RF01 another family still admitted" "$(res statuses cap)" 200
+  check_eq "RF02 outside the families" "$(res statuses free)" 200
+  check_eq "origin log lines" "$(olog_count "$s")" 32
+  refill_hint bh
+  finish
+}
+
+# RF06: CF-Connecting-IP (then X-Real-IP) names the client, from anyone
+# (trusted_proxies is 0.0.0.0/0 in the shipped profile): two header addresses
+# behind one connection address have separate budgets, and the connection's
+# own address a third.
+t_rf_client_ip_headers() {
+  local s auth='Authorization: Bearer meshery-results-anonymous'
+  s="$(src4)"
+  # One process: blowhorn_health refills a token every second.
+  client h --source "$s" --path /api/blowhorn/health -H "$auth" --plan '[
+    {"count": 31, "headers": ["CF-Connecting-IP: 198.19.6.1"]},
+    {"count": 1, "headers": ["CF-Connecting-IP: 198.19.6.2"]},
+    {"count": 1, "headers": ["X-Real-IP: 198.19.6.1"]},
+    {"count": 1}]'
+  # CF .1 x31 | CF .2: its own budget | X-Real-IP .1: shares .1's | no header: the connection's own
+  check_eq "RF06 budgets per header address" "$(res statuses h)" "200x30 429. | 200 | 429. | 200"
+  check_eq "origin log lines" "$(olog_count "$s")" 32
+  refill_hint h
+  finish
+}
+
+# RF10: a family keyed by user, with no credential or one the credential map
+# does not know, gets the 401 before any rate check, from the appliance; the
+# origin never sees it.
+t_rf_unknown_credential() {
+  local s
+  s="$(src4)"
+  client none --source "$s" --count 1 --path /api/claims
+  client unknown --source "$s" --count 1 --path /api/claims -H 'Authorization: Bearer not-a-known-token'
+  check_eq "no credential" "$(res statuses none)" "401."
+  check_eq "RF10 body" "$(res body none 1)" "$SLT_RF10_BODY"
+  check_eq "unknown credential" "$(res statuses unknown)" "401."
+  check_eq "origin log lines" "$(olog_count "$s")" 0
+  finish
+}
+
+# ================================================================ deployment quotas
+
+# DQ01-DQ04/DQ06-DQ08/DQ10: claude-sonnet-us-2's quota is 300 requests per
+# calendar minute: 300 admitted, the 301st refused with the gateway body,
+# Retry-After = seconds to the next full UTC minute, a trace id, no
+# RateLimit-* fields anywhere; another deployment and a request naming none
+# still pass; the quota belongs to the deployment, not the address.
+t_dq_rpm_quota() {
+  local s0 s1 sec before after lo hi ra dep='X-Pi-Deployment: claude-sonnet-us-2'
+  s0="$(src4 0)" s1="$(src4 1)"
+  # DQ03: counters reset at each full minute; keep the run inside one.
+  sec="$(date -u +%-S)"
+  if [ "$sec" -ge 45 ]; then
+    note "waiting $((61 - sec)) s for the next minute"
+    sleep $((61 - sec))
+  fi
+  before="$(now_s)"
+  client q --source "$s0" --count 301 --path '/dq/{i}' -H "$dep"
+  after="$(now_s)"
+  client other --source "$s0" --count 1 --path /dq/other -H 'X-Pi-Deployment: gpt-4o-mini-eu-1'
+  client nodep --source "$s0" --count 1 --path /dq/none
+  client addr2 --source "$s1" --count 1 --path /dq/addr2 -H "$dep"
+  check_eq "DQ04 300 admitted, the 301st refused" "$(res statuses q)" "200x300 429."
+  check_eq "DQ07 body" "$(res body q 301)" "$SLT_DQ07_BODY"
+  ra="$(res header q 301 Retry-After)"
+  # Seconds to the next full minute, between the run's start and end (+-1 s).
+  lo="$("$SLT_PY" -c "import math; print(max(1, math.ceil(60 - $after % 60) - 1))")"
+  hi="$("$SLT_PY" -c "import math; print(min(60, math.ceil(60 - $before % 60) + 1))")"
+  check_range "DQ07 Retry-After (to the next minute)" "$ra" "$lo" "$hi"
+  check_re "DQ07 X-Pi-Trace-Id" "$(res header q 301 X-Pi-Trace-Id)" '^[^[:space:]]+$'
+  check_eq "DQ10 no RateLimit-* on any response" \
+    "$(res expr q 'sum(1 for r in R for h in r["headers"] if h.startswith("ratelimit"))')" 0
+  check_eq "DQ06 another deployment" "$(res statuses other)" 200
+  check_eq "DQ01 no deployment named: not limited" "$(res statuses nodep)" 200
+  check_eq "DQ01 the quota is the deployment's, not the address's" "$(res statuses addr2)" "429."
+  check_eq "DQ08 origin log lines for claude-sonnet-us-2" \
+    "$(olog_count "$s0" '$8 == "claude-sonnet-us-2"')" 300
+  check_eq "DQ08 nothing from the second address" "$(olog_count "$s1")" 0
+  finish
+}
+
+# ================================================================ tb-small
+# (three-budgets with bare 20/hour and credential 4/hour, the page origin
+# granted: no refill during a test, so every count is exact however slow.)
+
+# Design decision 2 ("a request is charged once, however often its segments
+# are retransmitted") and TB14 under 5% loss, 5% duplication and 25%
+# reordering: 30 connections of one request each are each answered exactly
+# once: exactly 20 admitted, 10 refused (closed); the origin saw the 20.
+# Then a pipelined batch of 25 on one connection: 20 admitted in order, the
+# 429, the close.
+t_tb_impaired_charged_once() {
+  local s0 s1
+  s0="$(src4 0)" s1="$(src4 1)"
+  impair_on 5 5 25 10 || { fail "could not set up the impairment"; finish; }
+  trap 'impair_off' EXIT
+  client conns --source "$s0" --connections 30 --count 1 --path '/imp/{c}' --timeout 90
+  client pipe --source "$s1" --count 25 --mode pipeline --path '/echo?i={i}' --timeout 60
+  note "$(impair_stats | tr '\n' ';')"
+  check_eq "every connection answered exactly once" \
+    "$(res expr conns 'sum(1 for e in E if e.get("answered") == 1 and not e.get("error"))')" 30
+  check_eq "admitted" "$(res count conns 200)" 20
+  check_eq "refused" "$(res count conns 429)" 10
+  check_eq "refusals closed" "$(res expr conns 'sum(1 for r in R if r["status"] == 429 and r["closed"])')" 10
+  check_eq "origin log lines (connections)" "$(olog_count "$s0")" 20
+  check_eq "pipelined" "$(res statuses pipe)" "200x20 429."
+  check_eq "pipelined order" "$(res expr pipe '" ".join(r["body"].split("\n")[1] for r in R if r["status"] == 200)')" \
+    "$(for i in $(seq 1 20); do printf 'uri=/echo?i=%d ' "$i"; done | sed 's/ $//')"
+  check_eq "origin log lines (pipelined)" "$(olog_count "$s1")" 20
+  [ "$(impair_events)" -gt 0 ] || fail "the impairment dropped or duplicated nothing ($(impair_stats | tr '\n' ';'))"
+  finish
+}
+
+# TB14 with heads dribbled: each request written 5 bytes at a time, 2 ms
+# apart (every piece its own segment): 20 admitted, the 21st refused; the
+# same with a pipelined batch written 7 bytes at a time.
+t_tb_split_dribble() {
+  local s0 s1
+  s0="$(src4 0)" s1="$(src4 1)"
+  client seq --source "$s0" --count 21 --path '/dr/{i}' --piece 5 --piece-delay 2 --timeout 40
+  client pipe --source "$s1" --count 22 --mode pipeline --path '/echo?i={i}' --piece 7 --piece-delay 1 --timeout 40
+  check_eq "sequential" "$(res statuses seq)" "200x20 429."
+  check_eq "sequential TB16 Remaining 19..0" "$(res remaining seq 19)" ""
+  check_eq "sequential TB14 body" "$(res body seq 21)" "$SLT_TB14_BODY"
+  check_eq "pipelined" "$(res statuses pipe)" "200x20 429."
+  check_eq "origin log lines (sequential)" "$(olog_count "$s0")" 20
+  check_eq "origin log lines (pipelined)" "$(olog_count "$s1")" 20
+  finish
+}
+
+# TB18: GET and HEAD on exactly /healthz are never limited and carry no
+# RateLimit-* fields, even out of budget; any other method, or a path under
+# it, is limited. TB14/TB15 as curl sees them: the 429 body, Retry-After
+# (a bare token every 180 s here), Connection: close.
+t_tb_healthz_exempt() {
+  local s code
+  s="$(src4)"
+  client hz --source "$s" --plan '[
+    {"count": 20, "path": "/hz/{i}"},
+    {"count": 1, "path": "/healthz"},
+    {"count": 1, "path": "/healthz", "method": "HEAD"},
+    {"count": 1, "path": "/healthz", "method": "POST", "body": "x"},
+    {"count": 1, "path": "/healthz/deep"}]'
+  # 20 admitted | GET /healthz | HEAD /healthz | POST /healthz | GET /healthz/deep
+  check_eq "TB18 /healthz exempt for GET and HEAD only" "$(res statuses hz)" "200x20 | 200 | 200 | 429. | 429."
+  check_eq "TB18 no RateLimit-Limit on GET /healthz" "$(res has-header hz 21 RateLimit-Limit)" no
+  check_eq "TB18 no RateLimit-Limit on HEAD /healthz" "$(res has-header hz 22 RateLimit-Limit)" no
+  code="$(ccurl c --interface "$s" "http://$ORIGIN4/hz/curl")"
+  check_eq "curl: status" "$code" 429
+  check_eq "curl: TB14 body" "$(cbody c)" "$SLT_TB14_BODY"
+  check_range "curl: TB15 Retry-After" "$(chdr c Retry-After)" 170 180
+  check_eq "curl: Connection" "$(chdr c Connection)" close
+  check_eq "curl: RateLimit-Policy" "$(chdr c RateLimit-Policy)" "20;w=3600"
+  check_eq "origin log: 20 admitted + GET and HEAD /healthz" "$(olog_count "$s")" 22
+  finish
+}
+
+# TB08: with an origin granted, a preflight (OPTIONS + Origin) on a
+# browser-reachable path is exempt: forwarded (the origin answers it),
+# uncounted, no RateLimit-* fields: 25 of them from an address whose bare
+# budget is 20 all pass, and its next bare request still sees Remaining 19.
+# An OPTIONS without Origin, or on a path outside preflight_paths, is an
+# ordinary bare request. TB09: a 429 to a request from a granted origin
+# carries Access-Control-Allow-Origin and exposes Retry-After and RateLimit-*.
+t_tb_cors_preflight() {
+  local s0 s1 o="Origin: $SLT_PAGE_ORIGIN" expose
+  s0="$(src4 0)" s1="$(src4 1)"
+  client pf --source "$s0" --count 25 --method OPTIONS --path '/v1/pf/{i}' -H "$o" \
+    -H 'Access-Control-Request-Method: GET' -H 'Access-Control-Request-Headers: authorization'
+  check_eq "TB08 25 preflights answered by the origin" "$(res statuses pf)" "204x25"
+  check_eq "TB08 no RateLimit-* on preflights" \
+    "$(res expr pf 'sum(1 for r in R for h in r["headers"] if h.startswith("ratelimit"))')" 0
+  client bare --source "$s0" --count 1 --path /v1/after
+  check_eq "bare request after the preflights" "$(res statuses bare)" 200
+  check_eq "TB08 preflights were not counted (Remaining)" "$(res header bare 1 RateLimit-Remaining)" 19
+  client noorigin --source "$s0" --count 1 --method OPTIONS --path /v1/x
+  check_eq "TB08 OPTIONS without Origin is counted (Remaining)" "$(res header noorigin 1 RateLimit-Remaining)" 18
+  client otherpath --source "$s0" --count 1 --method OPTIONS --path /elsewhere -H "$o" \
+    -H 'Access-Control-Request-Method: GET'
+  check_eq "TB08 preflight outside preflight_paths is counted (Remaining)" "$(res header otherpath 1 RateLimit-Remaining)" 17
+  check_eq "origin log lines" "$(olog_count "$s0")" 28
+  # TB09: credential budget 4, from the granted origin.
+  client cred --source "$s1" --count 5 --path '/v1/c/{i}' -H "$o" -H 'Authorization: Bearer slt-cors-curl'
+  check_eq "TB09 4 admitted, then 429" "$(res statuses cred)" "200x4 429."
+  check_eq "TB09 Access-Control-Allow-Origin" "$(res header cred 5 Access-Control-Allow-Origin)" "$SLT_PAGE_ORIGIN"
+  expose="$(res header cred 5 Access-Control-Expose-Headers | tr 'A-Z' 'a-z')"
+  for h in retry-after ratelimit-limit ratelimit-remaining ratelimit-reset ratelimit-policy; do
+    [[ ",$(tr -d ' ' <<<"$expose")," == *",$h,"* ]] || fail "TB09 Access-Control-Expose-Headers lacks $h: '$expose'"
+  done
+  check_re "TB15 Retry-After" "$(res header cred 5 Retry-After)" '^[1-9][0-9]*$'
+  check_eq "origin log lines (credentialed)" "$(olog_count "$s1")" 4
+  finish
+}
+
+# Headless Chromium in the client namespace loads a page from
+# http://198.18.0.20:8080 (bridged, not a service port); its script calls
+# fetch() with Authorization against http://198.18.0.20/v1/... (port 80,
+# through the limiter), so every call is preceded by a CORS preflight that
+# the limiter sees. The script writes what it read into the DOM, which
+# --dump-dom prints once the fetches are done (--virtual-time-budget).
+# slt_chromium TAG N CREDENTIAL: runs it; the result JSON to $SLT_OUT/TAG.json.
+slt_chromium() {
+  local tag="$1" n="$2" cred="$3" d="$SLT_TMP/chromium-$1" rc
+  if ! command -v chromium >/dev/null; then
+    fail "chromium is not installed (scripts/install-deps.sh test installs it)"
+    return 1
+  fi
+  mkdir -p "$d/home"
+  cat >"$SLT_TMP/nginx/www/page.html" <<'EOF'
+<!doctype html>
+<html><head><meta charset="utf-8"><title>sluice CORS test</title></head>
+<body><pre id="result">pending</pre>
+<script>
+(async () => {
+  const q = new URLSearchParams(location.search);
+  const n = Number(q.get("n") || 1), cred = q.get("cred") || "slt", tag = q.get("tag") || "x";
+  const out = [];
+  for (let i = 1; i <= n; i++) {
+    try {
+      const r = await fetch("http://198.18.0.20/v1/items/" + tag + "-" + i, {
+        headers: {"Authorization": "Bearer " + cred}, cache: "no-store"});
+      const body = await r.text();
+      out.push({i: i, status: r.status, retryAfter: r.headers.get("Retry-After"),
+                limit: r.headers.get("RateLimit-Limit"), remaining: r.headers.get("RateLimit-Remaining"),
+                body: body.slice(0, 200)});
+    } catch (e) {
+      out.push({i: i, error: String(e)});
+    }
+  }
+  document.getElementById("result").textContent = "SLT-RESULT " + JSON.stringify(out);
+})();
+</script></body></html>
+EOF
+  HOME="$d/home" ip netns exec "$NS_CLI" timeout -k 5 90 chromium --headless --no-sandbox --disable-gpu \
+    --user-data-dir="$d/profile" --no-first-run --no-default-browser-check --disable-background-networking \
+    --disable-component-update --disable-sync --disable-extensions --disable-default-apps \
+    --virtual-time-budget=30000 --dump-dom "$SLT_PAGE_ORIGIN/page.html?n=$n&cred=$cred&tag=$tag" \
+    >"$SLT_OUT/$tag.dom" 2>"$SLT_OUT/$tag.chromium.log"
+  rc=$?
+  "$SLT_PY" - "$SLT_OUT/$tag.dom" "$SLT_OUT/$tag.json" <<'EOF'
+import html, re, sys
+m = re.search(r"SLT-RESULT (.*?)</pre>", open(sys.argv[1], errors="replace").read(), re.S)
+open(sys.argv[2], "w").write(html.unescape(m.group(1)) if m else "")
+EOF
+  if [ ! -s "$SLT_OUT/$tag.json" ]; then
+    fail "chromium (status $rc) produced no result in the DOM; its log: $(grep -v -e dbus -e 'Fontconfig' "$SLT_OUT/$tag.chromium.log" | tail -5 | tr '\n' ' ')"
+    return 1
+  fi
+  note "chromium $tag: $(cat "$SLT_OUT/$tag.json")"
+  return 0
+}
+cres() {  # cres TAG PYEXPR: evaluate with F = the fetch results
+  "$SLT_PY" -c "import json,sys; F=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$SLT_OUT/$1.json" "$2"
+}
+
+# Chromium plumbing: the page loads from port 8080, the preflight and the
+# credentialed fetch to port 80 both reach the origin, the script can read
+# the response.
+t_plumbing_chromium() {
+  slt_chromium plumb 1 slt-plumbing || finish
+  check_eq "fetch result" "$(cres plumb 'F[0].get("status", F[0].get("error"))')" 200
+  check_eq "fetch body" "$(cres plumb 'F[0].get("body")')" "ok"
+  check_eq "preflight reached the origin" \
+    "$(olog_count "$CLIENT4" '$2 == "OPTIONS" && $3 == "/v1/items/plumb-1" && $4 == 204')" 1
+  check_eq "GET reached the origin" "$(olog_count "$CLIENT4" '$2 == "GET" && $3 == "/v1/items/plumb-1"')" 1
+  finish
+}
+
+# TB08/TB09 from a real browser: 5 credentialed fetch() calls (credential
+# budget 4), each after its own preflight. The preflights pass uncounted
+# (all 5 reach the origin; the address's bare budget is untouched
+# afterwards), fetches 1-4 read RateLimit-Remaining 3..0, and the script can
+# read the 429 of the 5th (so it carried Access-Control-Allow-Origin) and its
+# Retry-After and RateLimit-Remaining (exposed).
+t_chromium_cors() {
+  slt_chromium cors 5 slt-chromium || finish
+  check_eq "statuses seen by the script" \
+    "$(cres cors '" ".join(str(f.get("status", "error")) for f in F)')" "200 200 200 200 429"
+  check_eq "TB16 RateLimit-Remaining seen by the script" \
+    "$(cres cors '" ".join(str(f.get("remaining")) for f in F[:4])')" "3 2 1 0"
+  check_re "TB09 Retry-After readable on the 429" "$(cres cors 'F[4].get("retryAfter")')" '^[1-9][0-9]*$'
+  check_eq "TB09 RateLimit-Remaining readable on the 429" "$(cres cors 'F[4].get("remaining")')" 0
+  check_eq "TB09 the 429 body readable" "$(cres cors 'F[4].get("body")')" "$SLT_TB14_BODY"
+  check_eq "TB08 all 5 preflights reached the origin" \
+    "$(olog_count "$CLIENT4" '$2 == "OPTIONS" && $3 ~ /^\/v1\/items\/cors-/')" 5
+  check_eq "4 GETs reached the origin" "$(olog_count "$CLIENT4" '$2 == "GET" && $3 ~ /^\/v1\/items\/cors-/')" 4
+  client after --source "$CLIENT4" --count 1 --path /v1/bare-after
+  check_eq "TB08 the browser's preflights left the bare budget whole (Remaining)" \
+    "$(res header after 1 RateLimit-Remaining)" 19
+  finish
+}
+
+# Two workers (--workers 2) share one budget table: 4 parallel connections
+# of 8 requests from one address (bare budget 20) get exactly 20 admitted
+# between them, every connection that met the limit got a 429 and a close;
+# then a pipelined batch from another address crosses its budget as with one
+# worker.
+t_tb_workers2_budget() {
+  local s0 s1
+  s0="$(src4 0)" s1="$(src4 1)"
+  client par --source "$s0" --connections 4 --count 8 --parallel --path '/w2/{c}/{i}' --timeout 40
+  client pipe --source "$s1" --count 26 --mode pipeline --path '/echo?i={i}'
+  check_eq "admitted across 4 connections" "$(res count par 200)" 20
+  check_eq "each connection that met the limit got one 429 and the close" \
+    "$(res expr par 'sum(1 for e in E if e.get("answered", 0) < 8)')" "$(res count par 429)"
+  check_eq "refusals closed" "$(res expr par 'sum(1 for r in R if r["status"] == 429 and r["closed"])')" "$(res count par 429)"
+  check_eq "no errors" "$(res expr par 'len(S.get("errors", []))')" 0
+  check_eq "origin log lines" "$(olog_count "$s0")" 20
+  check_eq "pipelined" "$(res statuses pipe)" "200x20 429."
+  check_eq "origin log lines (pipelined)" "$(olog_count "$s1")" 20
+  finish
+}
+
+# ================================================================ driver
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  case "${1:-}" in
+    list) grep -vE '^\s*$' <<<"$SLT_REGISTRY" ;;
+    run)
+      name="$2"
+      fn="t_${name//-/_}"
+      . "$(dirname "$0")/topology.sh"
+      . "$SLT_HERE/lib.sh"
+      declare -F "$fn" >/dev/null || { echo "no test named $name" >"$SLT_WHY"; exit 1; }
+      set -o pipefail
+      "$fn"
+      finish
+      ;;
+    *) echo "usage: $0 list | run NAME (run.sh runs them)" >&2; exit 2 ;;
+  esac
+fi
