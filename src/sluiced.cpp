@@ -172,8 +172,8 @@ int run(const sluiced::Options& o) {
                                               static_cast<int>(rte_socket_id()));
   if (pool == nullptr) {
     cleanup_eal();
-    return fail(ExitCode::kNoMemory, "no memory for " + std::to_string(mbufs) + " packet buffers (" +
-                                         rte_strerror(rte_errno) + "); raise --memory or the huge pages");
+    return fail(ExitCode::kNoMemory, "no memory for " + std::to_string(mbufs) +
+                                         " packet buffers; raise --memory (or the huge pages) or lower --workers");
   }
   dataplane::PortInfo ports[2];
   for (int i = 0; i < 2; ++i) {

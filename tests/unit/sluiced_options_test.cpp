@@ -1,0 +1,75 @@
+// sluiced's command line: every mistake is caught before anything starts.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "sluiced_options.h"
+
+namespace sluice::sluiced {
+namespace {
+
+ParseResult parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "sluiced");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  return parse_options(static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(SluicedOptions, AfPacketRun) {
+  const ParseResult r = parse({"--config", "p.yaml", "--af-packet", "c1:o1", "--workers=2", "--service-ports", "80,8080"});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.options.mode, Options::Mode::kRun);
+  EXPECT_TRUE(r.options.af_packet);
+  EXPECT_EQ(r.options.client_if, "c1");
+  EXPECT_EQ(r.options.origin_if, "o1");
+  EXPECT_EQ(r.options.workers, 2u);
+  EXPECT_EQ(*r.options.service_ports, (std::vector<uint16_t>{80, 8080}));
+}
+
+TEST(SluicedOptions, PortsRunTakesEalArguments) {
+  const ParseResult r = parse({"--config", "p.yaml", "--ports", "0:1", "--", "-l", "0-2", "-a", "0000:3b:00.0"});
+  ASSERT_EQ(r.error, "");
+  EXPECT_TRUE(r.options.ports);
+  EXPECT_EQ(r.options.client_port, 0);
+  EXPECT_EQ(r.options.origin_port, 1);
+  EXPECT_EQ(r.options.eal_args, (std::vector<std::string>{"-l", "0-2", "-a", "0000:3b:00.0"}));
+}
+
+TEST(SluicedOptions, CheckConfigNeedsNothingElse) {
+  const ParseResult r = parse({"--check-config", "p.yaml"});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.options.mode, Options::Mode::kCheckConfig);
+  EXPECT_EQ(r.options.config, "p.yaml");
+}
+
+TEST(SluicedOptions, MistakesAreNamed) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--af-packet", "c1:o1"}, "--config FILE is required"},
+      {{"--config", "p"}, "exactly one of"},
+      {{"--config", "p", "--af-packet", "c1:o1", "--ports", "0:1"}, "exactly one of"},
+      {{"--config", "p", "--af-packet", "c1"}, "CLIENT_IF:ORIGIN_IF"},
+      {{"--config", "p", "--af-packet", "c1:c1"}, "must differ"},
+      {{"--config", "p", "--ports", "0:x"}, "CLIENT_PORT:ORIGIN_PORT"},
+      {{"--config", "p", "--af-packet", "a:b", "--workers", "0"}, "--workers wants 1 to 128"},
+      {{"--config", "p", "--af-packet", "a:b", "--service-ports", "80,"}, "--service-ports"},
+      {{"--config", "p", "--af-packet", "a:b", "--service-ports", "70000"}, "--service-ports"},
+      {{"--config", "p", "--af-packet", "a:b", "--bogus"}, "unknown option '--bogus'"},
+      {{"--config"}, "--config needs a value"},
+      {{"--config", "p", "--af-packet", "a:b", "--", "-l", "0"}, "EAL arguments after -- are for --ports"},
+      {{"stray"}, "unexpected argument 'stray'"},
+  };
+  for (const auto& [args, want] : cases) {
+    const ParseResult r = parse(args);
+    EXPECT_NE(r.error.find(want), std::string::npos) << "got '" << r.error << "', want '" << want << "'";
+  }
+}
+
+TEST(SluicedOptions, HelpAndVersionWin) {
+  EXPECT_EQ(parse({"--config", "p", "--help"}).options.mode, Options::Mode::kHelp);
+  EXPECT_EQ(parse({"--version"}).options.mode, Options::Mode::kVersion);
+  EXPECT_NE(std::string(usage_text()).find("Exit codes"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sluice::sluiced
