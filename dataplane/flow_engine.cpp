@@ -36,6 +36,9 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
       answers_(config.answer_bytes),
       scratch_(std::make_unique<limiter::DecisionScratch>()) {
   scratch_->trace_seed = trace_seed;
+  // Admitted responses pass unchanged (inserting the fields into them needs
+  // sequence adjustment, issue 6): their fields need not be rendered.
+  scratch_->render_admitted_fields = false;
 }
 
 FrameResult FlowEngine::on_frame(const ServiceFrame& sf, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,

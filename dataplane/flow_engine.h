@@ -75,6 +75,8 @@ class FlowEngine {
   [[nodiscard]] FrameResult on_frame(const ServiceFrame& sf, uint8_t* frame, FrameView& v,
                                      const PolicySnapshot& snap, time::Nanos now, PacketSink& out) noexcept;
 
+  void prefetch(const ServiceFrame& sf) const noexcept { flows_.prefetch(sf.hash); }
+
   // Sends the answer of a flow that on_frame() returned in answer_after.
   void send_answer(TcpFlow& flow, PacketSink& out) noexcept;
 

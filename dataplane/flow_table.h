@@ -27,6 +27,14 @@ class FlowTable {
   [[nodiscard]] TcpFlow* find(const FlowKey& key, uint64_t hash) noexcept;
   // A new flow for `key` (which must not be present), or nullptr when full.
   [[nodiscard]] TcpFlow* insert(const FlowKey& key, uint64_t hash) noexcept;
+  // Starts loading the slot `hash` begins at, so a burst's lookups overlap
+  // their cache misses instead of adding them up.
+  void prefetch(uint64_t hash) const noexcept {
+    const size_t i = hash & mask_;
+    __builtin_prefetch(&used_[i]);
+    __builtin_prefetch(&slots_[i]);
+  }
+
   // Removes `flow`. Pointers to other flows may move: do not hold them across.
   void erase(TcpFlow* flow) noexcept;
 

@@ -82,7 +82,18 @@ class Worker {
     rte_mbuf* pending_ = nullptr;
   };
 
-  void receive(rte_mbuf* m, Side from, const PolicySnapshot& snap, time::Nanos now) noexcept;
+  // A frame of this burst that this worker's flow engine handles.
+  struct Owned {
+    rte_mbuf* m;
+    Side from;
+    FrameView v;
+    ServiceFrame sf;
+  };
+
+  // Classifies one received frame: bridged, handed to its owner, or (true)
+  // staged in `owned` for the engine.
+  [[nodiscard]] bool receive(rte_mbuf* m, Side from, const PolicySnapshot& snap, Owned& owned) noexcept;
+  void receive_burst(rte_mbuf** frames, uint16_t n, Side from, const PolicySnapshot& snap, time::Nanos now) noexcept;
   void handle_owned(rte_mbuf* m, Side from, FrameView& v, const ServiceFrame& sf, const PolicySnapshot& snap,
                     time::Nanos now) noexcept;
   void forward(rte_mbuf* m, Side from) noexcept;

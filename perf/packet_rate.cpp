@@ -40,7 +40,7 @@
 // sequence space, RST at the request's first byte, checksums).
 //
 // Needs no huge pages and no network; about 1 GB of EAL memory is reserved
-// and the parse contexts of the refused scenario take ~9 KB per flow.
+// and the worker's flow table and parse contexts take a few hundred MB.
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_eth_ring.h>
@@ -250,7 +250,7 @@ struct Options {
   unsigned repetitions = 5;
   size_t frames = 0;  // 0: each scenario's default
   size_t flows = 4096;
-  size_t contexts = 0;  // 0: enough for every refused flow of a repetition
+  size_t contexts = 2048;  // sluiced's default
   long cpu = -1;        // -1: the lcore may run on every CPU
   std::string scenario = "all";
 };
@@ -755,8 +755,7 @@ const char kUsage[] =
     "  --frames N       per repetition: bridged frames (default 1048576), admitted requests, each with its\n"
     "                   response (default 262144), refused flows, one request each (default 65536)\n"
     "  --flows N        established flows the admitted requests are spread over (default 4096)\n"
-    "  --contexts N     parse contexts of the worker (default: one per refused flow of a repetition,\n"
-    "                   as an answered flow keeps its context until it expires; sluiced's default is 2048)\n"
+    "  --contexts N     parse contexts of the worker (default 2048, as sluiced's)\n"
     "  --cpu N          pin the worker to CPU N (default: it may run on any)\n"
     "  --chunk N        frames per port built, then timed, at a time (default 1024; larger chunks are\n"
     "                   colder in cache when the worker reads them)\n"
@@ -843,7 +842,7 @@ int main(int argc, char** argv) {
   // flow keeps its context until it expires or its ports are reused.
   const size_t live = (run_admitted ? o.flows : 0) + (run_refused ? kAddresses + refused_flows : 0) + 1024;
   const size_t flow_slots = std::bit_ceil(live * 8 / 7 + 16);
-  const size_t contexts = o.contexts != 0 ? o.contexts : std::max<size_t>(2048, refused_flows + kAddresses + 64);
+  const size_t contexts = o.contexts;
 
   std::vector<Row> rows;
   {

@@ -286,8 +286,11 @@ Decision finish(const CompiledPolicy& policy, LimiterState& state, const Plan& p
   }
 
   size_t used = 0;
-  const size_t n = rule.fields.render(v, scratch.fields, 0);
-  if (n != SIZE_MAX) used = n;
+  const bool plain_admit = admit && !(rule.answer_status != 0 && rule.answer != nullptr);
+  if (!plain_admit || scratch.render_admitted_fields) {
+    const size_t n = rule.fields.render(v, scratch.fields, 0);
+    if (n != SIZE_MAX) used = n;
+  }
   const std::string_view fields(scratch.fields, used);
   d.fields = fields;
   if (admit || rule.shadow || policy.shadow) {

@@ -64,6 +64,9 @@ struct DecisionScratch {
   char credential[8192];
   char material[512];
   uint64_t trace_seed = 0x9e3779b97f4a7c15ull;  // set per worker
+  // Whether an admission renders its rate-limit fields (Decision::fields).
+  // A caller that does not add them to responses saves the rendering.
+  bool render_admitted_fields = true;
   uint64_t trace_counter = 0;
 };
 

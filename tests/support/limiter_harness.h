@@ -183,6 +183,7 @@ class Limiter {
   }
 
   time::Nanos now = kStart;
+  limiter::DecisionScratch& scratch() { return *scratch_; }
 
  private:
   std::unique_ptr<limiter::CompiledPolicy> policy_;

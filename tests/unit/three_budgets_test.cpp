@@ -322,3 +322,26 @@ TEST(ThreeBudgets, TB19_AClassSwitchedOffCarriesNoFields) {
 
 }  // namespace
 }  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// A caller that does not insert fields into admitted responses can skip
+// rendering them; refusals are complete either way (TB16 on the 429).
+TEST(ThreeBudgets, TB16AdmittedFieldsRenderedOnlyWhenAsked) {
+  Limiter l("three-budgets.yaml");
+  const std::string get = "GET /v1/models HTTP/1.1\r\nHost: a\r\n\r\n";
+  EXPECT_NE(l.send(get).header("RateLimit-Remaining"), "");
+  l.scratch().render_admitted_fields = false;
+  const Result admitted = l.send(get);
+  EXPECT_EQ(admitted.verdict(), limiter::Verdict::kAdmit);
+  EXPECT_EQ(admitted.fields, "");
+  l.count_admitted(58, get);
+  const Result refused = l.send(get);
+  ASSERT_EQ(refused.verdict(), limiter::Verdict::kRefuse);
+  EXPECT_EQ(refused.header("RateLimit-Remaining"), "0");
+  EXPECT_EQ(refused.header("RateLimit-Limit"), "60");
+}
+
+}  // namespace
+}  // namespace sluice::test
