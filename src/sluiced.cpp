@@ -244,6 +244,8 @@ int run(const sluiced::Options& o) {
       ws.idle_sleep_us = o.idle_sleep_us.value_or(o.af_packet ? 20 : 0);
       ws.engine.flows = o.flows;
       ws.engine.contexts = o.contexts;
+      ws.engine.timeouts.idle = time::Nanos{o.idle_timeout_s} * time::kNanosPerSecond;
+      ws.engine.timeouts.half_open = time::Nanos{o.half_open_timeout_s} * time::kNanosPerSecond;
       ws.engine.max_head_bytes = snap.policy.stream.head.max_head_bytes;
       ws.engine.max_fields = snap.policy.stream.head.max_fields;
       workers.push_back(std::make_unique<dataplane::Worker>(ws, shared, state, counters[i]));

@@ -81,7 +81,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
     }
     static const std::string_view kWithValue[] = {
         "config", "check-config", "af-packet", "ports", "workers", "service-ports", "control-socket",
-        "state-dir", "flows", "contexts", "buckets", "memory", "idle-sleep"};
+        "state-dir", "flows", "contexts", "buckets", "memory", "idle-sleep", "idle-timeout", "half-open-timeout"};
     bool known = false;
     for (auto k : kWithValue) known = known || k == name;
     if (!known) return fail("unknown option '--" + name + "'");
@@ -127,6 +127,10 @@ ParseResult parse_options(int argc, const char* const* argv) {
       if (!parse_number<size_t>(value, o.buckets, 1024, size_t{1} << 30)) return fail("--buckets wants 1024 to 1073741824, got '" + value + "'");
     } else if (name == "memory") {
       if (!parse_number<unsigned>(value, o.memory_mb, 64, 1 << 20)) return fail("--memory wants megabytes (at least 64), got '" + value + "'");
+    } else if (name == "idle-timeout") {
+      if (!parse_number<unsigned>(value, o.idle_timeout_s, 1, 86400)) return fail("--idle-timeout wants seconds (1 to 86400), got '" + value + "'");
+    } else if (name == "half-open-timeout") {
+      if (!parse_number<unsigned>(value, o.half_open_timeout_s, 1, 3600)) return fail("--half-open-timeout wants seconds (1 to 3600), got '" + value + "'");
     } else if (name == "idle-sleep") {
       unsigned us = 0;
       if (!parse_number<unsigned>(value, us, 0, 1000000)) return fail("--idle-sleep wants microseconds (0 to 1000000), got '" + value + "'");
@@ -161,6 +165,9 @@ Options:
   --flows N              TCP flows tracked per worker (default 65536); past it new SYNs are dropped
   --contexts N           requests in flight per worker (default 2048); a parse context each
   --buckets N            rate-limit buckets, all workers together (default 1048576)
+  --idle-timeout S       forget an established flow after S seconds without a segment (default 600);
+                         its next request resets it, so keep this above the origins' keep-alive timeout
+  --half-open-timeout S  forget a flow whose handshake did not finish within S seconds (default 10)
   --memory MB            DPDK memory with --af-packet (default 1024)
   --idle-sleep US        sleep after a long run of empty polls (default 20 with --af-packet, 0 with --ports)
   --control-socket PATH  control socket for sluicectl (default /run/sluice/control.sock; served from issue 5 on)

@@ -37,6 +37,8 @@ struct Options {
   size_t buckets = size_t{1} << 20;
   unsigned memory_mb = 1024; // DPDK memory with --af-packet (no huge pages)
   std::optional<unsigned> idle_sleep_us;
+  unsigned idle_timeout_s = 600;       // an established flow with no segment either way
+  unsigned half_open_timeout_s = 10;   // a handshake not finished
   bool quiet = false;
   std::vector<std::string> eal_args;  // after "--"
 };

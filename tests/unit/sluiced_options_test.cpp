@@ -58,6 +58,7 @@ TEST(SluicedOptions, MistakesAreNamed) {
       {{"--config"}, "--config needs a value"},
       {{"--config", "p", "--af-packet", "a:b", "--", "-l", "0"}, "EAL arguments after -- are for --ports"},
       {{"stray"}, "unexpected argument 'stray'"},
+      {{"--config", "p", "--af-packet", "a:b", "--idle-timeout", "0"}, "--idle-timeout wants seconds"},
   };
   for (const auto& [args, want] : cases) {
     const ParseResult r = parse(args);
