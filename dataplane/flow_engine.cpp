@@ -73,13 +73,24 @@ FrameResult FlowEngine::on_client(TcpFlow* flow, const ServiceFrame& sf, uint8_t
 
   if (v.has(flag::kSyn)) {
     if (v.has(flag::kAck)) return forward;  // not a client's opening SYN
-    if (flow != nullptr && flow->state == FlowState::kSynSent && flow->client_isn == v.seq) {
+    if (flow != nullptr && flow->client_isn == v.seq) {
+      // The SYN again (retransmitted, duplicated or replayed), in whatever
+      // state the flow is: it changes nothing.
       flow->last_seen = now;
-      return forward;  // the SYN again
+      return forward;
+    }
+    if (flow != nullptr && flow->state != FlowState::kSynSent && flow->state != FlowState::kSynReceived &&
+        flow->state != FlowState::kClosed && flow->state != FlowState::kAnswered) {
+      // A SYN with another sequence number on a live connection: the origin
+      // answers it with a challenge ACK and keeps the connection (RFC 5961
+      // 4.2), so the appliance keeps tracking it too. Starting over here
+      // would let one stray SYN take a connection out of the limiter.
+      flow->last_seen = now;
+      return forward;
     }
     if (flow != nullptr) {
-      // The client reuses the ports of a flow the appliance still remembers:
-      // a new connection, tracked from scratch.
+      // The client reuses the ports of a connection that is over (or whose
+      // handshake it abandoned): a new connection, tracked from scratch.
       release_context(*flow);
       const FlowKey key = flow->key;
       const uint64_t hash = flow->hash;
@@ -107,7 +118,9 @@ FrameResult FlowEngine::on_client(TcpFlow* flow, const ServiceFrame& sf, uint8_t
   }
 
   flow->last_seen = now;
-  if (v.options.has_timestamp) flow->client_tsval = v.options.tsval;
+  // Timestamps only move forward: a late, older segment must not make the
+  // appliance's own segments fail the peer's PAWS check (RFC 7323 5.3).
+  if (v.options.has_timestamp && seq_lt(flow->client_tsval, v.options.tsval)) flow->client_tsval = v.options.tsval;
 
   if (v.has(flag::kRst)) {
     const bool answered = flow->state == FlowState::kAnswered;
@@ -357,13 +370,12 @@ FrameResult FlowEngine::on_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, N
   const FrameResult drop{FrameAction::kDrop, v.frame_len, nullptr};
   if (flow == nullptr) return forward;
   flow->last_seen = now;
-  if (v.options.has_timestamp) flow->origin_tsval = v.options.tsval;
-  flow->origin_window = v.window;
 
   if (v.has(flag::kSyn)) {
-    if (v.has(flag::kAck) && (flow->state == FlowState::kSynSent || flow->state == FlowState::kSynReceived) &&
-        v.ack == flow->client_isn + 1) {
+    if (v.has(flag::kAck) && flow->state == FlowState::kSynSent && v.ack == flow->client_isn + 1) {
       flow->origin_isn = v.seq;
+      flow->origin_tsval = v.options.tsval;
+      flow->origin_window = v.window;
       flow->origin_mss = v.options.mss != 0 ? v.options.mss : 536;
       flow->state = FlowState::kSynReceived;
       flow->timestamps = flow->timestamps && v.options.has_timestamp;
@@ -372,6 +384,8 @@ FrameResult FlowEngine::on_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, N
     }
     return forward;
   }
+  if (v.options.has_timestamp && seq_lt(flow->origin_tsval, v.options.tsval)) flow->origin_tsval = v.options.tsval;
+  if (!seq_lt(v.seq, flow->origin_next)) flow->origin_window = v.window;  // not from a late, older segment
   if (v.has(flag::kRst)) {
     if (flow->state == FlowState::kAnswered) return drop;
     flow->state = FlowState::kClosed;

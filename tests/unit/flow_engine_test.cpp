@@ -437,3 +437,43 @@ TEST(FlowEngine, OverwrittenAnswerIsReplacedByAReset) {
 
 }  // namespace
 }  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// A SYN replayed on a live connection (the same one, or with a new sequence
+// number) must not take the connection out of the limiter.
+TEST(FlowEngine, SynOnALiveConnectionChangesNothing) {
+  EngineWorld w;
+  Connection c(w);
+  c.handshake();
+  EXPECT_TRUE(c.data(kGet).forwarded());
+  EXPECT_TRUE(c.respond(kOk).forwarded());
+  EXPECT_TRUE(c.client(flag::kSyn, "", c.client_seq_ - 1 - kGet.size()).forwarded());  // the original SYN again
+  EXPECT_TRUE(c.client(flag::kSyn, "", 12345).forwarded());                          // a new sequence number
+  EXPECT_TRUE(c.data(kGet).forwarded());
+  EXPECT_TRUE(c.respond(kOk).forwarded());
+  EXPECT_EQ(c.data(kGet).action, FrameAction::kDrop);  // still limited: the third of a budget of two
+  EXPECT_EQ(w.counters.requests.get(), 3u);
+}
+
+// A late, older origin segment must not move the timestamp the answer
+// carries backwards (the client's PAWS check would drop the answer).
+TEST(FlowEngine, AnswerTimestampNeverGoesBackwards) {
+  EngineWorld w;
+  spend_budget(w);
+  Connection c(w);
+  c.handshake();
+  c.origin_ts_ += 1000;
+  EXPECT_TRUE(c.respond("").forwarded());  // a pure ACK with a newer timestamp
+  const uint32_t newest = c.origin_ts_;
+  c.origin_ts_ -= 500;  // then an old segment arrives late
+  (void)c.origin(flag::kAck, "", c.origin_seq_ - 1);
+  ASSERT_EQ(c.data(kGet).action, FrameAction::kDrop);
+  const auto to_client = sent_to(w, Side::kClient);
+  ASSERT_EQ(to_client.size(), 1u);
+  EXPECT_EQ(to_client[0].view.options.tsval, newest);
+}
+
+}  // namespace
+}  // namespace sluice::test
