@@ -5,7 +5,11 @@
 #   2. the same tests built with AddressSanitizer and UndefinedBehaviorSanitizer;
 #   3. the same tests built with ThreadSanitizer (the lock-free tables'
 #      concurrency tests are the point);
-#   4. the libFuzzer target with its differential checks, for a bounded time
+#   4. sluiced's start-up failures and exit codes (tests/integration/cli.sh);
+#   5. the network-namespace integration suite against the real sluiced
+#      (tests/integration/run.sh: nginx origin, curl, keep-alive client,
+#      Chromium; every loop bounded, everything torn down);
+#   6. the libFuzzer target with its differential checks, for a bounded time
 #      (SLUICE_FUZZ_SECONDS, default 60).
 # Stops at the first failure, with a non-zero exit status.
 set -euo pipefail
@@ -29,6 +33,12 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 step "unit tests under ThreadSanitizer (build-tsan/)"
 scripts/build.sh build-tsan --buildtype=debugoptimized -Dperf=false -Db_sanitize=thread -Db_lundef=false
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/lib_tests --gtest_brief=1
+
+step "sluiced's command line and start-up failures (tests/integration/cli.sh)"
+tests/integration/cli.sh build
+
+step "integration tests in network namespaces (tests/integration/run.sh)"
+tests/integration/run.sh build
 
 step "fuzzing the head parser for ${fuzz_seconds}s (build-fuzz/)"
 CXX=clang++ scripts/build.sh build-fuzz --buildtype=debugoptimized -Dfuzz=true -Dtests=false -Dperf=false \

@@ -14,7 +14,8 @@
 # parses only its service ports (80), so 8080 is bridged untouched.
 #
 # The access log ($SLT_TMP/nginx/access.log) has one line per request that
-# reached the origin, space-separated:
+# reached the API (port 80; the page server logs to page-access.log),
+# space-separated:
 #   1 remote_addr  2 method  3 request_uri  4 status  5 connection:connection_requests
 #   6 request_id  7 X-Slt-Test  8 X-Pi-Deployment  9 msec  10 body_bytes_sent
 
@@ -87,6 +88,7 @@ http {
   server {
     listen $ORIGIN4:8080;
     server_name _;
+    access_log $d/page-access.log slt;   # not the API's: tests count the API's lines
     root $d/www;
     location / { add_header Cache-Control no-store; }
   }

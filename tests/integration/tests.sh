@@ -21,14 +21,14 @@ plumbing-keepalive           plumbing  three-budgets      1
 plumbing-pipelined           plumbing  three-budgets      1
 plumbing-tinymss             plumbing  three-budgets      1
 tb-bare-budget               limiting  three-budgets      1
-tb-keepalive-counted         limiting  three-budgets      1
-tb-pipelined-crossing        limiting  three-budgets      1
-tb-tinymss-budget            limiting  three-budgets      1
-tb-ipv6-budget               limiting  three-budgets      1
 rf-blowhorn-budget           limiting  route-families     1
 rf-client-ip-headers         limiting  route-families     1
 rf-unknown-credential        limiting  route-families     1
 dq-rpm-quota                 limiting  deployment-quotas  1
+tb-keepalive-counted         limiting  tb-hourly          1
+tb-pipelined-crossing        limiting  tb-hourly          1
+tb-tinymss-budget            limiting  tb-hourly          1
+tb-ipv6-budget               limiting  tb-hourly          1
 plumbing-impaired            plumbing  tb-small           1
 plumbing-chromium            plumbing  tb-small           1
 tb-impaired-charged-once     limiting  tb-small           1
@@ -36,6 +36,8 @@ tb-split-dribble             limiting  tb-small           1
 tb-healthz-exempt            limiting  tb-small           1
 tb-cors-preflight            limiting  tb-small           1
 chromium-cors                limiting  tb-small           1
+tb-syn-replay                limiting  tb-small           1
+tb-stale-origin-segment      limiting  tb-small           1
 tb-workers2-budget           limiting  tb-small           2
 '
 
@@ -169,13 +171,19 @@ t_plumbing_impaired() {
 
 # ================================================================ three budgets
 
-# TB01/TB14/TB15/TB16: 60 bare GETs from one address on one kept-alive
-# connection are admitted with RateLimit-Remaining 59..0; the 61st within the
-# minute (on a new connection) is refused: 429, the TB14 body, Retry-After 1
-# (TB15: the deficit is under a second), RateLimit-* (TB16), Connection:
-# close and the close itself. The origin saw exactly the 60. One client
-# process sends all 61 (a bare token refills every second: the whole exchange
-# must take well under one).
+# TB01/TB14/TB15/TB16 under the shipped profile (bare 60/min, burst 60): 60
+# bare GETs from one address on one kept-alive connection are admitted; the
+# 61st within the second (on a new connection) is refused: 429, the TB14
+# body, Retry-After 1 (TB15: the deficit is under a second), the 429's own
+# RateLimit-* (TB16), Connection: close and the close itself. The origin saw
+# exactly the 60 (every line from the address counts, so a refused request
+# that leaked even in part shows). One client process sends all 61 in a few
+# tens of ms; a bare token refills every second, so the 61st must leave
+# within a second of the first: a slower run is reported as such, not as
+# the appliance's failure. (Counting across connections, pipelining, tiny
+# MSS and IPv6 run under tb-hourly, where the refill cannot interfere.)
+# RateLimit-* on admitted (origin) responses is not checked here: they come
+# with the response-path rewriting of a later issue.
 t_tb_bare_budget() {
   local s el
   s="$(src4)"
@@ -183,10 +191,6 @@ t_tb_bare_budget() {
     --plan '[{"count": 60, "path": "/tb/{i}"}, {"count": 1, "path": "/tb/61"}]'
   el="$(res summary b elapsed)"
   check_eq "TB01 60 admitted, then the 61st refused on a new connection" "$(res statuses b)" "200x60 | 429."
-  check_eq "TB16 RateLimit-Remaining 59..0" "$(res remaining b 59)" ""
-  check_eq "TB16 RateLimit-Limit" "$(res header b 1 RateLimit-Limit)" 60
-  check_eq "TB16 RateLimit-Policy" "$(res header b 1 RateLimit-Policy)" "60;w=60"
-  check_eq "TB16 RateLimit-Reset after one request" "$(res header b 1 RateLimit-Reset)" 1
   check_eq "TB14 body" "$(res body b 61)" "$SLT_TB14_BODY"
   check_eq "TB14 Content-Type" "$(res header b 61 Content-Type)" application/json
   check_eq "TB15 Retry-After" "$(res header b 61 Retry-After)" 1
@@ -195,31 +199,38 @@ t_tb_bare_budget() {
   check_range "TB16 429 RateLimit-Reset" "$(res header b 61 RateLimit-Reset)" 59 60
   check_eq "TB16 429 RateLimit-Policy" "$(res header b 61 RateLimit-Policy)" "60;w=60"
   check_eq "429 Connection" "$(res header b 61 Connection)" close
-  check_eq "origin log: the 60 admitted" "$(olog_count "$s")" 60
-  check_eq "origin log: the refused request never reached it" "$(olog_count "$s" '$3 == "/tb/61"')" 0
+  check_olog "TB14 the 60 admitted reached the origin, the refused one did not" "$s" 60
   note "elapsed ${el}s"
   refill_hint b
   finish
 }
 
-# TB16/TB01: admitted requests are counted across connections: 30 on one
-# kept-alive connection (Remaining 59..30), 30 on a second (29..0), then the
-# next is refused on a third.
+# ================================================================ tb-hourly
+# (three-budgets with the bare burst of 60 refilled per hour: no token comes
+# back during a test, so every count is exact however slow the machine.)
+
+# TB01/TB14: admitted requests are counted on kept-alive connections and
+# across them: 30 on one connection and 30 on a second are all admitted, and
+# the next one, on a third, is refused (had any of the 60 gone uncounted, it
+# would be admitted). The 429's own TB16 fields say the budget is spent.
 t_tb_keepalive_counted() {
   local s
   s="$(src4)"
   client k --source "$s" --plan '[{"count": 30, "path": "/ka/a{i}"}, {"count": 30, "path": "/ka/b{i}"}, {"count": 1, "path": "/ka/c"}]'
   check_eq "TB14 30 and 30 admitted, the third connection refused" "$(res statuses k)" "200x30 | 200x30 | 429."
-  check_eq "TB16 Remaining 59..30, then 29..0" "$(res remaining k 59)" ""
-  check_eq "origin log lines" "$(olog_count "$s")" 60
+  check_eq "TB14 body" "$(res body k 61)" "$SLT_TB14_BODY"
+  check_eq "TB16 429 RateLimit-Remaining" "$(res header k 61 RateLimit-Remaining)" 0
+  check_eq "TB16 429 RateLimit-Limit" "$(res header k 61 RateLimit-Limit)" 60
+  check_olog "the 60 admitted, nothing of the refused one" "$s" 60
   check_eq "origin connections" "$(olog_lines "$s" | awk '{split($5, c, ":"); print c[1]}' | sort -u | wc -l)" 2
-  refill_hint k
   finish
 }
 
 # TB14 on a pipelined batch that crosses the budget: 62 requests in one
-# write; the 60 admitted responses come back in order, then the 429, then
-# the close; the 62nd is never answered and never reaches the origin.
+# write (past the 32 a connection may have outstanding, so the appliance
+# holds some back uncharged until responses return); the 60 admitted
+# responses come back in order, then the 429, then the close; the 62nd is
+# never answered and never reaches the origin.
 t_tb_pipelined_crossing() {
   local s
   s="$(src4)"
@@ -227,18 +238,20 @@ t_tb_pipelined_crossing() {
   check_eq "statuses" "$(res statuses pl)" "200x60 429."
   check_eq "admitted in order" "$(res expr pl '" ".join(r["body"].split("\n")[1] for r in R if r["status"] == 200)')" \
     "$(for i in $(seq 1 60); do printf 'uri=/echo?i=%d ' "$i"; done | sed 's/ $//')"
-  check_eq "TB16 Remaining 59..0" "$(res remaining pl 59)" ""
   check_eq "TB14 body" "$(res body pl 61)" "$SLT_TB14_BODY"
+  check_eq "TB16 429 RateLimit-Remaining" "$(res header pl 61 RateLimit-Remaining)" 0
   check_eq "unanswered after the close" "$(res end pl 0 unanswered)" 1
-  check_eq "origin log lines" "$(olog_count "$s")" 60
+  check_olog "the 60 admitted, nothing of the 61st or 62nd" "$s" 60
   check_eq "origin saw requests 1..60 on one connection" \
     "$(olog_lines "$s" | awk '{split($5, c, ":"); print c[2]}' | tr '\n' ' ')" "$(seq -s ' ' 1 60) "
-  refill_hint pl
   finish
 }
 
-# TB14 with heads split across segments (MSS 88): sequential and pipelined,
-# the same 60 admitted and the 61st refused as with whole heads.
+# TB14 with heads split across segments (MSS 88, ~300-byte heads): the
+# appliance holds a split head until it is complete; sequential and
+# pipelined, the same 60 admitted and the 61st refused as with whole heads,
+# and not one byte of the refused heads reaches the origin (nginx would log
+# a partial request as a 400 line from the address).
 t_tb_tinymss_budget() {
   local s0 s1 pad
   s0="$(src4 0)" s1="$(src4 1)"
@@ -249,31 +262,31 @@ t_tb_tinymss_budget() {
   client pipe --source "$s1" --count 62 --mode pipeline --path '/echo?i={i}' -H "X-Pad: $pad"
   check_range "client's MSS" "$(res end seq 0 mss)" 1 88
   check_eq "sequential" "$(res statuses seq)" "200x60 429."
-  check_eq "sequential Remaining 59..0" "$(res remaining seq 59)" ""
   check_eq "sequential TB14 body" "$(res body seq 61)" "$SLT_TB14_BODY"
+  check_eq "sequential TB16 429 RateLimit-Remaining" "$(res header seq 61 RateLimit-Remaining)" 0
   check_eq "pipelined" "$(res statuses pipe)" "200x60 429."
   check_eq "pipelined TB14 body" "$(res body pipe 61)" "$SLT_TB14_BODY"
-  check_eq "origin log lines (sequential)" "$(olog_count "$s0")" 60
-  check_eq "origin log lines (pipelined)" "$(olog_count "$s1")" 60
-  refill_hint seq pipe
+  check_eq "pipelined in order" "$(res expr pipe '" ".join(r["body"].split("\n")[1] for r in R if r["status"] == 200)')" \
+    "$(for i in $(seq 1 60); do printf 'uri=/echo?i=%d ' "$i"; done | sed 's/ $//')"
+  check_olog "sequential: the 60 admitted only" "$s0" 60
+  check_olog "pipelined: the 60 admitted only" "$s1" 60
   finish
 }
 
 # TB01/TB14 over IPv6: 60 admitted from one IPv6 address, the 61st refused;
-# another address (three-budgets keys whole /128 addresses, X03 off) has a
-# budget of its own.
+# another address of the same /64 (this profile keys whole /128 addresses,
+# X03 off) has a whole budget of its own: 60 more admitted, then refused.
 t_tb_ipv6_budget() {
   local s0 s1
   s0="$(src6 0)" s1="$(src6 1)"
   client v6 --host "$ORIGIN6" --source "$s0" --count 61 --path '/v6/{i}'
-  client v6b --host "$ORIGIN6" --source "$s1" --count 1 --path '/v6/other'
+  client v6b --host "$ORIGIN6" --source "$s1" --count 61 --path '/v6/other{i}'
   check_eq "statuses" "$(res statuses v6)" "200x60 429."
-  check_eq "TB16 Remaining 59..0" "$(res remaining v6 59)" ""
   check_eq "TB14 body" "$(res body v6 61)" "$SLT_TB14_BODY"
-  check_eq "another /128 has its own budget" "$(res statuses v6b)" 200
-  check_eq "its RateLimit-Remaining" "$(res header v6b 1 RateLimit-Remaining)" 59
-  check_eq "origin log lines" "$(olog_count "$s0")" 60
-  refill_hint v6
+  check_eq "TB16 429 RateLimit-Remaining" "$(res header v6 61 RateLimit-Remaining)" 0
+  check_eq "another /128 has a whole budget of its own" "$(res statuses v6b)" "200x60 429."
+  check_olog "first address" "$s0" 60
+  check_olog "second address" "$s1" 60
   finish
 }
 
@@ -374,7 +387,8 @@ t_dq_rpm_quota() {
   check_eq "DQ01 the quota is the deployment's, not the address's" "$(res statuses addr2)" "429."
   check_eq "DQ08 origin log lines for claude-sonnet-us-2" \
     "$(olog_count "$s0" '$8 == "claude-sonnet-us-2"')" 300
-  check_eq "DQ08 nothing from the second address" "$(olog_count "$s1")" 0
+  check_olog "DQ08 the 300, the other deployment's and the one naming none; nothing of the 301st" "$s0" 302
+  check_olog "DQ08 nothing from the second address" "$s1" 0
   finish
 }
 
@@ -401,29 +415,33 @@ t_tb_impaired_charged_once() {
   check_eq "admitted" "$(res count conns 200)" 20
   check_eq "refused" "$(res count conns 429)" 10
   check_eq "refusals closed" "$(res expr conns 'sum(1 for r in R if r["status"] == 429 and r["closed"])')" 10
-  check_eq "origin log lines (connections)" "$(olog_count "$s0")" 20
+  check_olog "origin log (connections): the 20 admitted, once each" "$s0" 20
+  check_eq "origin saw each admitted path once" "$(olog_lines "$s0" | awk '{print $3}' | sort | uniq -d | wc -l)" 0
   check_eq "pipelined" "$(res statuses pipe)" "200x20 429."
   check_eq "pipelined order" "$(res expr pipe '" ".join(r["body"].split("\n")[1] for r in R if r["status"] == 200)')" \
     "$(for i in $(seq 1 20); do printf 'uri=/echo?i=%d ' "$i"; done | sed 's/ $//')"
-  check_eq "origin log lines (pipelined)" "$(olog_count "$s1")" 20
+  check_olog "origin log (pipelined)" "$s1" 20
   [ "$(impair_events)" -gt 0 ] || fail "the impairment dropped or duplicated nothing ($(impair_stats | tr '\n' ';'))"
   finish
 }
 
 # TB14 with heads dribbled: each request written 5 bytes at a time, 2 ms
-# apart (every piece its own segment): 20 admitted, the 21st refused; the
-# same with a pipelined batch written 7 bytes at a time.
+# apart (every piece its own segment, so the appliance holds each head until
+# its last piece): 20 admitted, the 21st refused; the same with a pipelined
+# batch written 7 bytes at a time. Not one byte of a refused head reaches the
+# origin: nginx would log a partial request as a 400 line from the address.
 t_tb_split_dribble() {
   local s0 s1
   s0="$(src4 0)" s1="$(src4 1)"
   client seq --source "$s0" --count 21 --path '/dr/{i}' --piece 5 --piece-delay 2 --timeout 40
   client pipe --source "$s1" --count 22 --mode pipeline --path '/echo?i={i}' --piece 7 --piece-delay 1 --timeout 40
   check_eq "sequential" "$(res statuses seq)" "200x20 429."
-  check_eq "sequential TB16 Remaining 19..0" "$(res remaining seq 19)" ""
   check_eq "sequential TB14 body" "$(res body seq 21)" "$SLT_TB14_BODY"
+  check_eq "sequential TB16 429 RateLimit-Remaining" "$(res header seq 21 RateLimit-Remaining)" 0
   check_eq "pipelined" "$(res statuses pipe)" "200x20 429."
-  check_eq "origin log lines (sequential)" "$(olog_count "$s0")" 20
-  check_eq "origin log lines (pipelined)" "$(olog_count "$s1")" 20
+  check_eq "pipelined TB14 body" "$(res body pipe 21)" "$SLT_TB14_BODY"
+  check_olog "sequential: the 20 admitted only" "$s0" 20
+  check_olog "pipelined: the 20 admitted only" "$s1" 20
   finish
 }
 
@@ -450,34 +468,40 @@ t_tb_healthz_exempt() {
   check_range "curl: TB15 Retry-After" "$(chdr c Retry-After)" 170 180
   check_eq "curl: Connection" "$(chdr c Connection)" close
   check_eq "curl: RateLimit-Policy" "$(chdr c RateLimit-Policy)" "20;w=3600"
-  check_eq "origin log: 20 admitted + GET and HEAD /healthz" "$(olog_count "$s")" 22
+  check_olog "origin log: 20 admitted + GET and HEAD /healthz" "$s" 22
   finish
 }
 
 # TB08: with an origin granted, a preflight (OPTIONS + Origin) on a
 # browser-reachable path is exempt: forwarded (the origin answers it),
-# uncounted, no RateLimit-* fields: 25 of them from an address whose bare
-# budget is 20 all pass, and its next bare request still sees Remaining 19.
-# An OPTIONS without Origin, or on a path outside preflight_paths, is an
-# ordinary bare request. TB09: a 429 to a request from a granted origin
-# carries Access-Control-Allow-Origin and exposes Retry-After and RateLimit-*.
+# uncounted, no RateLimit-* fields. From one address (bare budget 20 per
+# hour): 25 preflights all pass; then an OPTIONS without Origin (on /v1/)
+# and a preflight outside preflight_paths, both ordinary bare requests
+# (counted); then bare GETs: exactly 18 are admitted before the 429 (20 less
+# those two; had the preflights counted, the 21st preflight would have been
+# refused). Out of budget, a preflight still passes, while an OPTIONS without
+# Origin and one outside preflight_paths are refused. TB09: a 429 to a
+# request from a granted origin carries Access-Control-Allow-Origin and
+# exposes Retry-After and RateLimit-*.
 t_tb_cors_preflight() {
   local s0 s1 o="Origin: $SLT_PAGE_ORIGIN" expose
   s0="$(src4 0)" s1="$(src4 1)"
-  client pf --source "$s0" --count 25 --method OPTIONS --path '/v1/pf/{i}' -H "$o" \
-    -H 'Access-Control-Request-Method: GET' -H 'Access-Control-Request-Headers: authorization'
-  check_eq "TB08 25 preflights answered by the origin" "$(res statuses pf)" "204x25"
+  client pf --source "$s0" --plan '[
+    {"count": 25, "method": "OPTIONS", "path": "/v1/pf/{i}", "headers": ["'"$o"'", "Access-Control-Request-Method: GET", "Access-Control-Request-Headers: authorization"]},
+    {"count": 1, "method": "OPTIONS", "path": "/v1/x"},
+    {"count": 1, "method": "OPTIONS", "path": "/elsewhere", "headers": ["'"$o"'", "Access-Control-Request-Method: GET"]},
+    {"count": 19, "path": "/v1/after/{i}"},
+    {"count": 1, "method": "OPTIONS", "path": "/v1/pf/late", "headers": ["'"$o"'", "Access-Control-Request-Method: GET"]},
+    {"count": 1, "method": "OPTIONS", "path": "/v1/x2"},
+    {"count": 1, "method": "OPTIONS", "path": "/elsewhere2", "headers": ["'"$o"'", "Access-Control-Request-Method: GET"]}]'
+  # 25 preflights | no Origin | outside preflight_paths | 18 bare + 429 | preflight | no Origin | outside
+  check_eq "TB08 preflights exempt and uncounted, the rest ordinary bare requests" "$(res statuses pf)" \
+    "204x25 | 204 | 200 | 200x18 429. | 204 | 429. | 429."
   check_eq "TB08 no RateLimit-* on preflights" \
-    "$(res expr pf 'sum(1 for r in R for h in r["headers"] if h.startswith("ratelimit"))')" 0
-  client bare --source "$s0" --count 1 --path /v1/after
-  check_eq "bare request after the preflights" "$(res statuses bare)" 200
-  check_eq "TB08 preflights were not counted (Remaining)" "$(res header bare 1 RateLimit-Remaining)" 19
-  client noorigin --source "$s0" --count 1 --method OPTIONS --path /v1/x
-  check_eq "TB08 OPTIONS without Origin is counted (Remaining)" "$(res header noorigin 1 RateLimit-Remaining)" 18
-  client otherpath --source "$s0" --count 1 --method OPTIONS --path /elsewhere -H "$o" \
-    -H 'Access-Control-Request-Method: GET'
-  check_eq "TB08 preflight outside preflight_paths is counted (Remaining)" "$(res header otherpath 1 RateLimit-Remaining)" 17
-  check_eq "origin log lines" "$(olog_count "$s0")" 28
+    "$(res expr pf 'sum(1 for r in R for h in r["headers"] if h.startswith("ratelimit") and r["status"] == 204 and r["conn"] in (0, 4))')" 0
+  check_eq "TB14 body" "$(res body pf 46)" "$SLT_TB14_BODY"
+  check_eq "TB16 429 RateLimit-Remaining" "$(res header pf 46 RateLimit-Remaining)" 0
+  check_olog "25 + 1 preflights, the 2 counted OPTIONS and the 18 admitted" "$s0" 46
   # TB09: credential budget 4, from the granted origin.
   client cred --source "$s1" --count 5 --path '/v1/c/{i}' -H "$o" -H 'Authorization: Bearer slt-cors-curl'
   check_eq "TB09 4 admitted, then 429" "$(res statuses cred)" "200x4 429."
@@ -487,7 +511,8 @@ t_tb_cors_preflight() {
     [[ ",$(tr -d ' ' <<<"$expose")," == *",$h,"* ]] || fail "TB09 Access-Control-Expose-Headers lacks $h: '$expose'"
   done
   check_re "TB15 Retry-After" "$(res header cred 5 Retry-After)" '^[1-9][0-9]*$'
-  check_eq "origin log lines (credentialed)" "$(olog_count "$s1")" 4
+  check_eq "TB16 429 RateLimit-Remaining" "$(res header cred 5 RateLimit-Remaining)" 0
+  check_olog "the 4 credentialed admitted only" "$s1" 4
   finish
 }
 
@@ -554,59 +579,130 @@ cres() {  # cres TAG PYEXPR: evaluate with F = the fetch results
 
 # Chromium plumbing: the page loads from port 8080, the preflight and the
 # credentialed fetch to port 80 both reach the origin, the script can read
-# the response.
+# the response. (The browser's address is CLIENT4, which the readiness
+# probes share: the origin log is read from a mark set at the start.)
 t_plumbing_chromium() {
+  olog_mark
   slt_chromium plumb 1 slt-plumbing || finish
   check_eq "fetch result" "$(cres plumb 'F[0].get("status", F[0].get("error"))')" 200
   check_eq "fetch body" "$(cres plumb 'F[0].get("body")')" "ok"
   check_eq "preflight reached the origin" \
     "$(olog_count "$CLIENT4" '$2 == "OPTIONS" && $3 == "/v1/items/plumb-1" && $4 == 204')" 1
   check_eq "GET reached the origin" "$(olog_count "$CLIENT4" '$2 == "GET" && $3 == "/v1/items/plumb-1"')" 1
+  check_olog "nothing else" "$CLIENT4" 2
   finish
 }
 
 # TB08/TB09 from a real browser: 5 credentialed fetch() calls (credential
 # budget 4), each after its own preflight. The preflights pass uncounted
-# (all 5 reach the origin; the address's bare budget is untouched
-# afterwards), fetches 1-4 read RateLimit-Remaining 3..0, and the script can
-# read the 429 of the 5th (so it carried Access-Control-Allow-Origin) and its
-# Retry-After and RateLimit-Remaining (exposed).
+# (all 5 reach the origin); fetches 1-4 are admitted; the script can read the
+# 429 of the 5th (so it carried Access-Control-Allow-Origin) and its
+# Retry-After and RateLimit-Remaining (exposed, TB09); the 5th GET never
+# reaches the origin, not even in part. Then the address's bare budget is
+# whole: 20 bare requests admitted before the 429 (the browser's preflights
+# took none of it).
 t_chromium_cors() {
+  olog_mark
   slt_chromium cors 5 slt-chromium || finish
   check_eq "statuses seen by the script" \
     "$(cres cors '" ".join(str(f.get("status", "error")) for f in F)')" "200 200 200 200 429"
-  check_eq "TB16 RateLimit-Remaining seen by the script" \
-    "$(cres cors '" ".join(str(f.get("remaining")) for f in F[:4])')" "3 2 1 0"
   check_re "TB09 Retry-After readable on the 429" "$(cres cors 'F[4].get("retryAfter")')" '^[1-9][0-9]*$'
   check_eq "TB09 RateLimit-Remaining readable on the 429" "$(cres cors 'F[4].get("remaining")')" 0
   check_eq "TB09 the 429 body readable" "$(cres cors 'F[4].get("body")')" "$SLT_TB14_BODY"
   check_eq "TB08 all 5 preflights reached the origin" \
     "$(olog_count "$CLIENT4" '$2 == "OPTIONS" && $3 ~ /^\/v1\/items\/cors-/')" 5
   check_eq "4 GETs reached the origin" "$(olog_count "$CLIENT4" '$2 == "GET" && $3 ~ /^\/v1\/items\/cors-/')" 4
-  client after --source "$CLIENT4" --count 1 --path /v1/bare-after
-  check_eq "TB08 the browser's preflights left the bare budget whole (Remaining)" \
-    "$(res header after 1 RateLimit-Remaining)" 19
+  check_olog "5 preflights and 4 GETs, nothing of the refused 5th" "$CLIENT4" 9
+  client after --source "$CLIENT4" --count 21 --path '/v1/bare-after/{i}'
+  check_eq "TB08 the browser's preflights left the bare budget whole" "$(res statuses after)" "200x20 429."
+  check_olog "and the 20 bare ones" "$CLIENT4" 29
   finish
+}
+
+# Design decisions 2 and 3 (a request is charged once; only tracked flows
+# count) and TB01/TB14: a SYN that reaches the appliance on a connection it
+# already tracks must not take the connection out of the limiter.
+# replay.py opens a kept-alive connection, then (syn-dup) sends the very
+# frame of its opening SYN again once the handshake is done (a retransmitted
+# or duplicated SYN that crossed the SYN-ACK, as on any lossy path: the
+# connection must go on, limited), or (syn-midstream) a SYN with another
+# sequence number after the first request (what a client can send on
+# purpose: the connection may go on, limited, or the appliance may end it),
+# then sends 25 requests: the bare budget of 20 admits exactly 20, then the
+# 429; the origin sees only the admitted ones.
+t_tb_syn_replay() {
+  local s0 s1 mid n200
+  s0="$(src4 0)" s1="$(src4 1)"
+  replay syn-dup "$s0" 25
+  replay syn-midstream "$s1" 25
+  check_eq "duplicate SYN after the handshake" "$(cat "$SLT_OUT/syn-dup.out")" "200x20 429."
+  check_olog "duplicate SYN: the 20 admitted only" "$s0" 20
+  mid="$(cat "$SLT_OUT/syn-midstream.out")"
+  if [[ "$mid" =~ ^200(x([0-9]+))?\ !gone$ ]]; then
+    n200="${BASH_REMATCH[2]:-1}"
+    note "the appliance ended the connection after the mid-connection SYN ($n200 admitted)"
+    check_range "SYN mid-connection, connection ended: admitted before" "$n200" 1 20
+    check_olog "SYN mid-connection: the admitted only" "$s1" "$n200"
+  else
+    check_eq "SYN mid-connection" "$mid" "200x20 429."
+    check_olog "SYN mid-connection: the 20 admitted only" "$s1" 20
+  fi
+  finish
+}
+
+# Design decision 2 (the 429 goes to the client "as if from the origin") and
+# TB14: an old segment of the origin's that reaches the appliance late (here
+# its SYN-ACK again, sent from the origin's side just before the refused
+# request; on a real path a duplicate or a reordered retransmission) must not
+# make the answer unacceptable to the client. Its TCP timestamp is older than
+# the ones the client has since seen from the origin; a 429 that carried it
+# as its own TSval would be dropped by the client's PAWS check (RFC 7323
+# 5.3), and the client would retransmit its request until the appliance
+# forgot the flow and reset it. Expected: 20 admitted, then the 429 and the
+# close.
+t_tb_stale_origin_segment() {
+  local s
+  s="$(src4)"
+  replay stale-synack "$s" 21 --origin-netns "$NS_ORG" --at 21
+  check_eq "TB14 the 429 reaches the client after a stale origin segment" "$(cat "$SLT_OUT/stale-synack.out")" "200x20 429."
+  check_olog "the 20 admitted only" "$s" 20
+  finish
+}
+
+replay() {  # replay MODE SOURCE COUNT [ARGS...]: replay.py; its statuses to $SLT_OUT/MODE.out
+  local mode="$1" src="$2" count="$3" rc
+  shift 3
+  ip netns exec "$NS_CLI" timeout -k 2 40 "$SLT_PY" "$SLT_HERE/replay.py" --mode "$mode" --source "$src" \
+    --host "$ORIGIN4" --count "$count" "$@" >"$SLT_OUT/$mode.out" 2>"$SLT_OUT/$mode.err"
+  rc=$?
+  note "replay $mode: status $rc, $(cat "$SLT_OUT/$mode.out"); $(tr '\n' ' ' <"$SLT_OUT/$mode.err" | tail -c 300)"
+  [ "$rc" -eq 0 ] || fail "replay.py --mode $mode failed (status $rc): $(tail -c 300 "$SLT_OUT/$mode.err")"
 }
 
 # Two workers (--workers 2) share one budget table: 4 parallel connections
 # of 8 requests from one address (bare budget 20) get exactly 20 admitted
-# between them, every connection that met the limit got a 429 and a close;
-# then a pipelined batch from another address crosses its budget as with one
-# worker.
+# between them; a connection either has all 8 admitted or ends with one 429
+# (after its admitted ones) and the close; then a pipelined batch from
+# another address crosses its budget as with one worker.
 t_tb_workers2_budget() {
   local s0 s1
   s0="$(src4 0)" s1="$(src4 1)"
   client par --source "$s0" --connections 4 --count 8 --parallel --path '/w2/{c}/{i}' --timeout 40
   client pipe --source "$s1" --count 26 --mode pipeline --path '/echo?i={i}'
   check_eq "admitted across 4 connections" "$(res count par 200)" 20
-  check_eq "each connection that met the limit got one 429 and the close" \
-    "$(res expr par 'sum(1 for e in E if e.get("answered", 0) < 8)')" "$(res count par 429)"
+  # Per connection: "200x8", or "200xK 429." (K < 8) with the close.
+  check_eq "each connection all admitted, or ended by one 429 and the close" "$(res expr par '" | ".join(
+    "ok" if [r["status"] for r in R if r["conn"] == e["conn"]] == [200] * 8 or (
+      [r["status"] for r in R if r["conn"] == e["conn"]][-1:] == [429]
+      and set(r["status"] for r in R if r["conn"] == e["conn"]) <= {200, 429}
+      and sum(1 for r in R if r["conn"] == e["conn"] and r["status"] == 429) == 1
+      and e.get("peer_closed") and not e.get("error"))
+    else "conn %d bad" % e["conn"] for e in E)')" "ok | ok | ok | ok"
   check_eq "refusals closed" "$(res expr par 'sum(1 for r in R if r["status"] == 429 and r["closed"])')" "$(res count par 429)"
   check_eq "no errors" "$(res expr par 'len(S.get("errors", []))')" 0
-  check_eq "origin log lines" "$(olog_count "$s0")" 20
+  check_olog "the 20 admitted only" "$s0" 20
   check_eq "pipelined" "$(res statuses pipe)" "200x20 429."
-  check_eq "origin log lines (pipelined)" "$(olog_count "$s1")" 20
+  check_olog "pipelined: the 20 admitted only" "$s1" 20
   finish
 }
 
