@@ -48,6 +48,7 @@ slt_init "slt-$$"
 PROXY_PID=""
 cleanup() {
   [ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null
+  [ -n "${NS_BOX:-}" ] && ip netns pids "$NS_BOX" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
   topology_down
 }
 trap cleanup EXIT
@@ -140,7 +141,9 @@ for ((r = 1; r <= runs; r++)); do
   # The topology keeps the appliance's namespace silent (arp_ignore); the
   # proxy has an address there and must answer ARP for it.
   in_box sysctl -qw net.ipv4.conf.all.arp_ignore=0 net.ipv4.conf.br0.arp_ignore=0
-  in_box nginx -c "$SLT_TMP/proxy/nginx.conf" -e "$SLT_TMP/proxy/error.log" &
+  # Not through in_box (a function: `&` would fork a shell around it): this
+  # way $! is nginx's master itself, which stops on SIGTERM.
+  ip netns exec "$NS_BOX" nginx -c "$SLT_TMP/proxy/nginx.conf" -e "$SLT_TMP/proxy/error.log" &
   PROXY_PID=$!
   ready=0
   for ((i = 0; i < 50; i++)); do
@@ -154,6 +157,8 @@ for ((r = 1; r <= runs; r++)); do
   echo "   ${proxy_rows[-1]}"
   kill "$PROXY_PID" 2>/dev/null; wait "$PROXY_PID" 2>/dev/null || true
   PROXY_PID=""
+  # Nothing of the proxy may outlive its run (the next one binds the same port).
+  ip netns pids "$NS_BOX" | xargs -r kill -KILL 2>/dev/null || true
   ip -n "$NS_BOX" link del br0
 done
 
