@@ -101,7 +101,12 @@ sleep 0.5
 say "what reached the origin (nginx's access log), by address"
 awk '{ n[$1]++ } END { for (a in n) printf "   %-16s %d requests\n", a, n[a] }' "$SLT_TMP/nginx/access.log" | sort
 
-say "stopping sluiced (SIGTERM): its counters"
+say "sluicectl, over sluiced's control socket: status, and the counters so far"
+"$root/build/src/sluicectl" --socket "$SLT_TMP/control.sock" status | sed 's/^/   /'
+echo
+"$root/build/src/sluicectl" --socket "$SLT_TMP/control.sock" stats | awk 'NR == 1 || $2 != 0' | sed 's/^/   /'
+
+say "stopping sluiced (SIGTERM)"
 appliance_stop || true
-sed -n '/stopping/,$p' "$SLT_APPLIANCE_LOG" | sed 's/^/  | /'
+grep -E '^sluiced: stopping' "$SLT_APPLIANCE_LOG" | sed 's/^/  | /'
 say "done; tearing the namespaces down"

@@ -1,6 +1,7 @@
 // sluiced: the appliance. Loads the policy, brings up the EAL and the two
 // ports, starts one worker per lcore, and runs until SIGINT or SIGTERM, then
 // stops the workers, prints what they counted and releases everything.
+#include <grp.h>
 #include <net/if.h>
 #include <signal.h>
 #include <unistd.h>
@@ -24,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include "control/control_server.h"
+#include "control/protocol.h"
 #include "dataplane/policy_snapshot.h"
 #include "dataplane/ports.h"
 #include "dataplane/worker.h"
@@ -256,6 +259,81 @@ int run(const sluiced::Options& o) {
     return fail(ExitCode::kNoMemory, "no memory for the flow tables; lower --flows or --contexts");
   }
 
+  // The control socket, before anything runs: a box that cannot be operated
+  // does not start.
+  gid_t control_gid = static_cast<gid_t>(-1);
+  if (!o.control_group.empty()) {
+    const group* g = getgrnam(o.control_group.c_str());
+    if (g == nullptr) {
+      stop_ports();
+      cleanup_eal();
+      return fail(ExitCode::kUsage, "--control-group: no group named '" + o.control_group + "'");
+    }
+    control_gid = g->gr_gid;
+  }
+  control::ControlServer control_server;
+  if (const std::string err = control_server.open(o.control_socket, control_gid); !err.empty()) {
+    stop_ports();
+    cleanup_eal();
+    return fail(ExitCode::kControl, err);
+  }
+  const auto started = std::chrono::steady_clock::now();
+  const control::ControlServer::Handler handler = [&](const control::JsonValue& request) -> std::string {
+    const control::JsonValue* cmd = request.get("cmd");
+    if (cmd == nullptr || cmd->string() == nullptr) {
+      return control::error_response(control::ErrorCode::kBadRequest, "a request names its command in \"cmd\"");
+    }
+    control::JsonWriter w;
+    w.begin_object().key("v").value(control::kProtocolVersion).key("ok").value(true);
+    if (*cmd->string() == "status") {
+      const auto up = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
+      uint64_t flows = 0;
+      for (unsigned i = 0; i < o.workers; ++i) flows += counters[i].flows_active.load(std::memory_order_relaxed);
+      w.key("version").value(SLUICE_VERSION).key("uptime_s").value(static_cast<uint64_t>(up.count()));
+      w.key("policy").begin_object().key("name").value(snap.policy.source.name).key("file").value(o.config);
+      char digest[17];
+      std::snprintf(digest, sizeof digest, "%016" PRIx64, snap.policy.digest);
+      w.key("digest").value(digest).key("service_ports").value(port_list(snap.service_ports)).end_object();
+      w.key("workers").value(o.workers).key("flows").value(flows);
+      w.key("ports").begin_array();
+      for (int i = 0; i < 2; ++i) {
+        w.begin_object().key("side").value(i == 0 ? "client" : "origin").key("name").value(ports[i].name);
+        w.key("mac").value(ports[i].mac).key("link_up").value(ports[i].link_up).end_object();
+      }
+      w.end_array();
+    } else if (*cmd->string() == "stats") {
+      w.key("counters").begin_object();
+#define SLUICE_SUM_COUNTER(name, help)                                                       \
+  {                                                                                          \
+    uint64_t total = 0;                                                                      \
+    for (unsigned i = 0; i < o.workers; ++i) total += counters[i].name.get();                \
+    w.key(#name).value(total);                                                               \
+  }
+      SLUICE_WORKER_COUNTERS(SLUICE_SUM_COUNTER)
+#undef SLUICE_SUM_COUNTER
+      w.end_object();
+      w.key("help").begin_object();
+#define SLUICE_HELP_COUNTER(name, help) w.key(#name).value(help);
+      SLUICE_WORKER_COUNTERS(SLUICE_HELP_COUNTER)
+#undef SLUICE_HELP_COUNTER
+      w.end_object();
+      w.key("workers").begin_array();
+      for (unsigned i = 0; i < o.workers; ++i) {
+        w.begin_object().key("flows_active").value(counters[i].flows_active.load(std::memory_order_relaxed));
+#define SLUICE_WORKER_COUNTER(name, help) w.key(#name).value(counters[i].name.get());
+        SLUICE_WORKER_COUNTERS(SLUICE_WORKER_COUNTER)
+#undef SLUICE_WORKER_COUNTER
+        w.end_object();
+      }
+      w.end_array();
+    } else {
+      return control::error_response(control::ErrorCode::kUnknownCommand,
+                                      "unknown command '" + *cmd->string() + "' (this sluiced knows status, stats)");
+    }
+    w.end_object();
+    return w.str();
+  };
+
   if (!o.quiet) {
     std::printf("sluiced %s\n", SLUICE_VERSION);
     for (int i = 0; i < 2; ++i) {
@@ -271,6 +349,8 @@ int run(const sluiced::Options& o) {
                 snap.policy.source.name.c_str(), o.config.c_str(), snap.policy.digest, snap.policy.rules.size(),
                 snap.policy.buckets.size(), port_list(snap.service_ports).c_str());
     std::printf("  clock: TSC%s\n", clock.invariant_tsc() ? " (invariant)" : " (not invariant: re-anchored every second)");
+    std::printf("  control: %s (sluicectl --socket %s status)\n", control_server.path().c_str(),
+                control_server.path().c_str());
     std::printf("sluiced: ready\n");
     std::fflush(stdout);
   }
@@ -292,6 +372,8 @@ int run(const sluiced::Options& o) {
         workers[i].get(), lcore);
   }
 
+  std::thread control_thread([&] { control_server.serve(g_stop, handler); });
+
   auto last_anchor = std::chrono::steady_clock::now();
   while (!g_stop.load(std::memory_order_relaxed)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -301,6 +383,7 @@ int run(const sluiced::Options& o) {
     }
   }
   rte_eal_mp_wait_lcore();
+  control_thread.join();
 
   if (!o.quiet) {
     std::printf("sluiced: stopping on %s\n", g_signal == SIGINT ? "SIGINT" : "SIGTERM");

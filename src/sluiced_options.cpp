@@ -80,7 +80,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
       has_value = true;
     }
     static const std::string_view kWithValue[] = {
-        "config", "check-config", "af-packet", "ports", "workers", "service-ports", "control-socket",
+        "config", "check-config", "af-packet", "ports", "workers", "service-ports", "control-socket", "control-group",
         "state-dir", "flows", "contexts", "buckets", "memory", "idle-sleep", "idle-timeout", "half-open-timeout"};
     bool known = false;
     for (auto k : kWithValue) known = known || k == name;
@@ -116,6 +116,9 @@ ParseResult parse_options(int argc, const char* const* argv) {
     } else if (name == "control-socket") {
       if (value.empty()) return fail("--control-socket needs a path");
       o.control_socket = value;
+    } else if (name == "control-group") {
+      if (value.empty()) return fail("--control-group needs a group name");
+      o.control_group = value;
     } else if (name == "state-dir") {
       if (value.empty()) return fail("--state-dir needs a directory");
       o.state_dir = value;
@@ -170,7 +173,8 @@ Options:
   --half-open-timeout S  forget a flow whose handshake did not finish within S seconds (default 10)
   --memory MB            DPDK memory with --af-packet (default 1024)
   --idle-sleep US        sleep after a long run of empty polls (default 20 with --af-packet, 0 with --ports)
-  --control-socket PATH  control socket for sluicectl (default /run/sluice/control.sock; served from issue 5 on)
+  --control-socket PATH  control socket for sluicectl (default /run/sluice/control.sock), 0660
+  --control-group NAME   a group whose members may use it besides root (default: root only)
   --state-dir DIR        where live runs are journalled (served from issue 5 on)
   -q, --quiet            no start-up summary
   --version, -h/--help
@@ -178,7 +182,7 @@ Options:
 Exit codes:
   0 stopped cleanly (SIGINT or SIGTERM)   1 failed while running   2 bad command line
   3 invalid policy   4 interface or port missing or unusable   5 out of memory
-  6 the DPDK environment would not start
+  6 the DPDK environment would not start   7 the control socket cannot be created
 )";
 }
 

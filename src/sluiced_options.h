@@ -19,6 +19,7 @@ enum class ExitCode : int {
   kInterface = 4,   // an interface or port is missing or cannot be started
   kNoMemory = 5,    // DPDK or table memory could not be had
   kEal = 6,         // the DPDK environment would not start (permissions, arguments)
+  kControl = 7,     // the control socket cannot be created (path, permissions, another sluiced)
 };
 
 struct Options {
@@ -31,6 +32,7 @@ struct Options {
   unsigned workers = 1;
   std::optional<std::vector<uint16_t>> service_ports;  // overrides the policy's
   std::string control_socket = "/run/sluice/control.sock";
+  std::string control_group;  // may also use the socket (besides root)
   std::string state_dir;
   size_t flows = 65536;      // per worker
   size_t contexts = 2048;    // per worker

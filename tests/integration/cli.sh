@@ -58,6 +58,11 @@ if [ "$(id -u)" -eq 0 ]; then
   # 8 workers' packet buffers do not fit in 64 MB of DPDK memory.
   expect no-memory 5 "no memory for [0-9]+ packet buffers" -- \
     ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --workers 8 --memory 64
+  expect control-socket-unusable 7 "control socket" -- \
+    ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --control-socket /proc/sluice-nope/control.sock
+  expect control-group-unknown 2 "no group named 'sluice-no-such-group'" -- \
+    ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --control-group sluice-no-such-group \
+    --control-socket "$tmp/c.sock"
   leftover="$(ip netns pids "$ns" 2>/dev/null)"
   if [ -n "$leftover" ]; then echo "FAIL no-memory: processes left behind: $leftover"; failures=$((failures + 1)); fi
 else

@@ -38,6 +38,7 @@ tb-cors-preflight            limiting  tb-small           1
 chromium-cors                limiting  tb-small           1
 tb-syn-replay                limiting  tb-small           1
 tb-stale-origin-segment      limiting  tb-small           1
+ctl-status-stats             limiting  tb-small           1
 tb-workers2-budget           limiting  tb-small           2
 '
 
@@ -449,6 +450,40 @@ t_tb_split_dribble() {
 # RateLimit-* fields, even out of budget; any other method, or a path under
 # it, is limited. TB14/TB15 as curl sees them: the 429 body, Retry-After
 # (a bare token every 180 s here), Connection: close.
+# sluicectl against the running appliance: status names the policy; the
+# counters `stats` reports move by exactly what a client did (TB01: 5 bare
+# requests admitted, then the budget's 429); an unprivileged user cannot use
+# the control socket (exit 3, permission denied); bad use is exit 2.
+t_ctl_status_stats() {
+  local s ctl before after out rc
+  s="$(src4)"
+  ctl="$(dirname "$SLUICED")/sluicectl"
+  [ -x "$ctl" ] || { fail "sluicectl not built next to sluiced ($ctl)"; finish; }
+  out="$("$ctl" --socket "$SLT_TMP/control.sock" status 2>&1)"
+  check_eq "status names the policy" "$(grep -o "^policy    three-budgets-small" <<<"$out")" "policy    three-budgets-small"
+  before="$("$ctl" --socket "$SLT_TMP/control.sock" --json stats)"
+  client st --source "$s" --count 21 --path '/st/{i}'
+  after="$("$ctl" --socket "$SLT_TMP/control.sock" --json stats)"
+  delta() {
+    "$SLT_PY" -c 'import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); print(int(b["counters"][sys.argv[3]] - a["counters"][sys.argv[3]]))' \
+      "$before" "$after" "$1"
+  }
+  check_eq "statuses" "$(res statuses st)" "200x20 429."
+  check_eq "stats: requests parsed" "$(delta requests)" 21
+  check_eq "stats: admitted" "$(delta admitted)" 20
+  check_eq "stats: refused (TB01 bare budget)" "$(delta refused)" 1
+  check_eq "stats: answers sent" "$(delta answers_sent)" 1
+  out="$(setpriv --reuid=65534 --regid=65534 --clear-groups "$ctl" --socket "$SLT_TMP/control.sock" status 2>&1)"
+  rc=$?
+  check_eq "an unprivileged user: exit" "$rc" 3
+  check_eq "an unprivileged user: told why" "$(grep -c 'permission denied' <<<"$out")" 1
+  "$ctl" --socket "$SLT_TMP/control.sock" frobnicate >/dev/null 2>&1
+  check_eq "unknown command: exit" "$?" 2
+  "$ctl" --socket "$SLT_TMP/nothing-here.sock" status >/dev/null 2>&1
+  check_eq "no daemon: exit" "$?" 3
+  finish
+}
+
 t_tb_healthz_exempt() {
   local s code
   s="$(src4)"

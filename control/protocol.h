@@ -1,0 +1,46 @@
+// The control protocol's fixed parts, shared by the control thread and
+// sluicectl: its version and its error codes. A request is
+//   {"v": 1, "cmd": "stats", ...arguments}
+// and every response carries "v" and "ok"; a refusal is
+//   {"v": 1, "ok": false, "error": {"code": "unknown_command", "message": "..."}}
+// with a code from the list below, stable across versions.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "json.h"
+
+namespace sluice::control {
+
+inline constexpr int kProtocolVersion = 1;
+inline constexpr size_t kMaxRequestBytes = 64 * 1024;
+
+enum class ErrorCode {
+  kBadRequest,          // not a JSON object, or a field of the wrong type
+  kUnsupportedVersion,  // "v" is not one this daemon speaks
+  kUnknownCommand,      // "cmd" names nothing
+  kForbidden,           // the peer may not use the socket
+  kRequestTooLarge,     // a line past kMaxRequestBytes
+};
+
+[[nodiscard]] constexpr std::string_view to_string(ErrorCode c) noexcept {
+  switch (c) {
+    case ErrorCode::kBadRequest: return "bad_request";
+    case ErrorCode::kUnsupportedVersion: return "unsupported_version";
+    case ErrorCode::kUnknownCommand: return "unknown_command";
+    case ErrorCode::kForbidden: return "forbidden";
+    case ErrorCode::kRequestTooLarge: return "request_too_large";
+  }
+  return "unknown";
+}
+
+[[nodiscard]] inline std::string error_response(ErrorCode code, std::string_view message) {
+  JsonWriter w;
+  w.begin_object().key("v").value(kProtocolVersion).key("ok").value(false);
+  w.key("error").begin_object().key("code").value(to_string(code)).key("message").value(message).end_object();
+  w.end_object();
+  return w.str();
+}
+
+}  // namespace sluice::control
