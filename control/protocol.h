@@ -22,6 +22,7 @@ enum class ErrorCode {
   kUnknownCommand,      // "cmd" names nothing
   kForbidden,           // the peer may not use the socket
   kRequestTooLarge,     // a line past kMaxRequestBytes
+  kInvalidPolicy,       // a policy file that does not load or compile ("errors" lists file:line:column)
 };
 
 [[nodiscard]] constexpr std::string_view to_string(ErrorCode c) noexcept {
@@ -31,6 +32,7 @@ enum class ErrorCode {
     case ErrorCode::kUnknownCommand: return "unknown_command";
     case ErrorCode::kForbidden: return "forbidden";
     case ErrorCode::kRequestTooLarge: return "request_too_large";
+    case ErrorCode::kInvalidPolicy: return "invalid_policy";
   }
   return "unknown";
 }

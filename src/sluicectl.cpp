@@ -3,6 +3,7 @@
 // --json for scripts. Exit codes: 0 done, 1 refused by the daemon, 2 usage
 // error, 3 cannot reach the daemon; each failure is one line that says what
 // to do.
+#include <limits.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -31,8 +32,10 @@ constexpr const char* kDefaultSocket = "/run/sluice/control.sock";
 const char* kUsageText = R"(sluicectl: operate a running sluiced over its control socket.
 
 Usage: sluicectl [--socket PATH] [--json] COMMAND
-  status    what runs: version, uptime, policy and its digest, ports, workers, flows
-  stats     the workers' counters, added up (requests admitted, refused, ...)
+  status              what runs: version, uptime, policy and its digest, ports, workers, flows
+  stats               the workers' counters, added up (requests admitted, refused, ...)
+  policy show         the active policy: name, file, digest, buckets, rules
+  policy check FILE   validate FILE with the running daemon's loader; errors as file:line:column
 
 Options:
   --socket PATH   the control socket (default $SLUICE_CONTROL_SOCKET, else /run/sluice/control.sock)
@@ -41,7 +44,7 @@ Options:
   --version
 
 Exit codes: 0 done, 1 refused by sluiced, 2 usage error, 3 cannot reach sluiced.
-Runs, credentials, usage reports, reload and top arrive with the rest of the control plane.
+Runs, credentials, usage reports, policy reload and top arrive with the rest of the control plane.
 )";
 
 int usage_error(const std::string& msg) {
@@ -169,18 +172,49 @@ int main(int argc, char** argv) {
       words.emplace_back(a);
     }
   }
-  if (words.empty()) return usage_error("which command? (status, stats)");
-  const std::string& cmd = words[0];
-  if (cmd != "status" && cmd != "stats") return usage_error("unknown command '" + cmd + "'");
-  if (words.size() > 1 && words[1] == "--help") {
-    std::printf(cmd == "status" ? "sluicectl status [--json]: version, uptime, policy and digest, ports, workers, flows\n"
-                                : "sluicectl stats [--json]: every counter of the workers, added up, with what it counts\n");
-    return kOk;
+  if (words.empty()) return usage_error("which command? (status, stats, policy)");
+  std::string cmd = words[0];
+  std::string file;
+  const bool help = std::find(words.begin(), words.end(), "--help") != words.end();
+  if (cmd == "status" || cmd == "stats") {
+    if (help) {
+      std::printf(cmd == "status" ? "sluicectl status [--json]: version, uptime, policy and digest, ports, workers, flows\n"
+                                  : "sluicectl stats [--json]: every counter of the workers, added up, with what it counts\n");
+      return kOk;
+    }
+    if (words.size() > 1) return usage_error("'" + cmd + "' takes no arguments, got '" + words[1] + "'");
+  } else if (cmd == "policy") {
+    if (help || words.size() < 2) {
+      if (!help) return usage_error("policy what? (show, check FILE)");
+      std::printf("sluicectl policy show [--json]: the active policy: name, file, digest, buckets, rules\n"
+                  "sluicectl policy check FILE [--json]: validate FILE as the running sluiced would load it;\n"
+                  "  exit 0 if it is usable, 1 with its errors (file:line:column) if not\n");
+      return kOk;
+    }
+    if (words[1] == "show") {
+      if (words.size() > 2) return usage_error("'policy show' takes no arguments");
+      cmd = "policy.show";
+    } else if (words[1] == "check") {
+      if (words.size() != 3) return usage_error("'policy check' takes one FILE");
+      // The daemon reads the file: give it a path that does not depend on
+      // this shell's directory.
+      char resolved[PATH_MAX];
+      if (realpath(words[2].c_str(), resolved) == nullptr) {
+        return usage_error("cannot read " + words[2] + ": " + std::strerror(errno));
+      }
+      file = resolved;
+      cmd = "policy.check";
+    } else {
+      return usage_error("unknown policy command '" + words[1] + "' (show, check FILE)");
+    }
+  } else {
+    return usage_error("unknown command '" + cmd + "'");
   }
-  if (words.size() > 1) return usage_error("'" + cmd + "' takes no arguments, got '" + words[1] + "'");
 
   sluice::control::JsonWriter w;
-  w.begin_object().key("v").value(sluice::control::kProtocolVersion).key("cmd").value(cmd).end_object();
+  w.begin_object().key("v").value(sluice::control::kProtocolVersion).key("cmd").value(cmd);
+  if (!file.empty()) w.key("file").value(file);
+  w.end_object();
   std::string response;
   if (const int rc = call(socket_path, w.str(), response); rc != kOk) return rc;
   std::string error;
@@ -189,6 +223,9 @@ int main(int argc, char** argv) {
   const JsonValue* ok = parsed->get("ok");
   if (ok == nullptr || !std::holds_alternative<bool>(ok->v) || !std::get<bool>(ok->v)) {
     const JsonValue* e = parsed->get("error");
+    if (const JsonValue* errors = parsed->get("errors"); errors && errors->array() && !json) {
+      for (const JsonValue& line : *errors->array()) std::fprintf(stderr, "%s\n", num(&line).c_str());
+    }
     std::fprintf(stderr, "sluicectl: sluiced refused: %s (%s)\n", e ? num(e->get("message")).c_str() : "no reason given",
                  e ? num(e->get("code")).c_str() : "?");
     if (json) std::printf("%s\n", response.c_str());
@@ -198,8 +235,23 @@ int main(int argc, char** argv) {
     std::printf("%s\n", response.c_str());
   } else if (cmd == "status") {
     print_status(*parsed);
-  } else {
+  } else if (cmd == "stats") {
     print_stats(*parsed);
+  } else if (cmd == "policy.show") {
+    std::printf("policy    %s\nfile      %s\ndigest    %s\nports     %s\n", num(parsed->get("name")).c_str(),
+                num(parsed->get("file")).c_str(), num(parsed->get("digest")).c_str(),
+                num(parsed->get("service_ports")).c_str());
+    for (const char* list : {"buckets", "rules"}) {
+      std::string joined;
+      if (const JsonValue* l = parsed->get(list); l && l->array()) {
+        for (const JsonValue& x : *l->array()) joined += (joined.empty() ? "" : ", ") + num(&x);
+      }
+      std::printf("%-9s %s\n", list, joined.c_str());
+    }
+  } else {
+    std::printf("%s: ok: policy '%s', digest %s, %s rules, %s buckets\n", num(parsed->get("file")).c_str(),
+                num(parsed->get("name")).c_str(), num(parsed->get("digest")).c_str(), num(parsed->get("rules")).c_str(),
+                num(parsed->get("buckets")).c_str());
   }
   return kOk;
 }

@@ -326,9 +326,49 @@ int run(const sluiced::Options& o) {
         w.end_object();
       }
       w.end_array();
+    } else if (*cmd->string() == "policy.show") {
+      char digest[17];
+      std::snprintf(digest, sizeof digest, "%016" PRIx64, snap.policy.digest);
+      w.key("name").value(snap.policy.source.name).key("file").value(o.config).key("digest").value(digest);
+      w.key("service_ports").value(port_list(snap.service_ports));
+      w.key("buckets").begin_array();
+      for (const auto& b : snap.policy.buckets) w.value(b.name);
+      w.end_array().key("rules").begin_array();
+      for (const auto& r : snap.policy.rules) w.value(r.name);
+      w.end_array();
+    } else if (*cmd->string() == "policy.check") {
+      const control::JsonValue* file = request.get("file");
+      if (file == nullptr || file->string() == nullptr || file->string()->empty()) {
+        return control::error_response(control::ErrorCode::kBadRequest, "policy.check needs \"file\": a path");
+      }
+      // Checked with the running daemon's own loader and compiler, so what
+      // passes here is what a reload would accept.
+      const LoadedPolicy checked = load_policy(*file->string(), credential_hasher);
+      if (!checked.snapshot) {
+        control::JsonWriter e;
+        e.begin_object().key("v").value(control::kProtocolVersion).key("ok").value(false);
+        e.key("error").begin_object().key("code").value(to_string(control::ErrorCode::kInvalidPolicy));
+        e.key("message").value(*file->string() + " is not a usable policy").end_object();
+        e.key("errors").begin_array();
+        size_t start = 0;
+        while (start < checked.error.size()) {
+          const size_t nl = checked.error.find('\n', start);
+          e.value(std::string_view(checked.error).substr(start, nl == std::string::npos ? std::string::npos : nl - start));
+          if (nl == std::string::npos) break;
+          start = nl + 1;
+        }
+        e.end_array().end_object();
+        return e.str();
+      }
+      char digest[17];
+      std::snprintf(digest, sizeof digest, "%016" PRIx64, checked.snapshot->policy.digest);
+      w.key("file").value(*file->string()).key("name").value(checked.snapshot->policy.source.name);
+      w.key("digest").value(digest).key("rules").value(checked.snapshot->policy.rules.size());
+      w.key("buckets").value(checked.snapshot->policy.buckets.size());
     } else {
       return control::error_response(control::ErrorCode::kUnknownCommand,
-                                      "unknown command '" + *cmd->string() + "' (this sluiced knows status, stats)");
+                                      "unknown command '" + *cmd->string() +
+                                          "' (this sluiced knows status, stats, policy.show, policy.check)");
     }
     w.end_object();
     return w.str();

@@ -450,7 +450,9 @@ t_tb_split_dribble() {
 # RateLimit-* fields, even out of budget; any other method, or a path under
 # it, is limited. TB14/TB15 as curl sees them: the 429 body, Retry-After
 # (a bare token every 180 s here), Connection: close.
-# sluicectl against the running appliance: status names the policy; the
+# sluicectl against the running appliance: status and policy show name the
+# policy, policy check accepts a good file and refuses a broken one with its
+# line and column; the
 # counters `stats` reports move by exactly what a client did (TB01: 5 bare
 # requests admitted, then the budget's 429); an unprivileged user cannot use
 # the control socket (exit 3, permission denied); bad use is exit 2.
@@ -477,6 +479,16 @@ t_ctl_status_stats() {
   rc=$?
   check_eq "an unprivileged user: exit" "$rc" 3
   check_eq "an unprivileged user: told why" "$(grep -c 'permission denied' <<<"$out")" 1
+  out="$("$ctl" --socket "$SLT_TMP/control.sock" policy show 2>&1)"
+  check_eq "policy show: the bare rule" "$(grep -c '^rules .*bare' <<<"$out")" 1
+  out="$("$ctl" --socket "$SLT_TMP/control.sock" policy check "$SLT_REPO/config/route-families.yaml" 2>&1)"
+  check_eq "policy check of a good file: exit" "$?" 0
+  check_eq "policy check of a good file: named" "$(grep -c "ok: policy 'route-families'" <<<"$out")" 1
+  printf 'sluice: 1\nname: broken\nbuckets:\n  b: { rate: 5/fortnight }\nrules: []\n' >"$SLT_TMP/broken.yaml"
+  out="$("$ctl" --socket "$SLT_TMP/control.sock" policy check "$SLT_TMP/broken.yaml" 2>&1)"
+  rc=$?
+  check_eq "policy check of a broken file: refused (exit 1)" "$rc" 1
+  check_eq "policy check of a broken file: file:line:column" "$(grep -cE 'broken.yaml:4:[0-9]+: ' <<<"$out")" 1
   "$ctl" --socket "$SLT_TMP/control.sock" frobnicate >/dev/null 2>&1
   check_eq "unknown command: exit" "$?" 2
   "$ctl" --socket "$SLT_TMP/nothing-here.sock" status >/dev/null 2>&1
