@@ -36,6 +36,9 @@ Usage: sluicectl [--socket PATH] [--json] COMMAND
   stats               the workers' counters, added up (requests admitted, refused, ...)
   policy show         the active policy: name, file, digest, buckets, rules
   policy check FILE   validate FILE with the running daemon's loader; errors as file:line:column
+  policy reload [FILE]
+                      load FILE (default: the running policy's file) and publish it to the
+                      workers; returns once every worker uses it. A broken file changes nothing.
 
 Options:
   --socket PATH   the control socket (default $SLUICE_CONTROL_SOCKET, else /run/sluice/control.sock)
@@ -44,7 +47,7 @@ Options:
   --version
 
 Exit codes: 0 done, 1 refused by sluiced, 2 usage error, 3 cannot reach sluiced.
-Runs, credentials, usage reports, policy reload and top arrive with the rest of the control plane.
+Runs, credentials, usage reports and top arrive with the rest of the control plane.
 )";
 
 int usage_error(const std::string& msg) {
@@ -185,15 +188,27 @@ int main(int argc, char** argv) {
     if (words.size() > 1) return usage_error("'" + cmd + "' takes no arguments, got '" + words[1] + "'");
   } else if (cmd == "policy") {
     if (help || words.size() < 2) {
-      if (!help) return usage_error("policy what? (show, check FILE)");
+      if (!help) return usage_error("policy what? (show, check FILE, reload [FILE])");
       std::printf("sluicectl policy show [--json]: the active policy: name, file, digest, buckets, rules\n"
                   "sluicectl policy check FILE [--json]: validate FILE as the running sluiced would load it;\n"
-                  "  exit 0 if it is usable, 1 with its errors (file:line:column) if not\n");
+                  "  exit 0 if it is usable, 1 with its errors (file:line:column) if not\n"
+                  "sluicectl policy reload [FILE] [--json]: publish FILE (default: the running policy's file);\n"
+                  "  returns once every worker uses it; a broken file changes nothing (exit 1, its errors)\n");
       return kOk;
     }
     if (words[1] == "show") {
       if (words.size() > 2) return usage_error("'policy show' takes no arguments");
       cmd = "policy.show";
+    } else if (words[1] == "reload") {
+      if (words.size() > 3) return usage_error("'policy reload' takes at most one FILE");
+      if (words.size() == 3) {
+        char resolved[PATH_MAX];
+        if (realpath(words[2].c_str(), resolved) == nullptr) {
+          return usage_error("cannot read " + words[2] + ": " + std::strerror(errno));
+        }
+        file = resolved;
+      }
+      cmd = "policy.reload";
     } else if (words[1] == "check") {
       if (words.size() != 3) return usage_error("'policy check' takes one FILE");
       // The daemon reads the file: give it a path that does not depend on
@@ -205,7 +220,7 @@ int main(int argc, char** argv) {
       file = resolved;
       cmd = "policy.check";
     } else {
-      return usage_error("unknown policy command '" + words[1] + "' (show, check FILE)");
+      return usage_error("unknown policy command '" + words[1] + "' (show, check FILE, reload [FILE])");
     }
   } else {
     return usage_error("unknown command '" + cmd + "'");
@@ -248,6 +263,10 @@ int main(int argc, char** argv) {
       }
       std::printf("%-9s %s\n", list, joined.c_str());
     }
+  } else if (cmd == "policy.reload") {
+    std::printf("reloaded: policy '%s' from %s, digest %s, generation %s; every worker uses it\n",
+                num(parsed->get("name")).c_str(), num(parsed->get("file")).c_str(), num(parsed->get("digest")).c_str(),
+                num(parsed->get("generation")).c_str());
   } else {
     std::printf("%s: ok: policy '%s', digest %s, %s rules, %s buckets\n", num(parsed->get("file")).c_str(),
                 num(parsed->get("name")).c_str(), num(parsed->get("digest")).c_str(), num(parsed->get("rules")).c_str(),

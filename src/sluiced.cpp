@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "control/control_server.h"
+#include "control/policy_publisher.h"
 #include "control/protocol.h"
 #include "dataplane/policy_snapshot.h"
 #include "dataplane/ports.h"
@@ -40,9 +41,18 @@ using namespace sluice;
 using sluiced::ExitCode;
 
 std::atomic<bool> g_stop{false};  // set by the signal handler; async-signal-safe
+std::atomic<bool> g_reload{false};  // SIGHUP: reload the policy file
 volatile sig_atomic_t g_signal = 0;
 
+// Bucket kinds the shared table has room for over a run (each reload that
+// names a new bucket takes one).
+constexpr uint16_t kMaxBucketKinds = 256;
+
 void on_signal(int sig) {
+  if (sig == SIGHUP) {
+    g_reload.store(true, std::memory_order_relaxed);
+    return;
+  }
   g_signal = sig;
   g_stop.store(true, std::memory_order_relaxed);
 }
@@ -197,7 +207,7 @@ int run(const sluiced::Options& o) {
   std::unique_ptr<limiter::DigestMap> runs, users;
   try {
     buckets = std::make_unique<limiter::BucketTable>(limiter::BucketTable::Options{
-        .capacity = o.buckets, .bucket_kinds = static_cast<uint16_t>(snap.policy.buckets.size())});
+        .capacity = o.buckets, .bucket_kinds = kMaxBucketKinds});
     records = std::make_unique<limiter::BucketTable>(limiter::BucketTable::Options{
         .capacity = std::max<size_t>(o.buckets / 16, 4096), .bucket_kinds = 1,
         .words = std::max(2u, (snap.policy.max_slots + 1) & ~1u)});
@@ -211,7 +221,7 @@ int run(const sluiced::Options& o) {
   limiter::LimiterState state{*buckets, *records, *runs, *users, bucket_hasher, credential_hasher};
 
   time::TscClock clock;
-  std::atomic<const dataplane::PolicySnapshot*> published{&snap};
+  std::atomic<const dataplane::PolicySnapshot*> published{nullptr};
 
   const size_t qsbr_size = rte_rcu_qsbr_get_memsize(o.workers);
   auto* qsbr = static_cast<rte_rcu_qsbr*>(rte_zmalloc("sluice_qsbr", qsbr_size, RTE_CACHE_LINE_SIZE));
@@ -233,6 +243,36 @@ int run(const sluiced::Options& o) {
     }
   }
 
+  control::PolicyPublisher publisher(
+      published, qsbr,
+      {snap.policy.stream.head.max_head_bytes, snap.policy.stream.head.max_fields,
+       std::max(2u, (snap.policy.max_slots + 1) & ~1u), kMaxBucketKinds});
+  const uint32_t start_max_head = snap.policy.stream.head.max_head_bytes;
+  const uint16_t start_max_fields = snap.policy.stream.head.max_fields;
+  publisher.start(std::move(loaded.snapshot), o.config);
+  // Loads, checks and publishes a policy file; the reasons it was refused,
+  // each a line, or nothing.
+  auto reload_from = [&](const std::string& file) -> std::vector<std::string> {
+    LoadedPolicy next = load_policy(file, credential_hasher);
+    if (!next.snapshot) {
+      std::vector<std::string> lines;
+      size_t start = 0;
+      while (start < next.error.size()) {
+        const size_t nl = next.error.find('\n', start);
+        lines.push_back(next.error.substr(start, nl == std::string::npos ? std::string::npos : nl - start));
+        if (nl == std::string::npos) break;
+        start = nl + 1;
+      }
+      return lines;
+    }
+    if (o.service_ports) {  // the command line wins over every policy, reloaded ones too
+      next.snapshot->service_ports.reset();
+      for (uint16_t port : *o.service_ports) next.snapshot->service_ports.set(port);
+    }
+    if (next.snapshot->service_ports.none()) return {file + ": no service ports"};
+    return publisher.reload(std::move(next.snapshot), file);
+  };
+
   const dataplane::WorkerShared shared{&published, qsbr, inboxes, &g_stop, &clock};
   auto counters = std::make_unique<dataplane::WorkerCounters[]>(o.workers);
   std::vector<std::unique_ptr<dataplane::Worker>> workers;
@@ -249,8 +289,8 @@ int run(const sluiced::Options& o) {
       ws.engine.contexts = o.contexts;
       ws.engine.timeouts.idle = time::Nanos{o.idle_timeout_s} * time::kNanosPerSecond;
       ws.engine.timeouts.half_open = time::Nanos{o.half_open_timeout_s} * time::kNanosPerSecond;
-      ws.engine.max_head_bytes = snap.policy.stream.head.max_head_bytes;
-      ws.engine.max_fields = snap.policy.stream.head.max_fields;
+      ws.engine.max_head_bytes = start_max_head;
+      ws.engine.max_fields = start_max_fields;
       workers.push_back(std::make_unique<dataplane::Worker>(ws, shared, state, counters[i]));
     }
   } catch (const std::bad_alloc&) {
@@ -285,15 +325,18 @@ int run(const sluiced::Options& o) {
     }
     control::JsonWriter w;
     w.begin_object().key("v").value(control::kProtocolVersion).key("ok").value(true);
+    const dataplane::PolicySnapshot& cur = publisher.current();
+    const std::string policy_file = publisher.file();
     if (*cmd->string() == "status") {
       const auto up = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
       uint64_t flows = 0;
       for (unsigned i = 0; i < o.workers; ++i) flows += counters[i].flows_active.load(std::memory_order_relaxed);
       w.key("version").value(SLUICE_VERSION).key("uptime_s").value(static_cast<uint64_t>(up.count()));
-      w.key("policy").begin_object().key("name").value(snap.policy.source.name).key("file").value(o.config);
+      w.key("policy").begin_object().key("name").value(cur.policy.source.name).key("file").value(policy_file);
+      w.key("generation").value(cur.generation);
       char digest[17];
-      std::snprintf(digest, sizeof digest, "%016" PRIx64, snap.policy.digest);
-      w.key("digest").value(digest).key("service_ports").value(port_list(snap.service_ports)).end_object();
+      std::snprintf(digest, sizeof digest, "%016" PRIx64, cur.policy.digest);
+      w.key("digest").value(digest).key("service_ports").value(port_list(cur.service_ports)).end_object();
       w.key("workers").value(o.workers).key("flows").value(flows);
       w.key("ports").begin_array();
       for (int i = 0; i < 2; ++i) {
@@ -328,13 +371,14 @@ int run(const sluiced::Options& o) {
       w.end_array();
     } else if (*cmd->string() == "policy.show") {
       char digest[17];
-      std::snprintf(digest, sizeof digest, "%016" PRIx64, snap.policy.digest);
-      w.key("name").value(snap.policy.source.name).key("file").value(o.config).key("digest").value(digest);
-      w.key("service_ports").value(port_list(snap.service_ports));
+      std::snprintf(digest, sizeof digest, "%016" PRIx64, cur.policy.digest);
+      w.key("name").value(cur.policy.source.name).key("file").value(policy_file).key("digest").value(digest);
+      w.key("generation").value(cur.generation);
+      w.key("service_ports").value(port_list(cur.service_ports));
       w.key("buckets").begin_array();
-      for (const auto& b : snap.policy.buckets) w.value(b.name);
+      for (const auto& b : cur.policy.buckets) w.value(b.name);
       w.end_array().key("rules").begin_array();
-      for (const auto& r : snap.policy.rules) w.value(r.name);
+      for (const auto& r : cur.policy.rules) w.value(r.name);
       w.end_array();
     } else if (*cmd->string() == "policy.check") {
       const control::JsonValue* file = request.get("file");
@@ -365,10 +409,35 @@ int run(const sluiced::Options& o) {
       w.key("file").value(*file->string()).key("name").value(checked.snapshot->policy.source.name);
       w.key("digest").value(digest).key("rules").value(checked.snapshot->policy.rules.size());
       w.key("buckets").value(checked.snapshot->policy.buckets.size());
+    } else if (*cmd->string() == "policy.reload") {
+      const control::JsonValue* file = request.get("file");
+      if (file != nullptr && (file->string() == nullptr || file->string()->empty())) {
+        return control::error_response(control::ErrorCode::kBadRequest, "\"file\" is a path");
+      }
+      const std::string path = file != nullptr ? *file->string() : policy_file;
+      const std::vector<std::string> refused = reload_from(path);
+      if (!refused.empty()) {
+        control::JsonWriter e;
+        e.begin_object().key("v").value(control::kProtocolVersion).key("ok").value(false);
+        e.key("error").begin_object().key("code").value(to_string(control::ErrorCode::kInvalidPolicy));
+        e.key("message").value(path + " was not loaded; the running policy is unchanged").end_object();
+        e.key("errors").begin_array();
+        for (const std::string& line : refused) e.value(line);
+        e.end_array().end_object();
+        return e.str();
+      }
+      const dataplane::PolicySnapshot& now_active = publisher.current();
+      char digest[17];
+      std::snprintf(digest, sizeof digest, "%016" PRIx64, now_active.policy.digest);
+      std::printf("sluiced: policy '%s' from %s (digest %s, generation %" PRIu64 ") published\n",
+                  now_active.policy.source.name.c_str(), path.c_str(), digest, now_active.generation);
+      std::fflush(stdout);
+      w.key("name").value(now_active.policy.source.name).key("file").value(path).key("digest").value(digest);
+      w.key("generation").value(now_active.generation);
     } else {
       return control::error_response(control::ErrorCode::kUnknownCommand,
                                       "unknown command '" + *cmd->string() +
-                                          "' (this sluiced knows status, stats, policy.show, policy.check)");
+                                          "' (this sluiced knows status, stats, policy.show, policy.check, policy.reload)");
     }
     w.end_object();
     return w.str();
@@ -400,6 +469,7 @@ int run(const sluiced::Options& o) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   unsigned lcore = rte_get_next_lcore(-1, 1, 0);
@@ -417,6 +487,18 @@ int run(const sluiced::Options& o) {
   auto last_anchor = std::chrono::steady_clock::now();
   while (!g_stop.load(std::memory_order_relaxed)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (g_reload.exchange(false)) {
+      const std::string file = publisher.file();
+      const std::vector<std::string> refused = reload_from(file);
+      if (refused.empty()) {
+        std::printf("sluiced: SIGHUP: policy '%s' reloaded from %s (generation %" PRIu64 ")\n",
+                    publisher.current().policy.source.name.c_str(), file.c_str(), publisher.current().generation);
+      } else {
+        for (const std::string& line : refused) std::fprintf(stderr, "%s\n", line.c_str());
+        std::fprintf(stderr, "sluiced: SIGHUP: %s not loaded; the running policy is unchanged\n", file.c_str());
+      }
+      std::fflush(stdout);
+    }
     if (std::chrono::steady_clock::now() - last_anchor >= std::chrono::seconds(1)) {
       clock.reanchor();
       last_anchor = std::chrono::steady_clock::now();

@@ -86,8 +86,12 @@ const CompiledRule* CompiledPolicy::rule_named(std::string_view name) const noex
 }
 
 bool bucket_idle(const CompiledPolicy& p, uint16_t kind, const uint64_t* words, Nanos now) noexcept {
-  if (kind >= p.buckets.size()) return false;
-  const CompiledBucket& b = p.buckets[kind];
+  const CompiledBucket* found = nullptr;
+  for (const CompiledBucket& b : p.buckets) {
+    if (b.index == kind) found = &b;
+  }
+  if (found == nullptr) return false;
+  const CompiledBucket& b = *found;
   if (b.calendar) return window_idle(words[0], words[1], now);
   return gcra_full(words[0], now) && now - words[0] >= b.idle_drop_after;
 }

@@ -40,7 +40,7 @@ struct StringHash {
 
 struct CompiledBucket {
   std::string name;
-  uint16_t index = 0;
+  uint16_t index = 0;  // its kind in the bucket table (its position here unless a reload kept an older kind)
   bool calendar = false;
   GcraLimit gcra;
   WindowLimit window;

@@ -238,9 +238,12 @@ Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::Request
         d.over_credential_ceiling = true;
       }
     }
-    out.key = credential ? state.bucket_hasher.key(bucket, *credential) : state.bucket_hasher.key(bucket, material);
     out.rule = &rule;
     out.bucket = &policy.buckets[bucket];
+    // Keyed by the bucket's kind, not its position in this policy: a reload
+    // that keeps a bucket keeps its kind, and so its state.
+    const uint16_t kind = out.bucket->index;
+    out.key = credential ? state.bucket_hasher.key(kind, *credential) : state.bucket_hasher.key(kind, material);
     out.charge = true;
     if (out.bucket->calendar) {
       out.window = out.bucket->window;

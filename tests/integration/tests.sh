@@ -39,6 +39,7 @@ chromium-cors                limiting  tb-small           1
 tb-syn-replay                limiting  tb-small           1
 tb-stale-origin-segment      limiting  tb-small           1
 ctl-status-stats             limiting  tb-small           1
+ctl-reload                   limiting  tb-small           1
 tb-workers2-budget           limiting  tb-small           2
 '
 
@@ -493,6 +494,57 @@ t_ctl_status_stats() {
   check_eq "unknown command: exit" "$?" 2
   "$ctl" --socket "$SLT_TMP/nothing-here.sock" status >/dev/null 2>&1
   check_eq "no daemon: exit" "$?" 3
+  finish
+}
+
+# Policy reload (sluicectl policy reload, SIGHUP): published while requests
+# flow (none is lost: 60000 exempt /healthz requests on one keep-alive
+# connection across two reloads all get their 200), buckets that did not
+# change keep their state (TB01: 15 of the 20 spent before, 5 after), a
+# broken file changes nothing and is refused with its line and column.
+t_ctl_reload() {
+  local s0 s1 ctl sock copy gen out rc pid i
+  s0="$(src4 0)" s1="$(src4 1)"
+  ctl="$(dirname "$SLUICED")/sluicectl"
+  sock="$SLT_TMP/control.sock"
+  copy="$SLT_TMP/tb-small-renamed.yaml"
+  sed 's/^name: three-budgets-small$/name: three-budgets-small-renamed/' "$SLT_TMP/policies/tb-small.yaml" >"$copy"
+  client spend --source "$s0" --count 15 --path '/rl/a{i}'
+  check_eq "15 admitted before the reload" "$(res statuses spend)" "200x15"
+  # The load: exempt requests, so every one must be answered 200.
+  ip netns exec "$NS_CLI" timeout -k 2 60 "$SLT_PY" "$SLT_HERE/http_client.py" --host "$ORIGIN4" --source "$s1" \
+    --count 60000 --path /healthz --out "$SLT_OUT/load.jsonl" >"$SLT_OUT/load.stdout" 2>&1 &
+  local load=$!
+  sleep 1  # reload once the load flows (starting a client takes ~0.5 s); still running is checked below
+  out="$("$ctl" --socket "$sock" policy reload "$copy" 2>&1)"
+  check_eq "reload: exit" "$?" 0
+  check_eq "reload: said so" "$(grep -c "reloaded: policy 'three-budgets-small-renamed'" <<<"$out")" 1
+  out="$("$ctl" --socket "$sock" policy reload 2>&1)"  # the same file again
+  check_eq "second reload: exit" "$?" 0
+  kill -0 "$load" 2>/dev/null
+  check_eq "the load was still flowing after both reloads" "$?" 0
+  wait "$load"
+  check_eq "the load across both reloads: all answered" "$(res statuses load)" "200x60000"
+  client after --source "$s0" --count 6 --path '/rl/b{i}'
+  check_eq "TB01 the bucket kept its state: 5 more, then 429" "$(res statuses after)" "200x5 429."
+  gen="$("$ctl" --socket "$sock" --json policy show | "$SLT_PY" -c 'import json,sys; print(int(json.load(sys.stdin)["generation"]))')"
+  printf 'sluice: 1\nname: broken\nbuckets:\n  b: { rate: 5/fortnight }\nrules: []\n' >"$SLT_TMP/broken.yaml"
+  out="$("$ctl" --socket "$sock" policy reload "$SLT_TMP/broken.yaml" 2>&1)"
+  rc=$?
+  check_eq "broken reload: refused (exit 1)" "$rc" 1
+  check_eq "broken reload: file:line:column" "$(grep -cE 'broken.yaml:4:[0-9]+: ' <<<"$out")" 1
+  check_eq "broken reload: nothing changed" \
+    "$("$ctl" --socket "$sock" --json policy show | "$SLT_PY" -c 'import json,sys; d=json.load(sys.stdin); print(d["name"], int(d["generation"]))')" \
+    "three-budgets-small-renamed $gen"
+  # SIGHUP reloads the running policy's file.
+  pid="$(ip netns pids "$NS_BOX" | head -n 1)"
+  kill -HUP "$pid"
+  for ((i = 0; i < 30; i++)); do
+    [ "$("$ctl" --socket "$sock" --json policy show | "$SLT_PY" -c 'import json,sys; print(int(json.load(sys.stdin)["generation"]))')" = $((gen + 1)) ] && break
+    sleep 0.1
+  done
+  check_eq "SIGHUP: published" "$("$ctl" --socket "$sock" --json policy show | "$SLT_PY" -c 'import json,sys; print(int(json.load(sys.stdin)["generation"]))')" $((gen + 1))
+  check_olog "origin log: 20 admitted" "$s0" 20
   finish
 }
 
