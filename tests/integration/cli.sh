@@ -77,5 +77,17 @@ for p in config/*.yaml; do
   else echo "FAIL check-config $p"; failures=$((failures + 1)); fi
 done
 
+# sluicectl's bash completion offers its commands.
+completes() {  # completes WANT WORD... : completing after WORDs offers WANT
+  local want="$1"
+  shift
+  local got
+  got="$(bash -c '. src/sluicectl.bash-completion; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _sluicectl; echo "${COMPREPLY[*]}"' _ "$@")"
+  if [ "$got" = "$want" ]; then echo "PASS completion '$*'"; else echo "FAIL completion '$*': got '$got', want '$want'"; failures=$((failures + 1)); fi
+}
+completes "status stats policy" sluicectl ""
+completes "show check reload" sluicectl --json policy ""
+completes "status stats" sluicectl --socket /x st
+
 [ "$failures" -eq 0 ] && echo "cli: all passed" || echo "cli: $failures failed"
 [ "$failures" -eq 0 ]
