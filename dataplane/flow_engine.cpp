@@ -561,52 +561,56 @@ void FlowEngine::emit_answer(TcpFlow& flow, PacketSink& out) noexcept {
   } while (off < total);
 }
 
+namespace {
+
+// A segment in the name of one end of `flow` (`from`), towards the other:
+// its frame header as that end's frames carry it, its addresses and ports,
+// and its latest timestamp echoing the other end's.
+SegmentSpec segment_from(const TcpFlow& flow, Side from) noexcept {
+  SegmentSpec s;
+  const bool origin = from == Side::kOrigin;
+  s.l2 = origin ? std::span<const uint8_t>(flow.l2_to_client, flow.l2_to_client_len)
+                : std::span<const uint8_t>(flow.l2_to_origin, flow.l2_to_origin_len);
+  s.ip_version = flow.ip_version;
+  s.src = origin ? flow.key.origin : flow.key.client;
+  s.dst = origin ? flow.key.client : flow.key.origin;
+  s.sport = origin ? flow.key.origin_port : flow.key.client_port;
+  s.dport = origin ? flow.key.client_port : flow.key.origin_port;
+  s.timestamp = flow.timestamps;
+  s.tsval = origin ? flow.origin_tsval : flow.client_tsval;
+  s.tsecr = origin ? flow.client_tsval : flow.origin_tsval;
+  return s;
+}
+
+}  // namespace
+
+void FlowEngine::emit(PacketSink& out, Side to, SegmentSpec& s) noexcept {
+  s.ip_id = ip_id_++;
+  std::span<uint8_t> buf = out.allocate(to, segment_size(s));
+  if (buf.empty()) return;  // no buffer: as if lost, TCP recovers
+  out.send(to, write_segment(buf, s));
+}
+
 void FlowEngine::send_to_client(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags,
                                 std::span<const uint8_t> payload) noexcept {
-  SegmentSpec s;
-  s.l2 = {flow.l2_to_client, flow.l2_to_client_len};
-  s.ip_version = flow.ip_version;
-  s.src = flow.key.origin;
-  s.dst = flow.key.client;
-  s.sport = flow.key.origin_port;
-  s.dport = flow.key.client_port;
+  SegmentSpec s = segment_from(flow, Side::kOrigin);
   s.seq = seq;
   s.ack = ack;
   s.flags = flags;
   s.window = flow.origin_window;
-  s.timestamp = flow.timestamps;
-  s.tsval = flow.origin_tsval;
-  s.tsecr = flow.client_tsval;
-  s.ip_id = ip_id_++;
   s.payload = payload;
-  const size_t size = segment_size(s);
-  std::span<uint8_t> buf = out.allocate(Side::kClient, size);
-  if (buf.empty()) return;
-  out.send(Side::kClient, write_segment(buf, s));
+  emit(out, Side::kClient, s);
 }
 
 void FlowEngine::send_to_origin(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags,
                                 std::span<const uint8_t> payload, uint16_t window) noexcept {
-  SegmentSpec s;
-  s.l2 = {flow.l2_to_origin, flow.l2_to_origin_len};
-  s.ip_version = flow.ip_version;
-  s.src = flow.key.client;
-  s.dst = flow.key.origin;
-  s.sport = flow.key.client_port;
-  s.dport = flow.key.origin_port;
+  SegmentSpec s = segment_from(flow, Side::kClient);
   s.seq = seq;
   s.ack = ack;
   s.flags = flags;
   s.window = window;
-  s.timestamp = flow.timestamps;
-  s.tsval = flow.client_tsval;
-  s.tsecr = flow.origin_tsval;
-  s.ip_id = ip_id_++;
   s.payload = payload;
-  const size_t size = segment_size(s);
-  std::span<uint8_t> buf = out.allocate(Side::kOrigin, size);
-  if (buf.empty()) return;
-  out.send(Side::kOrigin, write_segment(buf, s));
+  emit(out, Side::kOrigin, s);
 }
 
 void FlowEngine::reset_untracked(const uint8_t* frame, const FrameView& v, PacketSink& out) noexcept {
@@ -623,9 +627,7 @@ void FlowEngine::reset_untracked(const uint8_t* frame, const FrameView& v, Packe
   s.dport = v.dport;
   s.seq = v.seq;
   s.flags = flag::kRst;
-  s.ip_id = ip_id_++;
-  std::span<uint8_t> buf = out.allocate(Side::kOrigin, segment_size(s));
-  if (!buf.empty()) out.send(Side::kOrigin, write_segment(buf, s));
+  emit(out, Side::kOrigin, s);
   // To the client, as if from the origin: MACs and addresses swapped.
   uint8_t swapped[kMaxL2Header];
   std::memcpy(swapped, l2, l2_len);
@@ -639,8 +641,7 @@ void FlowEngine::reset_untracked(const uint8_t* frame, const FrameView& v, Packe
   s.seq = v.has(flag::kAck) ? v.ack : 0;
   s.ack = v.seq + v.payload_len;
   s.flags = flag::kRst | flag::kAck;
-  buf = out.allocate(Side::kClient, segment_size(s));
-  if (!buf.empty()) out.send(Side::kClient, write_segment(buf, s));
+  emit(out, Side::kClient, s);
 }
 
 void FlowEngine::close_if_finished(TcpFlow& flow) noexcept {

@@ -34,6 +34,7 @@
 #include "packet_sink.h"
 #include "parse_context.h"
 #include "policy_snapshot.h"
+#include "segment_writer.h"
 #include "worker_counters.h"
 
 namespace sluice::dataplane {
@@ -109,6 +110,7 @@ class FlowEngine {
   void send_to_origin(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags,
                       std::span<const uint8_t> payload = {}, uint16_t window = 0) noexcept;
   void emit_answer(TcpFlow& flow, PacketSink& out) noexcept;
+  void emit(PacketSink& out, Side to, SegmentSpec& s) noexcept;
 
   EngineConfig config_;
   limiter::LimiterState& limiter_;
