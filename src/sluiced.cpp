@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "control/control_server.h"
+#include "control/metrics_server.h"
 #include "control/policy_publisher.h"
 #include "control/protocol.h"
 #include "dataplane/policy_snapshot.h"
@@ -317,6 +318,42 @@ int run(const sluiced::Options& o) {
     cleanup_eal();
     return fail(ExitCode::kControl, err);
   }
+  control::MetricsServer metrics_server;
+  if (!o.metrics.empty()) {
+    if (const std::string err = metrics_server.open(o.metrics); !err.empty()) {
+      stop_ports();
+      cleanup_eal();
+      return fail(ExitCode::kControl, err);
+    }
+  }
+  // Prometheus: every worker counter as sluice_<name>_total (summed, and per
+  // worker), the flows tracked, the policy generation.
+  const control::MetricsServer::Render render_metrics = [&]() -> std::string {
+    std::string m;
+    auto line = [&m](const std::string& s) { m += s + '\n'; };
+#define SLUICE_METRIC(name, help)                                                                    \
+  {                                                                                                  \
+    line(std::string("# HELP sluice_") + #name + "_total " + help);                                  \
+    line(std::string("# TYPE sluice_") + #name + "_total counter");                                  \
+    for (unsigned i = 0; i < o.workers; ++i) {                                                       \
+      line(std::string("sluice_") + #name + "_total{worker=\"" + std::to_string(i) + "\"} " +        \
+           std::to_string(counters[i].name.get()));                                                  \
+    }                                                                                                \
+  }
+    SLUICE_WORKER_COUNTERS(SLUICE_METRIC)
+#undef SLUICE_METRIC
+    line("# HELP sluice_flows_active TCP flows tracked");
+    line("# TYPE sluice_flows_active gauge");
+    for (unsigned i = 0; i < o.workers; ++i) {
+      line("sluice_flows_active{worker=\"" + std::to_string(i) + "\"} " +
+           std::to_string(counters[i].flows_active.load(std::memory_order_relaxed)));
+    }
+    const dataplane::PolicySnapshot& cur = publisher.current();
+    line("# HELP sluice_policy_generation policies published since start (0: the first)");
+    line("# TYPE sluice_policy_generation gauge");
+    line("sluice_policy_generation{policy=\"" + cur.policy.source.name + "\"} " + std::to_string(cur.generation));
+    return m;
+  };
   const auto started = std::chrono::steady_clock::now();
   const control::ControlServer::Handler handler = [&](const control::JsonValue& request) -> std::string {
     const control::JsonValue* cmd = request.get("cmd");
@@ -460,6 +497,7 @@ int run(const sluiced::Options& o) {
     std::printf("  clock: TSC%s\n", clock.invariant_tsc() ? " (invariant)" : " (not invariant: re-anchored every second)");
     std::printf("  control: %s (sluicectl --socket %s status)\n", control_server.path().c_str(),
                 control_server.path().c_str());
+    if (!o.metrics.empty()) std::printf("  metrics: http://%s/metrics\n", o.metrics.c_str());
     std::printf("sluiced: ready\n");
     std::fflush(stdout);
   }
@@ -483,6 +521,8 @@ int run(const sluiced::Options& o) {
   }
 
   std::thread control_thread([&] { control_server.serve(g_stop, handler); });
+  std::thread metrics_thread;
+  if (!o.metrics.empty()) metrics_thread = std::thread([&] { metrics_server.serve(g_stop, render_metrics); });
 
   auto last_anchor = std::chrono::steady_clock::now();
   while (!g_stop.load(std::memory_order_relaxed)) {
@@ -506,6 +546,7 @@ int run(const sluiced::Options& o) {
   }
   rte_eal_mp_wait_lcore();
   control_thread.join();
+  if (metrics_thread.joinable()) metrics_thread.join();
 
   if (!o.quiet) {
     std::printf("sluiced: stopping on %s\n", g_signal == SIGINT ? "SIGINT" : "SIGTERM");

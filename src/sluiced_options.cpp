@@ -80,7 +80,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
       has_value = true;
     }
     static const std::string_view kWithValue[] = {
-        "config", "check-config", "af-packet", "ports", "workers", "service-ports", "control-socket", "control-group",
+        "config", "check-config", "af-packet", "ports", "workers", "service-ports", "control-socket", "control-group", "metrics",
         "state-dir", "flows", "contexts", "buckets", "memory", "idle-sleep", "idle-timeout", "half-open-timeout"};
     bool known = false;
     for (auto k : kWithValue) known = known || k == name;
@@ -116,6 +116,9 @@ ParseResult parse_options(int argc, const char* const* argv) {
     } else if (name == "control-socket") {
       if (value.empty()) return fail("--control-socket needs a path");
       o.control_socket = value;
+    } else if (name == "metrics") {
+      if (value.empty()) return fail("--metrics needs ADDR:PORT");
+      o.metrics = value;
     } else if (name == "control-group") {
       if (value.empty()) return fail("--control-group needs a group name");
       o.control_group = value;
@@ -175,6 +178,7 @@ Options:
   --idle-sleep US        sleep after a long run of empty polls (default 20 with --af-packet, 0 with --ports)
   --control-socket PATH  control socket for sluicectl (default /run/sluice/control.sock), 0660
   --control-group NAME   a group whose members may use it besides root (default: root only)
+  --metrics ADDR:PORT    Prometheus text exposition at http://ADDR:PORT/metrics (a kernel socket)
   --state-dir DIR        where live runs are journalled (served from issue 5 on)
   -q, --quiet            no start-up summary
   --version, -h/--help

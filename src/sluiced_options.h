@@ -33,6 +33,7 @@ struct Options {
   std::optional<std::vector<uint16_t>> service_ports;  // overrides the policy's
   std::string control_socket = "/run/sluice/control.sock";
   std::string control_group;  // may also use the socket (besides root)
+  std::string metrics;        // ADDR:PORT for Prometheus, or empty
   std::string state_dir;
   size_t flows = 65536;      // per worker
   size_t contexts = 2048;    // per worker

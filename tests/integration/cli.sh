@@ -60,6 +60,9 @@ if [ "$(id -u)" -eq 0 ]; then
     ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --workers 8 --memory 64
   expect control-socket-unusable 7 "control socket" -- \
     ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --control-socket /proc/sluice-nope/control.sock
+  expect metrics-address-bad 7 "--metrics wants ADDR:PORT" -- \
+    ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --metrics nowhere \
+    --control-socket "$tmp/m.sock"
   expect control-group-unknown 2 "no group named 'sluice-no-such-group'" -- \
     ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --control-group sluice-no-such-group \
     --control-socket "$tmp/c.sock"

@@ -451,7 +451,8 @@ t_tb_split_dribble() {
 # RateLimit-* fields, even out of budget; any other method, or a path under
 # it, is limited. TB14/TB15 as curl sees them: the 429 body, Retry-After
 # (a bare token every 180 s here), Connection: close.
-# sluicectl against the running appliance: status and policy show name the
+# sluicectl and the Prometheus endpoint against the running appliance:
+# status and policy show name the
 # policy, policy check accepts a good file and refuses a broken one with its
 # line and column; the
 # counters `stats` reports move by exactly what a client did (TB01: 5 bare
@@ -464,9 +465,20 @@ t_ctl_status_stats() {
   [ -x "$ctl" ] || { fail "sluicectl not built next to sluiced ($ctl)"; finish; }
   out="$("$ctl" --socket "$SLT_TMP/control.sock" status 2>&1)"
   check_eq "status names the policy" "$(grep -o "^policy    three-budgets-small" <<<"$out")" "policy    three-budgets-small"
+  local scrape_before scrape_after
+  scrape() { ip netns exec "$NS_BOX" curl -sS --max-time 5 "http://127.0.0.1:9464/$1"; }
+  prom_sum() { awk -v m="$2" '$1 ~ "^"m"[{]" { n += $2 } END { print n + 0 }' <<<"$1"; }
   before="$("$ctl" --socket "$SLT_TMP/control.sock" --json stats)"
+  scrape_before="$(scrape metrics)"
   client st --source "$s" --count 21 --path '/st/{i}'
   after="$("$ctl" --socket "$SLT_TMP/control.sock" --json stats)"
+  scrape_after="$(scrape metrics)"
+  check_eq "Prometheus: admitted moved by 20" \
+    "$(($(prom_sum "$scrape_after" sluice_admitted_total) - $(prom_sum "$scrape_before" sluice_admitted_total)))" 20
+  check_eq "Prometheus: refused moved by 1" \
+    "$(($(prom_sum "$scrape_after" sluice_refused_total) - $(prom_sum "$scrape_before" sluice_refused_total)))" 1
+  check_eq "Prometheus: typed" "$(grep -c '^# TYPE sluice_admitted_total counter$' <<<"$scrape_after")" 1
+  check_eq "Prometheus: other paths 404" "$(ip netns exec "$NS_BOX" curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:9464/)" 404
   delta() {
     "$SLT_PY" -c 'import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); print(int(b["counters"][sys.argv[3]] - a["counters"][sys.argv[3]]))' \
       "$before" "$after" "$1"
