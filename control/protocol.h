@@ -8,6 +8,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "json.h"
 
@@ -42,6 +43,17 @@ enum class ErrorCode {
   w.begin_object().key("v").value(kProtocolVersion).key("ok").value(false);
   w.key("error").begin_object().key("code").value(to_string(code)).key("message").value(message).end_object();
   w.end_object();
+  return w.str();
+}
+
+// A policy file refused: the reason, and its errors one per line (file:line:column: message).
+[[nodiscard]] inline std::string invalid_policy_response(std::string_view message, const std::vector<std::string>& errors) {
+  JsonWriter w;
+  w.begin_object().key("v").value(kProtocolVersion).key("ok").value(false);
+  w.key("error").begin_object().key("code").value(to_string(ErrorCode::kInvalidPolicy)).key("message").value(message);
+  w.end_object().key("errors").begin_array();
+  for (const std::string& e : errors) w.value(e);
+  w.end_array().end_object();
   return w.str();
 }
 

@@ -303,7 +303,6 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
         break;
       case http::StreamEvent::kHead: {
         off += static_cast<uint32_t>(st.consumed);
-        ++flow.requests;
         counters_.requests.add();
         const limiter::Decision d = limiter::decide(snap.policy, limiter_, rs.head(), conn, now, *scratch_);
         if (ctx.buffering && d.verdict != limiter::Verdict::kRefuse && d.verdict != limiter::Verdict::kAnswer) {

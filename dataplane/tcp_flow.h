@@ -62,7 +62,6 @@ struct TcpFlow {
   uint64_t answer_pos = 0;  // in the worker's AnswerStore, once sent
 
   int32_t context = -1;  // the borrowed ParseContext, or -1
-  uint32_t requests = 0;  // heads seen on this flow
 };
 
 // Sequence-number comparisons modulo 2^32 (RFC 9293 3.4).

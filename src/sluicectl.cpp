@@ -100,6 +100,15 @@ int call(const std::string& path, const std::string& request, std::string& respo
   return kOk;
 }
 
+// The daemon reads policy files itself: give it a path that does not depend
+// on this shell's directory. False (errno set) if there is no such file.
+bool absolute(const std::string& path, std::string& out) {
+  char resolved[PATH_MAX];
+  if (realpath(path.c_str(), resolved) == nullptr) return false;
+  out = resolved;
+  return true;
+}
+
 std::string num(const JsonValue* v) {
   if (v == nullptr) return "-";
   if (const auto d = v->number()) {
@@ -201,23 +210,13 @@ int main(int argc, char** argv) {
       cmd = "policy.show";
     } else if (words[1] == "reload") {
       if (words.size() > 3) return usage_error("'policy reload' takes at most one FILE");
-      if (words.size() == 3) {
-        char resolved[PATH_MAX];
-        if (realpath(words[2].c_str(), resolved) == nullptr) {
-          return usage_error("cannot read " + words[2] + ": " + std::strerror(errno));
-        }
-        file = resolved;
+      if (words.size() == 3 && !absolute(words[2], file)) {
+        return usage_error("cannot read " + words[2] + ": " + std::strerror(errno));
       }
       cmd = "policy.reload";
     } else if (words[1] == "check") {
       if (words.size() != 3) return usage_error("'policy check' takes one FILE");
-      // The daemon reads the file: give it a path that does not depend on
-      // this shell's directory.
-      char resolved[PATH_MAX];
-      if (realpath(words[2].c_str(), resolved) == nullptr) {
-        return usage_error("cannot read " + words[2] + ": " + std::strerror(errno));
-      }
-      file = resolved;
+      if (!absolute(words[2], file)) return usage_error("cannot read " + words[2] + ": " + std::strerror(errno));
       cmd = "policy.check";
     } else {
       return usage_error("unknown policy command '" + words[1] + "' (show, check FILE, reload [FILE])");

@@ -65,13 +65,19 @@ int fail(ExitCode code, const std::string& msg) {
 
 struct LoadedPolicy {
   std::unique_ptr<dataplane::PolicySnapshot> snapshot;
-  std::string error;  // all errors, one per line
+  std::vector<std::string> errors;  // file:line:column: message, when there is no snapshot
 };
+
+std::string digest_hex(uint64_t digest) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, digest);
+  return buf;
+}
 
 LoadedPolicy load_policy(const std::string& path, const limiter::KeyHasher& credential_hasher) {
   LoadedPolicy out;
   if (access(path.c_str(), R_OK) != 0) {
-    out.error = path + ": cannot read the policy file";
+    out.errors.push_back(path + ": cannot read the policy file");
     return out;
   }
   policy::LoadResult loaded = policy::load_policy_file(path);
@@ -79,8 +85,8 @@ LoadedPolicy load_policy(const std::string& path, const limiter::KeyHasher& cred
   std::optional<limiter::CompiledPolicy> compiled;
   if (loaded.policy) compiled = limiter::compile_policy(*loaded.policy, credential_hasher, errors);
   if (!errors.empty() || !compiled) {
-    for (const auto& e : errors) out.error += (out.error.empty() ? "" : "\n") + e.to_string();
-    if (out.error.empty()) out.error = path + ": the policy does not compile";
+    for (const auto& e : errors) out.errors.push_back(e.to_string());
+    if (out.errors.empty()) out.errors.push_back(path + ": the policy does not compile");
     return out;
   }
   out.snapshot = std::make_unique<dataplane::PolicySnapshot>();
@@ -106,7 +112,7 @@ int run(const sluiced::Options& o) {
 
   LoadedPolicy loaded = load_policy(o.config, credential_hasher);
   if (!loaded.snapshot) {
-    std::fprintf(stderr, "%s\n", loaded.error.c_str());
+    for (const std::string& e : loaded.errors) std::fprintf(stderr, "%s\n", e.c_str());
     return fail(ExitCode::kConfig, "the policy " + o.config + " is not usable; nothing started");
   }
   dataplane::PolicySnapshot& snap = *loaded.snapshot;
@@ -255,17 +261,7 @@ int run(const sluiced::Options& o) {
   // each a line, or nothing.
   auto reload_from = [&](const std::string& file) -> std::vector<std::string> {
     LoadedPolicy next = load_policy(file, credential_hasher);
-    if (!next.snapshot) {
-      std::vector<std::string> lines;
-      size_t start = 0;
-      while (start < next.error.size()) {
-        const size_t nl = next.error.find('\n', start);
-        lines.push_back(next.error.substr(start, nl == std::string::npos ? std::string::npos : nl - start));
-        if (nl == std::string::npos) break;
-        start = nl + 1;
-      }
-      return lines;
-    }
+    if (!next.snapshot) return next.errors;
     if (o.service_ports) {  // the command line wins over every policy, reloaded ones too
       next.snapshot->service_ports.reset();
       for (uint16_t port : *o.service_ports) next.snapshot->service_ports.set(port);
@@ -371,8 +367,7 @@ int run(const sluiced::Options& o) {
       w.key("version").value(SLUICE_VERSION).key("uptime_s").value(static_cast<uint64_t>(up.count()));
       w.key("policy").begin_object().key("name").value(cur.policy.source.name).key("file").value(policy_file);
       w.key("generation").value(cur.generation);
-      char digest[17];
-      std::snprintf(digest, sizeof digest, "%016" PRIx64, cur.policy.digest);
+      const std::string digest = digest_hex(cur.policy.digest);
       w.key("digest").value(digest).key("service_ports").value(port_list(cur.service_ports)).end_object();
       w.key("workers").value(o.workers).key("flows").value(flows);
       w.key("ports").begin_array();
@@ -407,8 +402,7 @@ int run(const sluiced::Options& o) {
       }
       w.end_array();
     } else if (*cmd->string() == "policy.show") {
-      char digest[17];
-      std::snprintf(digest, sizeof digest, "%016" PRIx64, cur.policy.digest);
+      const std::string digest = digest_hex(cur.policy.digest);
       w.key("name").value(cur.policy.source.name).key("file").value(policy_file).key("digest").value(digest);
       w.key("generation").value(cur.generation);
       w.key("service_ports").value(port_list(cur.service_ports));
@@ -426,25 +420,11 @@ int run(const sluiced::Options& o) {
       // passes here is what a reload would accept.
       const LoadedPolicy checked = load_policy(*file->string(), credential_hasher);
       if (!checked.snapshot) {
-        control::JsonWriter e;
-        e.begin_object().key("v").value(control::kProtocolVersion).key("ok").value(false);
-        e.key("error").begin_object().key("code").value(to_string(control::ErrorCode::kInvalidPolicy));
-        e.key("message").value(*file->string() + " is not a usable policy").end_object();
-        e.key("errors").begin_array();
-        size_t start = 0;
-        while (start < checked.error.size()) {
-          const size_t nl = checked.error.find('\n', start);
-          e.value(std::string_view(checked.error).substr(start, nl == std::string::npos ? std::string::npos : nl - start));
-          if (nl == std::string::npos) break;
-          start = nl + 1;
-        }
-        e.end_array().end_object();
-        return e.str();
+        return control::invalid_policy_response(*file->string() + " is not a usable policy", checked.errors);
       }
-      char digest[17];
-      std::snprintf(digest, sizeof digest, "%016" PRIx64, checked.snapshot->policy.digest);
       w.key("file").value(*file->string()).key("name").value(checked.snapshot->policy.source.name);
-      w.key("digest").value(digest).key("rules").value(checked.snapshot->policy.rules.size());
+      w.key("digest").value(digest_hex(checked.snapshot->policy.digest));
+      w.key("rules").value(checked.snapshot->policy.rules.size());
       w.key("buckets").value(checked.snapshot->policy.buckets.size());
     } else if (*cmd->string() == "policy.reload") {
       const control::JsonValue* file = request.get("file");
@@ -454,20 +434,12 @@ int run(const sluiced::Options& o) {
       const std::string path = file != nullptr ? *file->string() : policy_file;
       const std::vector<std::string> refused = reload_from(path);
       if (!refused.empty()) {
-        control::JsonWriter e;
-        e.begin_object().key("v").value(control::kProtocolVersion).key("ok").value(false);
-        e.key("error").begin_object().key("code").value(to_string(control::ErrorCode::kInvalidPolicy));
-        e.key("message").value(path + " was not loaded; the running policy is unchanged").end_object();
-        e.key("errors").begin_array();
-        for (const std::string& line : refused) e.value(line);
-        e.end_array().end_object();
-        return e.str();
+        return control::invalid_policy_response(path + " was not loaded; the running policy is unchanged", refused);
       }
       const dataplane::PolicySnapshot& now_active = publisher.current();
-      char digest[17];
-      std::snprintf(digest, sizeof digest, "%016" PRIx64, now_active.policy.digest);
+      const std::string digest = digest_hex(now_active.policy.digest);
       std::printf("sluiced: policy '%s' from %s (digest %s, generation %" PRIu64 ") published\n",
-                  now_active.policy.source.name.c_str(), path.c_str(), digest, now_active.generation);
+                  now_active.policy.source.name.c_str(), path.c_str(), digest.c_str(), now_active.generation);
       std::fflush(stdout);
       w.key("name").value(now_active.policy.source.name).key("file").value(path).key("digest").value(digest);
       w.key("generation").value(now_active.generation);
