@@ -4,6 +4,7 @@
 // the bucket, the verdict, and the response rendered from its template.
 #include "limiter/decide.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -132,9 +133,12 @@ Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::Request
     bool present = true;
     for (http::FieldId f : rule.require) present = present && head.has(f);
     if (!present) continue;
+    uint64_t run_budget = 0;
     if (matched >= 0 && rule.live_run_param[static_cast<size_t>(matched)] >= 0) {
       const std::string_view token = params[static_cast<size_t>(rule.live_run_param[static_cast<size_t>(matched)])];
-      if (!state.runs.find(state.credential_hasher.digest(bytes_of(token)))) continue;  // not live (TB12, TB13)
+      const std::optional<uint64_t> run = state.runs.find(state.credential_hasher.digest(bytes_of(token)));
+      if (!run) continue;  // not live (TB12, TB13)
+      run_budget = *run;
     }
 
     // The key's material: bytes, or a credential digest.
@@ -245,12 +249,14 @@ Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::Request
     const uint16_t kind = out.bucket->index;
     out.key = credential ? state.bucket_hasher.key(kind, *credential) : state.bucket_hasher.key(kind, material);
     out.charge = true;
+    out.run_budget = static_cast<uint32_t>(std::min<uint64_t>(run_budget, UINT32_MAX));
     if (out.bucket->calendar) {
       out.window = out.bucket->window;
       if (!out.bucket->quotas.empty()) {
         const std::string_view k(reinterpret_cast<const char*>(material.data()), material.size());
         if (const auto it = out.bucket->quotas.find(k); it != out.bucket->quotas.end()) out.window = it->second;
       }
+      if (out.run_budget != 0) out.window.requests_per_minute = out.run_budget;
     }
     return out;
   }
@@ -280,7 +286,15 @@ Decision finish(const CompiledPolicy& policy, LimiterState& state, const Plan& p
     d.usage_key = p.key;
     d.has_usage_key = true;
   } else {
-    const GcraCharge c = charge_gcra(state.buckets, p.key, now, b.gcra);
+    // A run started with a budget of its own: N per minute, refilled
+    // continuously, N back to back from full (the TB17 shape).
+    GcraLimit run_limit;
+    const bool own = p.run_budget != 0 && GcraLimit::make(p.run_budget, time::kNanosPerMinute, p.run_budget, run_limit);
+    if (own) {
+      v.limit = p.run_budget;
+      v.window = 60;
+    }
+    const GcraCharge c = charge_gcra(state.buckets, p.key, now, own ? run_limit : b.gcra);
     admit = c.decision.admit;
     d.overflow = c.overflow;
     v.remaining = c.decision.remaining;

@@ -22,7 +22,7 @@ namespace sluice::limiter {
 struct LimiterState {
   BucketTable& buckets;             // rate-limit buckets, one kind per policy bucket
   BucketTable& credential_records;  // TB07 records, max_slots words each
-  const DigestMap& runs;            // live runs by digest of their token (value: 0, or a budget of their own)
+  const DigestMap& runs;            // live runs by digest of their token (value: 0, or their own budget per minute)
   const DigestMap& users;           // credential digest -> user id (RF04)
   const KeyHasher& bucket_hasher;      // per process: bucket keys
   const KeyHasher& credential_hasher;  // stable: credential digests, as in the credential file
@@ -87,6 +87,7 @@ struct Plan {
   const CompiledBucket* bucket = nullptr;
   BucketKey key{};
   WindowLimit window{};  // calendar buckets: this key's quotas
+  uint32_t run_budget = 0;  // a live run's own budget (requests per minute), 0: the bucket's
   const http::RequestHead* head = nullptr;
 };
 

@@ -200,6 +200,23 @@ TEST(ThreeBudgets, TB11_TwoRunsBehindOneAddressNeverShareAnAllowance) {
   EXPECT_EQ(l.count_admitted(700, run_request("run-b")), 600);
 }
 
+// TB01: a run started with a budget of its own (sluicectl run start TOKEN
+// --budget N) is paced at N per minute, with N back to back from full, and
+// its headers say so; another run keeps the policy's 600.
+TEST(ThreeBudgets, TB01_ARunCanCarryABudgetOfItsOwn) {
+  Limiter l(kProfile);
+  l.start_run("run-small", 25);
+  l.start_run("run-default");
+  const Result first = l.send(run_request("run-small"));
+  EXPECT_EQ(first.header("RateLimit-Limit"), "25");
+  EXPECT_EQ(first.header("RateLimit-Remaining"), "24");
+  EXPECT_EQ(l.count_admitted(100, run_request("run-small")), 24);
+  const Result refused = l.send(run_request("run-small"));
+  EXPECT_EQ(refused.status(), 429);
+  EXPECT_EQ(refused.header("Retry-After"), "3");  // 60 s / 25 = 2.4 s to the next request
+  EXPECT_EQ(l.send(run_request("run-default")).header("RateLimit-Limit"), "600");
+}
+
 TEST(ThreeBudgets, TB12_ARunThatIsNotLiveIsCountedAsBareAndAnswered404) {
   Limiter l(kProfile);
   for (int i = 0; i < 60; ++i) {
