@@ -24,6 +24,11 @@ enum class ErrorCode {
   kForbidden,           // the peer may not use the socket
   kRequestTooLarge,     // a line past kMaxRequestBytes
   kInvalidPolicy,       // a policy file that does not load or compile ("errors" lists file:line:column)
+  kInvalidArgument,     // an argument of the right type with a value that means nothing (a bad token, hash, address)
+  kNotFound,            // names a run, credential, bucket or key that is not there
+  kFull,                // a table has no room (runs, credentials)
+  kStateUnwritable,     // the state directory could not be written: nothing changed
+  kInvalidCredentials,  // a credentials file with errors ("errors" lists file:line:column)
 };
 
 [[nodiscard]] constexpr std::string_view to_string(ErrorCode c) noexcept {
@@ -34,6 +39,11 @@ enum class ErrorCode {
     case ErrorCode::kForbidden: return "forbidden";
     case ErrorCode::kRequestTooLarge: return "request_too_large";
     case ErrorCode::kInvalidPolicy: return "invalid_policy";
+    case ErrorCode::kInvalidArgument: return "invalid_argument";
+    case ErrorCode::kNotFound: return "not_found";
+    case ErrorCode::kFull: return "full";
+    case ErrorCode::kStateUnwritable: return "state_unwritable";
+    case ErrorCode::kInvalidCredentials: return "invalid_credentials";
   }
   return "unknown";
 }
@@ -46,15 +56,21 @@ enum class ErrorCode {
   return w.str();
 }
 
-// A policy file refused: the reason, and its errors one per line (file:line:column: message).
-[[nodiscard]] inline std::string invalid_policy_response(std::string_view message, const std::vector<std::string>& errors) {
+// A file refused (a policy, a credentials file): the reason, and its errors
+// one per line (file:line:column: message).
+[[nodiscard]] inline std::string invalid_file_response(ErrorCode code, std::string_view message,
+                                                       const std::vector<std::string>& errors) {
   JsonWriter w;
   w.begin_object().key("v").value(kProtocolVersion).key("ok").value(false);
-  w.key("error").begin_object().key("code").value(to_string(ErrorCode::kInvalidPolicy)).key("message").value(message);
+  w.key("error").begin_object().key("code").value(to_string(code)).key("message").value(message);
   w.end_object().key("errors").begin_array();
   for (const std::string& e : errors) w.value(e);
   w.end_array().end_object();
   return w.str();
+}
+
+[[nodiscard]] inline std::string invalid_policy_response(std::string_view message, const std::vector<std::string>& errors) {
+  return invalid_file_response(ErrorCode::kInvalidPolicy, message, errors);
 }
 
 }  // namespace sluice::control

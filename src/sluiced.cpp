@@ -25,21 +25,34 @@
 #include <thread>
 #include <vector>
 
+#include "control/command_table.h"
 #include "control/control_server.h"
+#include "control/credential_registry.h"
 #include "control/metrics_server.h"
 #include "control/policy_publisher.h"
 #include "control/protocol.h"
+#include "control/reclaimer.h"
+#include "control/run_journal.h"
+#include "control/run_registry.h"
+#include "control/state_dir.h"
+#include "control/telemetry.h"
 #include "dataplane/policy_snapshot.h"
 #include "dataplane/ports.h"
 #include "dataplane/worker.h"
 #include "limiter/compiled_policy.h"
-#include "policy/policy_loader.h"
+#include "limiter/credential_slots.h"
+#include "sluiced_commands.h"
 #include "sluiced_options.h"
+#include "sluiced_policy.h"
 
 namespace {
 
 using namespace sluice;
 using sluiced::ExitCode;
+using sluiced::LoadedPolicy;
+using sluiced::digest_hex;
+using sluiced::load_policy;
+using sluiced::port_list;
 
 std::atomic<bool> g_stop{false};  // set by the signal handler; async-signal-safe
 std::atomic<bool> g_reload{false};  // SIGHUP: reload the policy file
@@ -63,52 +76,44 @@ int fail(ExitCode code, const std::string& msg) {
   return static_cast<int>(code);
 }
 
-struct LoadedPolicy {
-  std::unique_ptr<dataplane::PolicySnapshot> snapshot;
-  std::vector<std::string> errors;  // file:line:column: message, when there is no snapshot
-};
-
-std::string digest_hex(uint64_t digest) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, digest);
-  return buf;
-}
-
-LoadedPolicy load_policy(const std::string& path, const limiter::KeyHasher& credential_hasher) {
-  LoadedPolicy out;
-  if (access(path.c_str(), R_OK) != 0) {
-    out.errors.push_back(path + ": cannot read the policy file");
-    return out;
+// --check-config: the policy alone, hashed with a throw-away secret (the
+// anonymous tokens' digests are all that depends on it).
+int check_config(const sluiced::Options& o) {
+  const limiter::KeyHasher hasher = limiter::KeyHasher::random();
+  LoadedPolicy loaded = load_policy(o.config, hasher);
+  if (!loaded.snapshot) {
+    for (const std::string& e : loaded.errors) std::fprintf(stderr, "%s\n", e.c_str());
+    return fail(ExitCode::kConfig, "the policy " + o.config + " is not usable");
   }
-  policy::LoadResult loaded = policy::load_policy_file(path);
-  std::vector<policy::PolicyError> errors = std::move(loaded.errors);
-  std::optional<limiter::CompiledPolicy> compiled;
-  if (loaded.policy) compiled = limiter::compile_policy(*loaded.policy, credential_hasher, errors);
-  if (!errors.empty() || !compiled) {
-    for (const auto& e : errors) out.errors.push_back(e.to_string());
-    if (out.errors.empty()) out.errors.push_back(path + ": the policy does not compile");
-    return out;
+  dataplane::PolicySnapshot& snap = *loaded.snapshot;
+  if (o.service_ports) {
+    snap.service_ports.reset();
+    for (uint16_t p : *o.service_ports) snap.service_ports.set(p);
   }
-  out.snapshot = std::make_unique<dataplane::PolicySnapshot>();
-  out.snapshot->policy = std::move(*compiled);
-  for (uint16_t p : out.snapshot->policy.source.service_ports) out.snapshot->service_ports.set(p);
-  return out;
-}
-
-std::string port_list(const std::bitset<65536>& ports) {
-  std::string s;
-  for (size_t p = 1; p < ports.size(); ++p) {
-    if (ports.test(p)) s += (s.empty() ? "" : ",") + std::to_string(p);
+  if (snap.service_ports.none()) {
+    return fail(ExitCode::kConfig, o.config + ": no service ports (set service_ports in the policy or --service-ports)");
   }
-  return s;
+  std::printf("%s: ok: policy '%s', digest %016" PRIx64 ", %zu rules, %zu buckets, service ports %s\n",
+              o.config.c_str(), snap.policy.source.name.c_str(), snap.policy.digest, snap.policy.rules.size(),
+              snap.policy.buckets.size(), port_list(snap.service_ports).c_str());
+  return 0;
 }
 
 int run(const sluiced::Options& o) {
   const limiter::KeyHasher bucket_hasher = limiter::KeyHasher::random();
-  // Credential digests must match the credential file's across restarts; the
-  // control plane (issue 5) keeps that secret in --state-dir. Until then a
-  // per-process secret keys them, which is exact within one run.
-  const limiter::KeyHasher credential_hasher = limiter::KeyHasher::random();
+
+  // The state directory first: credential digests must match the credential
+  // map's across restarts, so they are keyed with a secret kept there.
+  if (const std::string err = control::prepare_state_dir(o.state_dir); !err.empty()) {
+    return fail(ExitCode::kState, "--state-dir " + o.state_dir + ": " + err);
+  }
+  const control::Secret secret = control::load_or_create_secret(o.state_dir, "credential.secret");
+  if (!secret.error.empty()) return fail(ExitCode::kState, secret.error);
+  const limiter::KeyHasher credential_hasher{std::span<const uint8_t, limiter::KeyHasher::kSecretSize>(secret.bytes)};
+  control::RunJournal journal;
+  control::RunJournal::Replay replay = journal.open(o.state_dir);
+  if (!replay.error.empty()) return fail(ExitCode::kState, replay.error);
+  for (const std::string& w : replay.warnings) std::fprintf(stderr, "sluiced: warning: %s\n", w.c_str());
 
   LoadedPolicy loaded = load_policy(o.config, credential_hasher);
   if (!loaded.snapshot) {
@@ -122,12 +127,6 @@ int run(const sluiced::Options& o) {
   }
   if (snap.service_ports.none()) {
     return fail(ExitCode::kConfig, o.config + ": no service ports (set service_ports in the policy or --service-ports)");
-  }
-  if (o.mode == sluiced::Options::Mode::kCheckConfig) {
-    std::printf("%s: ok: policy '%s', digest %016" PRIx64 ", %zu rules, %zu buckets, service ports %s\n",
-                o.config.c_str(), snap.policy.source.name.c_str(), snap.policy.digest, snap.policy.rules.size(),
-                snap.policy.buckets.size(), port_list(snap.service_ports).c_str());
-    return 0;
   }
 
   if (o.af_packet) {
@@ -143,8 +142,10 @@ int run(const sluiced::Options& o) {
   std::vector<std::string> eal = {"sluiced"};
   if (o.af_packet) {
     const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    // A prefix of its own puts the telemetry socket at a known place:
+    // /var/run/dpdk/sluice/dpdk_telemetry.v2.
     eal.insert(eal.end(), {"--no-huge", "--no-shconf", "--no-pci", "-m", std::to_string(o.memory_mb),
-                           "--log-level", "*:warning"});
+                           "--log-level", "*:warning", "--file-prefix", "sluice"});
     // Every lcore may run on every CPU: with AF_PACKET the box is usually
     // shared (CI, a demo), and the kernel places the threads best.
     eal.push_back("--lcores=(0-" + std::to_string(o.workers) + ")@(0-" + std::to_string(cpus > 0 ? cpus - 1 : 0) + ")");
@@ -218,8 +219,8 @@ int run(const sluiced::Options& o) {
     records = std::make_unique<limiter::BucketTable>(limiter::BucketTable::Options{
         .capacity = std::max<size_t>(o.buckets / 16, 4096), .bucket_kinds = 1,
         .words = std::max(2u, (snap.policy.max_slots + 1) & ~1u)});
-    runs = std::make_unique<limiter::DigestMap>(1 << 16);
-    users = std::make_unique<limiter::DigestMap>(1 << 16);
+    runs = std::make_unique<limiter::DigestMap>(o.runs);
+    users = std::make_unique<limiter::DigestMap>(o.credentials);
   } catch (const std::bad_alloc&) {
     stop_ports();
     cleanup_eal();
@@ -350,106 +351,96 @@ int run(const sluiced::Options& o) {
     line("sluice_policy_generation{policy=\"" + cur.policy.source.name + "\"} " + std::to_string(cur.generation));
     return m;
   };
-  const auto started = std::chrono::steady_clock::now();
-  const control::ControlServer::Handler handler = [&](const control::JsonValue& request) -> std::string {
-    const control::JsonValue* cmd = request.get("cmd");
-    if (cmd == nullptr || cmd->string() == nullptr) {
-      return control::error_response(control::ErrorCode::kBadRequest, "a request names its command in \"cmd\"");
-    }
-    control::JsonWriter w;
-    w.begin_object().key("v").value(control::kProtocolVersion).key("ok").value(true);
-    const dataplane::PolicySnapshot& cur = publisher.current();
-    const std::string policy_file = publisher.file();
-    if (*cmd->string() == "status") {
-      const auto up = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
-      uint64_t flows = 0;
-      for (unsigned i = 0; i < o.workers; ++i) flows += counters[i].flows_active.load(std::memory_order_relaxed);
-      w.key("version").value(SLUICE_VERSION).key("uptime_s").value(static_cast<uint64_t>(up.count()));
-      w.key("policy").begin_object().key("name").value(cur.policy.source.name).key("file").value(policy_file);
-      w.key("generation").value(cur.generation);
-      const std::string digest = digest_hex(cur.policy.digest);
-      w.key("digest").value(digest).key("service_ports").value(port_list(cur.service_ports)).end_object();
-      w.key("workers").value(o.workers).key("flows").value(flows);
-      w.key("ports").begin_array();
-      for (int i = 0; i < 2; ++i) {
-        w.begin_object().key("side").value(i == 0 ? "client" : "origin").key("name").value(ports[i].name);
-        w.key("mac").value(ports[i].mac).key("link_up").value(ports[i].link_up).end_object();
-      }
-      w.end_array();
-    } else if (*cmd->string() == "stats") {
-      w.key("counters").begin_object();
-#define SLUICE_SUM_COUNTER(name, help)                                                       \
-  {                                                                                          \
-    uint64_t total = 0;                                                                      \
-    for (unsigned i = 0; i < o.workers; ++i) total += counters[i].name.get();                \
-    w.key(#name).value(total);                                                               \
+  // What the control plane owns and publishes to the workers: live runs,
+  // credentials, and the reclamation of idle buckets.
+  auto wait_for_readers = [qsbr] { rte_rcu_qsbr_synchronize(qsbr, RTE_QSBR_THRID_INVALID); };
+  control::RunRegistry run_registry(*runs, credential_hasher, &journal, wait_for_readers);
+  for (const std::string& w : run_registry.restore(replay.live)) std::fprintf(stderr, "sluiced: warning: %s\n", w.c_str());
+  control::CredentialRegistry credential_registry(*users, credential_hasher, o.state_dir, wait_for_readers);
+  if (const std::vector<std::string> errors = credential_registry.restore(); !errors.empty()) {
+    for (const std::string& e : errors) std::fprintf(stderr, "%s\n", e.c_str());
+    stop_ports();
+    cleanup_eal();
+    return fail(ExitCode::kState, "the credential map in " + o.state_dir + " is not usable; fix or remove it");
   }
-      SLUICE_WORKER_COUNTERS(SLUICE_SUM_COUNTER)
-#undef SLUICE_SUM_COUNTER
-      w.end_object();
-      w.key("help").begin_object();
-#define SLUICE_HELP_COUNTER(name, help) w.key(#name).value(help);
-      SLUICE_WORKER_COUNTERS(SLUICE_HELP_COUNTER)
-#undef SLUICE_HELP_COUNTER
-      w.end_object();
-      w.key("workers").begin_array();
-      for (unsigned i = 0; i < o.workers; ++i) {
-        w.begin_object().key("flows_active").value(counters[i].flows_active.load(std::memory_order_relaxed));
-#define SLUICE_WORKER_COUNTER(name, help) w.key(#name).value(counters[i].name.get());
-        SLUICE_WORKER_COUNTERS(SLUICE_WORKER_COUNTER)
-#undef SLUICE_WORKER_COUNTER
-        w.end_object();
-      }
-      w.end_array();
-    } else if (*cmd->string() == "policy.show") {
-      const std::string digest = digest_hex(cur.policy.digest);
-      w.key("name").value(cur.policy.source.name).key("file").value(policy_file).key("digest").value(digest);
-      w.key("generation").value(cur.generation);
-      w.key("service_ports").value(port_list(cur.service_ports));
-      w.key("buckets").begin_array();
-      for (const auto& b : cur.policy.buckets) w.value(b.name);
-      w.end_array().key("rules").begin_array();
-      for (const auto& r : cur.policy.rules) w.value(r.name);
-      w.end_array();
-    } else if (*cmd->string() == "policy.check") {
-      const control::JsonValue* file = request.get("file");
-      if (file == nullptr || file->string() == nullptr || file->string()->empty()) {
-        return control::error_response(control::ErrorCode::kBadRequest, "policy.check needs \"file\": a path");
-      }
-      // Checked with the running daemon's own loader and compiler, so what
-      // passes here is what a reload would accept.
-      const LoadedPolicy checked = load_policy(*file->string(), credential_hasher);
-      if (!checked.snapshot) {
-        return control::invalid_policy_response(*file->string() + " is not a usable policy", checked.errors);
-      }
-      w.key("file").value(*file->string()).key("name").value(checked.snapshot->policy.source.name);
-      w.key("digest").value(digest_hex(checked.snapshot->policy.digest));
-      w.key("rules").value(checked.snapshot->policy.rules.size());
-      w.key("buckets").value(checked.snapshot->policy.buckets.size());
-    } else if (*cmd->string() == "policy.reload") {
-      const control::JsonValue* file = request.get("file");
-      if (file != nullptr && (file->string() == nullptr || file->string()->empty())) {
-        return control::error_response(control::ErrorCode::kBadRequest, "\"file\" is a path");
-      }
-      const std::string path = file != nullptr ? *file->string() : policy_file;
-      const std::vector<std::string> refused = reload_from(path);
-      if (!refused.empty()) {
-        return control::invalid_policy_response(path + " was not loaded; the running policy is unchanged", refused);
-      }
-      const dataplane::PolicySnapshot& now_active = publisher.current();
-      const std::string digest = digest_hex(now_active.policy.digest);
-      std::printf("sluiced: policy '%s' from %s (digest %s, generation %" PRIu64 ") published\n",
-                  now_active.policy.source.name.c_str(), path.c_str(), digest.c_str(), now_active.generation);
-      std::fflush(stdout);
-      w.key("name").value(now_active.policy.source.name).key("file").value(path).key("digest").value(digest);
-      w.key("generation").value(now_active.generation);
-    } else {
-      return control::error_response(control::ErrorCode::kUnknownCommand,
-                                      "unknown command '" + *cmd->string() +
-                                          "' (this sluiced knows status, stats, policy.show, policy.check, policy.reload)");
-    }
-    w.end_object();
-    return w.str();
+  control::Reclaimer reclaimer(
+      {{"buckets", buckets.get(),
+        [&] {
+          const dataplane::PolicySnapshot* p = &publisher.current();
+          const time::Nanos now = clock.now();
+          return limiter::BucketTable::IdlePredicate([p, now](uint16_t kind, const uint64_t* words) {
+            return limiter::bucket_idle(p->policy, kind, words, now);
+          });
+        }},
+       {"credential_slots", records.get(),
+        [&] {
+          const dataplane::PolicySnapshot* p = &publisher.current();
+          const time::Nanos now = clock.now();
+          time::Nanos quiet = 0;
+          for (const limiter::CompiledRule& r : p->policy.rules) quiet = std::max(quiet, r.slots_quiet);
+          const unsigned slots = std::max(1u, p->policy.max_slots);
+          return limiter::BucketTable::IdlePredicate([slots, quiet, now](uint16_t, const uint64_t* words) {
+            return limiter::credential_record_idle(words, slots, quiet, now);
+          });
+        }}},
+      wait_for_readers);
+
+  sluiced::Daemon daemon;
+  daemon.workers = o.workers;
+  daemon.counters = counters.get();
+  daemon.ports = ports;
+  daemon.started = std::chrono::steady_clock::now();
+  daemon.state_dir = o.state_dir;
+  daemon.publisher = &publisher;
+  daemon.limiter = &state;
+  daemon.clock = &clock;
+  daemon.runs = &run_registry;
+  daemon.credentials = &credential_registry;
+  daemon.reclaimer = &reclaimer;
+  daemon.check_policy = [&](const std::string& file) { return load_policy(file, credential_hasher); };
+  daemon.reload_policy = reload_from;
+  control::CommandTable commands;
+  sluiced::add_commands(commands, daemon);
+  // The same counters on DPDK's telemetry socket (dpdk-telemetry.py).
+  control::TelemetrySource telemetry;
+  telemetry.stats = [&] {
+    std::vector<std::pair<std::string, uint64_t>> out;
+#define SLUICE_TELEMETRY_COUNTER(name, help)                                  \
+  {                                                                           \
+    uint64_t total = 0;                                                       \
+    for (unsigned i = 0; i < o.workers; ++i) total += counters[i].name.get(); \
+    out.emplace_back(#name, total);                                           \
+  }
+    SLUICE_WORKER_COUNTERS(SLUICE_TELEMETRY_COUNTER)
+#undef SLUICE_TELEMETRY_COUNTER
+    uint64_t flows = 0;
+    for (unsigned i = 0; i < o.workers; ++i) flows += counters[i].flows_active.load(std::memory_order_relaxed);
+    out.emplace_back("flows_active", flows);
+    out.emplace_back("runs_live", run_registry.size());
+    out.emplace_back("credentials", credential_registry.summary().credentials);
+    return out;
+  };
+  telemetry.status = [&] {
+    const dataplane::PolicySnapshot& cur = publisher.current();
+    return std::vector<std::pair<std::string, std::string>>{
+        {"version", SLUICE_VERSION},
+        {"policy", cur.policy.source.name},
+        {"policy_digest", digest_hex(cur.policy.digest)},
+        {"policy_generation", std::to_string(cur.generation)},
+        {"workers", std::to_string(o.workers)},
+        {"control_socket", control_server.path()},
+        {"state_dir", o.state_dir}};
+  };
+  telemetry.runs = [&] {
+    std::vector<std::pair<std::string, uint64_t>> out;
+    for (const control::LiveRun& r : run_registry.list()) out.emplace_back(r.token, r.budget);
+    return out;
+  };
+  if (const std::string err = control::register_telemetry(std::move(telemetry)); !err.empty()) {
+    std::fprintf(stderr, "sluiced: warning: no telemetry commands: %s\n", err.c_str());
+  }
+  const control::ControlServer::Handler handler = [&](const control::JsonValue& request) {
+    return commands.dispatch(request);
   };
 
   if (!o.quiet) {
@@ -470,6 +461,10 @@ int run(const sluiced::Options& o) {
     std::printf("  control: %s (sluicectl --socket %s status)\n", control_server.path().c_str(),
                 control_server.path().c_str());
     if (!o.metrics.empty()) std::printf("  metrics: http://%s/metrics\n", o.metrics.c_str());
+    std::printf("  telemetry: %s/dpdk_telemetry.v2 (/sluice/stats, /sluice/status, /sluice/runs)\n",
+                rte_eal_get_runtime_dir());
+    std::printf("  state: %s (%zu live runs restored, %zu credentials)\n", o.state_dir.c_str(), run_registry.size(),
+                credential_registry.summary().credentials);
     std::printf("sluiced: ready\n");
     std::fflush(stdout);
   }
@@ -495,6 +490,9 @@ int run(const sluiced::Options& o) {
   std::thread control_thread([&] { control_server.serve(g_stop, handler); });
   std::thread metrics_thread;
   if (!o.metrics.empty()) metrics_thread = std::thread([&] { metrics_server.serve(g_stop, render_metrics); });
+  // Every region of both tables once every 10 s: a bucket is dropped within
+  // 10 s of becoming droppable (RF08's 10 minutes idle, TB07's quiet time).
+  std::thread reclaimer_thread([&] { reclaimer.serve(g_stop, std::chrono::seconds(10)); });
 
   auto last_anchor = std::chrono::steady_clock::now();
   while (!g_stop.load(std::memory_order_relaxed)) {
@@ -518,7 +516,9 @@ int run(const sluiced::Options& o) {
   }
   rte_eal_mp_wait_lcore();
   control_thread.join();
+  reclaimer_thread.join();
   if (metrics_thread.joinable()) metrics_thread.join();
+  control::unregister_telemetry();
 
   if (!o.quiet) {
     std::printf("sluiced: stopping on %s\n", g_signal == SIGINT ? "SIGINT" : "SIGTERM");
@@ -558,7 +558,7 @@ int main(int argc, char** argv) {
       break;
   }
   try {
-    return run(o);
+    return o.mode == sluiced::Options::Mode::kCheckConfig ? check_config(o) : run(o);
   } catch (const std::bad_alloc&) {
     return fail(ExitCode::kNoMemory, "out of memory");
   } catch (const std::exception& e) {

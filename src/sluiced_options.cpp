@@ -81,7 +81,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
     }
     static const std::string_view kWithValue[] = {
         "config", "check-config", "af-packet", "ports", "workers", "service-ports", "control-socket", "control-group", "metrics",
-        "state-dir", "flows", "contexts", "buckets", "memory", "idle-sleep", "idle-timeout", "half-open-timeout"};
+        "state-dir", "runs", "credentials", "flows", "contexts", "buckets", "memory", "idle-sleep", "idle-timeout", "half-open-timeout"};
     bool known = false;
     for (auto k : kWithValue) known = known || k == name;
     if (!known) return fail("unknown option '--" + name + "'");
@@ -125,6 +125,10 @@ ParseResult parse_options(int argc, const char* const* argv) {
     } else if (name == "state-dir") {
       if (value.empty()) return fail("--state-dir needs a directory");
       o.state_dir = value;
+    } else if (name == "runs") {
+      if (!parse_number<size_t>(value, o.runs, 1, size_t{1} << 24)) return fail("--runs wants 1 to 16777216, got '" + value + "'");
+    } else if (name == "credentials") {
+      if (!parse_number<size_t>(value, o.credentials, 1, size_t{1} << 24)) return fail("--credentials wants 1 to 16777216, got '" + value + "'");
     } else if (name == "flows") {
       if (!parse_number<size_t>(value, o.flows, 16, size_t{1} << 26)) return fail("--flows wants 16 to 67108864, got '" + value + "'");
     } else if (name == "contexts") {
@@ -179,7 +183,10 @@ Options:
   --control-socket PATH  control socket for sluicectl (default /run/sluice/control.sock), 0660
   --control-group NAME   a group whose members may use it besides root (default: root only)
   --metrics ADDR:PORT    Prometheus text exposition at http://ADDR:PORT/metrics (a kernel socket)
-  --state-dir DIR        where live runs are journalled (served from issue 5 on)
+  --state-dir DIR        what survives a restart: the live-run journal, the credential map and the
+                         secret credential hashes are keyed with (default /var/lib/sluice; made 0700)
+  --runs N               live runs at once (default 65536)
+  --credentials N        credentials in the credential-to-user map (default 65536)
   -q, --quiet            no start-up summary
   --version, -h/--help
 
@@ -187,6 +194,7 @@ Exit codes:
   0 stopped cleanly (SIGINT or SIGTERM)   1 failed while running   2 bad command line
   3 invalid policy   4 interface or port missing or unusable   5 out of memory
   6 the DPDK environment would not start   7 the control socket cannot be created
+  8 the state directory cannot be used (created, read, or its journal replayed)
 )";
 }
 

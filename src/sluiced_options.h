@@ -20,6 +20,7 @@ enum class ExitCode : int {
   kNoMemory = 5,    // DPDK or table memory could not be had
   kEal = 6,         // the DPDK environment would not start (permissions, arguments)
   kControl = 7,     // the control socket cannot be created (path, permissions, another sluiced)
+  kState = 8,       // the state directory cannot be used
 };
 
 struct Options {
@@ -34,7 +35,9 @@ struct Options {
   std::string control_socket = "/run/sluice/control.sock";
   std::string control_group;  // may also use the socket (besides root)
   std::string metrics;        // ADDR:PORT for Prometheus, or empty
-  std::string state_dir;
+  std::string state_dir = "/var/lib/sluice";
+  size_t runs = 65536;         // live runs at once
+  size_t credentials = 65536;  // credential-to-user entries
   size_t flows = 65536;      // per worker
   size_t contexts = 2048;    // per worker
   size_t buckets = size_t{1} << 20;

@@ -71,7 +71,7 @@ fi
 # Which tests, in registry order; each keeps its registry index (its addresses).
 plan=()
 idx=0
-while read -r n k p w; do
+while read -r n k p w x; do
   take=1
   [ -n "$only_kind" ] && [ "$k" != "$only_kind" ] && take=0
   if [ ${#selected[@]} -gt 0 ]; then
@@ -81,7 +81,7 @@ while read -r n k p w; do
       [[ "$n" == $pat ]] && take=1
     done
   fi
-  [ "$take" = 1 ] && plan+=("$idx $n $k $p $w")
+  [ "$take" = 1 ] && plan+=("$idx $n $k $p $w ${x:-}")
   idx=$((idx + 1))
 done <<<"$registry"
 for pat in "${selected[@]}"; do
@@ -225,7 +225,7 @@ stop_appliance_checked() {
 }
 
 for entry in "${plan[@]}"; do
-  read -r index name kind policy workers <<<"$entry"
+  read -r index name kind policy workers extra <<<"$entry"
   want="$(policy_file "$policy") $workers"
   if [ "$SLT_APPLIANCE_CONF" != "$want" ]; then
     if [ -n "$SLT_APPLIANCE_CONF" ]; then
@@ -253,9 +253,26 @@ for entry in "${plan[@]}"; do
 
   export SLT_TEST_INDEX="$index" SLT_TEST_NAME="$name"
   export SLT_OUT="$SLT_TMP/out/$name" SLT_WHY="$SLT_TMP/why/$name"
+  export SLT_SLUICED_LOG="$SLT_APPLIANCE_LOG"  # topology.sh, sourced by the test, starts with none
   mkdir -p "$SLT_OUT"
   rm -f "$SLT_WHY"
   t0=$SECONDS
+  # "restart": the test's first phase (t_NAME_before) runs, then sluiced is
+  # stopped and started again with the same state directory, then the test.
+  if [ "$extra" = restart ] && [ "$SLUICE_APPLIANCE" = sluiced ]; then
+    if ! timeout -k 5 "${SLUICE_TEST_TIMEOUT:-150}" bash "$HERE/tests.sh" run "$name" before >"$SLT_OUT/before.log" 2>&1; then
+      mapfile -t why <"$SLT_WHY" 2>/dev/null
+      report_fail "$name" "$kind" "before the restart: ${why[0]:-see $SLT_OUT/before.log}" "${why[@]:1}"
+      continue
+    fi
+    stop_appliance_checked
+    if ! appliance_start "$(policy_file "$policy")" "$workers" >"$SLT_TMP/appliance-start.msg" 2>&1; then
+      mapfile -t lines <"$SLT_TMP/appliance-start.msg"
+      report_fail "$name" "$kind" "the appliance did not start again:" "${lines[@]}"
+      continue
+    fi
+    export SLT_SLUICED_LOG="$SLT_APPLIANCE_LOG"
+  fi
   # In the background so that Ctrl-C/SIGTERM reach the trap at once (bash
   # defers traps until a foreground command ends); teardown kills it.
   timeout -k 5 "${SLUICE_TEST_TIMEOUT:-150}" bash "$HERE/tests.sh" run "$name" >"$SLT_OUT/test.log" 2>&1 &

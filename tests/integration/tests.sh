@@ -6,7 +6,9 @@
 # A test prints notes to its log and ends with finish: exit 0 passes, exit 1
 # fails with the reasons written to $SLT_WHY.
 #
-# Registry: name, kind, policy, workers. "plumbing" tests check the topology,
+# Registry: name, kind, policy, workers, and "restart" for a test whose
+# first phase (t_NAME_before) runs before sluiced is restarted with the same
+# state directory. "plumbing" tests check the topology,
 # the origin, the clients and the impairment; they pass against the kernel
 # bridge stand-in too. "limiting" tests need the appliance's limiting and
 # fail against the stand-in. Test names and comments carry the rule ids of
@@ -21,10 +23,14 @@ plumbing-keepalive           plumbing  three-budgets      1
 plumbing-pipelined           plumbing  three-budgets      1
 plumbing-tinymss             plumbing  three-budgets      1
 tb-bare-budget               limiting  three-budgets      1
+ctl-run-budget               limiting  three-budgets      1
+ctl-runs-restart             limiting  three-budgets      1  restart
 rf-blowhorn-budget           limiting  route-families     1
 rf-client-ip-headers         limiting  route-families     1
 rf-unknown-credential        limiting  route-families     1
+ctl-credentials              limiting  route-families     1
 dq-rpm-quota                 limiting  deployment-quotas  1
+ctl-usage-report             limiting  deployment-quotas  1
 tb-keepalive-counted         limiting  tb-hourly          1
 tb-pipelined-crossing        limiting  tb-hourly          1
 tb-tinymss-budget            limiting  tb-hourly          1
@@ -488,6 +494,21 @@ t_ctl_status_stats() {
   check_eq "stats: admitted" "$(delta admitted)" 20
   check_eq "stats: refused (TB01 bare budget)" "$(delta refused)" 1
   check_eq "stats: answers sent" "$(delta answers_sent)" 1
+  # DPDK telemetry: the same counters on /sluice/stats (dpdk-telemetry.py's protocol).
+  local tsock tel
+  tsock="$("$SLT_PY" -c 'import json,sys; print(json.loads(sys.argv[1])["telemetry_socket"])' "$("$ctl" --socket "$SLT_TMP/control.sock" --json status)")"
+  tel="$(ip netns exec "$NS_BOX" "$SLT_PY" "$SLT_HERE/telemetry.py" "$tsock" /sluice/stats 2>&1)"
+  check_eq "telemetry /sluice/stats: requests as stats says" \
+    "$("$SLT_PY" -c 'import json,sys; print(json.loads(sys.argv[1])["/sluice/stats"]["requests"])' "$tel" 2>&1)" \
+    "$("$SLT_PY" -c 'import json,sys; print(int(json.loads(sys.argv[1])["counters"]["requests"]))' "$after")"
+  tel="$(ip netns exec "$NS_BOX" "$SLT_PY" "$SLT_HERE/telemetry.py" "$tsock" /sluice/status 2>&1)"
+  check_eq "telemetry /sluice/status: the policy" \
+    "$("$SLT_PY" -c 'import json,sys; print(json.loads(sys.argv[1])["/sluice/status"]["policy"])' "$tel" 2>&1)" three-budgets-small
+  # sluicectl top: two frames of rates, per rule, bounded by --count.
+  out="$(timeout 20 "$ctl" --socket "$SLT_TMP/control.sock" top --count 2 --interval 0.3 2>&1)"
+  check_eq "top: exit" "$?" 0
+  check_eq "top: two frames" "$(grep -c '^sluicectl top' <<<"$out")" 2
+  check_eq "top: the bare rule's row" "$(grep -cE '^bare +[0-9]+' <<<"$out")" 2
   out="$(setpriv --reuid=65534 --regid=65534 --clear-groups "$ctl" --socket "$SLT_TMP/control.sock" status 2>&1)"
   rc=$?
   check_eq "an unprivileged user: exit" "$rc" 3
@@ -817,6 +838,184 @@ t_tb_workers2_budget() {
   finish
 }
 
+# ================================================================ control plane
+
+SLT_CTL() { "$(dirname "$SLUICED")/sluicectl" --socket "$SLT_TMP/control.sock" "$@"; }
+
+# TB01, TB11-TB13 through sluicectl: a run named in a path is 404 until it
+# is started (TB12); started with --budget 5 its budget applies from its
+# first request (the 6th refused, its 429 saying RateLimit-Limit 5); a second
+# run behind the same address has the policy's 600 of its own (TB11); bucket
+# show tells what is left; after `run end` returns the next request is bare
+# (TB13: 404, counted at 60). Refusals: an unknown run's end (exit 1), a bad token
+# (exit 1, invalid_argument), a zero budget (exit 2, never sent).
+t_ctl_run_budget() {
+  local s0 out rc a="itest-run-a" b="itest-run-b"
+  s0="$(src4 0)"
+  client pre --source "$s0" --count 1 --path "/vrx/$a/v1/tap"
+  check_eq "TB12 before run start: 404" "$(res statuses pre)" "404."
+  out="$(SLT_CTL run start "$a" --budget 5 2>&1)"
+  check_eq "run start: exit" "$?" 0
+  check_eq "run start: said so" "$out" "run $a started"
+  out="$(SLT_CTL runs 2>&1)"
+  check_eq "runs lists it with its budget" "$(awk -v t="$a" '$1 == t { print $2 }' <<<"$out")" 5
+  client ra --source "$s0" --count 6 --path "/vrx/$a/v1/tap/{i}"
+  check_eq "TB01 the run's own budget: 5 then 429" "$(res statuses ra)" "200x5 429."
+  check_eq "TB16 the 429's RateLimit-Limit is the run's budget" "$(res header ra 6 RateLimit-Limit)" 5
+  check_eq "TB16 RateLimit-Policy" "$(res header ra 6 RateLimit-Policy)" "5;w=60"
+  check_range "TB15 Retry-After: 60 s / 5" "$(res header ra 6 Retry-After)" 11 12
+  SLT_CTL run start "$b" >/dev/null 2>&1
+  check_eq "second run start: exit" "$?" 0
+  client rb --source "$s0" --count 30 --path "/vrx/$b/v1/tap/{i}"
+  check_eq "TB11 the other run behind the same address has its own 600" "$(res statuses rb)" "200x30"
+  out="$(SLT_CTL --json bucket show run "$a")"
+  check_eq "bucket show: the spent run" \
+    "$("$SLT_PY" -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["remaining"], d["refusing"], d["limit"])' "$out")" "0 True 5"
+  out="$(SLT_CTL --json bucket show run "$b")"
+  check_eq "bucket show: the other run's limit" "$("$SLT_PY" -c 'import json,sys; print(json.loads(sys.argv[1])["limit"])' "$out")" 600
+  out="$(SLT_CTL run end "$a" 2>&1)"
+  check_eq "run end: exit" "$?" 0
+  client post --source "$s0" --count 1 --path "/vrx/$a/v1/tap"
+  check_eq "TB13 the request after run end is bare: 404" "$(res statuses post)" "404."
+  check_eq "TB13 ... counted at the bare rate" "$(res header post 1 RateLimit-Limit)" 60
+  out="$(SLT_CTL run end "$a" 2>&1)"
+  rc=$?
+  check_eq "ending it again: refused (exit 1)" "$rc" 1
+  check_eq "ending it again: not_found" "$(grep -c '(not_found)' <<<"$out")" 1
+  out="$(SLT_CTL run start 'bad token!' 2>&1)"
+  rc=$?
+  check_eq "a bad token: refused (exit 1)" "$rc" 1
+  check_eq "a bad token: invalid_argument" "$(grep -c '(invalid_argument)' <<<"$out")" 1
+  SLT_CTL run start "$a" --budget 0 >/dev/null 2>&1
+  check_eq "a zero budget: usage error (exit 2)" "$?" 2
+  SLT_CTL run end "$b" >/dev/null 2>&1
+  check_eq "end the other run" "$?" 0
+  check_olog "origin log: the 35 admitted run requests only" "$s0" 35
+  finish
+}
+
+# Live runs survive a restart (the journal in --state-dir): before the
+# restart one run is started with a budget, one started and ended, and a torn
+# half record is appended to the journal (a daemon killed mid-write); after
+# it the live run is listed with its budget and paced at it, the ended one is
+# 404 (TB12), and the torn record was skipped with a warning.
+t_ctl_runs_restart_before() {
+  SLT_CTL run start itest-kept --budget 7 >/dev/null 2>&1 || fail "run start itest-kept"
+  SLT_CTL run start itest-ended >/dev/null 2>&1 || fail "run start itest-ended"
+  SLT_CTL run end itest-ended >/dev/null 2>&1 || fail "run end itest-ended"
+  [ -s "$SLT_TMP/state/runs.journal" ] || fail "no journal at $SLT_TMP/state/runs.journal"
+  printf 'S itest-torn 3 17' >>"$SLT_TMP/state/runs.journal"
+  finish
+}
+t_ctl_runs_restart() {
+  local s out
+  s="$(src4)"
+  out="$(SLT_CTL runs 2>&1)"
+  check_eq "after the restart: the live run is listed with its budget" "$(awk '$1 == "itest-kept" { print $2 }' <<<"$out")" 7
+  check_eq "after the restart: the ended run is not" "$(grep -c itest-ended <<<"$out")" 0
+  check_eq "after the restart: the torn record is not" "$(grep -c itest-torn <<<"$out")" 0
+  check_eq "the torn record was skipped with a warning" "$(grep -c 'runs.journal: line [0-9]*: torn record skipped' "$SLT_SLUICED_LOG")" 1
+  client kept --source "$s" --count 8 --path '/vrx/itest-kept/v1/x{i}'
+  check_eq "the kept run is paced at its budget" "$(res statuses kept)" "200x7 429."
+  client ended --source "$s" --count 1 --path '/vrx/itest-ended/v1/x'
+  check_eq "TB12 the ended run stays ended" "$(res statuses ended)" "404."
+  SLT_CTL run end itest-kept >/dev/null 2>&1
+  check_eq "run end after the restart" "$?" 0
+  finish
+}
+
+# RF04, RF05, RF10 through sluicectl: hashes come from `credential hash`
+# (TB05: the scheme's case and the spaces around do not matter); a file maps
+# two credentials to alice, `credential add` gives bob one. Alice's two
+# credentials share one blowhorn_health bucket (burst 30, 1/s): 25 on the
+# first leave about 5 for the second; bob has his own 30. After `credential
+# remove` the removed one is unknown (401). A broken file changes nothing.
+t_ctl_credentials() {
+  local s0 s1 h1 h1b h2 h3 out rc admitted path=/api/blowhorn/health
+  s0="$(src4 0)" s1="$(src4 1)"
+  h1="$(printf 'Bearer alice-one' | SLT_CTL credential hash)"
+  check_eq "credential hash: 32 hex digits" "$(grep -cxE '[0-9a-f]{32}' <<<"$h1")" 1
+  h1b="$(printf '  bearer alice-one \n' | SLT_CTL credential hash)"
+  check_eq "TB05 the same credential respelled hashes the same" "$h1b" "$h1"
+  h2="$(printf 'Bearer alice-two' | SLT_CTL credential hash)"
+  h3="$(printf 'Bearer bob-one' | SLT_CTL credential hash)"
+  printf '# test users\n%s alice\n%s alice\n' "$h1" "$h2" >"$SLT_TMP/creds.txt"
+  out="$(SLT_CTL credentials load "$SLT_TMP/creds.txt" 2>&1)"
+  check_eq "credentials load: exit" "$?" 0
+  SLT_CTL credential add "$h3" bob >/dev/null 2>&1
+  check_eq "credential add: exit" "$?" 0
+  out="$(SLT_CTL credentials show 2>&1)"
+  check_eq "credentials show: alice has 2" "$(awk '$1 == "alice" { print $2 }' <<<"$out")" 2
+  check_eq "credentials show: bob has 1" "$(awk '$1 == "bob" { print $2 }' <<<"$out")" 1
+  grep -q "alice-one" "$SLT_TMP/state/credentials" && fail "the state directory holds a raw credential"
+  check_eq "the map is kept in the state directory" "$(grep -c "$h1 alice" "$SLT_TMP/state/credentials")" 1
+  client one --source "$s0" --count 25 --path "$path" -H 'Authorization: Bearer alice-one'
+  check_eq "alice's first credential: 25 admitted" "$(res statuses one)" "200x25"
+  client two --source "$s1" --count 12 --path "$path" -H 'Authorization: Bearer alice-two'
+  admitted="$(res count two 200)"
+  check_range "RF04 alice's second credential shares her bucket: ~5 left (+1/s refill)" "$admitted" 5 9
+  check_eq "RF04 ... then refused" "$(res count two 429)" 1
+  client bob --source "$s0" --count 12 --path "$path" -H 'Authorization: Bearer bob-one'
+  check_eq "bob's own bucket" "$(res statuses bob)" "200x12"
+  out="$(SLT_CTL --json bucket show blowhorn_health alice)"
+  check_range "bucket show: alice's bucket nearly empty" \
+    "$("$SLT_PY" -c 'import json,sys; print(json.loads(sys.argv[1])["remaining"])' "$out")" 0 4
+  SLT_CTL credential remove "$h2" >/dev/null 2>&1
+  check_eq "credential remove: exit" "$?" 0
+  client gone --source "$s1" --count 1 --path "$path" -H 'Authorization: Bearer alice-two'
+  check_eq "RF10 a removed credential is unknown: 401" "$(res statuses gone)" "401."
+  printf '%s alice\nnot-a-hash bob\n' "$h2" >"$SLT_TMP/creds-bad.txt"
+  out="$(SLT_CTL credentials load "$SLT_TMP/creds-bad.txt" 2>&1)"
+  rc=$?
+  check_eq "a broken credentials file: refused (exit 1)" "$rc" 1
+  check_eq "a broken credentials file: file:line:column" "$(grep -c 'creds-bad.txt:2:1: ' <<<"$out")" 1
+  out="$(SLT_CTL credentials show 2>&1)"
+  check_eq "a broken file changed nothing" "$(awk '$1 == "alice" || $1 == "bob" { printf "%s=%s ", $1, $2 }' <<<"$out")" "alice=1 bob=1 "
+  SLT_CTL credential remove 0123456789abcdef0123456789abcdef >/dev/null 2>&1
+  check_eq "removing an unknown hash: exit 1" "$?" 1
+  check_olog "origin log: the admitted requests only" "$s0" $((25 + 12))
+  finish
+}
+
+# DQ05, DQ07 through sluicectl: a deployment's usage report is charged to
+# its current minute's TPM (default quota 100000 tokens); under it the next
+# request passes, once the total has reached it the next request is refused
+# with the gateway's body and Retry-After = seconds to the next full minute;
+# another deployment is untouched (DQ06).
+t_ctl_usage_report() {
+  local s sec out lo hi dep=itest-usage-dep
+  s="$(src4)"
+  sec="$(date -u +%-S)"
+  if [ "$sec" -ge 48 ]; then
+    note "waiting $((61 - sec)) s for the next minute"
+    sleep $((61 - sec))
+  fi
+  client a --source "$s" --count 1 --path /dq/u1 -H "X-Pi-Deployment: $dep"
+  check_eq "before any report: admitted" "$(res statuses a)" "200"
+  out="$(SLT_CTL usage report "$dep" 60000 2>&1)"
+  check_eq "usage report: exit" "$?" 0
+  check_eq "usage report: the minute's total" "$(grep -c '60000 of 100000 this minute' <<<"$out")" 1
+  client b --source "$s" --count 1 --path /dq/u2 -H "X-Pi-Deployment: $dep"
+  check_eq "DQ05 under the quota: admitted" "$(res statuses b)" "200"
+  out="$(SLT_CTL usage report "$dep" 50000 2>&1)"
+  check_eq "DQ05 one large report may pass the quota" "$(grep -c '110000 of 100000 this minute, over' <<<"$out")" 1
+  lo=$((60 - $(date -u +%-S)))
+  client c --source "$s" --count 1 --path /dq/u3 -H "X-Pi-Deployment: $dep"
+  hi=$((60 - $(date -u +%-S)))
+  check_eq "DQ05 over the quota: refused" "$(res statuses c)" "429."
+  check_eq "DQ07 body" "$(res body c 1)" "$SLT_DQ07_BODY"
+  check_range "DQ07 Retry-After: to the next full minute" "$(res header c 1 Retry-After)" "$((hi < 1 ? 1 : hi))" "$((lo + 1))"
+  client d --source "$s" --count 1 --path /dq/u4 -H 'X-Pi-Deployment: itest-other-dep'
+  check_eq "DQ06 another deployment: admitted" "$(res statuses d)" "200"
+  out="$(SLT_CTL --json bucket show deployment "$dep")"
+  check_eq "bucket show: tokens and requests this minute" \
+    "$("$SLT_PY" -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["tokens"], d["requests"], d["refusing"])' "$out")" "110000 3 True"
+  SLT_CTL usage report "$dep" lots >/dev/null 2>&1
+  check_eq "usage report of a non-number: exit 2" "$?" 2
+  check_olog "origin log: the 3 admitted" "$s" 3
+  finish
+}
+
 # ================================================================ driver
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
@@ -824,7 +1023,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     list) grep -vE '^\s*$' <<<"$SLT_REGISTRY" ;;
     run)
       name="$2"
-      fn="t_${name//-/_}"
+      fn="t_${name//-/_}${3:+_$3}"
       . "$(dirname "$0")/topology.sh"
       . "$SLT_HERE/lib.sh"
       declare -F "$fn" >/dev/null || { echo "no test named $name" >"$SLT_WHY"; exit 1; }

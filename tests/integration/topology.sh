@@ -236,11 +236,12 @@ appliance_start() {
         return 1
       fi
       # shellcheck disable=SC2086  # SLUICED_EXTRA_ARGS is a list of words
-      # Its control socket lives in this run's directory, so runs never meet;
-      # its Prometheus endpoint on the appliance namespace's own loopback.
+      # Its control socket and state directory live in this run's directory,
+      # so runs never meet (a restart within a run keeps the state); its
+      # Prometheus endpoint on the appliance namespace's own loopback.
       SLT_CONTROL_SOCKET="$SLT_TMP/control.sock"
       ip netns exec "$NS_BOX" "$SLUICED" --config "$policy" --af-packet c1:o1 --workers "$workers" \
-        --control-socket "$SLT_CONTROL_SOCKET" --metrics 127.0.0.1:9464 ${SLUICED_EXTRA_ARGS:-} >"$SLT_APPLIANCE_LOG" 2>&1 </dev/null &
+        --control-socket "$SLT_CONTROL_SOCKET" --metrics 127.0.0.1:9464 --state-dir "$SLT_TMP/state" ${SLUICED_EXTRA_ARGS:-} >"$SLT_APPLIANCE_LOG" 2>&1 </dev/null &
       SLT_APPLIANCE_PID=$!   # `ip netns exec` execs in place: this is sluiced's pid
       slt_track_pid "$SLT_APPLIANCE_PID"
       ;;

@@ -59,11 +59,25 @@ TEST(SluicedOptions, MistakesAreNamed) {
       {{"--config", "p", "--af-packet", "a:b", "--", "-l", "0"}, "EAL arguments after -- are for --ports"},
       {{"stray"}, "unexpected argument 'stray'"},
       {{"--config", "p", "--af-packet", "a:b", "--idle-timeout", "0"}, "--idle-timeout wants seconds"},
+      {{"--config", "p", "--af-packet", "a:b", "--state-dir", ""}, "--state-dir needs a directory"},
+      {{"--config", "p", "--af-packet", "a:b", "--runs", "0"}, "--runs wants 1 to"},
+      {{"--config", "p", "--af-packet", "a:b", "--credentials", "x"}, "--credentials wants 1 to"},
   };
   for (const auto& [args, want] : cases) {
     const ParseResult r = parse(args);
     EXPECT_NE(r.error.find(want), std::string::npos) << "got '" << r.error << "', want '" << want << "'";
   }
+}
+
+TEST(SluicedOptions, StateDirectoryAndTableSizes) {
+  const ParseResult d = parse({"--config", "p", "--af-packet", "a:b"});
+  EXPECT_EQ(d.options.state_dir, "/var/lib/sluice");
+  const ParseResult r = parse({"--config", "p", "--af-packet", "a:b", "--state-dir", "/tmp/s", "--runs", "100",
+                               "--credentials=200"});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.options.state_dir, "/tmp/s");
+  EXPECT_EQ(r.options.runs, 100u);
+  EXPECT_EQ(r.options.credentials, 200u);
 }
 
 TEST(SluicedOptions, HelpAndVersionWin) {

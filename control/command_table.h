@@ -1,0 +1,41 @@
+// The control commands, by name: what the control socket's handler
+// dispatches to. Each command writes its members into an open response
+// object (the "v" and "ok" members are already there) or returns a complete
+// error response; the table answers unknown commands itself, listing the
+// known ones.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "control/json.h"
+
+namespace sluice::control {
+
+class CommandTable {
+ public:
+  // nullopt: done (members written to `w`); else the error response to send.
+  using Command = std::function<std::optional<std::string>(const JsonValue& request, JsonWriter& w)>;
+
+  void add(std::string name, Command command);
+  // The response to one request object.
+  [[nodiscard]] std::string dispatch(const JsonValue& request) const;
+  [[nodiscard]] std::vector<std::string> names() const;
+
+ private:
+  std::map<std::string, Command, std::less<>> commands_;
+};
+
+// Request arguments, read with their types checked. nullopt when absent;
+// `error` set (and nullopt) when present with the wrong type or range.
+[[nodiscard]] std::optional<std::string> string_arg(const JsonValue& request, std::string_view name,
+                                                    std::string& error);
+[[nodiscard]] std::optional<uint64_t> uint_arg(const JsonValue& request, std::string_view name, uint64_t max,
+                                               std::string& error);
+
+}  // namespace sluice::control

@@ -1,0 +1,195 @@
+// The state directory: mkdir -p, crash-safe file replacement, the secret.
+#include "state_dir.h"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace sluice::control {
+
+namespace {
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+// Closes on every return path, so error paths need not.
+struct Fd {
+  int fd = -1;
+  Fd() = default;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// A write() may be cut short by a signal or a full disk: go on until every
+// byte is down or the kernel says why not (errno).
+bool write_all(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    if (n == 0) {
+      errno = EIO;  // a regular file never takes nothing without saying why
+      return false;
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+std::string octal_mode(mode_t mode) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
+  return buf;
+}
+
+}  // namespace
+
+std::string sync_dir(const std::string& dir) {
+  Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (d.fd < 0) return "cannot open " + dir + " to fsync it: " + errno_text(errno);
+  if (::fsync(d.fd) != 0) return "cannot fsync " + dir + ": " + errno_text(errno);
+  return "";
+}
+
+std::string prepare_state_dir(const std::string& dir) {
+  if (dir.empty()) return "the state directory is an empty path";
+  std::string path = dir;
+  // "a/b/" names "a/b": without this mkdir -p would make "a/b" as a parent.
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return "state directory " + dir + ": " + errno_text(errno);
+    for (size_t i = 1; i < path.size(); ++i) {
+      if (path[i] != '/' || path[i - 1] == '/') continue;
+      const std::string parent = path.substr(0, i);
+      // EEXIST covers an existing parent; one that is not a directory makes
+      // the next mkdir fail with ENOTDIR, which names the problem.
+      if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST)
+        return "cannot create " + parent + " (a parent of the state directory): " + errno_text(errno);
+    }
+    if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
+      return "cannot create the state directory " + dir + ": " + errno_text(errno);
+    // Someone may have made it in the meantime: look again at what is there.
+    if (::stat(path.c_str(), &st) != 0) return "state directory " + dir + ": " + errno_text(errno);
+  }
+  if (!S_ISDIR(st.st_mode)) return "state directory " + dir + " exists but is not a directory";
+  if (::access(path.c_str(), W_OK | X_OK) != 0)
+    return "state directory " + dir + " is not writable: " + errno_text(errno);
+  return "";
+}
+
+std::string write_file_atomically(const std::string& dir, const std::string& name, std::string_view bytes) {
+  if (dir.empty()) return "no directory to write " + name + " in";
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+    return "'" + name + "' is not a file name";
+  const std::string path = dir + "/" + name;
+  const std::string tmp = path + ".tmp";
+
+  // A tmp file left by a crash may have another mode or owner: start afresh
+  // (O_EXCL) rather than truncate it.
+  if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) return "cannot remove the stale " + tmp + ": " + errno_text(errno);
+  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (fd.fd < 0) return "cannot create " + tmp + ": " + errno_text(errno);
+
+  const auto fail = [&](const std::string& what) {
+    const int e = errno;
+    if (fd.fd >= 0) ::close(fd.fd);
+    fd.fd = -1;
+    ::unlink(tmp.c_str());
+    return what + ": " + errno_text(e);
+  };
+  if (!write_all(fd.fd, bytes)) return fail("cannot write " + tmp);
+  if (::fsync(fd.fd) != 0) return fail("cannot fsync " + tmp);
+  const int closed = ::close(fd.fd);
+  fd.fd = -1;
+  if (closed != 0) return fail("cannot close " + tmp);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("cannot rename " + tmp + " to " + path);
+  return sync_dir(dir);
+}
+
+Secret load_or_create_secret(const std::string& dir, const std::string& name) {
+  Secret s;
+  if (dir.empty() || name.empty()) {
+    s.error = "no state directory or file name for the secret";
+    return s;
+  }
+  const std::string path = dir + "/" + name;
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.fd < 0) {
+    if (errno != ENOENT) {
+      s.error = "cannot open the secret " + path + ": " + errno_text(errno);
+      return s;
+    }
+    size_t got = 0;
+    while (got < s.bytes.size()) {
+      const ssize_t n = ::getrandom(s.bytes.data() + got, s.bytes.size() - got, 0);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        s.error = "cannot draw a secret from getrandom(): " + errno_text(errno);
+        return s;
+      }
+      got += static_cast<size_t>(n);
+    }
+    const std::string e = write_file_atomically(
+        dir, name, std::string_view(reinterpret_cast<const char*>(s.bytes.data()), s.bytes.size()));
+    if (!e.empty()) {
+      s.bytes.fill(0);
+      s.error = "cannot keep a new secret: " + e;
+      return s;
+    }
+    s.created = true;
+    return s;
+  }
+
+  struct stat st {};
+  if (::fstat(fd.fd, &st) != 0) {
+    s.error = "cannot stat the secret " + path + ": " + errno_text(errno);
+    return s;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    s.error = "the secret " + path + " is not a regular file";
+    return s;
+  }
+  if ((st.st_mode & 077) != 0) {
+    s.error = "the secret " + path + " is accessible to group or others (mode " + octal_mode(st.st_mode) +
+              "): run chmod 600 " + path;
+    return s;
+  }
+  if (st.st_size != static_cast<off_t>(kSecretSize)) {
+    s.error = "the secret " + path + " holds " + std::to_string(st.st_size) + " bytes, not " +
+              std::to_string(kSecretSize) +
+              ": not drawing a new one, because credential hashes made with the old one would stop matching "
+              "(restore the file, or remove it and issue the credentials again)";
+    return s;
+  }
+  size_t got = 0;
+  while (got < s.bytes.size()) {
+    const ssize_t n = ::read(fd.fd, s.bytes.data() + got, s.bytes.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      s.bytes.fill(0);
+      s.error = "cannot read the secret " + path + ": " + errno_text(errno);
+      return s;
+    }
+    if (n == 0) {
+      s.bytes.fill(0);
+      s.error = "the secret " + path + " shrank while it was read";
+      return s;
+    }
+    got += static_cast<size_t>(n);
+  }
+  return s;
+}
+
+}  // namespace sluice::control

@@ -1,0 +1,48 @@
+// The appliance's state directory (`sluiced --state-dir DIR`): what must
+// survive a restart of sluiced (the runs journal, the credential secret) is
+// kept there. This file makes the directory, replaces files in it so a crash
+// leaves either the old bytes or the new ones, and keeps the secret that
+// credential hashes are computed with.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace sluice::control {
+
+// Creates `dir` (0700) and any missing parents (0755, like mkdir -p) if it is
+// missing. An existing directory is used as it is, never chmod'ed: its mode is
+// the operator's choice. Returns "" or a one-line reason (exists but is not a
+// directory, not writable, ...).
+[[nodiscard]] std::string prepare_state_dir(const std::string& dir);
+
+// Replaces dir/name with `bytes` so that a crash at any point leaves either
+// the old file or the new one: writes dir/name.tmp (0600), fsyncs it, renames
+// it over dir/name and fsyncs the directory. Returns "" or the reason. On
+// failure the tmp file is removed and the old file is left as it was.
+[[nodiscard]] std::string write_file_atomically(const std::string& dir, const std::string& name,
+                                                std::string_view bytes);
+
+// fsyncs the directory itself: what makes a rename or a new file in it
+// durable. "" or the reason.
+[[nodiscard]] std::string sync_dir(const std::string& dir);
+
+inline constexpr size_t kSecretSize = 192;
+
+struct Secret {
+  std::array<uint8_t, kSecretSize> bytes{};
+  bool created = false;  // drawn now (the file did not exist)
+  std::string error;     // non-empty: `bytes` is not a secret
+};
+
+// Reads dir/name, which must hold exactly kSecretSize bytes and be readable
+// by its owner only; or, if it does not exist, draws a new secret from
+// getrandom() and writes it there (0600). A file of any other size is an
+// error, never a reason to draw a new one: credential hashes computed with the
+// old secret would silently stop matching.
+[[nodiscard]] Secret load_or_create_secret(const std::string& dir, const std::string& name);
+
+}  // namespace sluice::control

@@ -1,0 +1,504 @@
+// See sluiced_commands.h. One function per command; each checks its
+// arguments first and answers a bad one with a coded error, so nothing is
+// half done.
+#include "sluiced_commands.h"
+
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+#include <set>
+
+#include "control/credential_file.h"
+#include "control/protocol.h"
+#include "limiter/charge.h"
+#include "limiter/compiled_policy.h"
+#include "net/ip_address.h"
+
+namespace sluice::sluiced {
+
+namespace {
+
+using control::ErrorCode;
+using control::JsonValue;
+using control::JsonWriter;
+using Reply = std::optional<std::string>;
+
+Reply refuse(ErrorCode code, const std::string& message) { return control::error_response(code, message); }
+
+uint64_t flows_tracked(const Daemon& d) {
+  uint64_t flows = 0;
+  for (unsigned i = 0; i < d.workers; ++i) flows += d.counters[i].flows_active.load(std::memory_order_relaxed);
+  return flows;
+}
+
+void write_tables(const Daemon& d, JsonWriter& w) {
+  w.key("tables").begin_object();
+  const limiter::BucketTable& b = d.limiter->buckets;
+  const limiter::BucketTable& r = d.limiter->credential_records;
+  w.key("buckets").begin_object().key("capacity").value(static_cast<uint64_t>(b.capacity()));
+  w.key("live").value(static_cast<uint64_t>(b.count_live())).key("overflows").value(b.overflows());
+  if (d.reclaimer != nullptr) w.key("reclaimed").value(d.reclaimer->freed(0));
+  w.end_object();
+  w.key("credential_slots").begin_object().key("capacity").value(static_cast<uint64_t>(r.capacity()));
+  w.key("live").value(static_cast<uint64_t>(r.count_live())).key("overflows").value(r.overflows());
+  if (d.reclaimer != nullptr) w.key("reclaimed").value(d.reclaimer->freed(1));
+  w.end_object();
+  w.key("runs").begin_object().key("live").value(static_cast<uint64_t>(d.runs->size()));
+  w.key("capacity").value(static_cast<uint64_t>(d.runs->capacity())).end_object();
+  const control::CredentialRegistry::Summary c = d.credentials->summary();
+  w.key("credentials").begin_object().key("live").value(static_cast<uint64_t>(c.credentials));
+  w.key("users").value(static_cast<uint64_t>(c.users)).key("capacity").value(static_cast<uint64_t>(c.capacity));
+  w.end_object();
+  w.key("flows").begin_object().key("live").value(flows_tracked(d)).end_object();
+  w.end_object();
+}
+
+void write_ports(const Daemon& d, JsonWriter& w) {
+  w.key("ports").begin_array();
+  for (int i = 0; i < 2; ++i) {
+    rte_eth_stats s{};
+    const bool have = rte_eth_stats_get(d.ports[i].id, &s) == 0;
+    w.begin_object().key("side").value(i == 0 ? "client" : "origin").key("name").value(d.ports[i].name);
+    if (have) {
+      w.key("rx_packets").value(static_cast<uint64_t>(s.ipackets)).key("tx_packets").value(static_cast<uint64_t>(s.opackets));
+      w.key("rx_bytes").value(static_cast<uint64_t>(s.ibytes)).key("tx_bytes").value(static_cast<uint64_t>(s.obytes));
+      w.key("rx_missed").value(static_cast<uint64_t>(s.imissed)).key("rx_errors").value(static_cast<uint64_t>(s.ierrors));
+      w.key("tx_errors").value(static_cast<uint64_t>(s.oerrors)).key("rx_no_mbuf").value(static_cast<uint64_t>(s.rx_nombuf));
+    }
+    w.end_object();
+  }
+  w.end_array();
+}
+
+Reply cmd_status(const Daemon& d, const JsonValue&, JsonWriter& w) {
+  const dataplane::PolicySnapshot& cur = d.publisher->current();
+  const auto up = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - d.started);
+  w.key("version").value(SLUICE_VERSION).key("uptime_s").value(static_cast<uint64_t>(up.count()));
+  w.key("policy").begin_object().key("name").value(cur.policy.source.name).key("file").value(d.publisher->file());
+  w.key("generation").value(cur.generation).key("digest").value(digest_hex(cur.policy.digest));
+  w.key("service_ports").value(port_list(cur.service_ports)).end_object();
+  w.key("workers").value(d.workers).key("flows").value(flows_tracked(d));
+  w.key("runs").value(static_cast<uint64_t>(d.runs->size()));
+  w.key("credentials").value(static_cast<uint64_t>(d.credentials->summary().credentials));
+  w.key("state_dir").value(d.state_dir);
+  w.key("telemetry_socket").value(std::string(rte_eal_get_runtime_dir()) + "/dpdk_telemetry.v2");
+  w.key("ports").begin_array();
+  for (int i = 0; i < 2; ++i) {
+    w.begin_object().key("side").value(i == 0 ? "client" : "origin").key("name").value(d.ports[i].name);
+    w.key("mac").value(d.ports[i].mac).key("link_up").value(d.ports[i].link_up).end_object();
+  }
+  w.end_array();
+  return std::nullopt;
+}
+
+Reply cmd_stats(const Daemon& d, const JsonValue&, JsonWriter& w) {
+  w.key("counters").begin_object();
+#define SLUICE_SUM_COUNTER(name, help)                                        \
+  {                                                                           \
+    uint64_t total = 0;                                                       \
+    for (unsigned i = 0; i < d.workers; ++i) total += d.counters[i].name.get(); \
+    w.key(#name).value(total);                                                \
+  }
+  SLUICE_WORKER_COUNTERS(SLUICE_SUM_COUNTER)
+#undef SLUICE_SUM_COUNTER
+  w.end_object();
+  w.key("help").begin_object();
+#define SLUICE_HELP_COUNTER(name, help) w.key(#name).value(help);
+  SLUICE_WORKER_COUNTERS(SLUICE_HELP_COUNTER)
+#undef SLUICE_HELP_COUNTER
+  w.end_object();
+  w.key("workers").begin_array();
+  for (unsigned i = 0; i < d.workers; ++i) {
+    w.begin_object().key("flows_active").value(d.counters[i].flows_active.load(std::memory_order_relaxed));
+#define SLUICE_WORKER_COUNTER(name, help) w.key(#name).value(d.counters[i].name.get());
+    SLUICE_WORKER_COUNTERS(SLUICE_WORKER_COUNTER)
+#undef SLUICE_WORKER_COUNTER
+    w.end_object();
+  }
+  w.end_array();
+  write_tables(d, w);
+  write_ports(d, w);
+  return std::nullopt;
+}
+
+Reply cmd_policy_show(const Daemon& d, const JsonValue&, JsonWriter& w) {
+  const dataplane::PolicySnapshot& cur = d.publisher->current();
+  w.key("name").value(cur.policy.source.name).key("file").value(d.publisher->file());
+  w.key("digest").value(digest_hex(cur.policy.digest)).key("generation").value(cur.generation);
+  w.key("service_ports").value(port_list(cur.service_ports));
+  w.key("buckets").begin_array();
+  for (const auto& b : cur.policy.buckets) w.value(b.name);
+  w.end_array().key("rules").begin_array();
+  for (const auto& r : cur.policy.rules) w.value(r.name);
+  w.end_array();
+  return std::nullopt;
+}
+
+Reply cmd_policy_check(const Daemon& d, const JsonValue& request, JsonWriter& w) {
+  std::string error;
+  const std::optional<std::string> file = control::string_arg(request, "file", error);
+  if (!file || file->empty()) return refuse(ErrorCode::kBadRequest, "policy.check needs \"file\": a path");
+  // The running daemon's own loader and compiler: what passes here is what
+  // a reload accepts.
+  const LoadedPolicy checked = d.check_policy(*file);
+  if (!checked.snapshot) return control::invalid_policy_response(*file + " is not a usable policy", checked.errors);
+  w.key("file").value(*file).key("name").value(checked.snapshot->policy.source.name);
+  w.key("digest").value(digest_hex(checked.snapshot->policy.digest));
+  w.key("rules").value(checked.snapshot->policy.rules.size());
+  w.key("buckets").value(checked.snapshot->policy.buckets.size());
+  return std::nullopt;
+}
+
+Reply cmd_policy_reload(const Daemon& d, const JsonValue& request, JsonWriter& w) {
+  std::string error;
+  const std::optional<std::string> file = control::string_arg(request, "file", error);
+  if (!error.empty() || (file && file->empty())) return refuse(ErrorCode::kBadRequest, "\"file\" is a path");
+  const std::string path = file ? *file : d.publisher->file();
+  const std::vector<std::string> refused = d.reload_policy(path);
+  if (!refused.empty()) {
+    return control::invalid_policy_response(path + " was not loaded; the running policy is unchanged", refused);
+  }
+  const dataplane::PolicySnapshot& now_active = d.publisher->current();
+  const std::string digest = digest_hex(now_active.policy.digest);
+  std::printf("sluiced: policy '%s' from %s (digest %s, generation %" PRIu64 ") published\n",
+              now_active.policy.source.name.c_str(), path.c_str(), digest.c_str(), now_active.generation);
+  std::fflush(stdout);
+  w.key("name").value(now_active.policy.source.name).key("file").value(path).key("digest").value(digest);
+  w.key("generation").value(now_active.generation);
+  return std::nullopt;
+}
+
+// ------------------------------------------------------------------ runs
+
+Reply run_refusal(const control::RunRegistry::Result& r) {
+  using O = control::RunRegistry::Outcome;
+  switch (r.outcome) {
+    case O::kInvalidToken: return refuse(ErrorCode::kInvalidArgument, r.message);
+    case O::kNotLive: return refuse(ErrorCode::kNotFound, r.message);
+    case O::kFull: return refuse(ErrorCode::kFull, r.message);
+    case O::kJournalFailed: return refuse(ErrorCode::kStateUnwritable, r.message);
+    default: return std::nullopt;
+  }
+}
+
+void write_run(JsonWriter& w, const control::LiveRun& run) {
+  w.begin_object().key("token").value(run.token).key("budget").value(run.budget);
+  w.key("started_unix").value(static_cast<int64_t>(run.started_unix)).end_object();
+}
+
+Reply cmd_runs(const Daemon& d, const JsonValue&, JsonWriter& w) {
+  w.key("capacity").value(static_cast<uint64_t>(d.runs->capacity())).key("runs").begin_array();
+  for (const control::LiveRun& run : d.runs->list()) write_run(w, run);
+  w.end_array();
+  return std::nullopt;
+}
+
+Reply cmd_run_start(const Daemon& d, const JsonValue& request, JsonWriter& w) {
+  std::string error;
+  const std::optional<std::string> token = control::string_arg(request, "token", error);
+  const std::optional<uint64_t> budget = control::uint_arg(request, "budget", 1'000'000'000, error);
+  if (!error.empty()) return refuse(ErrorCode::kBadRequest, error);
+  if (!token) return refuse(ErrorCode::kBadRequest, "run.start needs \"token\"");
+  const control::RunRegistry::Result r = d.runs->start(*token, static_cast<uint32_t>(budget.value_or(0)),
+                                                       static_cast<int64_t>(std::time(nullptr)));
+  if (!r.ok()) return run_refusal(r);
+  using O = control::RunRegistry::Outcome;
+  w.key("token").value(*token).key("budget").value(budget.value_or(0));
+  w.key("outcome").value(r.outcome == O::kStarted ? "started" : r.outcome == O::kBudgetChanged ? "budget_changed"
+                                                                                                : "already_live");
+  w.key("message").value(r.message);
+  return std::nullopt;
+}
+
+Reply cmd_run_end(const Daemon& d, const JsonValue& request, JsonWriter& w) {
+  std::string error;
+  const std::optional<std::string> token = control::string_arg(request, "token", error);
+  if (!error.empty()) return refuse(ErrorCode::kBadRequest, error);
+  if (!token) return refuse(ErrorCode::kBadRequest, "run.end needs \"token\"");
+  const control::RunRegistry::Result r = d.runs->end(*token);
+  if (!r.ok()) return run_refusal(r);
+  w.key("token").value(*token).key("message").value(r.message);
+  return std::nullopt;
+}
+
+// ----------------------------------------------------------- credentials
+
+Reply credential_refusal(const control::CredentialRegistry::Result& r) {
+  using F = control::CredentialRegistry::Failure;
+  switch (r.failure) {
+    case F::kInvalidFile: return control::invalid_file_response(ErrorCode::kInvalidCredentials, r.message, r.errors);
+    case F::kUnsaved: return refuse(ErrorCode::kStateUnwritable, r.message);
+    case F::kNotFound: return refuse(ErrorCode::kNotFound, r.message);
+    case F::kFull:
+    case F::kNone: break;
+  }
+  return refuse(ErrorCode::kFull, r.message);
+}
+
+void write_credential_result(JsonWriter& w, const control::CredentialRegistry::Result& r) {
+  w.key("message").value(r.message).key("added").value(static_cast<uint64_t>(r.added));
+  w.key("removed").value(static_cast<uint64_t>(r.removed)).key("changed").value(static_cast<uint64_t>(r.changed));
+}
+
+Reply cmd_credentials_load(const Daemon& d, const JsonValue& request, JsonWriter& w) {
+  std::string error;
+  const std::optional<std::string> file = control::string_arg(request, "file", error);
+  if (!file || file->empty()) return refuse(ErrorCode::kBadRequest, "credentials.load needs \"file\": a path");
+  const control::CredentialRegistry::Result r = d.credentials->load(*file);
+  if (!r.ok) return credential_refusal(r);
+  write_credential_result(w, r);
+  return std::nullopt;
+}
+
+Reply cmd_credentials_show(const Daemon& d, const JsonValue&, JsonWriter& w) {
+  const control::CredentialRegistry::Summary s = d.credentials->summary();
+  w.key("credentials").value(static_cast<uint64_t>(s.credentials)).key("capacity").value(static_cast<uint64_t>(s.capacity));
+  w.key("users").begin_object();
+  for (const auto& [user, count] : d.credentials->users()) w.key(user).value(static_cast<uint64_t>(count));
+  w.end_object();
+  return std::nullopt;
+}
+
+std::optional<limiter::Digest> hash_arg(const JsonValue& request, std::string& error) {
+  const std::optional<std::string> text = control::string_arg(request, "hash", error);
+  if (!error.empty()) return std::nullopt;
+  if (!text) {
+    error = "needs \"hash\" (32 hex digits from sluicectl credential hash)";
+    return std::nullopt;
+  }
+  const std::optional<limiter::Digest> h = control::parse_digest_hex(*text);
+  if (!h) error = "'" + *text + "' is not a credential hash (32 hex digits from sluicectl credential hash)";
+  return h;
+}
+
+Reply cmd_credential_add(const Daemon& d, const JsonValue& request, JsonWriter& w) {
+  std::string error;
+  const std::optional<limiter::Digest> hash = hash_arg(request, error);
+  if (!hash) return refuse(ErrorCode::kInvalidArgument, "credential.add " + error);
+  const std::optional<std::string> user = control::string_arg(request, "user", error);
+  if (!user || !error.empty()) return refuse(ErrorCode::kBadRequest, "credential.add needs \"user\": a user name");
+  if (!control::valid_user_name(*user)) {
+    return refuse(ErrorCode::kInvalidArgument,
+                  "'" + *user + "' is not a user name (1 to 64 characters of A-Z a-z 0-9 . _ @ + : -)");
+  }
+  const control::CredentialRegistry::Result r = d.credentials->add(*hash, *user);
+  if (!r.ok) return credential_refusal(r);
+  write_credential_result(w, r);
+  return std::nullopt;
+}
+
+Reply cmd_credential_remove(const Daemon& d, const JsonValue& request, JsonWriter& w) {
+  std::string error;
+  const std::optional<limiter::Digest> hash = hash_arg(request, error);
+  if (!hash) return refuse(ErrorCode::kInvalidArgument, "credential.remove " + error);
+  const control::CredentialRegistry::Result r = d.credentials->remove(*hash);
+  if (!r.ok) return credential_refusal(r);
+  write_credential_result(w, r);
+  return std::nullopt;
+}
+
+Reply cmd_credential_hash(const Daemon& d, const JsonValue& request, JsonWriter& w) {
+  std::string error;
+  const std::optional<std::string> credential = control::string_arg(request, "credential", error);
+  if (!credential || !error.empty()) return refuse(ErrorCode::kBadRequest, "credential.hash needs \"credential\"");
+  const std::optional<limiter::Digest> h = d.credentials->hash(*credential);
+  if (!h) return refuse(ErrorCode::kInvalidArgument, "an empty credential has no hash");
+  w.key("hash").value(control::digest_hex(*h));
+  return std::nullopt;
+}
+
+// ------------------------------------------------------- buckets, usage
+
+// The rules of the current policy that charge `bucket`, and the kind of key
+// they agree on (nullopt if they key it differently).
+std::optional<policy::KeySpec::Kind> key_kind_of(const limiter::CompiledPolicy& p, const limiter::CompiledBucket& b) {
+  std::optional<policy::KeySpec::Kind> kind;
+  for (const limiter::CompiledRule& r : p.rules) {
+    if (&p.buckets[r.bucket] != &b) continue;
+    if (kind && *kind != r.key_kind) return std::nullopt;
+    kind = r.key_kind;
+  }
+  return kind;
+}
+
+bool text_keyed(policy::KeySpec::Kind k) {
+  return k == policy::KeySpec::Kind::kPathParam || k == policy::KeySpec::Kind::kHeader ||
+         k == policy::KeySpec::Kind::kHost;
+}
+
+// The bucket key `text` names in `bucket` (as the rules that charge it key
+// their requests); "" or the reason it names none.
+std::string key_of(const Daemon& d, const limiter::CompiledPolicy& p, const limiter::CompiledBucket& b,
+                   const std::string& text, limiter::BucketKey& out) {
+  using K = policy::KeySpec::Kind;
+  const std::optional<K> kind = key_kind_of(p, b);
+  if (!kind) return "bucket " + b.name + " is charged by rules with different keys; which one is ambiguous";
+  const limiter::KeyHasher& h = d.limiter->bucket_hasher;
+  auto bytes = [](const void* p, size_t n) { return std::span<const uint8_t>(static_cast<const uint8_t*>(p), n); };
+  switch (*kind) {
+    case K::kClientIp: {
+      std::optional<net::IpAddress> ip = net::parse_ip(text);
+      if (!ip) return "'" + text + "' is not an IP address (bucket " + b.name + " is keyed by client address)";
+      if (!ip->is_v4()) ip = ip->prefix(p.client_ip.spec.ipv6_prefix);
+      out = h.key(b.index, bytes(ip->bytes.data(), ip->bytes.size()));
+      return {};
+    }
+    case K::kCredential: {
+      const std::optional<limiter::Digest> digest = control::parse_digest_hex(text);
+      if (!digest) return "bucket " + b.name + " is keyed by credential: give its hash (sluicectl credential hash)";
+      out = h.key(b.index, *digest);
+      return {};
+    }
+    case K::kUser: {
+      const uint64_t id = control::CredentialRegistry::user_id(text);
+      out = h.key(b.index, bytes(&id, sizeof id));
+      return {};
+    }
+    case K::kHost: {
+      std::string lower = text;
+      for (char& c : lower) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c | 0x20) : c;
+      out = h.key(b.index, bytes(lower.data(), lower.size()));
+      return {};
+    }
+    case K::kPathParam:
+    case K::kHeader:
+      out = h.key(b.index, bytes(text.data(), text.size()));
+      return {};
+    case K::kDestination:
+      return "bucket " + b.name + " is keyed by destination; not shown by name";
+  }
+  return "unknown key kind";
+}
+
+Reply cmd_bucket_show(const Daemon& d, const JsonValue& request, JsonWriter& w) {
+  std::string error;
+  const std::optional<std::string> name = control::string_arg(request, "bucket", error);
+  const std::optional<std::string> key = control::string_arg(request, "key", error);
+  if (!name || !key || !error.empty()) return refuse(ErrorCode::kBadRequest, "bucket.show needs \"bucket\" and \"key\"");
+  const limiter::CompiledPolicy& p = d.publisher->current().policy;
+  const limiter::CompiledBucket* b = p.bucket_named(*name);
+  if (b == nullptr) {
+    std::string names;
+    for (const auto& x : p.buckets) names += (names.empty() ? "" : ", ") + x.name;
+    return refuse(ErrorCode::kNotFound, "no bucket named '" + *name + "' in policy " + p.source.name + " (" + names + ")");
+  }
+  limiter::BucketKey k{};
+  if (const std::string why = key_of(d, p, *b, *key, k); !why.empty()) return refuse(ErrorCode::kInvalidArgument, why);
+  const time::Nanos now = d.clock->now();
+  limiter::BucketSlot* slot = d.limiter->buckets.find(k);
+  w.key("bucket").value(b->name).key("key").value(*key).key("tracked").value(slot != nullptr);
+  if (b->calendar) {
+    limiter::WindowLimit limit = b->window;
+    if (const auto it = b->quotas.find(*key); it != b->quotas.end()) limit = it->second;
+    const uint64_t minute = limiter::minute_of(now);
+    const uint64_t words[2] = {slot ? slot->load(0) : 0, slot ? slot->load(1) : 0};
+    const bool frozen = words[0] == limiter::BucketTable::kFrozen;
+    const uint32_t requests = frozen ? 0 : limiter::count_in(words[0], minute);
+    const uint32_t tokens = frozen ? 0 : limiter::count_in(words[1], minute);
+    w.key("window").value("minute").key("requests").value(requests);
+    w.key("requests_limit").value(limit.requests_per_minute).key("tokens").value(tokens);
+    w.key("tokens_limit").value(limit.tokens_per_minute);
+    const bool over = (limit.requests_per_minute != 0 && requests >= limit.requests_per_minute) ||
+                      (limit.tokens_per_minute != 0 && tokens >= limit.tokens_per_minute);
+    w.key("remaining").value(limit.requests_per_minute > requests && !over ? limit.requests_per_minute - requests : 0u);
+    w.key("reset_s").value(limiter::seconds_to_next_minute(now)).key("refusing").value(over);
+  } else {
+    // A live run with a budget of its own is paced at it, not at the bucket's.
+    limiter::GcraLimit limit = b->gcra;
+    uint32_t per_minute = b->header_limit;
+    bool run_keyed = false;
+    for (const limiter::CompiledRule& r : p.rules) {
+      for (int param : r.live_run_param) run_keyed = run_keyed || (&p.buckets[r.bucket] == b && param >= 0);
+    }
+    if (const std::optional<uint32_t> own = run_keyed ? d.runs->budget(*key) : std::nullopt; own && *own != 0) {
+      if (limiter::GcraLimit::make(*own, time::kNanosPerMinute, *own, limit)) per_minute = *own;
+    }
+    const limiter::GcraDecision g = limiter::peek_gcra(d.limiter->buckets, k, now, limit);
+    w.key("limit").value(per_minute).key("burst").value(limit.burst);
+    w.key("remaining").value(g.admit ? g.remaining + 1 : 0u).key("reset_s").value(g.reset_s);
+    w.key("refusing").value(!g.admit);
+    if (!g.admit) w.key("retry_after_s").value(g.retry_after_s);
+  }
+  return std::nullopt;
+}
+
+// DQ05: the tokens a finished request used, charged to the deployment's
+// current minute; once the minute's total reaches the quota, its next
+// request is refused (DQ07).
+Reply cmd_usage_report(const Daemon& d, const JsonValue& request, JsonWriter& w) {
+  std::string error;
+  const std::optional<std::string> deployment = control::string_arg(request, "deployment", error);
+  const std::optional<uint64_t> tokens = control::uint_arg(request, "tokens", uint64_t{1} << 32, error);
+  const std::optional<std::string> bucket = control::string_arg(request, "bucket", error);
+  if (!error.empty()) return refuse(ErrorCode::kBadRequest, error);
+  if (!deployment || deployment->empty() || !tokens) {
+    return refuse(ErrorCode::kBadRequest, "usage.report needs \"deployment\" and \"tokens\"");
+  }
+  const limiter::CompiledPolicy& p = d.publisher->current().policy;
+  const limiter::CompiledBucket* b = nullptr;
+  if (bucket) {
+    b = p.bucket_named(*bucket);
+    if (b == nullptr) return refuse(ErrorCode::kNotFound, "no bucket named '" + *bucket + "' in policy " + p.source.name);
+    if (!b->calendar) return refuse(ErrorCode::kInvalidArgument, "bucket " + b->name + " counts no tokens (not a minute window)");
+  } else {
+    std::string candidates;
+    for (const limiter::CompiledBucket& x : p.buckets) {
+      if (!x.calendar) continue;
+      candidates += (candidates.empty() ? "" : ", ") + x.name;
+      if (b != nullptr) {
+        return refuse(ErrorCode::kInvalidArgument, "several buckets count tokens (" + candidates + "...); name one with \"bucket\"");
+      }
+      b = &x;
+    }
+    if (b == nullptr) return refuse(ErrorCode::kNotFound, "policy " + p.source.name + " has no bucket that counts tokens");
+  }
+  const std::optional<policy::KeySpec::Kind> kind = key_kind_of(p, *b);
+  if (!kind || !text_keyed(*kind)) {
+    return refuse(ErrorCode::kInvalidArgument, "bucket " + b->name + " is not keyed by a deployment name");
+  }
+  limiter::BucketKey k{};
+  if (const std::string why = key_of(d, p, *b, *deployment, k); !why.empty()) {
+    return refuse(ErrorCode::kInvalidArgument, why);
+  }
+  const time::Nanos now = d.clock->now();
+  limiter::report_usage(*d.limiter, k, *tokens, now);
+  limiter::WindowLimit limit = b->window;
+  if (const auto it = b->quotas.find(*deployment); it != b->quotas.end()) limit = it->second;
+  const limiter::BucketSlot* slot = d.limiter->buckets.find(k);
+  const uint64_t word = slot ? slot->load(1) : 0;
+  const uint32_t total = word == limiter::BucketTable::kFrozen ? 0 : limiter::count_in(word, limiter::minute_of(now));
+  w.key("bucket").value(b->name).key("deployment").value(*deployment).key("tokens").value(*tokens);
+  w.key("minute_tokens").value(total).key("tokens_limit").value(limit.tokens_per_minute);
+  w.key("over").value(limit.tokens_per_minute != 0 && total >= limit.tokens_per_minute);
+  w.key("reset_s").value(limiter::seconds_to_next_minute(now));
+  return std::nullopt;
+}
+
+}  // namespace
+
+void add_commands(control::CommandTable& table, const Daemon& daemon) {
+  const Daemon* d = &daemon;
+  auto add = [&](const char* name, Reply (*fn)(const Daemon&, const JsonValue&, JsonWriter&)) {
+    table.add(name, [d, fn](const JsonValue& request, JsonWriter& w) { return fn(*d, request, w); });
+  };
+  add("status", cmd_status);
+  add("stats", cmd_stats);
+  add("policy.show", cmd_policy_show);
+  add("policy.check", cmd_policy_check);
+  add("policy.reload", cmd_policy_reload);
+  add("runs", cmd_runs);
+  add("run.start", cmd_run_start);
+  add("run.end", cmd_run_end);
+  add("credentials.load", cmd_credentials_load);
+  add("credentials.show", cmd_credentials_show);
+  add("credential.add", cmd_credential_add);
+  add("credential.remove", cmd_credential_remove);
+  add("credential.hash", cmd_credential_hash);
+  add("bucket.show", cmd_bucket_show);
+  add("usage.report", cmd_usage_report);
+}
+
+}  // namespace sluice::sluiced

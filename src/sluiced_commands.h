@@ -1,0 +1,45 @@
+// The commands sluiced's control socket serves (sluicectl's counterpart),
+// registered in a control::CommandTable. They read and change the daemon
+// through the references in `Daemon`, which sluiced's run() owns and keeps
+// alive for as long as the control thread serves.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "control/command_table.h"
+#include "control/credential_registry.h"
+#include "control/policy_publisher.h"
+#include "control/reclaimer.h"
+#include "control/run_registry.h"
+#include "dataplane/ports.h"
+#include "dataplane/worker_counters.h"
+#include "limiter/decide.h"
+#include "sluiced_policy.h"
+#include "time/clock.h"
+
+namespace sluice::sluiced {
+
+struct Daemon {
+  unsigned workers = 0;
+  const dataplane::WorkerCounters* counters = nullptr;  // one per worker
+  const dataplane::PortInfo* ports = nullptr;           // client, origin
+  std::chrono::steady_clock::time_point started;
+  std::string state_dir;  // empty: nothing kept across restarts
+  control::PolicyPublisher* publisher = nullptr;
+  limiter::LimiterState* limiter = nullptr;
+  const time::Clock* clock = nullptr;
+  control::RunRegistry* runs = nullptr;
+  control::CredentialRegistry* credentials = nullptr;
+  const control::Reclaimer* reclaimer = nullptr;
+  // Loads a policy file with the daemon's hasher (policy.check), and loads
+  // and publishes one (policy.reload): the reasons it was refused, or none.
+  std::function<LoadedPolicy(const std::string& file)> check_policy;
+  std::function<std::vector<std::string>(const std::string& file)> reload_policy;
+};
+
+void add_commands(control::CommandTable& table, const Daemon& daemon);
+
+}  // namespace sluice::sluiced

@@ -1,0 +1,50 @@
+// See sluiced_policy.h.
+#include "sluiced_policy.h"
+
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <optional>
+
+#include "limiter/compiled_policy.h"
+#include "policy/policy_loader.h"
+
+namespace sluice::sluiced {
+
+LoadedPolicy load_policy(const std::string& path, const limiter::KeyHasher& credential_hasher) {
+  LoadedPolicy out;
+  if (access(path.c_str(), R_OK) != 0) {
+    out.errors.push_back(path + ": cannot read the policy file");
+    return out;
+  }
+  policy::LoadResult loaded = policy::load_policy_file(path);
+  std::vector<policy::PolicyError> errors = std::move(loaded.errors);
+  std::optional<limiter::CompiledPolicy> compiled;
+  if (loaded.policy) compiled = limiter::compile_policy(*loaded.policy, credential_hasher, errors);
+  if (!errors.empty() || !compiled) {
+    for (const auto& e : errors) out.errors.push_back(e.to_string());
+    if (out.errors.empty()) out.errors.push_back(path + ": the policy does not compile");
+    return out;
+  }
+  out.snapshot = std::make_unique<dataplane::PolicySnapshot>();
+  out.snapshot->policy = std::move(*compiled);
+  for (uint16_t p : out.snapshot->policy.source.service_ports) out.snapshot->service_ports.set(p);
+  return out;
+}
+
+std::string digest_hex(uint64_t digest) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, digest);
+  return buf;
+}
+
+std::string port_list(const std::bitset<65536>& ports) {
+  std::string s;
+  for (size_t p = 1; p < ports.size(); ++p) {
+    if (ports.test(p)) s += (s.empty() ? "" : ",") + std::to_string(p);
+  }
+  return s;
+}
+
+}  // namespace sluice::sluiced
