@@ -321,13 +321,16 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
           case limiter::Verdict::kAdmit:
             counters_.admitted.add();
             if (d.shadow_refusal) counters_.shadow_refusals.add();
+            count_admitted(d);
             break;
           case limiter::Verdict::kRefuse:
             counters_.refused.add();
+            count_refused(d);
             refuse(d);
             return r;
           case limiter::Verdict::kAnswer:
             counters_.answered.add();
+            if (d.rule >= 0) counters_.rules[rule_slot(d.rule)].answered.add();
             refuse(d);
             return r;
         }
@@ -484,6 +487,23 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v)
   }
   maybe_release_context(flow);
   return r;
+}
+
+void FlowEngine::count_admitted(const limiter::Decision& d) noexcept {
+  if (d.rule < 0) return;  // kAdmit and kRefuse always name their rule
+  counters_.rules[rule_slot(d.rule)].admitted.add();
+  // Only one admission in 16 is offered to the busiest keys, weighted 16:
+  // the admitted path stays a counter increment most of the time, and a key
+  // busy enough to matter is sampled often enough to show.
+  if ((++admissions_ & (kAdmissionSample - 1)) == 0) {
+    counters_.busy.record(static_cast<uint16_t>(d.rule), d.label, kAdmissionSample);
+  }
+}
+
+void FlowEngine::count_refused(const limiter::Decision& d) noexcept {
+  if (d.rule < 0) return;
+  counters_.rules[rule_slot(d.rule)].refused.add();
+  counters_.busy.record(static_cast<uint16_t>(d.rule), d.label, 1);
 }
 
 void FlowEngine::release_held(TcpFlow& flow, const ParseContext& ctx, const FrameView& v, uint32_t upto,

@@ -111,6 +111,11 @@ class FlowEngine {
                       std::span<const uint8_t> payload = {}, uint16_t window = 0) noexcept;
   void emit_answer(TcpFlow& flow, PacketSink& out) noexcept;
   void emit(PacketSink& out, Side to, SegmentSpec& s) noexcept;
+  // Per-rule counters and the busiest keys (worker_counters.h).
+  void count_admitted(const limiter::Decision& d) noexcept;
+  void count_refused(const limiter::Decision& d) noexcept;
+
+  static constexpr uint32_t kAdmissionSample = 16;  // a power of two
 
   EngineConfig config_;
   limiter::LimiterState& limiter_;
@@ -120,6 +125,7 @@ class FlowEngine {
   AnswerStore answers_;
   std::unique_ptr<limiter::DecisionScratch> scratch_;
   uint16_t ip_id_ = 0;
+  uint32_t admissions_ = 0;  // picks which admissions reach counters_.busy
 };
 
 }  // namespace sluice::dataplane

@@ -1,10 +1,16 @@
-// Per-worker counters. Each worker writes only its own (a load and a store,
-// never a shared read-modify-write), the control plane reads them all and
-// adds them up, so counting costs the hot path no cache-line ping-pong.
+// Per-worker counters: the totals, the same per rule, and the worker's
+// busiest keys. Each worker writes only its own (a load and a store, never a
+// shared read-modify-write), the control plane reads them all and adds them
+// up, so counting costs the hot path no cache-line ping-pong.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+
+#include "busy_keys.h"
 
 namespace sluice::dataplane {
 
@@ -56,11 +62,32 @@ class Counter {
   X(contexts_exhausted, "segments dropped: no parse context free")                             \
   X(pass_through, "flows switched to pass-through (Upgrade, CONNECT)")
 
+// What a rule decided, for `sluicectl stats` per rule. Exempt and forwarded
+// requests are counted only in the totals.
+struct RuleCounters {
+  Counter admitted;  // includes the rule's shadow refusals, as the total does
+  Counter refused;
+  Counter answered;
+};
+
+// Slots are rule positions in the policy the worker decided with, not names
+// (a name would cost the hot path a lookup): a reload that reorders rules
+// mixes their counts, a slot's count so far belonging to whichever rules held
+// that position. Rules past the 63rd share the last slot.
+inline constexpr size_t kRuleCounters = 64;
+
+// The slot of rule `index` (Decision::rule, >= 0).
+[[nodiscard]] constexpr size_t rule_slot(int index) noexcept {
+  return std::min(static_cast<size_t>(index), kRuleCounters - 1);
+}
+
 struct alignas(64) WorkerCounters {
 #define SLUICE_DECLARE_COUNTER(name, help) Counter name;
   SLUICE_WORKER_COUNTERS(SLUICE_DECLARE_COUNTER)
 #undef SLUICE_DECLARE_COUNTER
-  std::atomic<uint64_t> flows_active{0};  // a gauge, set once per loop pass
+  std::atomic<uint64_t> flows_active{0};          // a gauge, set once per loop pass
+  std::array<RuleCounters, kRuleCounters> rules;  // by rule_slot()
+  BusyKeys busy;                                  // every refusal, one admission in 16 (see FlowEngine)
 };
 
 }  // namespace sluice::dataplane

@@ -76,23 +76,33 @@ int fail(ExitCode code, const std::string& msg) {
   return static_cast<int>(code);
 }
 
+// A policy file as this sluiced runs it: --service-ports wins over the
+// file's (for reloaded files too), and a policy with none is refused.
+LoadedPolicy load_with_ports(const sluiced::Options& o, const std::string& file, const limiter::KeyHasher& hasher) {
+  LoadedPolicy loaded = load_policy(file, hasher);
+  if (!loaded.snapshot) return loaded;
+  if (o.service_ports) {
+    loaded.snapshot->service_ports.reset();
+    for (uint16_t p : *o.service_ports) loaded.snapshot->service_ports.set(p);
+  }
+  if (loaded.snapshot->service_ports.none()) {
+    loaded.snapshot.reset();
+    loaded.errors.push_back(file + ": no service ports (set service_ports in the policy or --service-ports)");
+  }
+  return loaded;
+}
+
+int policy_unusable(const LoadedPolicy& loaded, const std::string& file) {
+  for (const std::string& e : loaded.errors) std::fprintf(stderr, "%s\n", e.c_str());
+  return fail(ExitCode::kConfig, "the policy " + file + " is not usable; nothing started");
+}
+
 // --check-config: the policy alone, hashed with a throw-away secret (the
 // anonymous tokens' digests are all that depends on it).
 int check_config(const sluiced::Options& o) {
-  const limiter::KeyHasher hasher = limiter::KeyHasher::random();
-  LoadedPolicy loaded = load_policy(o.config, hasher);
-  if (!loaded.snapshot) {
-    for (const std::string& e : loaded.errors) std::fprintf(stderr, "%s\n", e.c_str());
-    return fail(ExitCode::kConfig, "the policy " + o.config + " is not usable");
-  }
-  dataplane::PolicySnapshot& snap = *loaded.snapshot;
-  if (o.service_ports) {
-    snap.service_ports.reset();
-    for (uint16_t p : *o.service_ports) snap.service_ports.set(p);
-  }
-  if (snap.service_ports.none()) {
-    return fail(ExitCode::kConfig, o.config + ": no service ports (set service_ports in the policy or --service-ports)");
-  }
+  const LoadedPolicy loaded = load_with_ports(o, o.config, limiter::KeyHasher::random());
+  if (!loaded.snapshot) return policy_unusable(loaded, o.config);
+  const dataplane::PolicySnapshot& snap = *loaded.snapshot;
   std::printf("%s: ok: policy '%s', digest %016" PRIx64 ", %zu rules, %zu buckets, service ports %s\n",
               o.config.c_str(), snap.policy.source.name.c_str(), snap.policy.digest, snap.policy.rules.size(),
               snap.policy.buckets.size(), port_list(snap.service_ports).c_str());
@@ -102,8 +112,23 @@ int check_config(const sluiced::Options& o) {
 int run(const sluiced::Options& o) {
   const limiter::KeyHasher bucket_hasher = limiter::KeyHasher::random();
 
-  // The state directory first: credential digests must match the credential
-  // map's across restarts, so they are keyed with a secret kept there.
+  // The cheap checks first, so a typo costs nothing and touches no state:
+  // the policy (compiled here with a throw-away secret), the interfaces.
+  if (const LoadedPolicy checked = load_with_ports(o, o.config, limiter::KeyHasher::random()); !checked.snapshot) {
+    return policy_unusable(checked, o.config);
+  }
+  if (o.af_packet) {
+    for (const std::string& ifname : {o.client_if, o.origin_if}) {
+      if (if_nametoindex(ifname.c_str()) == 0) {
+        return fail(ExitCode::kInterface, "interface '" + ifname + "' does not exist in this network namespace");
+      }
+    }
+    if (geteuid() != 0) return fail(ExitCode::kEal, "--af-packet needs root (raw sockets on both interfaces)");
+  }
+
+  // The state directory: credential digests must match the credential map's
+  // across restarts, so they are keyed with a secret kept there; live runs
+  // are journalled there.
   if (const std::string err = control::prepare_state_dir(o.state_dir); !err.empty()) {
     return fail(ExitCode::kState, "--state-dir " + o.state_dir + ": " + err);
   }
@@ -115,28 +140,9 @@ int run(const sluiced::Options& o) {
   if (!replay.error.empty()) return fail(ExitCode::kState, replay.error);
   for (const std::string& w : replay.warnings) std::fprintf(stderr, "sluiced: warning: %s\n", w.c_str());
 
-  LoadedPolicy loaded = load_policy(o.config, credential_hasher);
-  if (!loaded.snapshot) {
-    for (const std::string& e : loaded.errors) std::fprintf(stderr, "%s\n", e.c_str());
-    return fail(ExitCode::kConfig, "the policy " + o.config + " is not usable; nothing started");
-  }
+  LoadedPolicy loaded = load_with_ports(o, o.config, credential_hasher);
+  if (!loaded.snapshot) return policy_unusable(loaded, o.config);  // changed since the check above
   dataplane::PolicySnapshot& snap = *loaded.snapshot;
-  if (o.service_ports) {
-    snap.service_ports.reset();
-    for (uint16_t p : *o.service_ports) snap.service_ports.set(p);
-  }
-  if (snap.service_ports.none()) {
-    return fail(ExitCode::kConfig, o.config + ": no service ports (set service_ports in the policy or --service-ports)");
-  }
-
-  if (o.af_packet) {
-    for (const std::string& ifname : {o.client_if, o.origin_if}) {
-      if (if_nametoindex(ifname.c_str()) == 0) {
-        return fail(ExitCode::kInterface, "interface '" + ifname + "' does not exist in this network namespace");
-      }
-    }
-    if (geteuid() != 0) return fail(ExitCode::kEal, "--af-packet needs root (raw sockets on both interfaces)");
-  }
 
   // The EAL's own command line.
   std::vector<std::string> eal = {"sluiced"};
@@ -261,13 +267,8 @@ int run(const sluiced::Options& o) {
   // Loads, checks and publishes a policy file; the reasons it was refused,
   // each a line, or nothing.
   auto reload_from = [&](const std::string& file) -> std::vector<std::string> {
-    LoadedPolicy next = load_policy(file, credential_hasher);
+    LoadedPolicy next = load_with_ports(o, file, credential_hasher);
     if (!next.snapshot) return next.errors;
-    if (o.service_ports) {  // the command line wins over every policy, reloaded ones too
-      next.snapshot->service_ports.reset();
-      for (uint16_t port : *o.service_ports) next.snapshot->service_ports.set(port);
-    }
-    if (next.snapshot->service_ports.none()) return {file + ": no service ports"};
     return publisher.reload(std::move(next.snapshot), file);
   };
 
@@ -397,7 +398,7 @@ int run(const sluiced::Options& o) {
   daemon.runs = &run_registry;
   daemon.credentials = &credential_registry;
   daemon.reclaimer = &reclaimer;
-  daemon.check_policy = [&](const std::string& file) { return load_policy(file, credential_hasher); };
+  daemon.check_policy = [&](const std::string& file) { return load_with_ports(o, file, credential_hasher); };
   daemon.reload_policy = reload_from;
   control::CommandTable commands;
   sluiced::add_commands(commands, daemon);

@@ -6,7 +6,9 @@
 #include <rte_eal.h>
 #include <rte_ethdev.h>
 
+#include <algorithm>
 #include <cinttypes>
+#include <cstring>
 #include <cstdio>
 #include <ctime>
 #include <set>
@@ -94,6 +96,96 @@ Reply cmd_status(const Daemon& d, const JsonValue&, JsonWriter& w) {
   return std::nullopt;
 }
 
+// The operator's name for what a request was counted by.
+std::string label_text(const Daemon& d, const limiter::KeyLabel& l) {
+  using K = limiter::KeyLabel::Kind;
+  switch (l.kind) {
+    case K::kClientIp:
+    case K::kDestination: {
+      if (l.len < 16) break;
+      net::IpAddress a;
+      std::memcpy(a.bytes.data(), l.bytes.data(), 16);
+      std::string s = a.to_string();
+      if (l.kind == K::kDestination && l.len >= 18) {
+        uint16_t port = 0;
+        std::memcpy(&port, l.bytes.data() + 16, 2);
+        s = (a.is_v4() ? s : "[" + s + "]") + ":" + std::to_string(port);
+      }
+      return s;
+    }
+    case K::kCredential: {
+      if (l.len < 16) break;
+      limiter::Digest dg{};
+      std::memcpy(&dg.lo, l.bytes.data(), 8);
+      std::memcpy(&dg.hi, l.bytes.data() + 8, 8);
+      return "credential " + control::digest_hex(dg);
+    }
+    case K::kUser: {
+      if (l.len < 8) break;
+      uint64_t id = 0;
+      std::memcpy(&id, l.bytes.data(), 8);
+      for (const auto& [user, count] : d.credentials->users()) {
+        if (control::CredentialRegistry::user_id(user) == id) return "user " + user;
+      }
+      return "user #" + std::to_string(id);
+    }
+    case K::kText: {
+      std::string s(reinterpret_cast<const char*>(l.bytes.data()), l.len);
+      for (char& c : s) c = (c >= 0x20 && c < 0x7f) ? c : '?';
+      return s;  // a key past 32 bytes shows its first 32
+    }
+    case K::kNone: break;
+  }
+  return "-";
+}
+
+// Per rule of the current policy, added up over the workers.
+void write_rules(const Daemon& d, JsonWriter& w) {
+  const limiter::CompiledPolicy& p = d.publisher->current().policy;
+  w.key("rules").begin_array();
+  for (const limiter::CompiledRule& r : p.rules) {
+    const size_t slot = dataplane::rule_slot(r.index);
+    uint64_t admitted = 0, refused = 0, answered = 0;
+    for (unsigned i = 0; i < d.workers; ++i) {
+      admitted += d.counters[i].rules[slot].admitted.get();
+      refused += d.counters[i].rules[slot].refused.get();
+      answered += d.counters[i].rules[slot].answered.get();
+    }
+    w.begin_object().key("name").value(r.name).key("admitted").value(admitted).key("refused").value(refused);
+    w.key("answered").value(answered).end_object();
+  }
+  w.end_array();
+}
+
+// The busiest keys of all workers (their space-saving tables merged): an
+// estimate that never undercounts, refusals counted each, admissions one in 16.
+void write_busiest(const Daemon& d, JsonWriter& w, size_t top) {
+  struct Merged {
+    uint16_t rule;
+    limiter::KeyLabel label;
+    uint64_t count;
+  };
+  std::vector<Merged> all;
+  for (unsigned i = 0; i < d.workers; ++i) {
+    for (const dataplane::BusyKeys::Entry& e : d.counters[i].busy.snapshot()) {
+      auto it = std::find_if(all.begin(), all.end(), [&](const Merged& m) {
+        return m.rule == e.rule && m.label.key_hash == e.label.key_hash;
+      });
+      if (it == all.end()) all.push_back({e.rule, e.label, e.count});
+      else it->count += e.count;
+    }
+  }
+  std::sort(all.begin(), all.end(), [](const Merged& a, const Merged& b) { return a.count > b.count; });
+  const limiter::CompiledPolicy& p = d.publisher->current().policy;
+  w.key("busiest").begin_array();
+  for (size_t i = 0; i < all.size() && i < top; ++i) {
+    const std::string rule = all[i].rule < p.rules.size() ? p.rules[all[i].rule].name : "#" + std::to_string(all[i].rule);
+    w.begin_object().key("rule").value(rule).key("key").value(label_text(d, all[i].label));
+    w.key("count").value(all[i].count).end_object();
+  }
+  w.end_array();
+}
+
 Reply cmd_stats(const Daemon& d, const JsonValue&, JsonWriter& w) {
   w.key("counters").begin_object();
 #define SLUICE_SUM_COUNTER(name, help)                                        \
@@ -119,6 +211,8 @@ Reply cmd_stats(const Daemon& d, const JsonValue&, JsonWriter& w) {
     w.end_object();
   }
   w.end_array();
+  write_rules(d, w);
+  write_busiest(d, w, 10);
   write_tables(d, w);
   write_ports(d, w);
   return std::nullopt;

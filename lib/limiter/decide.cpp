@@ -79,6 +79,25 @@ std::string_view cors_fields(const CompiledPolicy& p, const http::RequestHead& h
   return {scratch.fields + start, used - start};
 }
 
+// The operator's copy of what a request was counted by: at most 32 bytes,
+// into the decision itself, so labelling costs no allocation.
+KeyLabel label_of(KeyLabel::Kind kind, std::span<const uint8_t> material, const std::optional<Digest>& credential,
+                  const BucketKey& key) noexcept {
+  KeyLabel l;
+  l.kind = kind;
+  l.key_hash = key.k0;
+  if (credential) {
+    std::memcpy(l.bytes.data(), &credential->lo, sizeof credential->lo);
+    std::memcpy(l.bytes.data() + sizeof credential->lo, &credential->hi, sizeof credential->hi);
+    l.len = sizeof credential->lo + sizeof credential->hi;
+    return l;
+  }
+  const size_t n = std::min(material.size(), l.bytes.size());
+  if (n != 0) std::memcpy(l.bytes.data(), material.data(), n);
+  l.len = static_cast<uint8_t>(n);
+  return l;
+}
+
 }  // namespace
 
 Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
@@ -145,9 +164,11 @@ Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::Request
     std::span<const uint8_t> material;
     std::optional<Digest> credential;
     bool missing = false;
+    KeyLabel::Kind label = KeyLabel::Kind::kText;  // path parameters, fields, the host
     switch (rule.key_kind) {
       case KeySpec::Kind::kClientIp:
         material = bytes_of(client_ip());
+        label = KeyLabel::Kind::kClientIp;
         break;
       case KeySpec::Kind::kCredential:
       case KeySpec::Kind::kUser: {
@@ -160,12 +181,14 @@ Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::Request
           break;
         }
         credential = state.credential_hasher.digest(bytes_of(norm));
+        label = KeyLabel::Kind::kCredential;
         if (rule.key_kind == KeySpec::Kind::kCredential) break;
         bool anonymous = false;
         for (const Digest& a : policy.anonymous) anonymous = anonymous || a == *credential;
         if (anonymous) {  // RF05: no user; counted by client address
           credential.reset();
           material = bytes_of(client_ip());
+          label = KeyLabel::Kind::kClientIp;
           break;
         }
         const std::optional<uint64_t> user = state.users.find(*credential);
@@ -177,6 +200,7 @@ Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::Request
         std::memcpy(scratch.material, &*user, sizeof *user);
         credential.reset();
         material = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(scratch.material), sizeof *user);
+        label = KeyLabel::Kind::kUser;
         break;
       }
       case KeySpec::Kind::kPathParam: {
@@ -206,6 +230,7 @@ Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::Request
         std::memcpy(scratch.material, conn.destination.bytes.data(), 16);
         std::memcpy(scratch.material + 16, &conn.destination_port, 2);
         material = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(scratch.material), 18);
+        label = KeyLabel::Kind::kDestination;
         break;
     }
     d.rule = static_cast<int16_t>(rule.index);
@@ -239,6 +264,7 @@ Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::Request
         bucket = rule.slots_overflow_bucket;
         credential.reset();
         material = bytes_of(ip);
+        label = KeyLabel::Kind::kClientIp;
         d.over_credential_ceiling = true;
       }
     }
@@ -248,6 +274,7 @@ Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::Request
     // that keeps a bucket keeps its kind, and so its state.
     const uint16_t kind = out.bucket->index;
     out.key = credential ? state.bucket_hasher.key(kind, *credential) : state.bucket_hasher.key(kind, material);
+    d.label = label_of(label, material, credential, out.key);
     out.charge = true;
     out.run_budget = static_cast<uint32_t>(std::min<uint64_t>(run_budget, UINT32_MAX));
     if (out.bucket->calendar) {

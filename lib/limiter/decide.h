@@ -5,6 +5,7 @@
 // exception: every byte is written into the caller's scratch space.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -42,6 +43,19 @@ enum class Verdict : uint8_t {
   kAnswer,   // the appliance answers with `response` (400, 401, 404, ...)
 };
 
+// What a request was counted by, for the operator's busiest-keys view: the
+// key's material (a client address's 16 bytes, a run token, a deployment
+// name, a user id's 8 bytes, a credential digest's 16 bytes), cut to 32
+// bytes. kText is a path parameter's, a header's or the host's text;
+// kDestination the address's 16 bytes and the port's 2 (host order).
+struct KeyLabel {
+  enum class Kind : uint8_t { kNone, kClientIp, kCredential, kUser, kText, kDestination };
+  Kind kind = Kind::kNone;
+  uint8_t len = 0;  // of `bytes`
+  std::array<uint8_t, 32> bytes{};
+  uint64_t key_hash = 0;  // BucketKey::k0, identifies the bucket
+};
+
 struct Decision {
   Verdict verdict = Verdict::kForward;
   uint16_t status = 0;            // of `response`
@@ -54,6 +68,7 @@ struct Decision {
   std::string_view response;      // complete response (kRefuse, kAnswer), in scratch
   BucketKey usage_key{};          // where a finished request's tokens are charged (DQ05)
   bool has_usage_key = false;
+  KeyLabel label;                 // set when a bucket was charged (kAdmit, kRefuse, a rule's kAnswer)
 };
 
 // Per-worker space decisions write into; reused for every request.

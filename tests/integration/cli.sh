@@ -57,15 +57,36 @@ if [ "$(id -u)" -eq 0 ]; then
   ip netns add "$ns" && ip -n "$ns" link add a0 type veth peer name b0 && ip -n "$ns" link set a0 up && ip -n "$ns" link set b0 up
   # 8 workers' packet buffers do not fit in 64 MB of DPDK memory.
   expect no-memory 5 "no memory for [0-9]+ packet buffers" -- \
-    ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --workers 8 --memory 64
+    ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --state-dir "$tmp/state" --workers 8 --memory 64
   expect control-socket-unusable 7 "control socket" -- \
-    ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --control-socket /proc/sluice-nope/control.sock
+    ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --state-dir "$tmp/state" --control-socket /proc/sluice-nope/control.sock
   expect metrics-address-bad 7 "--metrics wants ADDR:PORT" -- \
-    ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --metrics nowhere \
+    ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --state-dir "$tmp/state" --metrics nowhere \
     --control-socket "$tmp/m.sock"
   expect control-group-unknown 2 "no group named 'sluice-no-such-group'" -- \
-    ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --control-group sluice-no-such-group \
+    ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --state-dir "$tmp/state" --control-group sluice-no-such-group \
     --control-socket "$tmp/c.sock"
+  : >"$tmp/not-a-dir"
+  expect state-dir-not-a-directory 8 "--state-dir .*not-a-dir: .*not a directory" -- \
+    ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --state-dir "$tmp/not-a-dir"
+  mkdir -p "$tmp/loose"
+  head -c 192 /dev/urandom >"$tmp/loose/credential.secret"
+  chmod 644 "$tmp/loose/credential.secret"
+  expect state-secret-readable-by-others 8 "credential.secret.*chmod 600" -- \
+    ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --state-dir "$tmp/loose"
+  mkdir -p "$tmp/short"
+  head -c 100 /dev/urandom >"$tmp/short/credential.secret"
+  chmod 600 "$tmp/short/credential.secret"
+  expect state-secret-wrong-size 8 "credential.secret.*100" -- \
+    ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --state-dir "$tmp/short"
+  mkdir -p "$tmp/v2"
+  printf '# sluice runs journal v2\n' >"$tmp/v2/runs.journal"
+  expect state-journal-unknown-version 8 "runs.journal" -- \
+    ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --state-dir "$tmp/v2"
+  # A broken policy is reported before the state directory is touched.
+  expect config-before-state 3 "broken.yaml:4:[0-9]+: " -- \
+    ip netns exec "$ns" "$sluiced" --config "$tmp/broken.yaml" --af-packet a0:b0 --state-dir "$tmp/untouched"
+  if [ -e "$tmp/untouched" ]; then echo "FAIL config-before-state: the state directory was created"; failures=$((failures + 1)); fi
   leftover="$(ip netns pids "$ns" 2>/dev/null)"
   if [ -n "$leftover" ]; then echo "FAIL no-memory: processes left behind: $leftover"; failures=$((failures + 1)); fi
 else
@@ -80,6 +101,44 @@ for p in config/*.yaml; do
   else echo "FAIL check-config $p"; failures=$((failures + 1)); fi
 done
 
+# sluicectl's usage errors: exit 2 and one line, before any socket is opened
+# (the socket given does not exist: reaching for it would be exit 3).
+sluicectl="$build/src/sluicectl"
+ctl_expect() {  # ctl_expect NAME CODE PATTERN -- ARGS...
+  local name="$1" code="$2" pattern="$3"
+  shift 4
+  local err rc
+  err="$("$sluicectl" --socket "$tmp/none.sock" "$@" 2>&1 >/dev/null </dev/null)"
+  rc=$?
+  if [ "$rc" -ne "$code" ]; then echo "FAIL sluicectl $name: exit $rc, want $code; stderr: $err"; failures=$((failures + 1))
+  elif [ "$(wc -l <<<"$err")" -ne 1 ] || ! grep -qE -- "$pattern" <<<"$err"; then
+    echo "FAIL sluicectl $name: stderr '$err' is not one line matching /$pattern/"; failures=$((failures + 1))
+  else echo "PASS sluicectl $name ($rc: $err)"; fi
+}
+ctl_expect no-command 2 "which command" --
+ctl_expect unknown-command 2 "unknown command 'frobnicate'" -- frobnicate
+ctl_expect run-what 2 "run what\? \(start, end\)" -- run
+ctl_expect run-start-no-token 2 "'run start' takes TOKEN" -- run start
+ctl_expect run-start-bad-budget 2 "--budget wants requests per minute" -- run start tok --budget lots
+ctl_expect run-end-extra 2 "got 'extra'" -- run end tok extra
+ctl_expect option-of-another-command 2 "'runs' has no option --budget" -- runs --budget 5
+ctl_expect credential-hash-empty 2 "reads the credential on stdin" -- credential hash
+ctl_expect usage-report-tokens 2 "TOKENS wants a whole number" -- usage report dep ten
+ctl_expect bucket-show-args 2 "'bucket show' takes BUCKET KEY" -- bucket show onlyone
+ctl_expect top-count 2 "--count wants refreshes" -- top --count 0
+ctl_expect credentials-load-missing 2 "cannot read $tmp/nothing.txt" -- credentials load "$tmp/nothing.txt"
+ctl_expect no-daemon 3 "sluiced is not running" -- status
+if "$sluicectl" run --help | grep -q '^sluicectl run start TOKEN \[--budget N\]'; then echo "PASS sluicectl run --help"
+else echo "FAIL sluicectl run --help"; failures=$((failures + 1)); fi
+missing=0
+for c in status stats top runs "run start" "run end" "credentials load" "credentials show" "credential add" \
+  "credential remove" "credential hash" "usage report" "bucket show" "policy show" "policy check" "policy reload"; do
+  # shellcheck disable=SC2086  # the command's words
+  if "$sluicectl" --help | grep -q "^  $c\b" && "$sluicectl" $c --help | grep -q "^sluicectl $c"; then :
+  else echo "FAIL sluicectl --help: '$c' missing"; failures=$((failures + 1)); missing=1; fi
+done
+[ "$missing" = 0 ] && echo "PASS sluicectl --help lists every command and each has its own"
+
 # sluicectl's bash completion offers its commands.
 completes() {  # completes WANT WORD... : completing after WORDs offers WANT
   local want="$1"
@@ -88,9 +147,13 @@ completes() {  # completes WANT WORD... : completing after WORDs offers WANT
   got="$(bash -c '. src/sluicectl.bash-completion; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _sluicectl; echo "${COMPREPLY[*]}"' _ "$@")"
   if [ "$got" = "$want" ]; then echo "PASS completion '$*'"; else echo "FAIL completion '$*': got '$got', want '$want'"; failures=$((failures + 1)); fi
 }
-completes "status stats policy" sluicectl ""
+completes "status stats top runs run credentials credential usage bucket policy" sluicectl ""
 completes "show check reload" sluicectl --json policy ""
 completes "status stats" sluicectl --socket /x st
+completes "start end" sluicectl run ""
+completes "add remove hash" sluicectl credential ""
+completes "load show" sluicectl credentials ""
+completes "--budget" sluicectl run start tok --b
 
 [ "$failures" -eq 0 ] && echo "cli: all passed" || echo "cli: $failures failed"
 [ "$failures" -eq 0 ]

@@ -504,11 +504,16 @@ t_ctl_status_stats() {
   tel="$(ip netns exec "$NS_BOX" "$SLT_PY" "$SLT_HERE/telemetry.py" "$tsock" /sluice/status 2>&1)"
   check_eq "telemetry /sluice/status: the policy" \
     "$("$SLT_PY" -c 'import json,sys; print(json.loads(sys.argv[1])["/sluice/status"]["policy"])' "$tel" 2>&1)" three-budgets-small
+  check_eq "stats: the bare rule's counts" \
+    "$("$SLT_PY" -c 'import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); r=lambda d: [x for x in d["rules"] if x["name"] == "bare"][0]; print(int(r(b)["admitted"] - r(a)["admitted"]), int(r(b)["refused"] - r(a)["refused"]))' "$before" "$after")" "20 1"
+  check_eq "stats: the busiest keys name this client under the bare rule" \
+    "$("$SLT_PY" -c 'import json,sys; d=json.loads(sys.argv[1]); print(any(k["rule"] == "bare" and k["key"] == sys.argv[2] for k in d["busiest"]))' "$after" "$s")" True
   # sluicectl top: two frames of rates, per rule, bounded by --count.
   out="$(timeout 20 "$ctl" --socket "$SLT_TMP/control.sock" top --count 2 --interval 0.3 2>&1)"
   check_eq "top: exit" "$?" 0
   check_eq "top: two frames" "$(grep -c '^sluicectl top' <<<"$out")" 2
-  check_eq "top: the bare rule's row" "$(grep -cE '^bare +[0-9]+' <<<"$out")" 2
+  check_eq "top: the bare rule's row" "$(grep -cE '^bare +[0-9]+ +[0-9]+ +[0-9]+$' <<<"$out")" 2
+  check_eq "top: the busiest keys" "$(grep -c "^bare  *$s " <<<"$out")" 2
   out="$(setpriv --reuid=65534 --regid=65534 --clear-groups "$ctl" --socket "$SLT_TMP/control.sock" status 2>&1)"
   rc=$?
   check_eq "an unprivileged user: exit" "$rc" 3

@@ -1,11 +1,14 @@
 // The data plane's hot path allocates nothing: a global operator new counts
 // calls made inside the flow engine while it tracks handshakes, parses and
-// admits requests (whole and split), frames responses, and builds refusals.
+// admits requests (whole and split), frames responses, builds refusals, and
+// counts them per rule and in the busiest keys.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <string>
+#include <vector>
 
 #include "flow_harness.h"
 
@@ -65,6 +68,32 @@ TEST(EngineHotPath, TrackingParsingAndAnsweringAllocateNothing) {
   EXPECT_GT(w.counters.admitted.get(), 0u);
   EXPECT_GT(w.counters.refused.get(), 0u);
   EXPECT_GT(sink.sent, 0u);
+  // Counted per rule, and every refusal recorded in the busiest keys.
+  EXPECT_EQ(w.counters.rules[0].admitted.get(), w.counters.admitted.get());
+  EXPECT_EQ(w.counters.rules[0].refused.get(), w.counters.refused.get());
+  uint64_t busy = 0;
+  for (const dataplane::BusyKeys::Entry& e : w.counters.busy.snapshot()) busy += e.count;
+  EXPECT_EQ(busy, w.counters.refused.get() + w.counters.admitted.get() / 16 * 16);
+
+  // Keep-alive admissions, enough for the busiest keys to sample some (one in 16).
+  std::string roomy_policy(kSmallPolicy);
+  const std::string small_budget = "rate: 2/min, burst: 2";
+  roomy_policy.replace(roomy_policy.find(small_budget), small_budget.size(), "rate: 1000/min, burst: 1000");
+  EngineWorld roomy(roomy_policy);
+  roomy.out = &sink;
+  roomy.before_engine = [] { g_counting = true; };
+  roomy.after_engine = [] { g_counting = false; };
+  Connection c(roomy, false, 41000);
+  c.handshake();
+  for (int i = 0; i < 40; ++i) {
+    c.data(get);
+    c.respond(ok);
+  }
+  EXPECT_EQ(roomy.counters.rules[0].admitted.get(), 40u);
+  const std::vector<dataplane::BusyKeys::Entry> sampled = roomy.counters.busy.snapshot();
+  ASSERT_EQ(sampled.size(), 1u);
+  EXPECT_EQ(sampled[0].count, 32u);
+
   EXPECT_EQ(g_allocations.load(), 0u);
 }
 

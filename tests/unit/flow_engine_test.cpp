@@ -475,5 +475,104 @@ TEST(FlowEngine, AnswerTimestampNeverGoesBackwards) {
   EXPECT_EQ(to_client[0].view.options.tsval, newest);
 }
 
+// Three rules: one that answers 404 itself, one for /v1/models with a budget
+// of three, and one for the rest with a budget of a thousand.
+inline constexpr std::string_view kRulesPolicy = R"(sluice: 1
+name: per-rule
+service_ports: [80]
+header_style: seed
+buckets:
+  gone: { rate: 1000/min, burst: 1000 }
+  models: { rate: 3/min, burst: 3 }
+  rest: { rate: 1000/min, burst: 1000 }
+rules:
+  - name: gone
+    path: "/v0/*"
+    key: client_ip
+    bucket: gone
+    answer: 404
+  - name: models
+    path: /v1/models
+    key: client_ip
+    bucket: models
+  - name: rest
+    key: client_ip
+    bucket: rest
+refusal:
+  status: 429
+  body: 'slow down'
+not_found:
+  status: 404
+  body: 'gone'
+)";
+
+TEST(FlowEngine, DecisionsAreCountedPerRule) {
+  EngineWorld w(kRulesPolicy);
+  constexpr std::string_view other = "GET /v1/other HTTP/1.1\r\nHost: api.example\r\n\r\n";
+  {
+    Connection c(w, false, 43000);
+    c.handshake();
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_TRUE(c.data(other).forwarded());
+      ASSERT_TRUE(c.respond(kOk).forwarded());
+    }
+  }
+  uint16_t port = 43001;
+  for (int i = 0; i < 3; ++i) {
+    Connection c(w, false, port++);
+    c.handshake();
+    ASSERT_TRUE(c.data(kGet).forwarded());
+  }
+  for (int i = 0; i < 2; ++i) {
+    Connection c(w, false, port++);
+    c.handshake();
+    ASSERT_EQ(c.data(kGet).action, FrameAction::kDrop);
+  }
+  {
+    Connection c(w, false, port++);
+    c.handshake();
+    ASSERT_EQ(c.data("GET /v0/old HTTP/1.1\r\nHost: api.example\r\n\r\n").action, FrameAction::kDrop);
+  }
+
+  const auto& rules = w.counters.rules;
+  EXPECT_EQ(rules[0].admitted.get(), 0u);
+  EXPECT_EQ(rules[0].refused.get(), 0u);
+  EXPECT_EQ(rules[0].answered.get(), 1u);
+  EXPECT_EQ(rules[1].admitted.get(), 3u);
+  EXPECT_EQ(rules[1].refused.get(), 2u);
+  EXPECT_EQ(rules[1].answered.get(), 0u);
+  EXPECT_EQ(rules[2].admitted.get(), 20u);
+  EXPECT_EQ(rules[2].refused.get(), 0u);
+  for (size_t i = 3; i < dataplane::kRuleCounters; ++i) {
+    EXPECT_EQ(rules[i].admitted.get() + rules[i].refused.get() + rules[i].answered.get(), 0u) << i;
+  }
+  EXPECT_EQ(w.counters.admitted.get(), 23u);
+  EXPECT_EQ(w.counters.refused.get(), 2u);
+
+  // Busiest keys: every refusal, and one admission in 16 weighted 16 (the
+  // 16th admission was the rest rule's; the 23 so far reached no 32nd).
+  const std::vector<dataplane::BusyKeys::Entry> busy = w.counters.busy.snapshot();
+  ASSERT_EQ(busy.size(), 2u);
+  const net::IpAddress client = *net::parse_ip("198.18.0.10");
+  EXPECT_EQ(busy[0].rule, 2);
+  EXPECT_EQ(busy[0].count, 16u);
+  EXPECT_EQ(busy[1].rule, 1);
+  EXPECT_EQ(busy[1].count, 2u);
+  for (const dataplane::BusyKeys::Entry& e : busy) {
+    EXPECT_EQ(e.error, 0u);
+    EXPECT_EQ(e.label.kind, limiter::KeyLabel::Kind::kClientIp);
+    ASSERT_EQ(e.label.len, 16);
+    EXPECT_TRUE(std::equal(client.bytes.begin(), client.bytes.end(), e.label.bytes.begin()));
+  }
+  EXPECT_NE(busy[0].label.key_hash, busy[1].label.key_hash);  // two buckets
+}
+
+TEST(FlowEngine, RulesPastTheLastSlotShareIt) {
+  EXPECT_EQ(dataplane::rule_slot(0), 0u);
+  EXPECT_EQ(dataplane::rule_slot(62), 62u);
+  EXPECT_EQ(dataplane::rule_slot(63), dataplane::kRuleCounters - 1);
+  EXPECT_EQ(dataplane::rule_slot(200), dataplane::kRuleCounters - 1);
+}
+
 }  // namespace
 }  // namespace sluice::test

@@ -3,6 +3,9 @@
 // decide() with a manual clock.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "limiter_harness.h"
 
 namespace sluice::test {
@@ -358,6 +361,69 @@ TEST(ThreeBudgets, TB16AdmittedFieldsRenderedOnlyWhenAsked) {
   ASSERT_EQ(refused.verdict(), limiter::Verdict::kRefuse);
   EXPECT_EQ(refused.header("RateLimit-Remaining"), "0");
   EXPECT_EQ(refused.header("RateLimit-Limit"), "60");
+}
+
+// The operator's busiest-keys view: a decision says what it was counted by.
+TEST(ThreeBudgets, DecisionLabelsWhatTheRequestWasCountedBy) {
+  Limiter l(kProfile);
+  using Kind = limiter::KeyLabel::Kind;
+  auto text = [](const limiter::KeyLabel& k) {
+    return std::string(reinterpret_cast<const char*>(k.bytes.data()), k.len);
+  };
+  auto bucket_key = [&](const char* bucket, std::span<const uint8_t> material) {
+    return l.state().bucket_hasher.key(l.policy().bucket_named(bucket)->index, material);
+  };
+
+  // A bare request: the client address's 16 bytes.
+  const Result bare = l.send(kBare, "198.18.0.77");
+  ASSERT_EQ(bare.verdict(), Verdict::kAdmit);
+  const net::IpAddress peer = *net::parse_ip("198.18.0.77");
+  EXPECT_EQ(bare.decision.label.kind, Kind::kClientIp);
+  ASSERT_EQ(bare.decision.label.len, 16);
+  EXPECT_TRUE(std::equal(peer.bytes.begin(), peer.bytes.end(), bare.decision.label.bytes.begin()));
+  EXPECT_EQ(bare.decision.label.key_hash, bucket_key("bare", peer.bytes).k0);
+
+  // A live run: the token's text, cut to 32 bytes.
+  l.start_run("run-a");
+  const Result run = l.send(run_request("run-a"));
+  ASSERT_EQ(run.verdict(), Verdict::kAdmit);
+  EXPECT_EQ(run.decision.label.kind, Kind::kText);
+  EXPECT_EQ(text(run.decision.label), "run-a");
+  const std::string long_token(40, 'r');
+  l.start_run(long_token);
+  const Result long_run = l.send(run_request(long_token));
+  ASSERT_EQ(long_run.verdict(), Verdict::kAdmit);
+  EXPECT_EQ(text(long_run.decision.label), long_token.substr(0, 32));
+  EXPECT_NE(long_run.decision.label.key_hash, run.decision.label.key_hash);
+
+  // A credential: its digest (lo, then hi), never its text; a refusal carries the label too.
+  EXPECT_EQ(l.count_admitted(300, kCredentialed), 300);
+  const Result credentialed = l.send(kCredentialed);
+  ASSERT_EQ(credentialed.verdict(), Verdict::kRefuse);
+  const limiter::Digest d = l.digest("bearer key-one");
+  EXPECT_EQ(credentialed.decision.label.kind, Kind::kCredential);
+  ASSERT_EQ(credentialed.decision.label.len, 16);
+  uint64_t lo = 0, hi = 0;
+  std::memcpy(&lo, credentialed.decision.label.bytes.data(), 8);
+  std::memcpy(&hi, credentialed.decision.label.bytes.data() + 8, 8);
+  EXPECT_EQ(lo, d.lo);
+  EXPECT_EQ(hi, d.hi);
+  EXPECT_EQ(credentialed.decision.label.key_hash,
+            l.state().bucket_hasher.key(l.policy().bucket_named("credential")->index, d).k0);
+
+  // TB07: a credential past the address's ceiling is counted by the address.
+  auto with_key = [](int i) {
+    return "GET /v1/x HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer ceiling-" + std::to_string(i);
+  };
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(l.send(with_key(i), "198.18.3.9").decision.label.kind, Kind::kCredential);
+  const Result ninth = l.send(with_key(8), "198.18.3.9");
+  ASSERT_TRUE(ninth.decision.over_credential_ceiling);
+  EXPECT_EQ(ninth.decision.label.kind, Kind::kClientIp);
+  const net::IpAddress ceiling_peer = *net::parse_ip("198.18.3.9");
+  EXPECT_TRUE(std::equal(ceiling_peer.bytes.begin(), ceiling_peer.bytes.end(), ninth.decision.label.bytes.begin()));
+
+  // Exempt: no rule, no label.
+  EXPECT_EQ(l.send("GET /healthz HTTP/1.1\r\nHost: api").decision.label.kind, Kind::kNone);
 }
 
 }  // namespace
