@@ -14,7 +14,7 @@ void PolicyPublisher::start(std::unique_ptr<dataplane::PolicySnapshot> first, st
   std::lock_guard lock(mu_);
   for (const auto& b : first->policy.buckets) kinds_.emplace(b.name, b.index);
   published_.store(first.get(), std::memory_order_release);
-  snapshots_.push_back(std::move(first));
+  snapshots_.push_back(std::shared_ptr<const dataplane::PolicySnapshot>(std::move(first)));
   file_ = std::move(file);
 }
 
@@ -54,7 +54,7 @@ std::vector<std::string> PolicyPublisher::reload(std::unique_ptr<dataplane::Poli
   kinds_ = std::move(kinds);
   next->generation = snapshots_.back()->generation + 1;
   published_.store(next.get(), std::memory_order_release);
-  snapshots_.push_back(std::move(next));
+  snapshots_.push_back(std::shared_ptr<const dataplane::PolicySnapshot>(std::move(next)));
   // Every worker that was in a loop pass holding the old pointer has left it.
   if (qsbr_ != nullptr) rte_rcu_qsbr_synchronize(qsbr_, RTE_QSBR_THRID_INVALID);
   file_ = std::move(file);
@@ -62,9 +62,25 @@ std::vector<std::string> PolicyPublisher::reload(std::unique_ptr<dataplane::Poli
   return {};
 }
 
-const dataplane::PolicySnapshot& PolicyPublisher::current() const {
+std::shared_ptr<const dataplane::PolicySnapshot> PolicyPublisher::current() const {
   std::lock_guard lock(mu_);
-  return *snapshots_.back();
+  return snapshots_.back();
+}
+
+size_t PolicyPublisher::collect(uint64_t oldest_in_use) {
+  std::lock_guard lock(mu_);
+  // Workers read a snapshot only through the published pointer (gone for
+  // every retired one after reload()'s grace period) and through parse
+  // contexts, which the workers' reports cover.
+  const size_t before = snapshots_.size();
+  const std::shared_ptr<const dataplane::PolicySnapshot> current = snapshots_.back();
+  std::erase_if(snapshots_, [&](const auto& s) { return s != current && s->generation < oldest_in_use; });
+  return before - snapshots_.size();
+}
+
+size_t PolicyPublisher::held() const {
+  std::lock_guard lock(mu_);
+  return snapshots_.size();
 }
 
 std::string PolicyPublisher::file() const {

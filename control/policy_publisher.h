@@ -4,7 +4,8 @@
 // before (so a bucket that stays keeps its state in the shared table), then
 // published by pointer swap, and the call returns only after an RCU grace
 // period (rte_rcu_qsbr): every worker has then finished any loop pass that
-// could have read the old pointer. Reloads come from the control socket and
+// could have read the old pointer. The old snapshot is freed later, once no
+// request parsed under it is in flight (collect()). Reloads come from the control socket and
 // from SIGHUP; a mutex orders them (control plane only, never a worker).
 #pragma once
 
@@ -42,8 +43,16 @@ class PolicyPublisher {
   // it. Returns the reasons it was refused; empty when done.
   [[nodiscard]] std::vector<std::string> reload(std::unique_ptr<dataplane::PolicySnapshot> next, std::string file);
 
-  // The policy published last, and where it came from. Control plane only.
-  [[nodiscard]] const dataplane::PolicySnapshot& current() const;
+  // The policy published last, and where it came from. Control plane only;
+  // the pointer keeps the snapshot alive for as long as the caller holds it.
+  [[nodiscard]] std::shared_ptr<const dataplane::PolicySnapshot> current() const;
+
+  // Frees the retired snapshots older than `oldest_in_use`, the oldest
+  // generation any worker may still read (the minimum the workers report).
+  // Returns how many were freed.
+  size_t collect(uint64_t oldest_in_use);
+  // Snapshots held: the current one and the retired ones not yet freed.
+  [[nodiscard]] size_t held() const;
   [[nodiscard]] std::string file() const;
   [[nodiscard]] uint64_t reloads() const;
 
@@ -53,11 +62,11 @@ class PolicyPublisher {
   Limits limits_;
   mutable std::mutex mu_;
   std::map<std::string, uint16_t, std::less<>> kinds_;  // bucket name -> kind, for the life of the process
-  // Every policy published, the current one last. Retired ones are kept:
-  // a request that was mid-parse across the swap finishes under the policy
-  // it started with (its parse context refers to that policy's field set).
-  // A few tens of KB per reload.
-  std::vector<std::unique_ptr<dataplane::PolicySnapshot>> snapshots_;
+  // The current policy last, before it those retired and not yet freed: a
+  // request that was mid-parse across the swap finishes under the policy it
+  // started with (its parse context refers to that policy's field set), so a
+  // retired snapshot lives until no worker reports its generation in use.
+  std::vector<std::shared_ptr<const dataplane::PolicySnapshot>> snapshots_;
   std::string file_;
   uint64_t reloads_ = 0;
 };

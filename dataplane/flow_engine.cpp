@@ -199,10 +199,22 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
       r.action = FrameAction::kDrop;
       return r;
     }
-    contexts_.at(flow.context).start(snap.policy);
+    contexts_.start(flow.context, snap.policy, snap.generation);
   }
   ParseContext& ctx = contexts_.at(flow.context);
-  http::RequestStream& rs = *ctx.requests;
+  // The policy a head is parsed and decided under: the one its context was
+  // started with, which a reload in the middle of the head does not change
+  // (its field ids are the ones the parsed head carries). Between messages a
+  // context under a replaced policy moves to the current one, so pipelining
+  // neither keeps a client on an old policy nor keeps that policy alive.
+  auto follow_reload = [&] {
+    if (ctx.generation != snap.generation && !ctx.buffering && ctx.requests->idle()) {
+      contexts_.renew_requests(flow.context, snap.policy, snap.generation);
+    }
+  };
+  follow_reload();
+  const limiter::CompiledPolicy* policy = ctx.policy;
+  http::RequestStream* rs = &*ctx.requests;
   const char* bytes = reinterpret_cast<const char*>(frame + v.payload_offset + skip);
   const uint32_t n = len - skip;
   uint32_t off = 0;
@@ -242,8 +254,8 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
   // Until the stream needs more bytes: it reports the end of a message
   // without a body (and a pending switch) on a call of its own.
   for (bool more = true; more;) {
-    if (rs.idle() && off == n) break;
-    if (rs.idle() && ctx.responses.outstanding() >= http::ResponseStream::kMaxOutstanding) {
+    if (rs->idle() && off == n) break;
+    if (rs->idle() && ctx.responses.outstanding() >= http::ResponseStream::kMaxOutstanding) {
       // Too many pipelined requests unanswered: hold the rest back, uncharged.
       counters_.backpressure.add();
       flow.client_next = v.seq + skip + off;
@@ -255,7 +267,7 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
       const size_t take = std::min<size_t>(ctx.head_capacity - ctx.head_len, n - off);
       if (take == 0) {
         counters_.parse_errors.add();
-        refuse(limiter::answer_parse_error(snap.policy, http::ParseError::kHeadTooLarge, *scratch_));
+        refuse(limiter::answer_parse_error(*policy, http::ParseError::kHeadTooLarge, *scratch_));
         return r;
       }
       std::memcpy(ctx.head.get() + ctx.head_len, bytes + off, take);
@@ -264,16 +276,16 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
     } else if (!ctx.buffering) {
       piece = {bytes + off, n - off};
     }
-    const http::StreamStep st = rs.next(piece);
+    const http::StreamStep st = rs->next(piece);
     switch (st.event) {
       case http::StreamEvent::kNeedMore:
-        if (!ctx.buffering && rs.head_in_progress()) {
+        if (!ctx.buffering && rs->head_in_progress()) {
           // The head goes on in the next segment, and its views point into
           // this one, which is forwarded now: feed it again from a copy.
           const size_t part = n - head_start;
           if (part >= ctx.head_capacity) {
             counters_.parse_errors.add();
-            refuse(limiter::answer_parse_error(snap.policy, http::ParseError::kHeadTooLarge, *scratch_));
+            refuse(limiter::answer_parse_error(*policy, http::ParseError::kHeadTooLarge, *scratch_));
             return r;
           }
           std::memcpy(ctx.head.get(), bytes + head_start, part);
@@ -281,11 +293,11 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
           ctx.buffering = true;
           head_began_here = false;
           flow.held_seq = v.seq + skip + head_start;
-          rs.restart_head();
-          const http::StreamStep again = rs.next({ctx.head.get(), part});
+          rs->restart_head();
+          const http::StreamStep again = rs->next({ctx.head.get(), part});
           if (again.event == http::StreamEvent::kError) {
             counters_.parse_errors.add();
-            refuse(limiter::answer_parse_error(snap.policy, again.error, *scratch_));
+            refuse(limiter::answer_parse_error(*policy, again.error, *scratch_));
             return r;
           }
           // Forward what came before the head; hold the head.
@@ -304,7 +316,7 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
       case http::StreamEvent::kHead: {
         off += static_cast<uint32_t>(st.consumed);
         counters_.requests.add();
-        const limiter::Decision d = limiter::decide(snap.policy, limiter_, rs.head(), conn, now, *scratch_);
+        const limiter::Decision d = limiter::decide(*policy, limiter_, rs->head(), conn, now, *scratch_);
         if (ctx.buffering && d.verdict != limiter::Verdict::kRefuse && d.verdict != limiter::Verdict::kAnswer) {
           // The held part goes to the origin ahead of this segment.
           release_held(flow, ctx, v, v.seq, out);
@@ -335,13 +347,16 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
             return r;
         }
         // Room was checked when this head began.
-        (void)ctx.responses.expect(http::request_kind(rs.head()));
+        (void)ctx.responses.expect(http::request_kind(rs->head()));
         break;
       }
       case http::StreamEvent::kMessageEnd:
         off += static_cast<uint32_t>(st.consumed);
         head_start = off;
         head_began_here = true;
+        follow_reload();
+        policy = ctx.policy;
+        rs = &*ctx.requests;
         break;
       case http::StreamEvent::kAwaitSwitch:
         // Nothing after an Upgrade or CONNECT request goes through until the
@@ -357,7 +372,7 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
         return r;
       case http::StreamEvent::kError:
         counters_.parse_errors.add();
-        refuse(limiter::answer_parse_error(snap.policy, st.error, *scratch_));
+        refuse(limiter::answer_parse_error(*policy, st.error, *scratch_));
         return r;
     }
   }

@@ -85,6 +85,11 @@ class FlowEngine {
   void sweep(time::Nanos now, size_t slots) noexcept;
 
   [[nodiscard]] const FlowTable& flows() const noexcept { return flows_; }
+  // The oldest policy generation a request in flight may still use (see
+  // ContextPool::oldest_generation); called once per loop pass.
+  [[nodiscard]] uint64_t policy_generation_in_use(uint64_t pass_generation) noexcept {
+    return contexts_.oldest_generation(pass_generation, 256);
+  }
   [[nodiscard]] const ContextPool& contexts() const noexcept { return contexts_; }
 
  private:

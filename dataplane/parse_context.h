@@ -23,8 +23,12 @@ inline constexpr size_t kMaxAnswerBytes = 4096;  // DecisionScratch::response
 struct ParseContext {
   ParseContext(uint32_t max_head_bytes, uint16_t max_fields);
 
-  // Ready for a new flow (or the next message of an idle one) under `policy`.
-  void start(const limiter::CompiledPolicy& policy) noexcept;
+  // Ready for a new flow (or the next message of an idle one) under `policy`,
+  // the policy of snapshot `generation`.
+  void start(const limiter::CompiledPolicy& policy, uint64_t generation) noexcept;
+  // Between two messages of a flow: the request stream rebuilt for another
+  // policy, the response stream (requests still unanswered) kept.
+  void renew_requests(const limiter::CompiledPolicy& policy, uint64_t generation) noexcept;
 
   std::unique_ptr<http::FieldLine[]> field_store;
   size_t field_capacity;
@@ -35,7 +39,10 @@ struct ParseContext {
   bool buffering = false;  // the current head is being fed from `head`
 
   std::optional<http::RequestStream> requests;
-  const limiter::CompiledPolicy* policy = nullptr;  // the one `requests` was built for
+  // The policy `requests` was built for, and its snapshot's generation: the
+  // pointer alone could name a freed snapshot's successor at the same address.
+  const limiter::CompiledPolicy* policy = nullptr;
+  uint64_t generation = 0;
   http::ResponseStream responses;
 
   uint16_t answer_len = 0;
@@ -48,7 +55,22 @@ class ContextPool {
 
   // The index of a free context, or -1.
   [[nodiscard]] int32_t acquire() noexcept;
+  // Starts an acquired context under a policy (ParseContext::start) and
+  // notes which snapshot it holds on to.
+  void start(int32_t index, const limiter::CompiledPolicy& policy, uint64_t generation) noexcept;
+  // ParseContext::renew_requests, noting the new generation.
+  void renew_requests(int32_t index, const limiter::CompiledPolicy& policy, uint64_t generation) noexcept;
   void release(int32_t index) noexcept;
+
+  // The oldest policy generation a held context may still refer to, for the
+  // control plane, which frees a retired snapshot only once no worker reports
+  // one that old. Looks at `step` contexts per call (a full cycle over the
+  // pool takes size()/step calls) and returns the bound of the last full
+  // cycle: the lowest generation among the held contexts it saw and the
+  // generations the caller passed during the cycle (a context started in the
+  // middle of a cycle is started under one of those). `pass_generation` is
+  // the generation of the snapshot the caller's loop pass uses.
+  [[nodiscard]] uint64_t oldest_generation(uint64_t pass_generation, size_t step) noexcept;
   [[nodiscard]] ParseContext& at(int32_t index) noexcept { return *contexts_[static_cast<size_t>(index)]; }
   [[nodiscard]] size_t free_count() const noexcept { return free_.size(); }
   [[nodiscard]] size_t size() const noexcept { return contexts_.size(); }
@@ -57,6 +79,13 @@ class ContextPool {
  private:
   std::vector<std::unique_ptr<ParseContext>> contexts_;
   std::vector<int32_t> free_;  // reserved at construction: push and pop never allocate
+  // Per context, the generation it was started under, kNotHeld when free:
+  // packed, so scanning it costs a cache line per eight contexts.
+  static constexpr uint64_t kNotHeld = ~uint64_t{0};
+  std::vector<uint64_t> held_generation_;
+  size_t scan_next_ = 0;
+  uint64_t cycle_min_ = kNotHeld;
+  uint64_t oldest_ = 0;  // nothing is known before the first full cycle
   uint32_t max_head_bytes_;
 };
 

@@ -206,6 +206,8 @@ unsigned Worker::poll_once() noexcept {
   tx_[1].flush(counters_.tx_origin, counters_.tx_dropped);
   engine_.sweep(now, 64);
   counters_.flows_active.store(engine_.flows().size(), std::memory_order_relaxed);
+  counters_.oldest_policy_generation.store(engine_.policy_generation_in_use(snap.generation),
+                                           std::memory_order_relaxed);
   if (shared_.qsbr != nullptr) rte_rcu_qsbr_quiescent(shared_.qsbr, setup_.index);
   return received;
 }

@@ -86,6 +86,10 @@ struct alignas(64) WorkerCounters {
   SLUICE_WORKER_COUNTERS(SLUICE_DECLARE_COUNTER)
 #undef SLUICE_DECLARE_COUNTER
   std::atomic<uint64_t> flows_active{0};          // a gauge, set once per loop pass
+  // The oldest policy generation this worker may still read (requests parsed
+  // under a policy since replaced); the control plane frees older snapshots.
+  // Set once per loop pass; 0 until the worker has looked at all its contexts.
+  std::atomic<uint64_t> oldest_policy_generation{0};
   std::array<RuleCounters, kRuleCounters> rules;  // by rule_slot()
   BusyKeys busy;                                  // every refusal, one admission in 16 (see FlowEngine)
 };

@@ -101,10 +101,14 @@ sleep 0.5
 say "what reached the origin (nginx's access log), by address"
 awk '{ n[$1]++ } END { for (a in n) printf "   %-16s %d requests\n", a, n[a] }' "$SLT_TMP/nginx/access.log" | sort
 
+ctl() { "$root/build/src/sluicectl" --socket "$SLT_TMP/control.sock" "$@"; }
 say "sluicectl, over sluiced's control socket: status, and the counters so far"
-"$root/build/src/sluicectl" --socket "$SLT_TMP/control.sock" status | sed 's/^/   /'
+ctl status | sed 's/^/   /'
 echo
-"$root/build/src/sluicectl" --socket "$SLT_TMP/control.sock" stats | awk 'NR == 1 || $2 != 0' | sed 's/^/   /'
+ctl stats | awk 'NR == 1 || ($2 != 0 && $2 != "") ' | sed 's/^/   /'
+
+say "sluicectl bucket show: what is left of $CLIENT4's budget (read, not charged)"
+ctl bucket show per-client "$CLIENT4" | sed 's/^/   /'
 
 say "stopping sluiced (SIGTERM)"
 appliance_stop || true

@@ -167,6 +167,15 @@ void print_rules(const JsonValue& r) {
   }
 }
 
+void print_busiest(const JsonValue& r) {
+  const JsonValue* keys = r.get("busiest");
+  if (keys == nullptr || keys->array() == nullptr || keys->array()->empty()) return;
+  std::printf("\n%-24s %-42s %12s\n", "busiest keys: rule", "key", "requests~");
+  for (const JsonValue& k : *keys->array()) {
+    std::printf("%-24s %-42s %12s\n", num(k.get("rule")).c_str(), num(k.get("key")).c_str(), num(k.get("count")).c_str());
+  }
+}
+
 void print_stats(const JsonValue& r) {
   const JsonValue* counters = r.get("counters");
   const JsonValue* help = r.get("help");
@@ -181,6 +190,7 @@ void print_stats(const JsonValue& r) {
     std::printf("%-22s %14.0f  %s\n", name.c_str(), value, h && h->string() ? h->string()->c_str() : "");
   }
   print_rules(r);
+  print_busiest(r);
   print_tables(r);
 }
 
@@ -470,13 +480,7 @@ void draw_top(const JsonValue& r, const Frame& now, const Frame* before, bool tt
       std::printf("%-24s %14.0f %14.0f %14.0f\n", name.c_str(), d[0], d[1], d[2]);
     }
   }
-  if (const JsonValue* keys = r.get("busiest"); keys && keys->array() && !keys->array()->empty()) {
-    std::printf("\n%-24s %-42s %12s\n", "busiest keys: rule", "key", "requests~");
-    for (const JsonValue& k : *keys->array()) {
-      std::printf("%-24s %-42s %12s\n", num(k.get("rule")).c_str(), num(k.get("key")).c_str(),
-                  num(k.get("count")).c_str());
-    }
-  }
+  print_busiest(r);
   std::fflush(stdout);
 }
 

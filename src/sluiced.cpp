@@ -346,7 +346,8 @@ int run(const sluiced::Options& o) {
       line("sluice_flows_active{worker=\"" + std::to_string(i) + "\"} " +
            std::to_string(counters[i].flows_active.load(std::memory_order_relaxed)));
     }
-    const dataplane::PolicySnapshot& cur = publisher.current();
+    const std::shared_ptr<const dataplane::PolicySnapshot> cur_held = publisher.current();
+    const dataplane::PolicySnapshot& cur = *cur_held;
     line("# HELP sluice_policy_generation policies published since start (0: the first)");
     line("# TYPE sluice_policy_generation gauge");
     line("sluice_policy_generation{policy=\"" + cur.policy.source.name + "\"} " + std::to_string(cur.generation));
@@ -367,7 +368,7 @@ int run(const sluiced::Options& o) {
   control::Reclaimer reclaimer(
       {{"buckets", buckets.get(),
         [&] {
-          const dataplane::PolicySnapshot* p = &publisher.current();
+          std::shared_ptr<const dataplane::PolicySnapshot> p = publisher.current();
           const time::Nanos now = clock.now();
           return limiter::BucketTable::IdlePredicate([p, now](uint16_t kind, const uint64_t* words) {
             return limiter::bucket_idle(p->policy, kind, words, now);
@@ -375,7 +376,7 @@ int run(const sluiced::Options& o) {
         }},
        {"credential_slots", records.get(),
         [&] {
-          const dataplane::PolicySnapshot* p = &publisher.current();
+          std::shared_ptr<const dataplane::PolicySnapshot> p = publisher.current();
           const time::Nanos now = clock.now();
           time::Nanos quiet = 0;
           for (const limiter::CompiledRule& r : p->policy.rules) quiet = std::max(quiet, r.slots_quiet);
@@ -422,7 +423,8 @@ int run(const sluiced::Options& o) {
     return out;
   };
   telemetry.status = [&] {
-    const dataplane::PolicySnapshot& cur = publisher.current();
+    const std::shared_ptr<const dataplane::PolicySnapshot> cur_held = publisher.current();
+    const dataplane::PolicySnapshot& cur = *cur_held;
     return std::vector<std::pair<std::string, std::string>>{
         {"version", SLUICE_VERSION},
         {"policy", cur.policy.source.name},
@@ -503,7 +505,7 @@ int run(const sluiced::Options& o) {
       const std::vector<std::string> refused = reload_from(file);
       if (refused.empty()) {
         std::printf("sluiced: SIGHUP: policy '%s' reloaded from %s (generation %" PRIu64 ")\n",
-                    publisher.current().policy.source.name.c_str(), file.c_str(), publisher.current().generation);
+                    publisher.current()->policy.source.name.c_str(), file.c_str(), publisher.current()->generation);
       } else {
         for (const std::string& line : refused) std::fprintf(stderr, "%s\n", line.c_str());
         std::fprintf(stderr, "sluiced: SIGHUP: %s not loaded; the running policy is unchanged\n", file.c_str());
@@ -513,6 +515,12 @@ int run(const sluiced::Options& o) {
     if (std::chrono::steady_clock::now() - last_anchor >= std::chrono::seconds(1)) {
       clock.reanchor();
       last_anchor = std::chrono::steady_clock::now();
+      // Retired policies no request in flight may still use.
+      uint64_t oldest = ~uint64_t{0};
+      for (unsigned i = 0; i < o.workers; ++i) {
+        oldest = std::min(oldest, counters[i].oldest_policy_generation.load(std::memory_order_relaxed));
+      }
+      (void)publisher.collect(oldest);
     }
   }
   rte_eal_mp_wait_lcore();

@@ -76,12 +76,14 @@ void write_ports(const Daemon& d, JsonWriter& w) {
 }
 
 Reply cmd_status(const Daemon& d, const JsonValue&, JsonWriter& w) {
-  const dataplane::PolicySnapshot& cur = d.publisher->current();
+  const std::shared_ptr<const dataplane::PolicySnapshot> cur_held = d.publisher->current();
+  const dataplane::PolicySnapshot& cur = *cur_held;
   const auto up = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - d.started);
   w.key("version").value(SLUICE_VERSION).key("uptime_s").value(static_cast<uint64_t>(up.count()));
   w.key("policy").begin_object().key("name").value(cur.policy.source.name).key("file").value(d.publisher->file());
   w.key("generation").value(cur.generation).key("digest").value(digest_hex(cur.policy.digest));
-  w.key("service_ports").value(port_list(cur.service_ports)).end_object();
+  w.key("service_ports").value(port_list(cur.service_ports));
+  w.key("snapshots_held").value(static_cast<uint64_t>(d.publisher->held())).end_object();
   w.key("workers").value(d.workers).key("flows").value(flows_tracked(d));
   w.key("runs").value(static_cast<uint64_t>(d.runs->size()));
   w.key("credentials").value(static_cast<uint64_t>(d.credentials->summary().credentials));
@@ -141,7 +143,8 @@ std::string label_text(const Daemon& d, const limiter::KeyLabel& l) {
 
 // Per rule of the current policy, added up over the workers.
 void write_rules(const Daemon& d, JsonWriter& w) {
-  const limiter::CompiledPolicy& p = d.publisher->current().policy;
+  const std::shared_ptr<const dataplane::PolicySnapshot> snapshot = d.publisher->current();
+  const limiter::CompiledPolicy& p = snapshot->policy;
   w.key("rules").begin_array();
   for (const limiter::CompiledRule& r : p.rules) {
     const size_t slot = dataplane::rule_slot(r.index);
@@ -176,7 +179,8 @@ void write_busiest(const Daemon& d, JsonWriter& w, size_t top) {
     }
   }
   std::sort(all.begin(), all.end(), [](const Merged& a, const Merged& b) { return a.count > b.count; });
-  const limiter::CompiledPolicy& p = d.publisher->current().policy;
+  const std::shared_ptr<const dataplane::PolicySnapshot> snapshot = d.publisher->current();
+  const limiter::CompiledPolicy& p = snapshot->policy;
   w.key("busiest").begin_array();
   for (size_t i = 0; i < all.size() && i < top; ++i) {
     const std::string rule = all[i].rule < p.rules.size() ? p.rules[all[i].rule].name : "#" + std::to_string(all[i].rule);
@@ -219,7 +223,8 @@ Reply cmd_stats(const Daemon& d, const JsonValue&, JsonWriter& w) {
 }
 
 Reply cmd_policy_show(const Daemon& d, const JsonValue&, JsonWriter& w) {
-  const dataplane::PolicySnapshot& cur = d.publisher->current();
+  const std::shared_ptr<const dataplane::PolicySnapshot> cur_held = d.publisher->current();
+  const dataplane::PolicySnapshot& cur = *cur_held;
   w.key("name").value(cur.policy.source.name).key("file").value(d.publisher->file());
   w.key("digest").value(digest_hex(cur.policy.digest)).key("generation").value(cur.generation);
   w.key("service_ports").value(port_list(cur.service_ports));
@@ -255,7 +260,8 @@ Reply cmd_policy_reload(const Daemon& d, const JsonValue& request, JsonWriter& w
   if (!refused.empty()) {
     return control::invalid_policy_response(path + " was not loaded; the running policy is unchanged", refused);
   }
-  const dataplane::PolicySnapshot& now_active = d.publisher->current();
+  const std::shared_ptr<const dataplane::PolicySnapshot> now_active_held = d.publisher->current();
+  const dataplane::PolicySnapshot& now_active = *now_active_held;
   const std::string digest = digest_hex(now_active.policy.digest);
   std::printf("sluiced: policy '%s' from %s (digest %s, generation %" PRIu64 ") published\n",
               now_active.policy.source.name.c_str(), path.c_str(), digest.c_str(), now_active.generation);
@@ -472,7 +478,8 @@ Reply cmd_bucket_show(const Daemon& d, const JsonValue& request, JsonWriter& w) 
   const std::optional<std::string> name = control::string_arg(request, "bucket", error);
   const std::optional<std::string> key = control::string_arg(request, "key", error);
   if (!name || !key || !error.empty()) return refuse(ErrorCode::kBadRequest, "bucket.show needs \"bucket\" and \"key\"");
-  const limiter::CompiledPolicy& p = d.publisher->current().policy;
+  const std::shared_ptr<const dataplane::PolicySnapshot> snapshot = d.publisher->current();
+  const limiter::CompiledPolicy& p = snapshot->policy;
   const limiter::CompiledBucket* b = p.bucket_named(*name);
   if (b == nullptr) {
     std::string names;
@@ -531,7 +538,8 @@ Reply cmd_usage_report(const Daemon& d, const JsonValue& request, JsonWriter& w)
   if (!deployment || deployment->empty() || !tokens) {
     return refuse(ErrorCode::kBadRequest, "usage.report needs \"deployment\" and \"tokens\"");
   }
-  const limiter::CompiledPolicy& p = d.publisher->current().policy;
+  const std::shared_ptr<const dataplane::PolicySnapshot> snapshot = d.publisher->current();
+  const limiter::CompiledPolicy& p = snapshot->policy;
   const limiter::CompiledBucket* b = nullptr;
   if (bucket) {
     b = p.bucket_named(*bucket);

@@ -155,13 +155,35 @@ size_t BucketTable::retire_idle(unsigned r, const IdlePredicate& idle) noexcept 
 
 void BucketTable::open_region(unsigned r) noexcept {
   const size_t base = size_t{r} * region_slots_;
+  const uint64_t mask = region_slots_ - 1;
   for (uint64_t i = 0; i < region_slots_; ++i) {
     if (retired_[base + i] == 0) continue;
     BucketSlot& s = *slot_at(base + i);
     for (unsigned w = 0; w < words_; ++w) s.word(w).store(0, std::memory_order_relaxed);
     retired_[base + i] = 0;
   }
+  // Free marks right before an empty slot become empty themselves, so the
+  // lookup of a key that is not there stops early again instead of probing
+  // max_probe slots past a region's worth of marks. Safe because no key lies
+  // past an empty slot in its probe sequence (a key takes the first free or
+  // empty slot, and slots only became empty here, before any key could be
+  // placed past them); no claim is in flight in a closed region.
+  for (uint64_t e = 0; e < region_slots_; ++e) {
+    BucketSlot& empty = *slot_at(base + e);
+    if (load(empty.key[0]) != 0 || load(empty.key[1]) != 0) continue;
+    for (uint64_t j = (e + mask) & mask; j != e; j = (j + mask) & mask) {
+      BucketSlot& s = *slot_at(base + j);
+      if (load(s.key[0]) != 0 || load(s.key[1]) != kFreeMark) break;
+      swap_key(s, 0, kFreeMark, 0, 0);
+    }
+  }
   closed_[r].store(0, std::memory_order_release);
+}
+
+size_t BucketTable::count_free_marks() const noexcept {
+  size_t n = 0;
+  for (size_t i = 0; i < capacity(); ++i) n += load(slot_at(i)->key[0]) == 0 && load(slot_at(i)->key[1]) == kFreeMark;
+  return n;
 }
 
 size_t BucketTable::count_live() const noexcept {

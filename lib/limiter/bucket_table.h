@@ -109,6 +109,9 @@ class BucketTable {
   // claiming or retiring at the time.
   [[nodiscard]] size_t capacity() const noexcept { return size_t{regions_} * region_slots_; }
   [[nodiscard]] size_t count_live() const noexcept;
+  // Slots freed by reclamation and not yet reused or emptied (lookups of
+  // absent keys probe past them).
+  [[nodiscard]] size_t count_free_marks() const noexcept;
   [[nodiscard]] uint64_t overflows() const noexcept { return overflows_.load(std::memory_order_relaxed); }
   [[nodiscard]] size_t memory_bytes() const noexcept { return mapped_bytes_; }
 

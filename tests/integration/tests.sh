@@ -551,7 +551,7 @@ t_ctl_reload() {
   check_eq "15 admitted before the reload" "$(res statuses spend)" "200x15"
   # The load: exempt requests, so every one must be answered 200.
   ip netns exec "$NS_CLI" timeout -k 2 60 "$SLT_PY" "$SLT_HERE/http_client.py" --host "$ORIGIN4" --source "$s1" \
-    --count 60000 --path /healthz --out "$SLT_OUT/load.jsonl" >"$SLT_OUT/load.stdout" 2>&1 &
+    --count 60000 --timeout 50 --path /healthz --out "$SLT_OUT/load.jsonl" >"$SLT_OUT/load.stdout" 2>&1 &
   local load=$!
   sleep 1  # reload once the load flows (starting a client takes ~0.5 s); still running is checked below
   out="$("$ctl" --socket "$sock" policy reload "$copy" 2>&1)"
@@ -582,6 +582,15 @@ t_ctl_reload() {
     sleep 0.1
   done
   check_eq "SIGHUP: published" "$("$ctl" --socket "$sock" --json policy show | "$SLT_PY" -c 'import json,sys; print(int(json.load(sys.stdin)["generation"]))')" $((gen + 1))
+  # Retired policies are freed once no request in flight uses them: with the
+  # load over, only the current one is held within a few seconds.
+  local held
+  for ((i = 0; i < 50; i++)); do
+    held="$("$ctl" --socket "$sock" --json status | "$SLT_PY" -c 'import json,sys; print(int(json.load(sys.stdin)["policy"]["snapshots_held"]))')"
+    [ "$held" = 1 ] && break
+    sleep 0.1
+  done
+  check_eq "retired policies freed (snapshots held)" "$held" 1
   check_olog "origin log: 20 admitted" "$s0" 20
   finish
 }

@@ -117,6 +117,34 @@ TEST(BucketTable, IdleBucketsAreReclaimedAroundGracePeriodsAndTheirSlotsReused) 
   for (uint64_t i = 1000; i < 1150; ++i) ASSERT_FALSE(t.find_or_claim(key_of(0, i)).overflow) << i;
 }
 
+// Reclaimed slots before an empty one become empty again, so lookups of
+// absent keys stop early instead of probing past every freed slot; slots a
+// live key's probe sequence still runs through stay marked, so every live key
+// is still found.
+TEST(BucketTable, FreedSlotsThatEndAProbeSequenceBecomeEmptyAgain) {
+  BucketTable t({.capacity = 1024, .regions = 1, .max_probe = 1024, .bucket_kinds = 1});
+  const GcraLimit l = limit(60, 1);
+  for (uint64_t i = 0; i < 600; ++i) ASSERT_TRUE(charge_gcra(t, key_of(0, i), kT0, l).decision.admit);
+  const Nanos later = kT0 + 2 * kSec;
+  // Every third key stays (charged again); the rest go.
+  for (uint64_t i = 0; i < 600; i += 3) ASSERT_TRUE(charge_gcra(t, key_of(0, i), later - kSec / 2, l).decision.admit);
+  auto idle = [&](uint16_t, const uint64_t* w) { return gcra_full(w[0], later); };
+  t.close_region(0);
+  EXPECT_EQ(t.retire_idle(0, idle), 400u);
+  EXPECT_EQ(t.count_free_marks(), 400u);
+  t.open_region(0);
+  EXPECT_LT(t.count_free_marks(), 400u);  // the ones ending a sequence are empty again
+  for (uint64_t i = 0; i < 600; i += 3) EXPECT_NE(t.find(key_of(0, i)), nullptr) << i;
+  for (uint64_t i = 1; i < 600; i += 3) EXPECT_EQ(t.find(key_of(0, i)), nullptr) << i;
+  // With every key gone, the whole region is empty again.
+  auto all = [](uint16_t, const uint64_t*) { return true; };
+  t.close_region(0);
+  EXPECT_EQ(t.retire_idle(0, all), 200u);
+  t.open_region(0);
+  EXPECT_EQ(t.count_free_marks(), 0u);
+  EXPECT_EQ(t.count_live(), 0u);
+}
+
 TEST(BucketTable, ABucketChargedWhileBeingRetiredStays) {
   BucketTable t({.capacity = 64, .regions = 1, .max_probe = 64, .bucket_kinds = 1});
   const GcraLimit l = limit(60, 1);

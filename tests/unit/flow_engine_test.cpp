@@ -576,3 +576,313 @@ TEST(FlowEngine, RulesPastTheLastSlotShareIt) {
 
 }  // namespace
 }  // namespace sluice::test
+
+// Policy reloads: what a worker reports of the generations its parse contexts
+// may still use (the control plane frees a retired snapshot only below it),
+// and which policy decides a request parsed across a swap.
+namespace sluice::test {
+namespace {
+
+// Calls oldest_generation() for exactly one full cycle over the pool
+// (starting at a cycle boundary) with `generation` as every pass's, and
+// returns what the last call reported.
+uint64_t full_cycle(dataplane::ContextPool& pool, uint64_t generation, size_t step) {
+  uint64_t reported = 0;
+  for (size_t seen = 0; seen < pool.size(); seen += step) reported = pool.oldest_generation(generation, step);
+  return reported;
+}
+
+// Ten contexts looked at four per call: a full cycle takes three calls.
+constexpr size_t kPoolSize = 10;
+constexpr size_t kStep = 4;
+
+dataplane::ContextPool small_pool(const EngineWorld& w) {
+  return dataplane::ContextPool(kPoolSize, w.snapshot->policy.stream.head.max_head_bytes,
+                                w.snapshot->policy.stream.head.max_fields);
+}
+
+TEST(ContextPoolGenerations, NothingIsKnownBeforeAFullCycle) {
+  EngineWorld w;
+  dataplane::ContextPool pool = small_pool(w);
+  // 0 frees nothing: a worker that has not looked at all its contexts yet
+  // must not let the control plane free a snapshot one of them may hold.
+  EXPECT_EQ(pool.oldest_generation(7, kStep), 0u);
+  EXPECT_EQ(pool.oldest_generation(7, kStep), 0u);
+  EXPECT_EQ(pool.oldest_generation(7, kStep), 7u);  // the third call ends the cycle
+}
+
+TEST(ContextPoolGenerations, WithNothingHeldTheBoundIsTheLowestPassGeneration) {
+  EngineWorld w;
+  dataplane::ContextPool pool = small_pool(w);
+  // A reload lands in the middle of the cycle: its first pass still read
+  // generation 5, so 5 is what the cycle vouches for, not 6.
+  EXPECT_EQ(pool.oldest_generation(5, kStep), 0u);
+  EXPECT_EQ(pool.oldest_generation(6, kStep), 0u);
+  EXPECT_EQ(pool.oldest_generation(6, kStep), 5u);
+  EXPECT_EQ(full_cycle(pool, 6, kStep), 6u);
+}
+
+TEST(ContextPoolGenerations, AHeldContextKeepsItsGenerationUntilACycleAfterItsRelease) {
+  EngineWorld w;
+  dataplane::ContextPool pool = small_pool(w);
+  const limiter::CompiledPolicy& policy = w.snapshot->policy;
+  EXPECT_EQ(full_cycle(pool, 3, kStep), 3u);
+  // Held in the last slot a cycle looks at, so the bound depends on the scan
+  // reaching it and not only on the pass generations.
+  std::vector<int32_t> taken;
+  for (size_t i = 0; i < kPoolSize; ++i) taken.push_back(pool.acquire());
+  const int32_t last = taken.back();
+  ASSERT_EQ(last, static_cast<int32_t>(kPoolSize - 1));
+  for (int32_t i : taken) {
+    if (i != last) pool.release(i);
+  }
+  pool.start(last, policy, 3);
+  EXPECT_EQ(pool.at(last).generation, 3u);
+  EXPECT_EQ(pool.at(last).policy, &policy);
+
+  // Reloads to 4 and then 5: the passes move on, the held request does not.
+  EXPECT_EQ(full_cycle(pool, 4, kStep), 3u);
+  EXPECT_EQ(full_cycle(pool, 5, kStep), 3u);
+  EXPECT_EQ(full_cycle(pool, 5, kStep), 3u);
+
+  // Released at a cycle boundary: the next full cycle sees it free.
+  pool.release(last);
+  EXPECT_EQ(pool.oldest_generation(5, kStep), 3u);  // a partial cycle reports the last full one
+  EXPECT_EQ(pool.oldest_generation(5, kStep), 3u);
+  EXPECT_EQ(pool.oldest_generation(5, kStep), 5u);
+}
+
+TEST(ContextPoolGenerations, AReleaseAfterItsSlotWasScannedCountsFromTheNextCycle) {
+  EngineWorld w;
+  dataplane::ContextPool pool = small_pool(w);
+  const int32_t first = pool.acquire();
+  ASSERT_EQ(first, 0);  // the slot the first call of a cycle looks at
+  pool.start(first, w.snapshot->policy, 3);
+  EXPECT_EQ(full_cycle(pool, 5, kStep), 3u);
+  // The cycle in progress saw it held; released afterwards, that cycle must
+  // still report 3 (it cannot tell), and only the one after it 5.
+  EXPECT_EQ(pool.oldest_generation(5, kStep), 3u);
+  pool.release(first);
+  EXPECT_EQ(pool.oldest_generation(5, kStep), 3u);
+  EXPECT_EQ(pool.oldest_generation(5, kStep), 3u);  // end of the cycle that saw it
+  EXPECT_EQ(full_cycle(pool, 5, kStep), 5u);
+}
+
+TEST(ContextPoolGenerations, AContextStartedBehindTheScanIsCoveredByItsPassGeneration) {
+  EngineWorld w;
+  dataplane::ContextPool pool = small_pool(w);
+  EXPECT_EQ(full_cycle(pool, 5, kStep), 5u);
+  // First pass of a cycle (generation 5): slots 0-3 are looked at, all free.
+  EXPECT_EQ(pool.oldest_generation(5, kStep), 5u);
+  // The next pass, still under 5, starts a context in slot 0, which this
+  // cycle has already looked at; then a reload to 6.
+  const int32_t i = pool.acquire();
+  ASSERT_EQ(i, 0);
+  pool.start(i, w.snapshot->policy, 5);
+  EXPECT_EQ(pool.oldest_generation(5, kStep), 5u);
+  // Only the pass generations vouch for slot 0 in this cycle (the scan saw
+  // it free): the bound is 5, not the 6 of the pass that ends the cycle.
+  EXPECT_EQ(pool.oldest_generation(6, kStep), 5u);
+  // Later cycles see the context itself.
+  EXPECT_EQ(full_cycle(pool, 6, kStep), 5u);
+  EXPECT_EQ(full_cycle(pool, 7, kStep), 5u);
+  pool.release(i);
+  EXPECT_EQ(full_cycle(pool, 7, kStep), 7u);
+}
+
+TEST(ContextPoolGenerations, AContextRestartedUnderANewGenerationIsReportedUnderIt) {
+  EngineWorld w;
+  dataplane::ContextPool pool = small_pool(w);
+  const int32_t i = pool.acquire();
+  pool.start(i, w.snapshot->policy, 3);
+  pool.release(i);
+  // The same policy object under another generation (a retired snapshot's
+  // successor allocated at the same address) is a different policy.
+  ASSERT_EQ(pool.acquire(), i);
+  pool.start(i, w.snapshot->policy, 4);
+  EXPECT_EQ(pool.at(i).generation, 4u);
+  EXPECT_EQ(full_cycle(pool, 6, kStep), 4u);
+}
+
+// Policy A (generation 3): /v1/models has a budget of one.
+inline constexpr std::string_view kPolicyA = R"(sluice: 1
+name: policy-a
+service_ports: [80]
+header_style: seed
+buckets:
+  models: { rate: 1/min, burst: 1 }
+rules:
+  - name: models
+    path: /v1/models
+    key: client_ip
+    bucket: models
+refusal:
+  status: 429
+  body: 'slow down'
+)";
+
+// Policy B (generation 4): no rule for /v1/models, which is forwarded as is;
+// another field set (it requires a header A does not know).
+inline constexpr std::string_view kPolicyB = R"(sluice: 1
+name: policy-b
+service_ports: [80]
+header_style: seed
+buckets:
+  gone: { rate: 1000/min, burst: 1000 }
+rules:
+  - name: gone
+    path: "/v0/*"
+    require: [X-Tenant]
+    key: client_ip
+    bucket: gone
+    answer: 404
+refusal:
+  status: 429
+  body: 'slow down'
+not_found:
+  status: 404
+  body: 'gone'
+)";
+
+// A snapshot of `text` compiled with the world's hasher, as a reload makes one.
+std::unique_ptr<dataplane::PolicySnapshot> compiled_snapshot(const EngineWorld& w, std::string_view text,
+                                                             uint64_t generation) {
+  policy::LoadResult loaded = policy::load_policy_text(text, "reloaded.yaml");
+  for (const auto& e : loaded.errors) ADD_FAILURE() << e.to_string();
+  std::vector<policy::PolicyError> errors;
+  auto compiled = limiter::compile_policy(*loaded.policy, *w.hasher, errors);
+  for (const auto& e : errors) ADD_FAILURE() << e.to_string();
+  auto s = std::make_unique<dataplane::PolicySnapshot>();
+  s->policy = std::move(*compiled);
+  for (uint16_t p : s->policy.source.service_ports) s->service_ports.set(p);
+  s->generation = generation;
+  return s;
+}
+
+// More contexts than the engine looks at per loop pass (256): a full cycle
+// takes three passes.
+dataplane::EngineConfig three_pass_config() {
+  dataplane::EngineConfig c = EngineWorld::small_config();
+  c.contexts = 600;
+  return c;
+}
+constexpr int kPassesPerCycle = 3;
+
+uint64_t engine_cycle(EngineWorld& w, uint64_t pass_generation) {
+  uint64_t reported = 0;
+  for (int i = 0; i < kPassesPerCycle; ++i) reported = w.engine->policy_generation_in_use(pass_generation);
+  return reported;
+}
+
+TEST(PolicySwap, AHeadSplitAcrossTheSwapIsDecidedByThePolicyItStartedUnder) {
+  EngineWorld w(kPolicyA, three_pass_config());
+  w.snapshot->generation = 3;
+  std::unique_ptr<dataplane::PolicySnapshot> next = compiled_snapshot(w, kPolicyB, 4);
+  EXPECT_EQ(engine_cycle(w, 3), 3u);
+
+  Connection c(w);
+  c.handshake();
+  const uint32_t seq = c.client_seq_;
+  ASSERT_EQ(c.data(kGet.substr(0, 20)).action, FrameAction::kDrop);  // held under A
+
+  // The reload: every later segment comes with B.
+  std::unique_ptr<dataplane::PolicySnapshot> retired = std::exchange(w.snapshot, std::move(next));
+  EXPECT_EQ(engine_cycle(w, 4), 3u) << "the held head still needs A";
+
+  const size_t before = w.sink.sent.size();
+  const Fed rest = c.data(kGet.substr(20));
+  // A admits it (B has no rule for the path and would forward it uncounted).
+  ASSERT_TRUE(rest.forwarded());
+  EXPECT_EQ(w.counters.admitted.get(), 1u);
+  EXPECT_EQ(w.counters.forwarded.get(), 0u);
+  EXPECT_EQ(w.counters.rules[0].admitted.get(), 1u);
+  std::string at_origin;
+  for (const SentSegment& s : sent_to(w, Side::kOrigin, before)) at_origin += s.payload();
+  at_origin += rest.payload();
+  EXPECT_EQ(at_origin, kGet);
+  EXPECT_EQ(rest.view.seq, seq + 20);
+
+  // Admitted, its response outstanding: the context is still held, but the
+  // request is over on the client's side, so the context moved to B at its
+  // end; a full cycle later the worker no longer needs A.
+  EXPECT_EQ(w.engine->contexts().free_count(), w.engine->contexts().size() - 1);
+  EXPECT_EQ(w.engine->policy_generation_in_use(4), 3u);  // a partial cycle reports the last full one
+  EXPECT_EQ(w.engine->policy_generation_in_use(4), 3u);
+  EXPECT_EQ(w.engine->policy_generation_in_use(4), 4u);
+
+  // The response ends the request: the context goes back to the pool.
+  ASSERT_TRUE(c.respond(kOk).forwarded());
+  EXPECT_EQ(w.engine->contexts().free_count(), w.engine->contexts().size());
+  EXPECT_EQ(engine_cycle(w, 4), 4u);
+  // What collect(4) then does: A is freed. Nothing may touch it from here
+  // (the context that held it is the one the next request gets back; under
+  // ASan a stray read of A fails this test).
+  retired.reset();
+
+  // The next request on the keep-alive connection takes a fresh context,
+  // started under B: forwarded as B says (under A, whose budget of one is
+  // spent, it would be refused).
+  const Fed second = c.data(kGet);
+  EXPECT_TRUE(second.forwarded());
+  EXPECT_EQ(second.payload(), kGet);
+  EXPECT_EQ(w.counters.forwarded.get(), 1u);
+  EXPECT_EQ(w.counters.refused.get(), 0u);
+  EXPECT_EQ(w.counters.admitted.get(), 1u);
+  EXPECT_EQ(engine_cycle(w, 4), 4u);
+}
+
+TEST(PolicySwap, ASplitHeadRefusedByItsPolicyIsRefusedAfterTheSwap) {
+  EngineWorld w(kPolicyA, three_pass_config());
+  w.snapshot->generation = 3;
+  std::unique_ptr<dataplane::PolicySnapshot> next = compiled_snapshot(w, kPolicyB, 4);
+  {
+    Connection spend(w, false, 41000);  // A's budget of one, spent
+    spend.handshake();
+    ASSERT_TRUE(spend.data(kGet).forwarded());
+    ASSERT_TRUE(spend.respond(kOk).forwarded());
+  }
+  Connection c(w);
+  c.handshake();
+  const uint32_t request_seq = c.client_seq_;
+  ASSERT_EQ(c.data(kGet.substr(0, 30)).action, FrameAction::kDrop);
+  const std::unique_ptr<dataplane::PolicySnapshot> retired = std::exchange(w.snapshot, std::move(next));
+  const size_t before = w.sink.sent.size();
+  EXPECT_EQ(c.data(kGet.substr(30)).action, FrameAction::kDrop);
+  EXPECT_EQ(w.counters.refused.get(), 1u);
+  EXPECT_EQ(w.counters.forwarded.get(), 0u);
+  const auto to_client = sent_to(w, Side::kClient, before);
+  ASSERT_EQ(to_client.size(), 1u);
+  EXPECT_EQ(to_client[0].payload().rfind("HTTP/1.1 429 ", 0), 0u) << to_client[0].payload();
+  // None of the refused request reached the origin: only the RST.
+  const auto to_origin = sent_to(w, Side::kOrigin, before);
+  ASSERT_EQ(to_origin.size(), 1u);
+  EXPECT_TRUE(to_origin[0].view.has(flag::kRst));
+  EXPECT_EQ(to_origin[0].view.seq, request_seq);
+  // The answer went out and the context with it: A is no longer needed.
+  EXPECT_EQ(w.engine->contexts().free_count(), w.engine->contexts().size());
+  EXPECT_EQ(engine_cycle(w, 4), 4u);
+}
+
+// A request pipelined behind one still unanswered starts a new message of
+// the same context: between the two, the context moves to the current policy
+// (its response stream kept), so pipelining neither keeps a client on a
+// replaced policy nor keeps that policy alive.
+TEST(PolicySwap, APipelinedRequestAfterAReloadIsDecidedByTheNewPolicy) {
+  EngineWorld w(kPolicyA, three_pass_config());
+  w.snapshot->generation = 3;
+  std::unique_ptr<dataplane::PolicySnapshot> next = compiled_snapshot(w, kPolicyB, 4);
+  Connection c(w);
+  c.handshake();
+  ASSERT_TRUE(c.data(kGet).forwarded());  // admitted under A, its response outstanding
+  const std::unique_ptr<dataplane::PolicySnapshot> retired = std::exchange(w.snapshot, std::move(next));
+  EXPECT_TRUE(c.data(kGet).forwarded());  // B: no rule for it (A would refuse: over its budget of one)
+  EXPECT_EQ(w.counters.refused.get(), 0u);
+  EXPECT_EQ(w.counters.forwarded.get(), 1u);
+  EXPECT_EQ(engine_cycle(w, 4), 4u);  // nothing in flight refers to A any more
+  // Both responses still reach the client, in order.
+  ASSERT_TRUE(c.respond(kOk).forwarded());
+  ASSERT_TRUE(c.respond(kOk).forwarded());
+}
+
+}  // namespace
+}  // namespace sluice::test
