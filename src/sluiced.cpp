@@ -42,6 +42,7 @@
 #include "limiter/compiled_policy.h"
 #include "limiter/credential_slots.h"
 #include "sluiced_commands.h"
+#include "sluiced_metrics.h"
 #include "sluiced_options.h"
 #include "sluiced_policy.h"
 
@@ -324,35 +325,6 @@ int run(const sluiced::Options& o) {
       return fail(ExitCode::kControl, err);
     }
   }
-  // Prometheus: every worker counter as sluice_<name>_total (summed, and per
-  // worker), the flows tracked, the policy generation.
-  const control::MetricsServer::Render render_metrics = [&]() -> std::string {
-    std::string m;
-    auto line = [&m](const std::string& s) { m += s + '\n'; };
-#define SLUICE_METRIC(name, help)                                                                    \
-  {                                                                                                  \
-    line(std::string("# HELP sluice_") + #name + "_total " + help);                                  \
-    line(std::string("# TYPE sluice_") + #name + "_total counter");                                  \
-    for (unsigned i = 0; i < o.workers; ++i) {                                                       \
-      line(std::string("sluice_") + #name + "_total{worker=\"" + std::to_string(i) + "\"} " +        \
-           std::to_string(counters[i].name.get()));                                                  \
-    }                                                                                                \
-  }
-    SLUICE_WORKER_COUNTERS(SLUICE_METRIC)
-#undef SLUICE_METRIC
-    line("# HELP sluice_flows_active TCP flows tracked");
-    line("# TYPE sluice_flows_active gauge");
-    for (unsigned i = 0; i < o.workers; ++i) {
-      line("sluice_flows_active{worker=\"" + std::to_string(i) + "\"} " +
-           std::to_string(counters[i].flows_active.load(std::memory_order_relaxed)));
-    }
-    const std::shared_ptr<const dataplane::PolicySnapshot> cur_held = publisher.current();
-    const dataplane::PolicySnapshot& cur = *cur_held;
-    line("# HELP sluice_policy_generation policies published since start (0: the first)");
-    line("# TYPE sluice_policy_generation gauge");
-    line("sluice_policy_generation{policy=\"" + cur.policy.source.name + "\"} " + std::to_string(cur.generation));
-    return m;
-  };
   // What the control plane owns and publishes to the workers: live runs,
   // credentials, and the reclamation of idle buckets.
   auto wait_for_readers = [qsbr] { rte_rcu_qsbr_synchronize(qsbr, RTE_QSBR_THRID_INVALID); };
@@ -492,7 +464,9 @@ int run(const sluiced::Options& o) {
 
   std::thread control_thread([&] { control_server.serve(g_stop, handler); });
   std::thread metrics_thread;
-  if (!o.metrics.empty()) metrics_thread = std::thread([&] { metrics_server.serve(g_stop, render_metrics); });
+  if (!o.metrics.empty()) {
+    metrics_thread = std::thread([&] { metrics_server.serve(g_stop, [&] { return sluiced::render_metrics(daemon); }); });
+  }
   // Every region of both tables once every 10 s: a bucket is dropped within
   // 10 s of becoming droppable (RF08's 10 minutes idle, TB07's quiet time).
   std::thread reclaimer_thread([&] { reclaimer.serve(g_stop, std::chrono::seconds(10)); });

@@ -1,0 +1,59 @@
+// The sequence-number correspondence of one direction of a flow whose byte
+// stream the appliance edits, the way NAT helpers do: bytes inserted (the
+// RateLimit fields of an admitted response, a 429 spliced into the response
+// stream) and bytes removed (a refused request absorbed on a keep-alive
+// connection). The sender numbers the stream it sent; the receiver sees the
+// edited one. Sequence numbers of the sender's segments are mapped forward;
+// the receiver's acknowledgements and SACK edges are mapped back.
+//
+// An edit is kept until the receiver has acknowledged past it (no segment
+// before it can then be sent again); it is then folded into a base shift.
+// Fixed capacity, no allocation: a flow with more edits in flight than that
+// gets no more (the caller then leaves the stream as it is).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace sluice::dataplane {
+
+class SeqShift {
+ public:
+  static constexpr unsigned kMaxEdits = 8;
+
+  // At sender sequence `at` (after every edit already recorded), `removed`
+  // bytes of the sender's stream are dropped and `inserted` bytes put in
+  // their place. False if there is no room (nothing recorded) or `at` is
+  // before the last edit.
+  [[nodiscard]] bool add(uint32_t at, uint32_t removed, uint32_t inserted) noexcept;
+
+  // A sender sequence number as the receiver sees it. A position inside a
+  // removed range maps to where the range went (after what was inserted).
+  [[nodiscard]] uint32_t forward(uint32_t sender_seq) const noexcept;
+  // A receiver acknowledgement (or SACK edge) in the sender's numbers. An
+  // acknowledgement inside inserted bytes covers the sender's bytes only up
+  // to the edit.
+  [[nodiscard]] uint32_t backward(uint32_t receiver_ack) const noexcept;
+
+  // The receiver has acknowledged up to `receiver_ack`: edits wholly before
+  // it are folded into the base shift.
+  void acknowledged(uint32_t receiver_ack) noexcept;
+
+  [[nodiscard]] bool empty() const noexcept { return count_ == 0 && base_ == 0; }
+  [[nodiscard]] unsigned pending() const noexcept { return count_; }
+  // The shift of everything after the last edit (receiver - sender).
+  [[nodiscard]] int64_t total_shift() const noexcept;
+
+ private:
+  struct Edit {
+    uint32_t at;        // sender sequence
+    uint32_t removed;
+    uint32_t inserted;
+    int64_t before;     // shift of the positions before it (base included)
+  };
+  std::array<Edit, kMaxEdits> edits_{};
+  unsigned count_ = 0;
+  int64_t base_ = 0;  // shift of every position before the first pending edit
+};
+
+}  // namespace sluice::dataplane

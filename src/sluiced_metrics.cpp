@@ -1,0 +1,104 @@
+// See sluiced_metrics.h. Counters end in _total; everything else is a gauge.
+#include "sluiced_metrics.h"
+
+#include <rte_ethdev.h>
+
+namespace sluice::sluiced {
+
+namespace {
+
+class Exposition {
+ public:
+  void family(const std::string& name, const char* type, const std::string& help) {
+    out_ += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  }
+  void sample(const std::string& name, const std::string& labels, uint64_t value) {
+    out_ += name + (labels.empty() ? "" : "{" + labels + "}") + " " + std::to_string(value) + "\n";
+  }
+  [[nodiscard]] std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+// A label value as the exposition format wants it: \, " and newlines escaped.
+std::string quoted(const std::string& s) {
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '\\' || c == '"') q += '\\';
+    q += c == '\n' ? 'n' : c;
+  }
+  return q + "\"";
+}
+
+}  // namespace
+
+std::string render_metrics(const Daemon& d) {
+  Exposition e;
+#define SLUICE_METRIC(name, help)                                                               \
+  e.family(std::string("sluice_") + #name + "_total", "counter", help);                         \
+  for (unsigned i = 0; i < d.workers; ++i) {                                                    \
+    e.sample(std::string("sluice_") + #name + "_total", "worker=\"" + std::to_string(i) + "\"", \
+             d.counters[i].name.get());                                                         \
+  }
+  SLUICE_WORKER_COUNTERS(SLUICE_METRIC)
+#undef SLUICE_METRIC
+  e.family("sluice_flows_active", "gauge", "TCP flows tracked");
+  for (unsigned i = 0; i < d.workers; ++i) {
+    e.sample("sluice_flows_active", "worker=\"" + std::to_string(i) + "\"",
+             d.counters[i].flows_active.load(std::memory_order_relaxed));
+  }
+
+  const std::shared_ptr<const dataplane::PolicySnapshot> snapshot = d.publisher->current();
+  e.family("sluice_rule_requests_total", "counter", "requests per rule of the current policy and verdict");
+  for (const limiter::CompiledRule& r : snapshot->policy.rules) {
+    const size_t slot = dataplane::rule_slot(r.index);
+    uint64_t admitted = 0, refused = 0, answered = 0;
+    for (unsigned i = 0; i < d.workers; ++i) {
+      admitted += d.counters[i].rules[slot].admitted.get();
+      refused += d.counters[i].rules[slot].refused.get();
+      answered += d.counters[i].rules[slot].answered.get();
+    }
+    e.sample("sluice_rule_requests_total", "rule=" + quoted(r.name) + ",verdict=\"admitted\"", admitted);
+    e.sample("sluice_rule_requests_total", "rule=" + quoted(r.name) + ",verdict=\"refused\"", refused);
+    e.sample("sluice_rule_requests_total", "rule=" + quoted(r.name) + ",verdict=\"answered\"", answered);
+  }
+
+  const limiter::BucketTable* tables[2] = {&d.limiter->buckets, &d.limiter->credential_records};
+  const char* table_names[2] = {"buckets", "credential_slots"};
+  e.family("sluice_table_entries", "gauge", "entries in use in a shared table");
+  for (int t = 0; t < 2; ++t) e.sample("sluice_table_entries", std::string("table=\"") + table_names[t] + "\"", tables[t]->count_live());
+  e.family("sluice_table_capacity", "gauge", "entries a shared table holds");
+  for (int t = 0; t < 2; ++t) e.sample("sluice_table_capacity", std::string("table=\"") + table_names[t] + "\"", tables[t]->capacity());
+  e.family("sluice_table_overflows_total", "counter", "keys charged to their kind's overflow bucket (no slot free)");
+  for (int t = 0; t < 2; ++t) e.sample("sluice_table_overflows_total", std::string("table=\"") + table_names[t] + "\"", tables[t]->overflows());
+  if (d.reclaimer != nullptr) {
+    e.family("sluice_table_reclaimed_total", "counter", "idle entries dropped (RF08, TB07)");
+    for (int t = 0; t < 2; ++t) e.sample("sluice_table_reclaimed_total", std::string("table=\"") + table_names[t] + "\"", d.reclaimer->freed(static_cast<size_t>(t)));
+  }
+  e.family("sluice_runs_live", "gauge", "live runs");
+  e.sample("sluice_runs_live", "", d.runs->size());
+  e.family("sluice_credentials", "gauge", "credentials in the credential-to-user map");
+  e.sample("sluice_credentials", "", d.credentials->summary().credentials);
+
+  e.family("sluice_port_packets_total", "counter", "packets per port and direction, as the driver counts them");
+  e.family("sluice_port_dropped_total", "counter", "packets the port missed or could not take");
+  for (int i = 0; i < 2; ++i) {
+    rte_eth_stats s{};
+    if (rte_eth_stats_get(d.ports[i].id, &s) != 0) continue;
+    const std::string port = std::string("port=\"") + (i == 0 ? "client" : "origin") + "\"";
+    e.sample("sluice_port_packets_total", port + ",direction=\"rx\"", s.ipackets);
+    e.sample("sluice_port_packets_total", port + ",direction=\"tx\"", s.opackets);
+    e.sample("sluice_port_dropped_total", port + ",reason=\"rx_missed\"", s.imissed);
+    e.sample("sluice_port_dropped_total", port + ",reason=\"rx_errors\"", s.ierrors);
+    e.sample("sluice_port_dropped_total", port + ",reason=\"tx_errors\"", s.oerrors);
+  }
+
+  e.family("sluice_policy_generation", "gauge", "policies published since start (0: the first)");
+  e.sample("sluice_policy_generation", "policy=" + quoted(snapshot->policy.source.name), snapshot->generation);
+  e.family("sluice_policy_snapshots_held", "gauge", "the current policy and retired ones a request in flight may still use");
+  e.sample("sluice_policy_snapshots_held", "", d.publisher->held());
+  return e.take();
+}
+
+}  // namespace sluice::sluiced
