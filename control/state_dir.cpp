@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/random.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -190,6 +191,37 @@ Secret load_or_create_secret(const std::string& dir, const std::string& name) {
     got += static_cast<size_t>(n);
   }
   return s;
+}
+
+StateDirLock::~StateDirLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string StateDirLock::acquire(const std::string& dir) {
+  const std::string path = dir + "/lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return "cannot open " + path + ": " + std::strerror(errno);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    char holder[32] = {};
+    const ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
+    ::close(fd);
+    if (e == EWOULDBLOCK) {
+      std::string pid = n > 0 ? std::string(holder, static_cast<size_t>(n)) : std::string("?");
+      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+      return dir + " is in use by another sluiced (pid " + pid + "); give each its own --state-dir";
+    }
+    return "cannot lock " + path + ": " + std::strerror(e);
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    const int e = errno;
+    ::close(fd);
+    return "cannot write " + path + ": " + std::strerror(e);
+  }
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+  return {};
 }
 
 }  // namespace sluice::control

@@ -30,6 +30,23 @@ namespace sluice::control {
 // durable. "" or the reason.
 [[nodiscard]] std::string sync_dir(const std::string& dir);
 
+// An exclusive lock on DIR/lock (flock) held for the object's life, with the
+// holder's pid written in it: a second sluiced on the same state directory
+// would interleave journal records and credential rewrites, so it is refused.
+// The kernel drops the lock when the process ends, however it ends.
+class StateDirLock {
+ public:
+  StateDirLock() = default;
+  StateDirLock(const StateDirLock&) = delete;
+  StateDirLock& operator=(const StateDirLock&) = delete;
+  ~StateDirLock();
+  // "" or why not (naming the holder's pid when it is another process).
+  [[nodiscard]] std::string acquire(const std::string& dir);
+
+ private:
+  int fd_ = -1;
+};
+
 inline constexpr size_t kSecretSize = 192;
 
 struct Secret {

@@ -133,6 +133,10 @@ int run(const sluiced::Options& o) {
   if (const std::string err = control::prepare_state_dir(o.state_dir); !err.empty()) {
     return fail(ExitCode::kState, "--state-dir " + o.state_dir + ": " + err);
   }
+  control::StateDirLock state_lock;
+  if (const std::string err = state_lock.acquire(o.state_dir); !err.empty()) {
+    return fail(ExitCode::kState, "--state-dir: " + err);
+  }
   const control::Secret secret = control::load_or_create_secret(o.state_dir, "credential.secret");
   if (!secret.error.empty()) return fail(ExitCode::kState, secret.error);
   const limiter::KeyHasher credential_hasher{std::span<const uint8_t, limiter::KeyHasher::kSecretSize>(secret.bytes)};

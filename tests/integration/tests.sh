@@ -534,6 +534,13 @@ t_ctl_status_stats() {
   check_eq "policy check of a broken file: file:line:column" "$(grep -cE 'broken.yaml:4:[0-9]+: ' <<<"$out")" 1
   "$ctl" --socket "$SLT_TMP/control.sock" frobnicate >/dev/null 2>&1
   check_eq "unknown command: exit" "$?" 2
+  # A second sluiced on the same state directory is refused before it
+  # touches a port (exit 8), naming the one that holds it.
+  out="$(ip netns exec "$NS_BOX" timeout 20 "$SLUICED" --config "$SLT_TMP/policies/tb-small.yaml" --af-packet c1:o1 \
+    --state-dir "$SLT_TMP/state" --control-socket "$SLT_TMP/second.sock" 2>&1)"
+  rc=$?
+  check_eq "a second sluiced on the state directory: exit 8" "$rc" 8
+  check_eq "... told who holds it" "$(grep -c 'in use by another sluiced (pid [0-9]*)' <<<"$out")" 1
   "$ctl" --socket "$SLT_TMP/nothing-here.sock" status >/dev/null 2>&1
   check_eq "no daemon: exit" "$?" 3
   finish

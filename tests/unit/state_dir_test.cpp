@@ -172,5 +172,20 @@ TEST_F(StateDirTest, SecretThatIsNotAFileIsRefused) {
   EXPECT_NE(load_or_create_secret(root_, "secret").error, "");
 }
 
+// A second sluiced on one state directory is refused, told who holds it;
+// the lock goes with its holder.
+TEST_F(StateDirTest, ASecondHolderOfTheDirectoryIsRefused) {
+  std::string pid = std::to_string(::getpid());
+  {
+    StateDirLock first;
+    ASSERT_EQ(first.acquire(root_), "");
+    StateDirLock second;
+    const std::string err = second.acquire(root_);
+    EXPECT_NE(err.find("in use by another sluiced (pid " + pid + ")"), std::string::npos) << err;
+  }
+  StateDirLock again;
+  EXPECT_EQ(again.acquire(root_), "");
+}
+
 }  // namespace
 }  // namespace sluice::control
