@@ -86,9 +86,12 @@ class FlowEngine {
 
   [[nodiscard]] const FlowTable& flows() const noexcept { return flows_; }
   // The oldest policy generation a request in flight may still use (see
-  // ContextPool::oldest_generation); called once per loop pass.
+  // ContextPool::oldest_generation); called once per loop pass. A few
+  // contexts per pass keep the cost per bridged frame near nothing; the
+  // control plane frees retired policies a second later or so anyway.
+  static constexpr size_t kContextsScannedPerPass = 32;
   [[nodiscard]] uint64_t policy_generation_in_use(uint64_t pass_generation) noexcept {
-    return contexts_.oldest_generation(pass_generation, 256);
+    return contexts_.oldest_generation(pass_generation, kContextsScannedPerPass);
   }
   [[nodiscard]] const ContextPool& contexts() const noexcept { return contexts_; }
 

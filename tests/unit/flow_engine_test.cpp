@@ -759,11 +759,11 @@ std::unique_ptr<dataplane::PolicySnapshot> compiled_snapshot(const EngineWorld& 
   return s;
 }
 
-// More contexts than the engine looks at per loop pass (256): a full cycle
+// Three times the contexts the engine looks at per loop pass: a full cycle
 // takes three passes.
 dataplane::EngineConfig three_pass_config() {
   dataplane::EngineConfig c = EngineWorld::small_config();
-  c.contexts = 600;
+  c.contexts = 3 * dataplane::FlowEngine::kContextsScannedPerPass;
   return c;
 }
 constexpr int kPassesPerCycle = 3;
