@@ -147,15 +147,9 @@ void write_rules(const Daemon& d, JsonWriter& w) {
   const limiter::CompiledPolicy& p = snapshot->policy;
   w.key("rules").begin_array();
   for (const limiter::CompiledRule& r : p.rules) {
-    const size_t slot = dataplane::rule_slot(r.index);
-    uint64_t admitted = 0, refused = 0, answered = 0;
-    for (unsigned i = 0; i < d.workers; ++i) {
-      admitted += d.counters[i].rules[slot].admitted.get();
-      refused += d.counters[i].rules[slot].refused.get();
-      answered += d.counters[i].rules[slot].answered.get();
-    }
-    w.begin_object().key("name").value(r.name).key("admitted").value(admitted).key("refused").value(refused);
-    w.key("answered").value(answered).end_object();
+    const RuleTotals t = rule_totals(d, r);
+    w.begin_object().key("name").value(r.name).key("admitted").value(t.admitted).key("refused").value(t.refused);
+    w.key("answered").value(t.answered).end_object();
   }
   w.end_array();
 }
@@ -580,6 +574,17 @@ Reply cmd_usage_report(const Daemon& d, const JsonValue& request, JsonWriter& w)
 }
 
 }  // namespace
+
+RuleTotals rule_totals(const Daemon& d, const limiter::CompiledRule& rule) {
+  const size_t slot = dataplane::rule_slot(rule.index);
+  RuleTotals t;
+  for (unsigned i = 0; i < d.workers; ++i) {
+    t.admitted += d.counters[i].rules[slot].admitted.get();
+    t.refused += d.counters[i].rules[slot].refused.get();
+    t.answered += d.counters[i].rules[slot].answered.get();
+  }
+  return t;
+}
 
 void add_commands(control::CommandTable& table, const Daemon& daemon) {
   const Daemon* d = &daemon;

@@ -42,4 +42,10 @@ struct Daemon {
 
 void add_commands(control::CommandTable& table, const Daemon& daemon);
 
+// One rule's verdicts, added up over the workers (by the rule's counter slot).
+struct RuleTotals {
+  uint64_t admitted = 0, refused = 0, answered = 0;
+};
+[[nodiscard]] RuleTotals rule_totals(const Daemon& daemon, const limiter::CompiledRule& rule);
+
 }  // namespace sluice::sluiced

@@ -52,16 +52,10 @@ std::string render_metrics(const Daemon& d) {
   const std::shared_ptr<const dataplane::PolicySnapshot> snapshot = d.publisher->current();
   e.family("sluice_rule_requests_total", "counter", "requests per rule of the current policy and verdict");
   for (const limiter::CompiledRule& r : snapshot->policy.rules) {
-    const size_t slot = dataplane::rule_slot(r.index);
-    uint64_t admitted = 0, refused = 0, answered = 0;
-    for (unsigned i = 0; i < d.workers; ++i) {
-      admitted += d.counters[i].rules[slot].admitted.get();
-      refused += d.counters[i].rules[slot].refused.get();
-      answered += d.counters[i].rules[slot].answered.get();
-    }
-    e.sample("sluice_rule_requests_total", "rule=" + quoted(r.name) + ",verdict=\"admitted\"", admitted);
-    e.sample("sluice_rule_requests_total", "rule=" + quoted(r.name) + ",verdict=\"refused\"", refused);
-    e.sample("sluice_rule_requests_total", "rule=" + quoted(r.name) + ",verdict=\"answered\"", answered);
+    const RuleTotals t = rule_totals(d, r);
+    e.sample("sluice_rule_requests_total", "rule=" + quoted(r.name) + ",verdict=\"admitted\"", t.admitted);
+    e.sample("sluice_rule_requests_total", "rule=" + quoted(r.name) + ",verdict=\"refused\"", t.refused);
+    e.sample("sluice_rule_requests_total", "rule=" + quoted(r.name) + ",verdict=\"answered\"", t.answered);
   }
 
   const limiter::BucketTable* tables[2] = {&d.limiter->buckets, &d.limiter->credential_records};

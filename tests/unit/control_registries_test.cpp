@@ -14,6 +14,7 @@
 #include "control/credential_registry.h"
 #include "control/run_journal.h"
 #include "control/run_registry.h"
+#include "scratch_dir.h"
 
 namespace sluice::control {
 namespace {
@@ -30,13 +31,8 @@ limiter::Digest digest_of(const limiter::KeyHasher& h, std::string_view s) {
 
 class TempDir : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/sluice-registry-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string dir_;
+  test::ScratchDir scratch_{"sluice-registry"};
+  std::string dir_ = scratch_.path();
 };
 
 using RunRegistryTest = TempDir;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "control/credential_file.h"
+#include "scratch_dir.h"
 
 namespace sluice::control {
 namespace {
@@ -169,22 +170,14 @@ TEST(CredentialFileRF04, AFileOfGarbageIsNotListedLineByLine) {
 
 class CredentialFileOnDisk : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char dir[] = "/tmp/sluice-credential-test.XXXXXX";
-    ASSERT_NE(::mkdtemp(dir), nullptr);
-    dir_ = dir;
-  }
-  void TearDown() override {
-    std::remove((dir_ + "/creds").c_str());
-    ::rmdir(dir_.c_str());
-  }
+  test::ScratchDir scratch_{"sluice-credential-test"};
   void write(const std::string& text) {
     FILE* f = std::fopen((dir_ + "/creds").c_str(), "wb");
     ASSERT_NE(f, nullptr);
     ASSERT_EQ(std::fwrite(text.data(), 1, text.size(), f), text.size());
     std::fclose(f);
   }
-  std::string dir_;
+  std::string dir_ = scratch_.path();
 };
 
 TEST_F(CredentialFileOnDisk, LoadsWhatFormatWroteRF04) {

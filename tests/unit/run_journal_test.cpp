@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "control/run_journal.h"
+#include "scratch_dir.h"
 
 namespace sluice::control {
 
@@ -30,16 +31,9 @@ constexpr const char* kHeaderLine = "# sluice runs journal v1\n";
 // A fresh directory under /tmp per test, removed afterwards.
 class RunJournalTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/sluice-run-journal-test-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    path_ = dir_ + "/runs.journal";
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
+  test::ScratchDir scratch_{"sluice-run-journal-test"};
+  std::string dir_ = scratch_.path();
+  std::string path_ = dir_ + "/runs.journal";
 
   std::string slurp() const {
     std::ifstream in(path_, std::ios::binary);
@@ -66,8 +60,6 @@ class RunJournalTest : public ::testing::Test {
     return r.live;
   }
 
-  std::string dir_;
-  std::string path_;
 };
 
 TEST(RunToken, Validation) {

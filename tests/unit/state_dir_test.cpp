@@ -12,6 +12,7 @@
 #include <string>
 
 #include "control/state_dir.h"
+#include "scratch_dir.h"
 
 namespace sluice::control {
 namespace {
@@ -19,15 +20,8 @@ namespace {
 // A fresh directory under /tmp per test, removed afterwards.
 class StateDirTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/sluice-state-dir-test-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(root_, ec);
-  }
+  test::ScratchDir scratch_{"sluice-state-dir-test"};
+  std::string root_ = scratch_.path();
 
   static std::string slurp(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
@@ -48,7 +42,6 @@ class StateDirTest : public ::testing::Test {
     return names;
   }
 
-  std::string root_;
 };
 
 TEST_F(StateDirTest, CreatesMissingDirectoryAndParents) {
