@@ -340,8 +340,10 @@ ResponseStep ResponseStream::feed_head(std::span<const char> piece) noexcept {
     if (head_bytes_ == max) return fail(ResponseError::kHeadTooLarge);
     ++head_bytes_;
     const bool final_lf = head_state_ == HeadState::kFinalLF;
+    const bool status_lf = head_state_ == HeadState::kStatusLF;
     const ResponseError e = step(static_cast<unsigned char>(piece[i++]));
     if (e != ResponseError::kNone) return fail(e);
+    if (status_lf && report_status_lines_) return {ResponseEvent::kStatusLine, ResponseError::kNone, i};
     if (!final_lf) continue;
 
     // The head is complete and head_ holds it.

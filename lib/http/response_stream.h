@@ -97,6 +97,8 @@ struct ResponseHead {
 
 enum class ResponseEvent : uint8_t {
   kNeedMore,     // every byte was consumed; nothing to act on yet
+  kStatusLine,   // only with report_status_lines(true): a status line is complete, `consumed` marks the
+                 // byte after its LF (where field lines may be inserted), status_line_code() is its code
   kHead,         // a response head is complete: head() is valid
   kResponseEnd,  // a final response is complete (body included); outstanding() counts it no more.
                  // `consumed` then marks the byte after it: where a response of the appliance's
@@ -162,6 +164,12 @@ class ResponseStream {
   [[nodiscard]] bool at_boundary() const noexcept { return state_ == State::kHead && head_bytes_ == 0; }
   [[nodiscard]] ResponseError error() const noexcept { return error_; }
 
+  // Whether next() also stops after each status line (kStatusLine), for a
+  // caller that inserts field lines into responses (reset() keeps it).
+  void report_status_lines(bool on) noexcept { report_status_lines_ = on; }
+  // The status code of the status line just reported.
+  [[nodiscard]] uint16_t status_line_code() const noexcept { return status_; }
+
  private:
   enum class State : uint8_t { kHead, kBody, kUntilClose, kSwitch, kPassThrough, kClosed, kFailed };
   // Position inside a head.
@@ -201,6 +209,7 @@ class ResponseStream {
   ResponseError error_ = ResponseError::kNone;
   bool last_connection_close_ = false;
   bool last_keep_alive_ = true;
+  bool report_status_lines_ = false;
   uint64_t completed_ = 0;
 
   // The head being read.

@@ -553,6 +553,49 @@ TEST(ResponseStream, QueueIsBoundedAndReusedInOrder) {
   EXPECT_EQ(s.completed(), 200u);
 }
 
+// Issue 6 inserts the RateLimit fields right after a final response's
+// status line: asked to, the stream stops there, once per status line
+// (interim ones included, with their code), wherever the segments are cut;
+// by default it does not.
+TEST(ResponseStream, ReportsWhereEachStatusLineEndsWhenAsked) {
+  const std::string input =
+      "HTTP/1.1 100 Continue\r\n\r\n"
+      "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+      "HTTP/1.1 204\r\n\r\n";
+  const size_t first_lf = std::string("HTTP/1.1 100 Continue\r\n").size();
+  const size_t second_lf = input.find("OK\r\n") + 4;
+  const size_t third_lf = input.find("204\r\n") + 5;
+  for (size_t cut : {input.size(), size_t{1}, size_t{7}}) {  // whole, byte by byte, in sevens
+    ResponseStream s;
+    s.report_status_lines(true);
+    ASSERT_TRUE(s.expect(K::kOrdinary));
+    ASSERT_TRUE(s.expect(K::kOrdinary));
+    std::vector<std::pair<size_t, uint16_t>> lines;
+    size_t heads = 0, ends = 0;
+    for (size_t pos = 0; pos < input.size();) {
+      const size_t len = std::min(cut, input.size() - pos);
+      size_t off = 0;
+      for (;;) {
+        const ResponseStep st = s.next(std::span<const char>(input.data() + pos + off, len - off));
+        off += st.consumed;
+        if (st.event == E::kStatusLine) lines.emplace_back(pos + off, s.status_line_code());
+        if (st.event == E::kHead) ++heads;
+        if (st.event == E::kResponseEnd) ++ends;
+        ASSERT_NE(st.event, E::kError) << to_string(st.error);
+        if (st.event == E::kNeedMore) break;
+      }
+      pos += len;
+    }
+    const std::vector<std::pair<size_t, uint16_t>> want = {{first_lf, 100}, {second_lf, 200}, {third_lf, 204}};
+    EXPECT_EQ(lines, want) << "cut " << cut;
+    EXPECT_EQ(heads, 3u);
+    EXPECT_EQ(ends, 2u);
+  }
+  ResponseStream quiet;
+  ASSERT_TRUE(quiet.expect(K::kOrdinary));
+  EXPECT_EQ(quiet.next(std::string_view("HTTP/1.1 200 OK\r\nContent-Le")).event, E::kNeedMore);
+}
+
 TEST(ResponseStream, ResetStartsAFreshFlow) {
   ResponseStream s;
   ASSERT_TRUE(s.expect(K::kOrdinary));
