@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "segment_rewrite.h"
 #include "segment_writer.h"
 
 namespace sluice::dataplane {
@@ -36,9 +37,12 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
       answers_(config.answer_bytes),
       scratch_(std::make_unique<limiter::DecisionScratch>()) {
   scratch_->trace_seed = trace_seed;
-  // Admitted responses pass unchanged (inserting the fields into them needs
-  // sequence adjustment, issue 6): their fields need not be rendered.
-  scratch_->render_admitted_fields = false;
+  // Without insertion admitted responses pass unchanged: their fields need
+  // not be rendered.
+  scratch_->render_admitted_fields = config.insert_fields;
+  if (config.insert_fields) {
+    edit_buf_ = std::make_unique<uint8_t[]>(65536 + SeqShift::kMaxEdits * kMaxInsertedFields);
+  }
 }
 
 FrameResult FlowEngine::on_frame(const ServiceFrame& sf, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
@@ -130,6 +134,7 @@ FrameResult FlowEngine::on_client(TcpFlow* flow, const ServiceFrame& sf, uint8_t
   }
 
   const FrameResult r = client_segment(*flow, frame, v, snap, now, out);
+  if (flow->stream_edited && r.action == FrameAction::kForward) to_origin_edited(*flow, frame, v);
   if (v.has(flag::kFin) && r.action == FrameAction::kForward) {
     flow->client_fin = true;
     close_if_finished(*flow);
@@ -200,6 +205,9 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
       return r;
     }
     contexts_.start(flow.context, snap.policy, snap.generation);
+    ParseContext& fresh = contexts_.at(flow.context);
+    fresh.to_client.reset(flow.to_client_base);
+    fresh.responses.report_status_lines(config_.insert_fields);
   }
   ParseContext& ctx = contexts_.at(flow.context);
   // The policy a head is parsed and decided under: the one its context was
@@ -348,6 +356,11 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
         }
         // Room was checked when this head began.
         (void)ctx.responses.expect(http::request_kind(rs->head()));
+        if (config_.insert_fields) {
+          const bool fields = d.verdict == limiter::Verdict::kAdmit && !d.fields.empty();
+          if (fields && d.fields.size() > kMaxInsertedFields) counters_.fields_skipped.add();
+          ctx.push_response_fields(fields ? d.fields : std::string_view());
+        }
         break;
       }
       case http::StreamEvent::kMessageEnd:
@@ -383,6 +396,14 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
 }
 
 FrameResult FlowEngine::on_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, Nanos now, PacketSink& out) noexcept {
+  const uint32_t framed_before = flow != nullptr ? flow->origin_next : 0;
+  const FrameResult r = origin_segment(flow, frame, v, now, out);
+  if (flow == nullptr || !flow->stream_edited) return r;
+  return to_client_edited(*flow, frame, v, r, framed_before, out);
+}
+
+FrameResult FlowEngine::origin_segment(TcpFlow* flow, uint8_t* frame, FrameView& v, Nanos now,
+                                       PacketSink& out) noexcept {
   const FrameResult forward{FrameAction::kForward, v.frame_len, nullptr};
   const FrameResult drop{FrameAction::kDrop, v.frame_len, nullptr};
   if (flow == nullptr) return forward;
@@ -464,6 +485,22 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v)
       off += st.consumed;
       if (st.event == http::ResponseEvent::kNeedMore) break;
       if (st.event == http::ResponseEvent::kHead) continue;
+      if (st.event == http::ResponseEvent::kStatusLine) {
+        // A final response's fields go right after its status line (not an
+        // interim 1xx's; a 101 leaves HTTP and gets none).
+        const uint16_t code = ctx.responses.status_line_code();
+        if (code < 200 && code != 101) continue;
+        const FieldText* fields = ctx.take_response_fields();
+        if (fields == nullptr || fields->len == 0 || code == 101) continue;
+        if (!ctx.to_client.add(v.seq + skip + static_cast<uint32_t>(off), 0, fields->len)) {
+          counters_.fields_skipped.add();
+          continue;
+        }
+        ctx.edit_text[ctx.to_client.pending() - 1] = *fields;
+        flow.stream_edited = true;
+        counters_.fields_inserted.add();
+        continue;
+      }
       if (st.event == http::ResponseEvent::kResponseEnd) {
         if (ctx.responses.outstanding() == 0) {
           ctx.requests->resolve_switch(false);
@@ -530,7 +567,8 @@ void FlowEngine::release_held(TcpFlow& flow, const ParseContext& ctx, const Fram
   if (flow.timestamps) mss = mss > kTimestampOptionBytes ? mss - kTimestampOptionBytes : 1;
   for (uint32_t off = 0; off < count;) {
     const uint32_t chunk = static_cast<uint32_t>(std::min<size_t>(mss, count - off));
-    send_to_origin(flow, out, flow.held_seq + off, v.ack, flag::kAck, {bytes + off, chunk}, v.window);
+    send_to_origin(flow, out, flow.held_seq + off, to_origin_ack(flow, v.ack), flag::kAck, {bytes + off, chunk},
+                   v.window);
     off += chunk;
   }
 }
@@ -628,7 +666,7 @@ void FlowEngine::emit(PacketSink& out, Side to, SegmentSpec& s) noexcept {
 void FlowEngine::send_to_client(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags,
                                 std::span<const uint8_t> payload) noexcept {
   SegmentSpec s = segment_from(flow, Side::kOrigin);
-  s.seq = seq;
+  s.seq = to_client_seq(flow, seq);  // the engine speaks in the origin's numbers
   s.ack = ack;
   s.flags = flags;
   s.window = flow.origin_window;
@@ -689,6 +727,8 @@ void FlowEngine::close_if_finished(TcpFlow& flow) noexcept {
 
 void FlowEngine::release_context(TcpFlow& flow) noexcept {
   if (flow.context < 0) return;
+  // What the edits so far shift the rest of the flow by.
+  flow.to_client_base = static_cast<uint32_t>(contexts_.at(flow.context).to_client.total_shift());
   contexts_.release(flow.context);
   flow.context = -1;
 }
@@ -696,7 +736,119 @@ void FlowEngine::release_context(TcpFlow& flow) noexcept {
 void FlowEngine::maybe_release_context(TcpFlow& flow) noexcept {
   if (flow.context < 0 || flow.state != FlowState::kEstablished) return;
   const ParseContext& ctx = contexts_.at(flow.context);
-  if (ctx.requests->idle() && ctx.responses.outstanding() == 0 && ctx.responses.at_boundary()) release_context(flow);
+  // An edit the client has not acknowledged keeps the context: a
+  // retransmission of its segment must be written again the same way.
+  if (ctx.requests->idle() && ctx.responses.outstanding() == 0 && ctx.responses.at_boundary() &&
+      ctx.to_client.pending() == 0) {
+    release_context(flow);
+  }
+}
+
+uint32_t FlowEngine::to_client_seq(const TcpFlow& flow, uint32_t origin_seq) noexcept {
+  if (!flow.stream_edited) return origin_seq;
+  if (flow.context >= 0) return contexts_.at(flow.context).to_client.forward(origin_seq);
+  return origin_seq + flow.to_client_base;
+}
+
+uint32_t FlowEngine::to_origin_ack(const TcpFlow& flow, uint32_t client_ack) noexcept {
+  if (!flow.stream_edited) return client_ack;
+  if (flow.context >= 0) return contexts_.at(flow.context).to_client.backward(client_ack);
+  return client_ack - flow.to_client_base;
+}
+
+namespace {
+
+// Whether the bytes inserted at `at` go out with the origin segment [seq,
+// end): the segment they follow the end of does; so does a retransmission
+// that starts right at them, since the client may hold only part of them (a
+// split segment's first half) and acknowledges no further until it has the
+// rest. A fresh segment that starts there follows bytes already sent.
+bool carries_edit(uint32_t at, uint32_t seq, uint32_t end, uint32_t framed_before) noexcept {
+  if (!seq_le(at, end)) return false;
+  return seq_lt(seq, at) || (seq == at && seq_lt(seq, framed_before));
+}
+
+}  // namespace
+
+FrameResult FlowEngine::to_client_edited(TcpFlow& flow, uint8_t* frame, FrameView& v, FrameResult r,
+                                         uint32_t framed_before, PacketSink& out) noexcept {
+  if (r.action != FrameAction::kForward || v.has(flag::kSyn)) return r;
+  if (flow.context >= 0 && v.payload_len != 0) {
+    const SeqShift& shift = contexts_.at(flow.context).to_client;
+    const uint32_t end = v.seq + v.payload_len;
+    for (unsigned i = 0; i < shift.pending(); ++i) {
+      if (carries_edit(shift.edit(i).at, v.seq, end, framed_before)) {
+        // The segment (or its retransmission) the fields go into: written
+        // again with them, the original dropped.
+        emit_with_fields(flow, frame, v, framed_before, out);
+        r.action = FrameAction::kDrop;
+        return r;
+      }
+    }
+  }
+  rewrite_seq(frame, v, to_client_seq(flow, v.seq));
+  return r;
+}
+
+void FlowEngine::to_origin_edited(TcpFlow& flow, uint8_t* frame, FrameView& v) noexcept {
+  if (!v.has(flag::kAck)) return;
+  if (flow.context >= 0) {
+    ParseContext& ctx = contexts_.at(flow.context);
+    ctx.acknowledged_by_client(v.ack);
+    shift_client_segment(frame, v, ctx.to_client);
+    maybe_release_context(flow);
+    return;
+  }
+  SeqShift base;
+  base.reset(flow.to_client_base);
+  shift_client_segment(frame, v, base);
+}
+
+void FlowEngine::emit_with_fields(TcpFlow& flow, const uint8_t* frame, const FrameView& v, uint32_t framed_before,
+                                  PacketSink& out) noexcept {
+  const ParseContext& ctx = contexts_.at(flow.context);
+  const SeqShift& shift = ctx.to_client;
+  const uint8_t* payload = frame + v.payload_offset;
+  const uint32_t len = v.payload_len;
+  uint8_t* buf = edit_buf_.get();
+  size_t n = 0;
+  uint32_t pos = 0;
+  // Where the client's numbering of this segment starts: before the bytes
+  // inserted right at its start, if it carries them.
+  uint32_t start = shift.forward(v.seq);
+  for (unsigned i = 0; i < shift.pending(); ++i) {
+    const uint32_t at = shift.edit(i).at;
+    if (!carries_edit(at, v.seq, v.seq + len, framed_before)) continue;
+    if (at == v.seq) start = v.seq + static_cast<uint32_t>(shift.edit(i).before);
+    const uint32_t k = at - v.seq;
+    std::memcpy(buf + n, payload + pos, k - pos);
+    n += k - pos;
+    pos = k;
+    const FieldText& text = ctx.edit_text[i];
+    std::memcpy(buf + n, text.bytes, text.len);
+    n += text.len;
+  }
+  std::memcpy(buf + n, payload + pos, len - pos);
+  n += len - pos;
+  // Cut to what the client accepts, as the origin would have.
+  size_t mss = flow.client_mss;
+  if (flow.timestamps) mss = mss > kTimestampOptionBytes ? mss - kTimestampOptionBytes : 1;
+  for (size_t off = 0; off < n;) {
+    const size_t chunk = std::min(mss, n - off);
+    const bool last = off + chunk == n;
+    SegmentSpec s = segment_from(flow, Side::kOrigin);
+    s.seq = start + static_cast<uint32_t>(off);
+    s.ack = v.ack;
+    s.flags = last ? v.flags : static_cast<uint8_t>(v.flags & ~(flag::kFin | flag::kPsh));
+    s.window = v.window;
+    if (v.options.has_timestamp) {
+      s.tsval = v.options.tsval;
+      s.tsecr = v.options.tsecr;
+    }
+    s.payload = {buf + off, chunk};
+    emit(out, Side::kClient, s);
+    off += chunk;
+  }
 }
 
 void FlowEngine::sweep(Nanos now, size_t slots) noexcept {

@@ -46,6 +46,10 @@ struct EngineConfig {
   uint32_t max_head_bytes = 64 * 1024;  // context buffers; a policy may ask less, never more
   uint16_t max_fields = 128;
   FlowTimeouts timeouts;
+  // Admitted responses get the rate-limit fields of their request's decision
+  // (TB16), inserted after the status line; the flow's sequence numbers are
+  // then shifted for the rest of its life (dataplane/README.md).
+  bool insert_fields = true;
 };
 
 enum class FrameAction : uint8_t { kForward, kDrop };
@@ -101,6 +105,17 @@ class FlowEngine {
   FrameResult client_segment(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
                              time::Nanos now, PacketSink& out) noexcept;
   FrameResult on_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, time::Nanos now, PacketSink& out) noexcept;
+  FrameResult origin_segment(TcpFlow* flow, uint8_t* frame, FrameView& v, time::Nanos now, PacketSink& out) noexcept;
+  // An edited flow's frames: origin segments shifted (or written again with
+  // the fields inserted), client acknowledgements shifted back.
+  // `framed_before` is the flow's origin_next before the segment was framed.
+  FrameResult to_client_edited(TcpFlow& flow, uint8_t* frame, FrameView& v, FrameResult r, uint32_t framed_before,
+                               PacketSink& out) noexcept;
+  void to_origin_edited(TcpFlow& flow, uint8_t* frame, FrameView& v) noexcept;
+  void emit_with_fields(TcpFlow& flow, const uint8_t* frame, const FrameView& v, uint32_t framed_before,
+                        PacketSink& out) noexcept;
+  [[nodiscard]] uint32_t to_client_seq(const TcpFlow& flow, uint32_t origin_seq) noexcept;
+  [[nodiscard]] uint32_t to_origin_ack(const TcpFlow& flow, uint32_t client_ack) noexcept;
   FrameResult client_data(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
                           time::Nanos now, PacketSink& out) noexcept;
   void release_held(TcpFlow& flow, const ParseContext& ctx, const FrameView& v, uint32_t upto,
@@ -132,6 +147,7 @@ class FlowEngine {
   ContextPool contexts_;
   AnswerStore answers_;
   std::unique_ptr<limiter::DecisionScratch> scratch_;
+  std::unique_ptr<uint8_t[]> edit_buf_;  // an origin segment with fields inserted, before it is cut to the MSS
   uint16_t ip_id_ = 0;
   uint32_t admissions_ = 0;  // picks which admissions reach counters_.busy
 };

@@ -2,6 +2,7 @@
 #include "parse_context.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace sluice::dataplane {
 
@@ -17,6 +18,7 @@ void ParseContext::start(const limiter::CompiledPolicy& p, uint64_t g) noexcept 
   buffering = false;
   answer_len = 0;
   responses.reset();
+  response_fields_front = response_fields_count = 0;
   if (policy == &p && generation == g) {
     requests->reset();
     return;
@@ -33,6 +35,29 @@ void ParseContext::renew_requests(const limiter::CompiledPolicy& p, uint64_t g) 
   requests.reset();
   requests.emplace(p.fields, p.stream, std::span<http::FieldLine>(field_store.get(), fields),
                    std::span<char>(spill.get(), spill_bytes));
+}
+
+void ParseContext::push_response_fields(std::string_view fields) noexcept {
+  if (response_fields_count == response_fields.size()) return;  // expect() refuses first
+  FieldText& t = response_fields[(response_fields_front + response_fields_count) % response_fields.size()];
+  t.len = fields.size() <= sizeof t.bytes ? static_cast<uint8_t>(fields.size()) : 0;
+  std::memcpy(t.bytes, fields.data(), t.len);
+  ++response_fields_count;
+}
+
+const FieldText* ParseContext::take_response_fields() noexcept {
+  if (response_fields_count == 0) return nullptr;
+  const FieldText* t = &response_fields[response_fields_front];
+  response_fields_front = static_cast<uint8_t>((response_fields_front + 1) % response_fields.size());
+  --response_fields_count;
+  return t;
+}
+
+void ParseContext::acknowledged_by_client(uint32_t client_ack) noexcept {
+  const unsigned before = to_client.pending();
+  to_client.acknowledged(client_ack);
+  const unsigned folded = before - to_client.pending();
+  for (unsigned i = folded; i < before; ++i) edit_text[i - folded] = edit_text[i];
 }
 
 ContextPool::ContextPool(size_t count, uint32_t max_head_bytes, uint16_t max_fields)

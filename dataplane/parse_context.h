@@ -6,19 +6,32 @@
 // none, so thousands of idle connections cost ~200 bytes each.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "http/request_stream.h"
 #include "http/response_stream.h"
+#include "dataplane/seq_shift.h"
 #include "limiter/compiled_policy.h"
 
 namespace sluice::dataplane {
 
 inline constexpr size_t kMaxAnswerBytes = 4096;  // DecisionScratch::response
+// Rate-limit fields inserted into one response: the longest the shipped
+// header styles render is about 110 bytes; longer ones are not inserted.
+inline constexpr size_t kMaxInsertedFields = 160;
+
+// Text kept for one response or one edit, without allocation.
+struct FieldText {
+  uint8_t len = 0;
+  char bytes[kMaxInsertedFields];
+  [[nodiscard]] std::string_view view() const noexcept { return {bytes, len}; }
+};
 
 struct ParseContext {
   ParseContext(uint32_t max_head_bytes, uint16_t max_fields);
@@ -47,6 +60,23 @@ struct ParseContext {
 
   uint16_t answer_len = 0;
   char answer[kMaxAnswerBytes];
+
+  // The fields each outstanding request's response is to get (empty for
+  // requests that get none), in request order: pushed when a request is
+  // forwarded, taken at its final response's status line.
+  std::array<FieldText, http::ResponseStream::kMaxOutstanding> response_fields;
+  uint8_t response_fields_front = 0;
+  uint8_t response_fields_count = 0;
+  void push_response_fields(std::string_view fields) noexcept;
+  [[nodiscard]] const FieldText* take_response_fields() noexcept;  // nullptr if none is queued
+
+  // The origin-to-client stream as edited so far, and the bytes of each
+  // pending edit (kept to rewrite a retransmission identically), in the
+  // order of to_client's edits.
+  SeqShift to_client;
+  std::array<FieldText, SeqShift::kMaxEdits> edit_text;
+  // Drops the texts of edits the client has acknowledged (folded away).
+  void acknowledged_by_client(uint32_t client_ack) noexcept;
 };
 
 class ContextPool {

@@ -11,6 +11,11 @@ uint32_t shifted(uint32_t x, int64_t shift) noexcept { return x + static_cast<ui
 
 }  // namespace
 
+void SeqShift::reset(int64_t base) noexcept {
+  count_ = 0;
+  base_ = base;
+}
+
 int64_t SeqShift::total_shift() const noexcept {
   if (count_ == 0) return base_;
   const Edit& e = edits_[count_ - 1];
@@ -32,7 +37,9 @@ uint32_t SeqShift::forward(uint32_t x) const noexcept {
   int64_t shift = base_;
   for (unsigned i = 0; i < count_; ++i) {
     const Edit& e = edits_[i];
-    if (!before(e.at, x)) return shifted(x, e.before);  // at or before the edit: the inserted bytes come first
+    // Before the edit; a segment that starts right at it follows the
+    // inserted bytes (they went out with the segment that ends there).
+    if (before(x, e.at)) return shifted(x, e.before);
     if (before(x, e.at + e.removed)) return shifted(e.at, e.before + e.inserted);  // a removed byte
     shift = e.before + e.inserted - static_cast<int64_t>(e.removed);
   }

@@ -19,7 +19,8 @@ namespace sluice::dataplane {
 
 class SeqShift {
  public:
-  static constexpr unsigned kMaxEdits = 8;
+  // As many as a connection may have responses outstanding (each gets one).
+  static constexpr unsigned kMaxEdits = 32;
 
   // At sender sequence `at` (after every edit already recorded), `removed`
   // bytes of the sender's stream are dropped and `inserted` bytes put in
@@ -27,8 +28,10 @@ class SeqShift {
   // before the last edit.
   [[nodiscard]] bool add(uint32_t at, uint32_t removed, uint32_t inserted) noexcept;
 
-  // A sender sequence number as the receiver sees it. A position inside a
-  // removed range maps to where the range went (after what was inserted).
+  // A sender sequence number as the receiver sees it. Bytes inserted at `at`
+  // belong to the segment that ends there: a segment that starts at `at`
+  // follows them. A position inside a removed range maps to where the range
+  // went (after what was inserted).
   [[nodiscard]] uint32_t forward(uint32_t sender_seq) const noexcept;
   // A receiver acknowledgement (or SACK edge) in the sender's numbers. An
   // acknowledgement inside inserted bytes covers the sender's bytes only up
@@ -39,18 +42,24 @@ class SeqShift {
   // it are folded into the base shift.
   void acknowledged(uint32_t receiver_ack) noexcept;
 
+  // No pending edit, everything shifted by `base` (what a flow keeps once
+  // every edit has been acknowledged).
+  void reset(int64_t base = 0) noexcept;
+
   [[nodiscard]] bool empty() const noexcept { return count_ == 0 && base_ == 0; }
   [[nodiscard]] unsigned pending() const noexcept { return count_; }
   // The shift of everything after the last edit (receiver - sender).
   [[nodiscard]] int64_t total_shift() const noexcept;
-
- private:
+  // The pending edits, oldest first (for rewriting a segment that spans one).
   struct Edit {
     uint32_t at;        // sender sequence
     uint32_t removed;
     uint32_t inserted;
     int64_t before;     // shift of the positions before it (base included)
   };
+  [[nodiscard]] const Edit& edit(unsigned i) const noexcept { return edits_[i]; }
+
+ private:
   std::array<Edit, kMaxEdits> edits_{};
   unsigned count_ = 0;
   int64_t base_ = 0;  // shift of every position before the first pending edit

@@ -61,6 +61,14 @@ struct TcpFlow {
   uint16_t answer_len = 0;
   uint64_t answer_pos = 0;  // in the worker's AnswerStore, once sent
 
+  // Once the appliance has inserted bytes into the origin's stream (the
+  // RateLimit fields of admitted responses), every origin sequence number is
+  // shifted towards the client and every client acknowledgement back: by the
+  // context's SeqShift while edits are pending, by this base once they are
+  // all acknowledged and the context is gone.
+  bool stream_edited = false;
+  uint32_t to_client_base = 0;
+
   int32_t context = -1;  // the borrowed ParseContext, or -1
 };
 

@@ -60,7 +60,9 @@ class Counter {
   X(out_of_order, "segments ahead of the parsed stream dropped for the sender to retransmit")  \
   X(backpressure, "segments cut or dropped: too many responses outstanding")                   \
   X(contexts_exhausted, "segments dropped: no parse context free")                             \
-  X(pass_through, "flows switched to pass-through (Upgrade, CONNECT)")
+  X(pass_through, "flows switched to pass-through (Upgrade, CONNECT)")                          \
+  X(fields_inserted, "admitted responses given their rate-limit fields (TB16)")                 \
+  X(fields_skipped, "admitted responses left without fields (too long, or 32 edits in flight)")
 
 // What a rule decided, for `sluicectl stats` per rule. Exempt and forwarded
 // requests are counted only in the totals.

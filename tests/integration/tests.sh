@@ -35,6 +35,7 @@ tb-keepalive-counted         limiting  tb-hourly          1
 tb-pipelined-crossing        limiting  tb-hourly          1
 tb-tinymss-budget            limiting  tb-hourly          1
 tb-ipv6-budget               limiting  tb-hourly          1
+tb-admitted-fields           limiting  tb-hourly          1
 plumbing-impaired            plumbing  tb-small           1
 plumbing-chromium            plumbing  tb-small           1
 tb-impaired-charged-once     limiting  tb-small           1
@@ -860,6 +861,60 @@ t_tb_workers2_budget() {
   check_olog "the 20 admitted only" "$s0" 20
   check_eq "pipelined" "$(res statuses pipe)" "200x20 429."
   check_olog "pipelined: the 20 admitted only" "$s1" 20
+  finish
+}
+
+# TB16 on admitted responses (issue 6): the appliance inserts each admitted
+# request's RateLimit-Limit/-Remaining/-Reset/-Policy into its response
+# (right after the status line, the flow's sequence numbers shifted from
+# there on). curl sees the four with the limiter's values; a keep-alive
+# client sees Remaining count down response by response, pipelined requests
+# each get their own values in order; a 1 MiB body arrives byte-identical,
+# and 256 KiB of it also through loss, duplication and reordering
+# (retransmitted segments are rewritten the same way). tb-hourly: 60 an
+# hour, so every value is exact (the impaired part stays well within the
+# minute a token takes to come back).
+t_tb_admitted_fields() {
+  local s code
+  s="$(src4)"
+  code="$(ccurl af --interface "$s" "http://$ORIGIN4/af/curl")"
+  check_eq "curl: admitted" "$code" 200
+  check_eq "TB16 curl: RateLimit-Limit" "$(chdr af RateLimit-Limit)" 60
+  check_eq "TB16 curl: RateLimit-Remaining" "$(chdr af RateLimit-Remaining)" 59
+  check_eq "TB16 curl: RateLimit-Reset" "$(chdr af RateLimit-Reset)" 60
+  check_eq "TB16 curl: RateLimit-Policy" "$(chdr af RateLimit-Policy)" "60;w=3600"
+  check_eq "curl: the body" "$(cbody af)" ok
+  client ka --source "$s" --count 10 --path '/af/ka{i}'
+  check_eq "keep-alive: statuses" "$(res statuses ka)" "200x10"
+  check_eq "TB16 keep-alive: Remaining counts down on one connection" "$(res remaining ka 58)" ""
+  check_eq "TB16 keep-alive: all four on every response" \
+    "$(res expr ka 'all(all(h in r["headers"] for h in ("ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "ratelimit-policy")) for r in R)')" True
+  client pl --source "$s" --count 10 --mode pipeline --path '/echo?i={i}'
+  check_eq "pipelined: statuses" "$(res statuses pl)" "200x10"
+  check_eq "TB16 pipelined: each response its own values, in order" "$(res remaining pl 48)" ""
+  check_eq "pipelined: bodies in order" "$(res expr pl '" ".join(r["body"].split("\n")[1] for r in R)')" \
+    "$(for i in $(seq 1 10); do printf 'uri=/echo?i=%d ' "$i"; done | sed 's/ $//')"
+  code="$(ccurl big --interface "$s" "http://$ORIGIN4/big")"
+  check_eq "big: status" "$code" 200
+  check_eq "TB16 big: RateLimit-Remaining" "$(chdr big RateLimit-Remaining)" 38
+  cmp -s "$SLT_OUT/big.body" "$SLT_TMP/nginx/www/big.bin" || fail "big: the body differs from the origin's file"
+  impair_on 5 5 25 10 || { fail "could not set up the impairment"; finish; }
+  trap 'impair_off' EXIT
+  # 256 KiB of it (a range request, answered 206 and admitted like any
+  # other): a whole MiB through 25% reordering costs the origin dozens of
+  # RTOs, since the appliance drops segments ahead of the framed stream.
+  code="$(ccurl bigi --interface "$s" --max-time 90 -r 0-262143 "http://$ORIGIN4/big")"
+  client pli --source "$s" --count 5 --mode pipeline --path '/echo?i={i}' --timeout 60
+  note "$(impair_stats | tr '\n' ';')"
+  impair_off
+  trap - EXIT
+  check_eq "impaired range: status" "$code" 206
+  check_eq "TB16 impaired range: RateLimit-Remaining" "$(chdr bigi RateLimit-Remaining)" 37
+  head -c 262144 "$SLT_TMP/nginx/www/big.bin" | cmp -s "$SLT_OUT/bigi.body" - ||
+    fail "impaired range: the body differs from the origin's file ($(stat -c %s "$SLT_OUT/bigi.body") bytes)"
+  check_eq "impaired pipelined: statuses" "$(res statuses pli)" "200x5"
+  check_eq "TB16 impaired pipelined: own values in order, each charged once" "$(res remaining pli 36)" ""
+  check_olog "origin log: every request once" "$s" 28
   finish
 }
 

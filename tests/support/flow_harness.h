@@ -90,10 +90,18 @@ struct EngineWorld {
     config.max_fields = snapshot->policy.stream.head.max_fields;
     engine = std::make_unique<dataplane::FlowEngine>(config, *state, counters, 42);
   }
+  // Responses pass unchanged here (the tests of the request path count on
+  // the origin's numbers); insertion has its tests, with_fields().
   static dataplane::EngineConfig small_config() {
     dataplane::EngineConfig c;
     c.flows = 64;
     c.contexts = 8;
+    c.insert_fields = false;
+    return c;
+  }
+  static dataplane::EngineConfig with_fields() {
+    dataplane::EngineConfig c = small_config();
+    c.insert_fields = true;
     return c;
   }
 

@@ -1,7 +1,8 @@
 // The data plane's hot path allocates nothing: a global operator new counts
 // calls made inside the flow engine while it tracks handshakes, parses and
 // admits requests (whole and split), frames responses, builds refusals, and
-// counts them per rule and in the busiest keys.
+// counts them per rule and in the busiest keys, and inserts the rate-limit
+// fields into admitted responses.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -94,6 +95,33 @@ TEST(EngineHotPath, TrackingParsingAndAnsweringAllocateNothing) {
   ASSERT_EQ(sampled.size(), 1u);
   EXPECT_EQ(sampled[0].count, 32u);
 
+  EXPECT_EQ(g_allocations.load(), 0u);
+}
+
+// Issue 6: inserting the fields into admitted responses, shifting the rest of
+// the flow, splitting past the MSS and rewriting acknowledgements allocate
+// nothing either.
+TEST(EngineHotPath, InsertingFieldsAllocatesNothing) {
+  g_allocations = 0;
+  EngineWorld w(kSmallPolicy, EngineWorld::with_fields());
+  FixedSink sink;
+  w.out = &sink;
+  w.before_engine = [] { g_counting = true; };
+  w.after_engine = [] { g_counting = false; };
+  constexpr std::string_view get = "GET /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\n";
+  const std::string ok = "HTTP/1.1 200 OK\r\nContent-Length: 60\r\n\r\n" + std::string(60, 'x');
+  for (uint16_t port = 42000; port < 42006; ++port) {
+    Connection c(w, port % 2 == 0, port);
+    c.handshake(port % 3 == 0 ? 100 : 1460);  // some split past the MSS
+    c.data(get);
+    const uint32_t seq = c.origin_seq_;
+    c.respond(ok);
+    c.origin(dataplane::tcp_flag::kAck | dataplane::tcp_flag::kPsh, ok, seq);  // retransmitted: written again
+    c.client(dataplane::tcp_flag::kAck, "", {}, seq + static_cast<uint32_t>(ok.size()) + 200);
+    c.data(get);
+    c.respond(ok);
+  }
+  EXPECT_GT(w.counters.fields_inserted.get(), 0u);
   EXPECT_EQ(g_allocations.load(), 0u);
 }
 

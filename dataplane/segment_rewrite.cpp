@@ -1,0 +1,128 @@
+// Incremental TCP checksum patching (RFC 1624, eqn. 3: HC' = ~(~HC + ~m + m'))
+// for 32-bit fields anywhere in the TCP header, and the SACK option walk.
+#include "segment_rewrite.h"
+
+#include <cstddef>
+
+namespace sluice::dataplane {
+namespace {
+
+constexpr uint8_t kOptEol = 0;
+constexpr uint8_t kOptNop = 1;
+constexpr uint8_t kOptSack = 5;
+constexpr size_t kOptionsAt = 20;  // after the fixed header
+constexpr unsigned kMaxSackBlocks = 4;  // 2 + 8 * 4 = 34 bytes; the options area holds at most 40
+
+uint32_t fold(uint32_t sum) noexcept {
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return sum;
+}
+
+// What a 32-bit field adds to the checksum. The TCP header starts on a
+// checksum word (the pseudo-header is 12 or 40 bytes), so a field at an odd
+// header offset (a SACK edge after a lone NOP) straddles three words; its
+// bytes then count swapped, and one's-complement sums commute with a byte
+// swap (RFC 1071 2(B)), so the aligned sum swapped is its share.
+uint32_t field_sum(uint32_t value, bool odd) noexcept {
+  const uint32_t s = fold((value >> 16) + (value & 0xffff));
+  return odd ? ((s & 0xff) << 8 | s >> 8) : s;
+}
+
+// Accumulates the change of one field into `sum` (which starts as ~HC).
+uint32_t replace(uint32_t sum, uint32_t old_value, uint32_t new_value, bool odd) noexcept {
+  return sum + (~field_sum(old_value, odd) & 0xffff) + field_sum(new_value, odd);
+}
+
+uint16_t tcp_checksum(const uint8_t* tcp) noexcept { return load16(tcp + 16); }
+void set_tcp_checksum_from(uint8_t* tcp, uint32_t sum) noexcept {
+  store16(tcp + 16, static_cast<uint16_t>(~fold(sum)));
+}
+
+void rewrite_word(uint8_t* frame, const FrameView& v, size_t field, uint32_t value) noexcept {
+  uint8_t* tcp = frame + v.l4_offset;
+  const uint32_t old = load32(tcp + field);
+  if (old == value) return;
+  store32(tcp + field, value);
+  set_tcp_checksum_from(tcp, replace(~tcp_checksum(tcp) & 0xffffu, old, value, false));
+}
+
+// Walks the options area `p[0, len)`. Without `shift` it only checks that
+// the list holds together; with it, it maps the SACK edges and folds their
+// change into `sum`. Returns the SACK blocks seen, or -1 if malformed.
+int walk_sack(uint8_t* p, size_t len, const SeqShift* shift, uint32_t& sum) noexcept {
+  int blocks = 0;
+  size_t i = 0;
+  while (i < len) {
+    const uint8_t kind = p[i];
+    if (kind == kOptEol) break;  // the rest is padding
+    if (kind == kOptNop) {
+      ++i;
+      continue;
+    }
+    if (i + 1 >= len) return -1;
+    const size_t olen = p[i + 1];
+    if (olen < 2 || i + olen > len) return -1;
+    if (kind == kOptSack) {
+      const size_t n = (olen - 2) / 8;
+      if ((olen - 2) % 8 != 0 || n == 0 || n > kMaxSackBlocks) return -1;
+      if (shift != nullptr) {
+        for (size_t e = 0; e < 2 * n; ++e) {
+          uint8_t* edge = p + i + 2 + 4 * e;  // may be unaligned: byte access only
+          const uint32_t old = load32(edge);
+          const uint32_t mapped = shift->backward(old);
+          if (mapped == old) continue;
+          store32(edge, mapped);
+          sum = replace(sum, old, mapped, ((kOptionsAt + i + 2 + 4 * e) & 1) != 0);
+        }
+      }
+      blocks += static_cast<int>(n);
+    }
+    i += olen;
+  }
+  return blocks;
+}
+
+}  // namespace
+
+void rewrite_seq(uint8_t* frame, FrameView& v, uint32_t seq) noexcept {
+  if (v.kind != FrameKind::kTcp) return;
+  rewrite_word(frame, v, 4, seq);
+  v.seq = seq;
+}
+
+void rewrite_ack(uint8_t* frame, FrameView& v, uint32_t ack) noexcept {
+  if (v.kind != FrameKind::kTcp) return;
+  rewrite_word(frame, v, 8, ack);
+  v.ack = ack;
+}
+
+unsigned rewrite_sack(uint8_t* frame, const FrameView& v, const SeqShift& shift) noexcept {
+  if (v.kind != FrameKind::kTcp) return 0;
+  uint8_t* tcp = frame + v.l4_offset;
+  const size_t header = static_cast<size_t>(v.payload_offset) - v.l4_offset;
+  if (header <= kOptionsAt) return 0;
+  uint8_t* opts = tcp + kOptionsAt;
+  const size_t len = header - kOptionsAt;
+  uint32_t sum = 0;
+  // Check the whole list before writing anything, so a malformed one is
+  // forwarded exactly as it came.
+  const int blocks = walk_sack(opts, len, nullptr, sum);
+  if (blocks <= 0) return 0;
+  sum = ~tcp_checksum(tcp) & 0xffffu;
+  static_cast<void>(walk_sack(opts, len, &shift, sum));
+  set_tcp_checksum_from(tcp, sum);
+  return static_cast<unsigned>(blocks);
+}
+
+void shift_client_segment(uint8_t* frame, FrameView& v, const SeqShift& shift) noexcept {
+  if (!v.has(tcp_flag::kAck) || shift.empty()) return;
+  rewrite_ack(frame, v, shift.backward(v.ack));
+  static_cast<void>(rewrite_sack(frame, v, shift));
+}
+
+void shift_origin_segment(uint8_t* frame, FrameView& v, const SeqShift& shift) noexcept {
+  if (shift.empty()) return;
+  rewrite_seq(frame, v, shift.forward(v.seq));
+}
+
+}  // namespace sluice::dataplane

@@ -1,0 +1,40 @@
+// Renumbers a forwarded segment of a flow whose byte stream the appliance
+// edits (issue 6: RateLimit lines inserted into responses): the origin's
+// sequence numbers are mapped forward, the client's acknowledgement and SACK
+// edges (RFC 2018) backward, through the flow's SeqShift. In place, on every
+// forwarded segment, so the TCP checksum is patched incrementally (RFC 1624)
+// rather than summed again; the pseudo-header does not change, and neither
+// does the IPv4 header. Raw bytes, no DPDK.
+//
+// All of these act only on a frame parse_frame called kTcp (anything else is
+// left as it is), with `v` describing it.
+#pragma once
+
+#include <cstdint>
+
+#include "frame.h"
+#include "seq_shift.h"
+
+namespace sluice::dataplane {
+
+// Writes the sequence number (and v.seq).
+void rewrite_seq(uint8_t* frame, FrameView& v, uint32_t seq) noexcept;
+
+// Writes the acknowledgement number (and v.ack), whatever the ACK flag says.
+void rewrite_ack(uint8_t* frame, FrameView& v, uint32_t ack) noexcept;
+
+// Maps every edge of every SACK option with shift.backward(). Returns the
+// number of blocks mapped (an edge the shift leaves where it is is not
+// written). An option list that does not hold together (a length under 2 or
+// running past the header, a SACK length that is not 2 + 8n with n in 1..4)
+// leaves the frame untouched and returns 0.
+[[nodiscard]] unsigned rewrite_sack(uint8_t* frame, const FrameView& v, const SeqShift& shift) noexcept;
+
+// A client->origin segment: with the ACK flag, its acknowledgement and SACK
+// edges in the origin's numbers.
+void shift_client_segment(uint8_t* frame, FrameView& v, const SeqShift& shift) noexcept;
+
+// An origin->client segment: its sequence number as the client sees it.
+void shift_origin_segment(uint8_t* frame, FrameView& v, const SeqShift& shift) noexcept;
+
+}  // namespace sluice::dataplane

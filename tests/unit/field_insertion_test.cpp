@@ -1,0 +1,209 @@
+// Issue 6, TB16: an admitted response gets its request's RateLimit fields,
+// inserted right after the status line, by rewriting the origin's segment;
+// from then on the flow's origin sequence numbers are shifted towards the
+// client and the client's acknowledgements back. Whole conversations through
+// the flow engine.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "flow_harness.h"
+
+namespace sluice::test {
+namespace {
+
+using dataplane::FrameAction;
+using dataplane::Side;
+namespace flag = dataplane::tcp_flag;
+
+std::vector<SentSegment> sent_to(const EngineWorld& w, Side side, size_t from = 0) {
+  std::vector<SentSegment> out;
+  for (size_t i = from; i < w.sink.sent.size(); ++i) {
+    if (w.sink.sent[i].to == side) out.push_back(w.sink.sent[i]);
+  }
+  return out;
+}
+
+constexpr std::string_view kGet = "GET /a HTTP/1.1\r\nHost: api\r\n\r\n";
+constexpr std::string_view kOk = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+constexpr std::string_view kStatusLine = "HTTP/1.1 200 OK\r\n";
+
+// The seed-style fields the small policy (2 a minute, burst 2) renders.
+std::string fields(int remaining) {
+  return "RateLimit-Limit: 2\r\nRateLimit-Remaining: " + std::to_string(remaining) +
+         "\r\nRateLimit-Reset: " + std::to_string(30 * (2 - remaining)) + "\r\nRateLimit-Policy: 2;w=60\r\n";
+}
+
+std::string with_fields(std::string_view response, int remaining) {
+  return std::string(kStatusLine) + fields(remaining) + std::string(response.substr(kStatusLine.size()));
+}
+
+TEST(FieldInsertion, TB16_AnAdmittedResponseGetsItsFieldsAfterTheStatusLine) {
+  EngineWorld w(kSmallPolicy, EngineWorld::with_fields());
+  Connection c(w);
+  c.handshake();
+  ASSERT_TRUE(c.data(kGet).forwarded());
+  const uint32_t response_seq = c.origin_seq_;
+  const size_t before = w.sink.sent.size();
+  const Fed r = c.respond(kOk);
+  EXPECT_EQ(r.action, FrameAction::kDrop);  // written again, with the fields
+  const auto out = sent_to(w, Side::kClient, before);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].payload(), with_fields(kOk, 1));
+  EXPECT_EQ(out[0].view.seq, response_seq);
+  EXPECT_TRUE(out[0].view.has(flag::kPsh));
+  EXPECT_EQ(out[0].view.ack, c.client_seq_);
+  EXPECT_EQ(w.counters.fields_inserted.get(), 1u);
+  const uint32_t n = static_cast<uint32_t>(fields(1).size());
+
+  // The client acknowledges the edited stream; the origin hears of its own bytes.
+  const Fed ack = c.client(flag::kAck, "", {}, response_seq + kOk.size() + n);
+  ASSERT_TRUE(ack.forwarded());
+  EXPECT_EQ(ack.view.ack, response_seq + kOk.size());
+  // Every edit acknowledged, nothing outstanding: the context goes back.
+  EXPECT_EQ(w.engine->contexts().free_count(), w.engine->contexts().size());
+
+  // The next response on the connection follows the shifted stream and gets
+  // its own values.
+  ASSERT_TRUE(c.data(kGet).forwarded());
+  const size_t before2 = w.sink.sent.size();
+  const uint32_t second_seq = c.origin_seq_;
+  EXPECT_EQ(c.respond(kOk).action, FrameAction::kDrop);
+  const auto out2 = sent_to(w, Side::kClient, before2);
+  ASSERT_EQ(out2.size(), 1u);
+  EXPECT_EQ(out2[0].payload(), with_fields(kOk, 0));
+  EXPECT_EQ(out2[0].view.seq, second_seq + n);
+  const uint32_t n2 = static_cast<uint32_t>(fields(0).size());
+  const Fed ack2 = c.client(flag::kAck, "", {}, second_seq + n + kOk.size() + n2);
+  EXPECT_EQ(ack2.view.ack, second_seq + kOk.size());
+
+  // A segment without an edit is shifted in place: a late 408 from the origin.
+  const std::string_view late = "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+  const Fed f = c.respond(late);
+  EXPECT_TRUE(f.forwarded());
+  EXPECT_EQ(f.view.seq, second_seq + kOk.size() + n + n2);
+  EXPECT_EQ(f.payload(), late);
+}
+
+TEST(FieldInsertion, ARetransmittedSegmentIsWrittenAgainTheSameWay) {
+  EngineWorld w(kSmallPolicy, EngineWorld::with_fields());
+  Connection c(w);
+  c.handshake();
+  ASSERT_TRUE(c.data(kGet).forwarded());
+  const uint32_t seq = c.origin_seq_;
+  const size_t before = w.sink.sent.size();
+  ASSERT_EQ(c.respond(kOk).action, FrameAction::kDrop);
+  // Lost on the way to the client: the origin sends it again.
+  ASSERT_EQ(c.origin(flag::kAck | flag::kPsh, kOk, seq).action, FrameAction::kDrop);
+  const auto out = sent_to(w, Side::kClient, before);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].payload(), out[0].payload());
+  EXPECT_EQ(out[1].view.seq, out[0].view.seq);
+  EXPECT_EQ(w.counters.fields_inserted.get(), 1u);  // one edit, written twice
+}
+
+TEST(FieldInsertion, AnInsertionPastTheClientsMssIsSplit) {
+  EngineWorld w(kSmallPolicy, EngineWorld::with_fields());
+  Connection c(w);
+  c.handshake(100);  // with timestamps: 88 bytes of payload a segment
+  ASSERT_TRUE(c.data(kGet).forwarded());
+  const std::string body(40, 'b');
+  const std::string response = "HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n" + body;
+  const uint32_t seq = c.origin_seq_;
+  const size_t before = w.sink.sent.size();
+  ASSERT_EQ(c.respond(response).action, FrameAction::kDrop);
+  const auto out = sent_to(w, Side::kClient, before);
+  ASSERT_GE(out.size(), 2u);
+  std::string joined;
+  uint32_t next = seq;
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_LE(out[i].view.payload_len, 88u);
+    EXPECT_EQ(out[i].view.seq, next);
+    EXPECT_EQ(out[i].view.has(flag::kPsh), i + 1 == out.size()) << i;
+    next += out[i].view.payload_len;
+    joined += out[i].payload();
+  }
+  EXPECT_EQ(joined, with_fields(response, 1));
+}
+
+// The split's second half is lost: the client holds part of the inserted
+// bytes and acknowledges no further; the origin, told it has its bytes up to
+// the insertion, sends again from there, and that segment must carry the
+// inserted bytes again or the client would wait for them for ever.
+TEST(FieldInsertion, ARetransmissionFromTheInsertionPointCarriesTheInsertedBytesAgain) {
+  EngineWorld w(kSmallPolicy, EngineWorld::with_fields());
+  Connection c(w);
+  c.handshake(100);
+  ASSERT_TRUE(c.data(kGet).forwarded());
+  const std::string response = "HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n" + std::string(40, 'b');
+  const uint32_t seq = c.origin_seq_;
+  const size_t before = w.sink.sent.size();
+  ASSERT_EQ(c.respond(response).action, FrameAction::kDrop);
+  const auto first = sent_to(w, Side::kClient, before);
+  ASSERT_GE(first.size(), 2u);
+  // Only the first piece arrived: its end is inside the inserted bytes.
+  const uint32_t client_ack = first[0].view.seq + first[0].view.payload_len;
+  const Fed ack = c.client(flag::kAck, "", {}, client_ack);
+  const uint32_t at = seq + static_cast<uint32_t>(kStatusLine.size());
+  EXPECT_EQ(ack.view.ack, at);  // the origin hears: everything before the insertion
+  const size_t before2 = w.sink.sent.size();
+  const std::string rest = response.substr(kStatusLine.size());
+  ASSERT_EQ(c.origin(flag::kAck | flag::kPsh, rest, at).action, FrameAction::kDrop);
+  const auto again = sent_to(w, Side::kClient, before2);
+  ASSERT_FALSE(again.empty());
+  EXPECT_EQ(again[0].view.seq, at);  // the inserted bytes, from their first
+  std::string joined;
+  for (const SentSegment& sg : again) joined += sg.payload();
+  EXPECT_EQ(joined, with_fields(response, 1).substr(kStatusLine.size()));
+}
+
+TEST(FieldInsertion, InterimResponsesAndPoliciesWithoutFieldsAreLeftAlone) {
+  // DQ10-style: no fields, nothing edited.
+  const std::string none = std::string(kSmallPolicy).replace(std::string(kSmallPolicy).find("header_style: seed"),
+                                                               18, "header_style: none");
+  EngineWorld quiet(none, EngineWorld::with_fields());
+  Connection q(quiet);
+  q.handshake();
+  ASSERT_TRUE(q.data(kGet).forwarded());
+  const Fed plain = q.respond(kOk);
+  EXPECT_TRUE(plain.forwarded());
+  EXPECT_EQ(plain.payload(), kOk);
+  EXPECT_EQ(quiet.counters.fields_inserted.get(), 0u);
+
+  // A 100 Continue first: the fields go into the final response only.
+  EngineWorld w(kSmallPolicy, EngineWorld::with_fields());
+  Connection c(w);
+  c.handshake();
+  ASSERT_TRUE(c.data(kGet).forwarded());
+  const Fed interim = c.respond("HTTP/1.1 100 Continue\r\n\r\n");
+  EXPECT_TRUE(interim.forwarded());
+  const size_t before = w.sink.sent.size();
+  ASSERT_EQ(c.respond(kOk).action, FrameAction::kDrop);
+  const auto out = sent_to(w, Side::kClient, before);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].payload(), with_fields(kOk, 1));
+}
+
+TEST(FieldInsertion, TheAppliancesOwnAnswerFollowsTheShiftedStream) {
+  EngineWorld w(kSmallPolicy, EngineWorld::with_fields());
+  Connection c(w);
+  c.handshake();
+  // Two admitted (the budget), each response with fields, then a refusal.
+  uint32_t shift = 0;
+  for (int remaining : {1, 0}) {
+    ASSERT_TRUE(c.data(kGet).forwarded());
+    ASSERT_EQ(c.respond(kOk).action, FrameAction::kDrop);
+    shift += static_cast<uint32_t>(fields(remaining).size());
+  }
+  const uint32_t origin_next = c.origin_seq_;
+  const size_t before = w.sink.sent.size();
+  EXPECT_EQ(c.data(kGet).action, FrameAction::kDrop);
+  const auto out = sent_to(w, Side::kClient, before);
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out[0].payload().rfind("HTTP/1.1 429 ", 0), 0u);
+  EXPECT_EQ(out[0].view.seq, origin_next + shift);  // right after what the client has
+}
+
+}  // namespace
+}  // namespace sluice::test
