@@ -37,12 +37,15 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
       answers_(config.answer_bytes),
       scratch_(std::make_unique<limiter::DecisionScratch>()) {
   scratch_->trace_seed = trace_seed;
+  set_insert_fields(config.insert_fields);
+}
+
+void FlowEngine::set_insert_fields(bool on) {
+  config_.insert_fields = on;
   // Without insertion admitted responses pass unchanged: their fields need
   // not be rendered.
-  scratch_->render_admitted_fields = config.insert_fields;
-  if (config.insert_fields) {
-    edit_buf_ = std::make_unique<uint8_t[]>(65536 + SeqShift::kMaxEdits * kMaxInsertedFields);
-  }
+  scratch_->render_admitted_fields = on;
+  if (on && !edit_buf_) edit_buf_ = std::make_unique<uint8_t[]>(65536 + SeqShift::kMaxEdits * kMaxInsertedFields);
 }
 
 FrameResult FlowEngine::on_frame(const ServiceFrame& sf, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,

@@ -89,6 +89,10 @@ class FlowEngine {
   void sweep(time::Nanos now, size_t slots) noexcept;
 
   [[nodiscard]] const FlowTable& flows() const noexcept { return flows_; }
+  // Turns field insertion on or off for responses framed from now on (set-up
+  // time: turning it on allocates the rewrite buffer once). For benchmarks
+  // that compare the two on one worker.
+  void set_insert_fields(bool on);
   // The oldest policy generation a request in flight may still use (see
   // ContextPool::oldest_generation); called once per loop pass. A few
   // contexts per pass keep the cost per bridged frame near nothing; the

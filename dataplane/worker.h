@@ -53,6 +53,7 @@ class Worker {
   unsigned poll_once() noexcept;
 
   [[nodiscard]] const FlowEngine& engine() const noexcept { return engine_; }
+  [[nodiscard]] FlowEngine& engine() noexcept { return engine_; }
 
  private:
   class TxQueue {

@@ -18,6 +18,13 @@
 //             149-byte response to each in the same poll, so no flow ever has
 //             more than one request outstanding. Counted per request (each
 //             with its response) and per frame.
+//   fields    issue 6's cost: the admitted pattern on two sets of flows
+//             (at most half as many as contexts: an edited flow keeps its
+//             context until its next request acknowledges the edit),
+//             alternately with the RateLimit fields inserted into each
+//             response (written again, the flow shifted from then on, the
+//             client's acknowledgements shifted back) and with insertion off;
+//             the two rows compare them in one run.
 //   refused   a fresh batch of flows per repetition (the same ports with new
 //             sequence numbers; handshakes untimed), one GET per flow, each
 //             refused by a budget spent beforehand: the worker drops the
@@ -90,6 +97,7 @@ size_t g_chunk = 1024;                       // frames per port built, then time
 constexpr uint32_t kAddresses = 1024;        // client addresses; flows spread over them
 constexpr uint32_t kAdmitNet = 0xc6120000;   // 198.18.0.0: clients of admitted flows
 constexpr uint32_t kRefuseNet = 0xc6128000;  // 198.18.128.0: clients of refused flows
+constexpr uint32_t kFieldsNet = 0xc6124000;  // 198.18.64.0 and 198.18.80.0: the fields scenario's two sets
 constexpr uint32_t kOriginIp = 0xc6130050;   // 198.19.0.80
 constexpr uint16_t kFirstClientPort = 1024;  // flow f uses port 1024 + f / kAddresses
 constexpr uint16_t kWarmupPort = 1023;       // the flows that spend the refused addresses' budget
@@ -324,6 +332,9 @@ class Rig {
     ws.engine.contexts = contexts;
     ws.engine.max_head_bytes = snap_->policy.stream.head.max_head_bytes;
     ws.engine.max_fields = snap_->policy.stream.head.max_fields;
+    // Plain forwarding, as the admitted and refused scenarios measure it;
+    // the fields scenario turns insertion on and off itself.
+    ws.engine.insert_fields = false;
     worker_ = std::make_unique<Worker>(ws, shared, *state_, counters_);
   }
 
@@ -423,6 +434,7 @@ class Rig {
 
   [[nodiscard]] const WorkerCounters& counters() const { return counters_; }
   [[nodiscard]] const Worker& worker() const { return *worker_; }
+  [[nodiscard]] Worker& worker() { return *worker_; }
   [[nodiscard]] const PolicySnapshot& snapshot() const { return *snap_; }
 
  private:
@@ -660,6 +672,62 @@ std::vector<Row> admitted(Rig& rig, const Options& o) {
   return {req, all};
 }
 
+// The admitted pattern with field insertion off and on, alternating by
+// repetition on two sets of flows. Each request acknowledges the responses
+// before it in the client's numbers (past every byte inserted so far), so
+// an edit is acknowledged, and its flow's context returned, when the flow's
+// next request comes: a flow holds its context between requests, so the
+// scenario uses at most half as many flows as there are contexts.
+std::vector<Row> fields(Rig& rig, const Options& o) {
+  const size_t requests = o.frames != 0 ? o.frames : kDefaultAdmitted;
+  const size_t flows = std::min(o.flows, rig.worker().engine().contexts().size() / 2);
+  const uint32_t nets[2] = {kFieldsNet, kFieldsNet + 0x1000};  // insertion off, on
+  handshake(rig, nets[0], flows, 0);
+  handshake(rig, nets[1], flows, 0);
+  uint64_t next_request[2] = {0, 0};
+  auto fill_from = [&](uint64_t base, uint32_t net, bool insert) {
+    return [&rig, flows, base, net, insert](size_t first, size_t n) {
+      const uint32_t q = static_cast<uint32_t>(kAdmitHead.size()), a = static_cast<uint32_t>(kResponse.size());
+      for (size_t i = first; i < first + n; ++i) {
+        const uint64_t k = base + i;
+        const FlowId id = flow_id(net, k % flows, 0);
+        const auto round = static_cast<uint32_t>(k / flows);
+        const uint32_t cseq = id.client_isn + 1 + round * q, oseq = id.origin_isn + 1 + round * a;
+        const uint32_t inserted = insert ? round * static_cast<uint32_t>(dataplane::kMaxInsertedFields) : 0;
+        rig.add_tcp({Side::kClient, id.client_ip, id.client_port, kServicePort, cseq, oseq + inserted,
+                     tcp_flag::kAck | tcp_flag::kPsh, kAdmitHead});
+        rig.add_tcp({Side::kOrigin, id.client_ip, id.client_port, kServicePort, oseq, cseq + q,
+                     tcp_flag::kAck | tcp_flag::kPsh, kResponse});
+      }
+    };
+  };
+  Row plain{"fields", num(requests) + " off (" + num(flows) + " flows)", "requests/s", {}, {}};
+  Row with{"fields", num(requests) + " on: fields inserted", "requests/s", {}, {}};
+  for (unsigned rep = 0; rep < 2 * o.repetitions; ++rep) {
+    const bool insert = rep % 2 == 1;
+    rig.worker().engine().set_insert_fields(insert);
+    const Counts before = counts(rig.counters());
+    const uint64_t inserted_before = rig.counters().fields_inserted.get();
+    const std::function<void(size_t, size_t)> fill = fill_from(next_request[insert], nets[insert], insert);
+    const Timed t = run_chunks(rig, requests, g_chunk, fill, &fill);
+    next_request[insert] += requests;
+    const Counts after = counts(rig.counters());
+    expect(after.admitted - before.admitted == requests, "fields",
+           "admitted " + num(after.admitted - before.admitted) + " of " + num(requests));
+    expect(rig.counters().fields_inserted.get() - inserted_before == (insert ? requests : 0), "fields",
+           "fields inserted into " + num(rig.counters().fields_inserted.get() - inserted_before) + " responses");
+    expect(t.out[0] == requests && t.out[1] == requests, "fields",
+           "sent " + num(t.out[0]) + " segments to clients and " + num(t.out[1]) + " to the origin");
+    expect(after.contexts_exhausted == before.contexts_exhausted && after.out_of_order == before.out_of_order,
+           "fields", "contexts exhausted or segments out of order: the harness is wrong");
+    Row& row = insert ? with : plain;
+    row.worker_rate.push_back(static_cast<double>(requests) * 1e9 / static_cast<double>(t.worker_ns));
+    row.baseline_rate.push_back(static_cast<double>(requests) * 1e9 / static_cast<double>(t.baseline_ns));
+  }
+  rig.worker().engine().set_insert_fields(false);
+  return {plain, with};
+}
+
 // One more refused request, untimed, on a fresh flow, with what the worker
 // sends looked at: the 429 with FIN to the client right after the origin's
 // SYN-ACK, acknowledging the request; the RST to the origin at the request's
@@ -749,7 +817,7 @@ Row refused(Rig& rig, const Options& o) {
 // ---------------------------------------------------------------------------
 
 const char kUsage[] =
-    "usage: packet_rate [--repetitions N] [--frames N] [--scenario bridged|admitted|refused|all]\n"
+    "usage: packet_rate [--repetitions N] [--frames N] [--scenario bridged|admitted|fields|refused|all]\n"
     "                   [--flows N] [--contexts N] [--chunk N] [--cpu N]\n"
     "  --repetitions N  repetitions per scenario; medians are reported (default 5)\n"
     "  --frames N       per repetition: bridged frames (default 1048576), admitted requests, each with its\n"
@@ -796,8 +864,9 @@ Options parse_options(int argc, char** argv) {
       if (!parse_size(v, o.flows, 1, size_t{1} << 24)) die("--flows wants 1 to 16777216");
     } else if (a == "--scenario") {
       o.scenario = v;
-      if (o.scenario != "bridged" && o.scenario != "admitted" && o.scenario != "refused" && o.scenario != "all") {
-        die("--scenario wants bridged, admitted, refused or all");
+      if (o.scenario != "bridged" && o.scenario != "admitted" && o.scenario != "fields" && o.scenario != "refused" &&
+          o.scenario != "all") {
+        die("--scenario wants bridged, admitted, fields, refused or all");
       }
     } else {
       die("unknown option '" + a + "'\n" + kUsage);
@@ -813,6 +882,7 @@ int main(int argc, char** argv) {
   const bool run_bridged = o.scenario == "all" || o.scenario == "bridged";
   const bool run_admitted = o.scenario == "all" || o.scenario == "admitted";
   const bool run_refused = o.scenario == "all" || o.scenario == "refused";
+  const bool run_fields = o.scenario == "all" || o.scenario == "fields";
   const size_t refused_flows = run_refused ? (o.frames != 0 ? o.frames : kDefaultRefused) : 0;
   if (refused_flows > (size_t{1} << 16) * kAddresses / 2) die("--frames: too many refused flows for the port range");
 
@@ -840,7 +910,8 @@ int main(int argc, char** argv) {
   // Flow slots for every flow any scenario keeps (7/8 of the table is usable),
   // and a parse context for every refused flow of one repetition: an answered
   // flow keeps its context until it expires or its ports are reused.
-  const size_t live = (run_admitted ? o.flows : 0) + (run_refused ? kAddresses + refused_flows : 0) + 1024;
+  const size_t live = (run_admitted ? o.flows : 0) + (run_fields ? 2 * o.flows : 0) +
+                      (run_refused ? kAddresses + refused_flows : 0) + 1024;
   const size_t flow_slots = std::bit_ceil(live * 8 / 7 + 16);
   const size_t contexts = o.contexts;
 
@@ -855,6 +926,9 @@ int main(int argc, char** argv) {
     if (run_bridged) rows.push_back(bridged(rig, o));
     if (run_admitted) {
       for (Row& r : admitted(rig, o)) rows.push_back(std::move(r));
+    }
+    if (run_fields) {
+      for (Row& r : fields(rig, o)) rows.push_back(std::move(r));
     }
     if (run_refused) rows.push_back(refused(rig, o));
     const WorkerCounters& c = rig.counters();
