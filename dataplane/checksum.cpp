@@ -1,25 +1,35 @@
 // 16-bit one's-complement sums, eight bytes at a time.
 #include "checksum.h"
 
+#include <bit>
 #include <cstring>
 
 namespace sluice::dataplane {
 
 uint64_t checksum_add(uint64_t sum, const uint8_t* p, size_t n) noexcept {
-  // Sum big-endian 16-bit words; a 64-bit accumulator of 32-bit chunks
-  // cannot overflow for any frame size.
-  while (n >= 4) {
-    sum += load32(p);
-    p += 4;
-    n -= 4;
+  // The one's-complement sum does not depend on byte order: sum the words as
+  // the CPU loads them, eight bytes at a time (as two 32-bit halves, so a
+  // 64-bit accumulator cannot overflow for any frame), fold, and swap the two
+  // bytes of the result into the big-endian words `sum` counts in.
+  static_assert(std::endian::native == std::endian::little, "checksum_add sums little-endian loads");
+  uint64_t native = 0;
+  while (n >= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    native += (w & 0xffffffffu) + (w >> 32);
+    p += 8;
+    n -= 8;
   }
-  if (n >= 2) {
-    sum += load16(p);
+  while (n >= 2) {
+    uint16_t w;
+    std::memcpy(&w, p, 2);
+    native += w;
     p += 2;
     n -= 2;
   }
-  if (n == 1) sum += static_cast<uint32_t>(p[0]) << 8;
-  return sum;
+  if (n == 1) native += p[0];  // the high byte of a big-endian word padded with zero
+  while (native >> 16) native = (native & 0xffff) + (native >> 16);
+  return sum + static_cast<uint16_t>((native << 8) | (native >> 8));
 }
 
 uint16_t checksum_fold(uint64_t sum) noexcept {

@@ -499,7 +499,7 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v)
           counters_.fields_skipped.add();
           continue;
         }
-        ctx.edit_text[ctx.to_client.pending() - 1] = *fields;
+        ctx.edit_text[ctx.to_client.pending() - 1].assign(fields->view());
         flow.stream_edited = true;
         counters_.fields_inserted.add();
         continue;

@@ -39,9 +39,7 @@ void ParseContext::renew_requests(const limiter::CompiledPolicy& p, uint64_t g) 
 
 void ParseContext::push_response_fields(std::string_view fields) noexcept {
   if (response_fields_count == response_fields.size()) return;  // expect() refuses first
-  FieldText& t = response_fields[(response_fields_front + response_fields_count) % response_fields.size()];
-  t.len = fields.size() <= sizeof t.bytes ? static_cast<uint8_t>(fields.size()) : 0;
-  std::memcpy(t.bytes, fields.data(), t.len);
+  response_fields[(response_fields_front + response_fields_count) % response_fields.size()].assign(fields);
   ++response_fields_count;
 }
 
@@ -57,7 +55,8 @@ void ParseContext::acknowledged_by_client(uint32_t client_ack) noexcept {
   const unsigned before = to_client.pending();
   to_client.acknowledged(client_ack);
   const unsigned folded = before - to_client.pending();
-  for (unsigned i = folded; i < before; ++i) edit_text[i - folded] = edit_text[i];
+  if (folded == 0) return;
+  for (unsigned i = folded; i < before; ++i) edit_text[i - folded].assign(edit_text[i].view());
 }
 
 ContextPool::ContextPool(size_t count, uint32_t max_head_bytes, uint16_t max_fields)

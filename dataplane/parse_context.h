@@ -9,6 +9,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 #include <memory>
 #include <optional>
@@ -31,6 +32,11 @@ struct FieldText {
   uint8_t len = 0;
   char bytes[kMaxInsertedFields];
   [[nodiscard]] std::string_view view() const noexcept { return {bytes, len}; }
+  // Copies only the bytes in use (a whole FieldText is 161 bytes).
+  void assign(std::string_view text) noexcept {
+    len = text.size() <= sizeof bytes ? static_cast<uint8_t>(text.size()) : 0;
+    std::memcpy(bytes, text.data(), len);
+  }
 };
 
 struct ParseContext {
