@@ -359,6 +359,7 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
         }
         // Room was checked when this head began.
         (void)ctx.responses.expect(http::request_kind(rs->head()));
+        ctx.push_usage(d);
         if (config_.insert_fields) {
           const bool fields = d.verdict == limiter::Verdict::kAdmit && !d.fields.empty();
           if (fields && d.fields.size() > kMaxInsertedFields) counters_.fields_skipped.add();
@@ -434,7 +435,7 @@ FrameResult FlowEngine::origin_segment(TcpFlow* flow, uint8_t* frame, FrameView&
     return forward;
   }
   if (v.has(flag::kFin) && (flow->state == FlowState::kEstablished || flow->state == FlowState::kPassThrough)) {
-    const FrameResult r = flow->state == FlowState::kEstablished ? origin_data(*flow, frame, v) : forward;
+    const FrameResult r = flow->state == FlowState::kEstablished ? origin_data(*flow, frame, v, now) : forward;
     if (r.action == FrameAction::kForward) {
       flow->origin_fin = true;
       close_if_finished(*flow);
@@ -444,7 +445,7 @@ FrameResult FlowEngine::origin_segment(TcpFlow* flow, uint8_t* frame, FrameView&
   switch (flow->state) {
     case FlowState::kEstablished:
     case FlowState::kRefusing:
-      return origin_data(*flow, frame, v);
+      return origin_data(*flow, frame, v, now);
     case FlowState::kAnswered:
       // The origin did not take the RST (it expected another sequence number
       // and sent a challenge ACK, RFC 5961 3.2), or it is retransmitting: its
@@ -456,7 +457,7 @@ FrameResult FlowEngine::origin_segment(TcpFlow* flow, uint8_t* frame, FrameView&
   }
 }
 
-FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v) noexcept {
+FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v, Nanos now) noexcept {
   FrameResult r{FrameAction::kForward, v.frame_len, nullptr};
   const uint32_t len = v.payload_len;
   const uint32_t end = v.seq + len;
@@ -505,6 +506,13 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v)
         continue;
       }
       if (st.event == http::ResponseEvent::kResponseEnd) {
+        // DQ05: the tokens the origin reported for the request, charged to
+        // its minute now that it has ended.
+        const ParseContext::UsageNote* usage = ctx.take_usage();
+        if (usage != nullptr && usage->charge && ctx.responses.head().has_usage) {
+          limiter::report_usage(limiter_, usage->key, ctx.responses.head().usage, now);
+          counters_.usage_reported.add();
+        }
         if (ctx.responses.outstanding() == 0) {
           ctx.requests->resolve_switch(false);
           if (refusing) r.answer_after = &flow;

@@ -124,7 +124,7 @@ class FlowEngine {
                           time::Nanos now, PacketSink& out) noexcept;
   void release_held(TcpFlow& flow, const ParseContext& ctx, const FrameView& v, uint32_t upto,
                     PacketSink& out) noexcept;
-  FrameResult origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v) noexcept;
+  FrameResult origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v, time::Nanos now) noexcept;
   FrameResult answered_client(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept;
 
   void start_flow(TcpFlow& flow, const uint8_t* frame, const FrameView& v) noexcept;

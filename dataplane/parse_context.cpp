@@ -19,6 +19,7 @@ void ParseContext::start(const limiter::CompiledPolicy& p, uint64_t g) noexcept 
   answer_len = 0;
   responses.reset();
   response_fields_front = response_fields_count = 0;
+  usage_front = usage_count = 0;
   if (policy == &p && generation == g) {
     requests->reset();
     return;
@@ -29,6 +30,8 @@ void ParseContext::start(const limiter::CompiledPolicy& p, uint64_t g) noexcept 
 void ParseContext::renew_requests(const limiter::CompiledPolicy& p, uint64_t g) noexcept {
   policy = &p;
   generation = g;
+  // The response stream keeps a view of the policy's usage field name.
+  responses.set_usage_field(p.usage_field);
   const size_t fields = p.stream.head.max_fields < field_capacity ? p.stream.head.max_fields : field_capacity;
   const size_t spill_bytes =
       p.stream.head.max_head_bytes < head_capacity - 1 ? p.stream.head.max_head_bytes : head_capacity - 1;
@@ -49,6 +52,22 @@ const FieldText* ParseContext::take_response_fields() noexcept {
   response_fields_front = static_cast<uint8_t>((response_fields_front + 1) % response_fields.size());
   --response_fields_count;
   return t;
+}
+
+void ParseContext::push_usage(const limiter::Decision& d) noexcept {
+  if (usage_count == usage_notes.size()) return;  // expect() refuses first
+  UsageNote& n = usage_notes[(usage_front + usage_count) % usage_notes.size()];
+  n.charge = d.has_usage_key;
+  n.key = d.usage_key;
+  ++usage_count;
+}
+
+const ParseContext::UsageNote* ParseContext::take_usage() noexcept {
+  if (usage_count == 0) return nullptr;
+  const UsageNote* n = &usage_notes[usage_front];
+  usage_front = static_cast<uint8_t>((usage_front + 1) % usage_notes.size());
+  --usage_count;
+  return n;
 }
 
 void ParseContext::acknowledged_by_client(uint32_t client_ack) noexcept {

@@ -19,6 +19,7 @@
 #include "http/response_stream.h"
 #include "dataplane/seq_shift.h"
 #include "limiter/compiled_policy.h"
+#include "limiter/decide.h"
 
 namespace sluice::dataplane {
 
@@ -75,6 +76,19 @@ struct ParseContext {
   uint8_t response_fields_count = 0;
   void push_response_fields(std::string_view fields) noexcept;
   [[nodiscard]] const FieldText* take_response_fields() noexcept;  // nullptr if none is queued
+
+  // Where each outstanding request's tokens are charged when its response
+  // reports them (DQ05), in request order: pushed when a request is
+  // forwarded, taken when its response ends.
+  struct UsageNote {
+    limiter::BucketKey key{};
+    bool charge = false;
+  };
+  std::array<UsageNote, http::ResponseStream::kMaxOutstanding> usage_notes;
+  uint8_t usage_front = 0;
+  uint8_t usage_count = 0;
+  void push_usage(const limiter::Decision& d) noexcept;
+  [[nodiscard]] const UsageNote* take_usage() noexcept;  // nullptr if none is queued
 
   // The origin-to-client stream as edited so far, and the bytes of each
   // pending edit (kept to rewrite a retransmission identically), in the

@@ -62,7 +62,8 @@ class Counter {
   X(contexts_exhausted, "segments dropped: no parse context free")                             \
   X(pass_through, "flows switched to pass-through (Upgrade, CONNECT)")                          \
   X(fields_inserted, "admitted responses given their rate-limit fields (TB16)")                 \
-  X(fields_skipped, "admitted responses left without fields (too long, or 32 edits in flight)")
+  X(fields_skipped, "admitted responses left without fields (too long, or 32 edits in flight)")  \
+  X(usage_reported, "responses whose reported tokens were charged to their minute (DQ05)")
 
 // What a rule decided, for `sluicectl stats` per rule. Exempt and forwarded
 // requests are counted only in the totals.

@@ -18,7 +18,7 @@ namespace {
 
 // The longest name among the framing fields ("transfer-encoding"); a longer
 // name is none of them, so no more of it is kept.
-constexpr uint16_t kFramingNameMax = 17;
+constexpr uint16_t kFramingNameMax = 32;  // the framing fields, and a usage field of up to 32
 
 std::string_view trim_ows(std::string_view s) noexcept {
   while (!s.empty() && is_ows(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
@@ -103,7 +103,8 @@ void ResponseStream::start_head() noexcept {
   head_bytes_ = 0;
   content_length_ = 0;
   has_content_length_ = has_transfer_encoding_ = chunked_seen_ = chunked_last_ = chunked_repeated_ = false;
-  close_ = keep_alive_option_ = false;
+  close_ = keep_alive_option_ = has_usage_ = false;
+  usage_ = 0;
 }
 
 ResponseStep ResponseStream::fail(ResponseError e) noexcept {
@@ -179,10 +180,11 @@ ResponseError ResponseStream::step(unsigned char c) noexcept {
       if (c != ':') return c == '\n' ? ResponseError::kBadLineEnding : ResponseError::kBadField;
       {
         const std::string_view name(line_.data(), line_len_ <= kFramingNameMax ? line_len_ : 0);
-        framing_ = iequals_lower(name, "content-length")      ? Framing::kContentLength
-                   : iequals_lower(name, "transfer-encoding") ? Framing::kTransferEncoding
-                   : iequals_lower(name, "connection")        ? Framing::kConnection
-                                                              : Framing::kOther;
+        framing_ = iequals_lower(name, "content-length")                              ? Framing::kContentLength
+                   : iequals_lower(name, "transfer-encoding")                         ? Framing::kTransferEncoding
+                   : iequals_lower(name, "connection")                                ? Framing::kConnection
+                   : !usage_field_.empty() && iequals_lower(name, usage_field_)       ? Framing::kUsage
+                                                                                      : Framing::kOther;
       }
       line_len_ = 0;
       head_state_ = framing_ == Framing::kOther ? HeadState::kSkipValue : HeadState::kValueStart;
@@ -255,6 +257,21 @@ ResponseError ResponseStream::end_field() noexcept {
         return true;
       });
       break;
+    case Framing::kUsage: {
+      // A number, or nothing: a value the origin got wrong charges nothing
+      // rather than breaking the stream's framing.
+      uint64_t n = 0;
+      bool digits = !value.empty() && value.size() <= 18;
+      for (char d : value) {
+        if (d < '0' || d > '9') digits = false;
+        else n = n * 10 + static_cast<uint64_t>(d - '0');
+      }
+      if (digits) {
+        has_usage_ = true;
+        usage_ = n;
+      }
+      break;
+    }
     case Framing::kConnection:
       for_each_element(value, [this](std::string_view option) {
         if (iequals_lower(option, "close")) close_ = true;
@@ -283,6 +300,8 @@ ResponseError ResponseStream::finish_head() noexcept {
   h.request = kind;
   h.head_bytes = head_bytes_;
   h.connection_close = close_;
+  h.has_usage = has_usage_;
+  h.usage = usage_;
   if (status_ == 101) {
     if (kind != RequestKind::kUpgrade) return ResponseError::kUnexpectedSwitch;
     h.switches = true;

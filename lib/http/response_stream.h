@@ -93,6 +93,8 @@ struct ResponseHead {
   bool connection_close = false;  // Connection lists "close"
   bool keep_alive = true;         // another response may follow on the connection (RFC 9112 9.3): no "close",
                                   // HTTP/1.1 or "keep-alive", not close-delimited, no switch
+  bool has_usage = false;         // the usage field (set_usage_field) held a number
+  uint64_t usage = 0;             // that number (DQ05: tokens the request used)
 };
 
 enum class ResponseEvent : uint8_t {
@@ -170,6 +172,12 @@ class ResponseStream {
   // The status code of the status line just reported.
   [[nodiscard]] uint16_t status_line_code() const noexcept { return status_; }
 
+  // A field whose value (a whole number) head() reports as `usage`: DQ05's
+  // tokens, when the origin reports them in its response head. `lowercase`
+  // must outlive the stream (the compiled policy's) and be at most 32 bytes;
+  // empty: none. reset() keeps it.
+  void set_usage_field(std::string_view lowercase) noexcept { usage_field_ = lowercase; }
+
  private:
   enum class State : uint8_t { kHead, kBody, kUntilClose, kSwitch, kPassThrough, kClosed, kFailed };
   // Position inside a head.
@@ -186,7 +194,7 @@ class ResponseStream {
     kFieldLF,
     kFinalLF,
   };
-  enum class Framing : uint8_t { kOther, kContentLength, kTransferEncoding, kConnection };
+  enum class Framing : uint8_t { kOther, kContentLength, kTransferEncoding, kConnection, kUsage };
 
   ResponseStep fail(ResponseError e) noexcept;
   ResponseStep feed_head(std::span<const char> piece) noexcept;
@@ -228,6 +236,9 @@ class ResponseStream {
   bool chunked_repeated_ = false;
   bool close_ = false;
   bool keep_alive_option_ = false;
+  bool has_usage_ = false;
+  uint64_t usage_ = 0;
+  std::string_view usage_field_;
   std::array<char, kMaxFramingValue> line_;  // a framing field's name, then its value
 };
 

@@ -57,6 +57,7 @@ uint64_t policy_digest(const policy::Policy& p) {
     for (const auto& m : r.methods) add(m);
     add(std::to_string(static_cast<int>(r.key.kind)) + r.key.name);
   }
+  add(p.usage.response_field);
   return XXH3_64bits(s.data(), s.size());
 }
 
@@ -101,6 +102,9 @@ std::optional<CompiledPolicy> compile_policy(const policy::Policy& p, const KeyH
   CompiledPolicy c;
   c.source = p;
   c.digest = policy_digest(p);
+  for (const char ch : p.usage.response_field) {
+    c.usage_field += (ch >= 'A' && ch <= 'Z') ? static_cast<char>(ch | 0x20) : ch;
+  }
   c.shadow = p.shadow;
   const size_t errors_before = errors.size();
   auto fail = [&](const policy::Mark& m, std::string message) {

@@ -96,6 +96,7 @@ struct CompiledPolicy {
   bool cors_any_origin = false;
   std::vector<policy::PathPattern> preflight_paths;
   std::string cors_expose;  // "Access-Control-Expose-Headers: ...\r\n", or empty
+  std::string usage_field;  // DQ05: the response field with a request's tokens, lowercase, or empty
   struct Exemption {
     MethodSet methods;
     std::string path;

@@ -55,6 +55,14 @@ struct CredentialSpec {
   enum class Unknown : uint8_t { kAnswer401, kForward } unknown = Unknown::kAnswer401;
 };
 
+// DQ05 read from the responses: the origin reports the tokens a request
+// used in a response header field, charged to the request's minute window
+// when its response ends.
+struct UsageSpec {
+  std::string response_field;  // empty: tokens come only from `sluicectl usage report`
+  static constexpr size_t kMaxNameLength = 32;
+};
+
 struct CorsSpec {
   // TB08: origins granted. Empty: no preflight handling at all, and no CORS
   // fields on refusals.
@@ -154,6 +162,7 @@ struct Policy {
   std::vector<Exemption> exemptions;
   std::vector<BucketSpec> buckets;
   std::vector<RuleSpec> rules;
+  UsageSpec usage;
   ResponseSpec refusal;
   // Response templates of answers the limiter gives for other reasons.
   ResponseSpec unauthorized;  // RF10

@@ -276,6 +276,20 @@ void read_credentials(Reader& r, const YAML::Node& n, CredentialSpec& out) {
   }
 }
 
+void read_usage(Reader& r, const YAML::Node& n, UsageSpec& out) {
+  if (!r.is_map(n, "usage")) return;
+  r.only(n, {"response_field"}, "usage");
+  if (n["response_field"]) {
+    const auto h = r.string(n["response_field"], "usage response_field");
+    if (h && (!is_token(*h) || h->size() > UsageSpec::kMaxNameLength)) {
+      r.error(n["response_field"], "'" + *h + "' is not a header name of at most " +
+                                       std::to_string(UsageSpec::kMaxNameLength) + " characters");
+    } else if (h) {
+      out.response_field = *h;
+    }
+  }
+}
+
 void read_cors(Reader& r, const YAML::Node& n, CorsSpec& out) {
   if (!r.is_map(n, "cors")) return;
   r.only(n, {"allow_origins", "preflight_paths", "expose_headers"}, "cors");
@@ -531,7 +545,7 @@ LoadResult load_policy_text(std::string_view text, const std::string& name) {
   }
   if (!r.is_map(root, "a policy")) return result;
   r.only(root, {"sluice", "name", "mode", "header_style", "service_ports", "limits", "client_ip", "credentials", "cors",
-                "exempt", "buckets", "rules", "refusal", "unauthorized", "not_found"},
+                "usage", "exempt", "buckets", "rules", "refusal", "unauthorized", "not_found"},
          "the policy");
   Policy p;
   p.file = name;
@@ -586,6 +600,7 @@ LoadResult load_policy_text(std::string_view text, const std::string& name) {
   if (root["client_ip"]) read_client_ip(r, root["client_ip"], p.client_ip);
   if (root["credentials"]) read_credentials(r, root["credentials"], p.credentials);
   if (root["cors"]) read_cors(r, root["cors"], p.cors);
+  if (root["usage"]) read_usage(r, root["usage"], p.usage);
   if (root["exempt"]) {
     const YAML::Node& ex = root["exempt"];
     if (!ex.IsSequence()) {

@@ -82,6 +82,11 @@ http {
       add_header Access-Control-Expose-Headers "Retry-After, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, RateLimit-Policy" always;
       return 200 "ok\n";
     }
+    # An upstream that reports the tokens a request used (DQ05).
+    location /usage/ {
+      add_header X-Pi-Usage-Tokens \$arg_tokens always;
+      return 200 "ok\n";
+    }
     location / { return 200 "ok\n"; }
   }
 

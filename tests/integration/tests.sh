@@ -31,6 +31,7 @@ rf-unknown-credential        limiting  route-families     1
 ctl-credentials              limiting  route-families     1
 dq-rpm-quota                 limiting  deployment-quotas  1
 ctl-usage-report             limiting  deployment-quotas  1
+dq-usage-from-response       limiting  deployment-quotas  1
 tb-keepalive-counted         limiting  tb-hourly          1
 tb-pipelined-crossing        limiting  tb-hourly          1
 tb-tinymss-budget            limiting  tb-hourly          1
@@ -915,6 +916,30 @@ t_tb_admitted_fields() {
   check_eq "impaired pipelined: statuses" "$(res statuses pli)" "200x5"
   check_eq "TB16 impaired pipelined: own values in order, each charged once" "$(res remaining pli 36)" ""
   check_olog "origin log: every request once" "$s" 28
+  finish
+}
+
+# DQ05 read from the responses (issue 6): the origin reports the tokens a
+# request used in X-Pi-Usage-Tokens; the appliance charges them to the
+# deployment's minute when the response ends: 60000 then 50000 on the
+# default quota of 100000, and the next request is refused with DQ07's body
+# and Retry-After; the origin's responses reach the client unchanged (DQ10:
+# no fields inserted).
+t_dq_usage_from_response() {
+  local s sec dep='X-Pi-Deployment: itest-usage-resp'
+  s="$(src4)"
+  sec="$(date -u +%-S)"
+  if [ "$sec" -ge 50 ]; then
+    note "waiting $((61 - sec)) s for the next minute"
+    sleep $((61 - sec))
+  fi
+  client u --source "$s" -H "$dep" --plan '[{"count": 1, "path": "/usage/a?tokens=60000"}, {"count": 1, "path": "/usage/b?tokens=50000"}, {"count": 1, "path": "/usage/c?tokens=1"}]'
+  check_eq "DQ05 under the quota, then over it: the third refused" "$(res statuses u)" "200 | 200 | 429."
+  check_eq "the origin's usage field reaches the client" "$(res header u 1 X-Pi-Usage-Tokens)" 60000
+  check_eq "DQ10 no fields inserted" "$(res has-header u 1 RateLimit-Limit)" no
+  check_eq "DQ07 body" "$(res body u 3)" "$SLT_DQ07_BODY"
+  check_range "DQ07 Retry-After" "$(res header u 3 Retry-After)" 1 60
+  check_olog "origin log: the two admitted" "$s" 2
   finish
 }
 

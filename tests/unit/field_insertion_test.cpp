@@ -1,8 +1,9 @@
-// Issue 6, TB16: an admitted response gets its request's RateLimit fields,
-// inserted right after the status line, by rewriting the origin's segment;
-// from then on the flow's origin sequence numbers are shifted towards the
-// client and the client's acknowledgements back. Whole conversations through
-// the flow engine.
+// The response path (issue 6), whole conversations through the flow engine.
+// TB16: an admitted response gets its request's RateLimit fields, inserted
+// right after the status line, by rewriting the origin's segment; from then
+// on the flow's origin sequence numbers are shifted towards the client and
+// the client's acknowledgements back. DQ05: tokens the origin reports in a
+// response are charged to the request's minute when the response ends.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -203,6 +204,63 @@ TEST(FieldInsertion, TheAppliancesOwnAnswerFollowsTheShiftedStream) {
   ASSERT_FALSE(out.empty());
   EXPECT_EQ(out[0].payload().rfind("HTTP/1.1 429 ", 0), 0u);
   EXPECT_EQ(out[0].view.seq, origin_next + shift);  // right after what the client has
+}
+
+constexpr std::string_view kQuotaPolicy = R"(sluice: 1
+name: quota
+service_ports: [80]
+header_style: none
+usage:
+  response_field: X-Pi-Usage-Tokens
+buckets:
+  deployment: { window: minute, requests: 100, tokens: 1000 }
+rules:
+  - name: deployment
+    key: { header: X-Pi-Deployment }
+    bucket: deployment
+refusal:
+  status: 429
+  body: 'quota'
+)";
+
+constexpr std::string_view kDeploymentGet = "POST /v1/chat HTTP/1.1\r\nHost: api\r\nX-Pi-Deployment: d1\r\nContent-Length: 0\r\n\r\n";
+
+// DQ05: under the quota the next request passes; a response reporting 1500
+// tokens takes the minute past 1000, and the next request is refused (DQ07),
+// while nothing was inserted into any response (DQ10) and the origin's own
+// bytes pass unchanged.
+TEST(ResponseUsage, DQ05_TokensReportedInAResponseAreChargedWhenItEnds) {
+  EngineWorld w(kQuotaPolicy, EngineWorld::with_fields());
+  Connection c(w);
+  c.handshake();
+  ASSERT_TRUE(c.data(kDeploymentGet).forwarded());
+  const std::string small = "HTTP/1.1 200 OK\r\nX-Pi-Usage-Tokens: 400\r\nContent-Length: 2\r\n\r\nok";
+  const Fed first = c.respond(small);
+  EXPECT_TRUE(first.forwarded());
+  EXPECT_EQ(first.payload(), small);
+  ASSERT_TRUE(c.data(kDeploymentGet).forwarded());  // 400 of 1000: admitted
+  const std::string big = "HTTP/1.1 200 OK\r\nX-Pi-Usage-Tokens: 1100\r\nContent-Length: 2\r\n\r\nok";
+  EXPECT_TRUE(c.respond(big).forwarded());
+  EXPECT_EQ(w.counters.usage_reported.get(), 2u);
+  EXPECT_EQ(c.data(kDeploymentGet).action, FrameAction::kDrop);  // 1500 of 1000: refused
+  EXPECT_EQ(w.counters.refused.get(), 1u);
+  EXPECT_EQ(w.counters.fields_inserted.get(), 0u);
+}
+
+// DQ09: the origin's own 429 passes through untouched, and its usage (none)
+// charges nothing.
+TEST(ResponseUsage, DQ09_AnOriginsOwn429PassesUntouched) {
+  EngineWorld w(kQuotaPolicy, EngineWorld::with_fields());
+  Connection c(w);
+  c.handshake();
+  ASSERT_TRUE(c.data(kDeploymentGet).forwarded());
+  const std::string provider =
+      "HTTP/1.1 429 Too Many Requests\r\nX-Pi-Provider: p\r\nRetry-After: 7\r\nContent-Length: 2\r\n\r\nno";
+  const Fed f = c.respond(provider);
+  EXPECT_TRUE(f.forwarded());
+  EXPECT_EQ(f.payload(), provider);
+  EXPECT_EQ(w.counters.usage_reported.get(), 0u);
+  EXPECT_TRUE(c.data(kDeploymentGet).forwarded());
 }
 
 }  // namespace

@@ -45,7 +45,7 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
   const std::vector<Broken> cases = {
       {"unknown top-level key", kMinimal + "bukets: {}\n",
        "p.yaml:8:1: unknown key 'bukets' in the policy (expected one of: sluice, name, mode, header_style, "
-       "service_ports, limits, client_ip, credentials, cors, exempt, buckets, rules, refusal, unauthorized, "
+       "service_ports, limits, client_ip, credentials, cors, usage, exempt, buckets, rules, refusal, unauthorized, "
        "not_found)"},
       {"misspelt rule key", "sluice: 1\nbuckets:\n  b: { rate: 10/s }\nrules:\n  - name: r\n    kee: client_ip\n    bucket: b\n",
        "p.yaml:6:5: unknown key 'kee' in rule (expected one of: name, methods, path, require, live_run, key, "
@@ -74,6 +74,8 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
        "p.yaml:4:10: header X-A: a header value may not hold control characters or line breaks"},
       {"duplicate rule", kMinimal + "  - name: r\n    key: client_ip\n    bucket: b\n", "p.yaml:8:5: two rules are named r"},
       {"not yaml", "sluice: 1\nrules: [\n", "p.yaml:3:1: not valid YAML: end of sequence flow not found"},
+      {"usage field not a header name (DQ05)", "sluice: 1\nusage: { response_field: \"X Tokens\" }\n",
+       "p.yaml:2:26: 'X Tokens' is not a header name of at most 32 characters"},
       {"calendar bucket without quota", "sluice: 1\nbuckets:\n  d: { window: minute }\n",
        "p.yaml:3:6: bucket d needs requests, tokens or both per minute"},
       {"status out of range", kMinimal + "refusal: { status: 99 }\n", "p.yaml:8:20: refusal status must be between 100 and 599, not 99"},

@@ -596,6 +596,31 @@ TEST(ResponseStream, ReportsWhereEachStatusLineEndsWhenAsked) {
   EXPECT_EQ(quiet.next(std::string_view("HTTP/1.1 200 OK\r\nContent-Le")).event, E::kNeedMore);
 }
 
+// DQ05 from the responses: the tokens a request used, reported by the origin
+// in a field of the response head, whatever the case of its name; a value
+// that is not a number charges nothing and breaks nothing; interim heads and
+// other responses carry none.
+TEST(ResponseStream, DQ05_ReadsTheUsageFieldOfAHead) {
+  ResponseStream s;
+  s.set_usage_field("x-pi-usage-tokens");
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(s.expect(K::kOrdinary));
+  const std::string input =
+      "HTTP/1.1 100 Continue\r\n\r\n"
+      "HTTP/1.1 200 OK\r\nX-Pi-Usage-Tokens: 1234\r\nContent-Length: 2\r\n\r\nok"
+      "HTTP/1.1 200 OK\r\nx-pi-usage-tokens: lots\r\nContent-Length: 0\r\n\r\n"
+      "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+  std::vector<std::pair<bool, uint64_t>> heads;
+  for (size_t off = 0; off < input.size();) {
+    const ResponseStep st = s.next(std::span<const char>(input.data() + off, input.size() - off));
+    off += st.consumed;
+    ASSERT_NE(st.event, E::kError) << to_string(st.error);
+    if (st.event == E::kHead) heads.emplace_back(s.head().has_usage, s.head().usage);
+    if (st.event == E::kNeedMore) break;
+  }
+  const std::vector<std::pair<bool, uint64_t>> want = {{false, 0}, {true, 1234}, {false, 0}, {false, 0}};
+  EXPECT_EQ(heads, want);
+}
+
 TEST(ResponseStream, ResetStartsAFreshFlow) {
   ResponseStream s;
   ASSERT_TRUE(s.expect(K::kOrdinary));
