@@ -36,7 +36,7 @@ struct FieldText {
   // Copies only the bytes in use (a whole FieldText is 161 bytes).
   void assign(std::string_view text) noexcept {
     len = text.size() <= sizeof bytes ? static_cast<uint8_t>(text.size()) : 0;
-    std::memcpy(bytes, text.data(), len);
+    if (len != 0) std::memcpy(bytes, text.data(), len);  // an empty view may have no data()
   }
 };
 
