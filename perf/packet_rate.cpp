@@ -623,6 +623,22 @@ Row bridged(Rig& rig, const Options& o) {
   return row;
 }
 
+// Request k of the admitted pattern on `flows` flows of `net`: flow k %
+// flows, the round-th request on it, and the origin's response right after.
+// The request acknowledges the origin's stream up to its last response plus
+// `ack_extra_per_round` for every earlier response (bytes the client saw
+// inserted, in its own numbers).
+void add_request_and_response(Rig& rig, uint32_t net, size_t flows, uint64_t k, uint32_t ack_extra_per_round) {
+  const uint32_t q = static_cast<uint32_t>(kAdmitHead.size()), a = static_cast<uint32_t>(kResponse.size());
+  const FlowId id = flow_id(net, k % flows, 0);
+  const auto round = static_cast<uint32_t>(k / flows);
+  const uint32_t cseq = id.client_isn + 1 + round * q, oseq = id.origin_isn + 1 + round * a;
+  rig.add_tcp({Side::kClient, id.client_ip, id.client_port, kServicePort, cseq, oseq + round * ack_extra_per_round,
+               tcp_flag::kAck | tcp_flag::kPsh, kAdmitHead});
+  rig.add_tcp({Side::kOrigin, id.client_ip, id.client_port, kServicePort, oseq, cseq + q,
+               tcp_flag::kAck | tcp_flag::kPsh, kResponse});
+}
+
 std::vector<Row> admitted(Rig& rig, const Options& o) {
   const size_t requests = o.frames != 0 ? o.frames : kDefaultAdmitted;
   const size_t flows = o.flows;
@@ -633,17 +649,7 @@ std::vector<Row> admitted(Rig& rig, const Options& o) {
   // response to it comes in the same poll, right after it.
   auto fill_from = [&](uint64_t base) {
     return [&rig, &flows, base](size_t first, size_t n) {
-      const uint32_t q = static_cast<uint32_t>(kAdmitHead.size()), a = static_cast<uint32_t>(kResponse.size());
-      for (size_t i = first; i < first + n; ++i) {
-        const uint64_t k = base + i;
-        const FlowId id = flow_id(kAdmitNet, k % flows, 0);
-        const auto round = static_cast<uint32_t>(k / flows);
-        const uint32_t cseq = id.client_isn + 1 + round * q, oseq = id.origin_isn + 1 + round * a;
-        rig.add_tcp({Side::kClient, id.client_ip, id.client_port, kServicePort, cseq, oseq,
-                     tcp_flag::kAck | tcp_flag::kPsh, kAdmitHead});
-        rig.add_tcp({Side::kOrigin, id.client_ip, id.client_port, kServicePort, oseq, cseq + q,
-                     tcp_flag::kAck | tcp_flag::kPsh, kResponse});
-      }
+      for (size_t i = first; i < first + n; ++i) add_request_and_response(rig, kAdmitNet, flows, base + i, 0);
     };
   };
   Row req{"admitted", num(requests) + " requests + responses", "requests/s", {}, {}};
@@ -686,19 +692,10 @@ std::vector<Row> fields(Rig& rig, const Options& o) {
   handshake(rig, nets[1], flows, 0);
   uint64_t next_request[2] = {0, 0};
   auto fill_from = [&](uint64_t base, uint32_t net, bool insert) {
-    return [&rig, flows, base, net, insert](size_t first, size_t n) {
-      const uint32_t q = static_cast<uint32_t>(kAdmitHead.size()), a = static_cast<uint32_t>(kResponse.size());
-      for (size_t i = first; i < first + n; ++i) {
-        const uint64_t k = base + i;
-        const FlowId id = flow_id(net, k % flows, 0);
-        const auto round = static_cast<uint32_t>(k / flows);
-        const uint32_t cseq = id.client_isn + 1 + round * q, oseq = id.origin_isn + 1 + round * a;
-        const uint32_t inserted = insert ? round * static_cast<uint32_t>(dataplane::kMaxInsertedFields) : 0;
-        rig.add_tcp({Side::kClient, id.client_ip, id.client_port, kServicePort, cseq, oseq + inserted,
-                     tcp_flag::kAck | tcp_flag::kPsh, kAdmitHead});
-        rig.add_tcp({Side::kOrigin, id.client_ip, id.client_port, kServicePort, oseq, cseq + q,
-                     tcp_flag::kAck | tcp_flag::kPsh, kResponse});
-      }
+    // Past every byte inserted so far: at most kMaxInsertedFields a response.
+    const uint32_t extra = insert ? static_cast<uint32_t>(dataplane::kMaxInsertedFields) : 0;
+    return [&rig, flows, base, net, extra](size_t first, size_t n) {
+      for (size_t i = first; i < first + n; ++i) add_request_and_response(rig, net, flows, base + i, extra);
     };
   };
   Row plain{"fields", num(requests) + " off (" + num(flows) + " flows)", "requests/s", {}, {}};

@@ -132,6 +132,15 @@ struct Fed {
   }
 };
 
+// The segments the engine wrote towards `side`, from the `from`-th written on.
+inline std::vector<SentSegment> sent_to(const EngineWorld& w, dataplane::Side side, size_t from = 0) {
+  std::vector<SentSegment> out;
+  for (size_t i = from; i < w.sink.sent.size(); ++i) {
+    if (w.sink.sent[i].to == side) out.push_back(w.sink.sent[i]);
+  }
+  return out;
+}
+
 // One TCP connection through the engine.
 class Connection {
  public:

@@ -18,14 +18,6 @@ using dataplane::FrameAction;
 using dataplane::Side;
 namespace flag = dataplane::tcp_flag;
 
-std::vector<SentSegment> sent_to(const EngineWorld& w, Side side, size_t from = 0) {
-  std::vector<SentSegment> out;
-  for (size_t i = from; i < w.sink.sent.size(); ++i) {
-    if (w.sink.sent[i].to == side) out.push_back(w.sink.sent[i]);
-  }
-  return out;
-}
-
 constexpr std::string_view kGet = "GET /a HTTP/1.1\r\nHost: api\r\n\r\n";
 constexpr std::string_view kOk = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
 constexpr std::string_view kStatusLine = "HTTP/1.1 200 OK\r\n";

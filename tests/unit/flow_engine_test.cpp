@@ -15,14 +15,6 @@ namespace flag = dataplane::tcp_flag;
 inline constexpr std::string_view kGet = "GET /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\n";
 inline constexpr std::string_view kOk = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
 
-std::vector<SentSegment> sent_to(const EngineWorld& w, Side side, size_t from = 0) {
-  std::vector<SentSegment> out;
-  for (size_t i = from; i < w.sink.sent.size(); ++i) {
-    if (w.sink.sent[i].to == side) out.push_back(w.sink.sent[i]);
-  }
-  return out;
-}
-
 // Uses up the small policy's budget of two on `conn`'s address.
 void spend_budget(EngineWorld& w) {
   for (uint16_t port = 41000; port < 41002; ++port) {
