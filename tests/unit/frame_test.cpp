@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "reference_checksum.h"
 #include "dataplane/checksum.h"
 #include "dataplane/flow_table.h"
 #include "dataplane/frame.h"
@@ -12,16 +13,7 @@
 namespace sluice::dataplane {
 namespace {
 
-// RFC 1071 the slow way: 16-bit words, folded at every step.
-uint16_t reference_sum(const std::vector<uint8_t>& bytes) {
-  uint32_t sum = 0;
-  for (size_t i = 0; i < bytes.size(); i += 2) {
-    const uint16_t w = static_cast<uint16_t>(bytes[i] << 8 | (i + 1 < bytes.size() ? bytes[i + 1] : 0));
-    sum += w;
-    sum = (sum & 0xffff) + (sum >> 16);
-  }
-  return static_cast<uint16_t>(sum);
-}
+using test::reference_sum;
 
 std::vector<uint8_t> l2(uint16_t type, int tags = 0) {
   std::vector<uint8_t> h = {2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1};

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "reference_checksum.h"
 #include "dataplane/checksum.h"
 #include "dataplane/frame.h"
 #include "dataplane/segment_rewrite.h"
@@ -21,16 +22,7 @@ namespace {
 
 using Frame = std::vector<uint8_t>;
 
-// RFC 1071 the slow way: 16-bit words, folded at every step.
-uint16_t reference_sum(const std::vector<uint8_t>& bytes) {
-  uint32_t sum = 0;
-  for (size_t i = 0; i < bytes.size(); i += 2) {
-    const uint16_t w = static_cast<uint16_t>(bytes[i] << 8 | (i + 1 < bytes.size() ? bytes[i + 1] : 0));
-    sum += w;
-    sum = (sum & 0xffff) + (sum >> 16);
-  }
-  return static_cast<uint16_t>(sum);
-}
+using test::reference_sum;
 
 // The frames here have no IPv6 extension headers: the TCP header follows the
 // fixed IP header.
