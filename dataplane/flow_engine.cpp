@@ -37,6 +37,8 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
       answers_(config.answer_bytes),
       scratch_(std::make_unique<limiter::DecisionScratch>()) {
   scratch_->trace_seed = trace_seed;
+  // Big enough for a whole segment with every pending edit of a flow in it.
+  edit_buf_ = std::make_unique<uint8_t[]>(65536 + SeqShift::kMaxEdits * kMaxAnswerBytes);
   set_insert_fields(config.insert_fields);
 }
 
@@ -45,7 +47,6 @@ void FlowEngine::set_insert_fields(bool on) {
   // Without insertion admitted responses pass unchanged: their fields need
   // not be rendered.
   scratch_->render_admitted_fields = on;
-  if (on && !edit_buf_) edit_buf_ = std::make_unique<uint8_t[]>(65536 + SeqShift::kMaxEdits * kMaxInsertedFields);
 }
 
 FrameResult FlowEngine::on_frame(const ServiceFrame& sf, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
@@ -131,13 +132,18 @@ FrameResult FlowEngine::on_client(TcpFlow* flow, const ServiceFrame& sf, uint8_t
 
   if (v.has(flag::kRst)) {
     const bool answered = flow->state == FlowState::kAnswered;
+    if (!answered && flow->stream_edited) rewrite_seq(frame, v, to_origin_seq(*flow, v.seq));
     flow->state = FlowState::kClosed;
     release_context(*flow);
     return answered ? drop : forward;  // after an answer the origin's socket is gone already
   }
 
-  const FrameResult r = client_segment(*flow, frame, v, snap, now, out);
-  if (flow->stream_edited && r.action == FrameAction::kForward) to_origin_edited(*flow, frame, v);
+  const uint32_t parsed_before = flow->client_next;
+  FrameResult r = client_segment(*flow, frame, v, snap, now, out);
+  if (flow->stream_edited && r.action == FrameAction::kForward) {
+    to_origin_edited(*flow, frame, v, parsed_before, out);
+    r.frame_len = v.frame_len;
+  }
   if (v.has(flag::kFin) && r.action == FrameAction::kForward) {
     flow->client_fin = true;
     close_if_finished(*flow);
@@ -210,6 +216,7 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
     contexts_.start(flow.context, snap.policy, snap.generation);
     ParseContext& fresh = contexts_.at(flow.context);
     fresh.to_client.reset(flow.to_client_base);
+    fresh.to_origin.reset(flow.to_origin_base);
     fresh.responses.report_status_lines(config_.insert_fields);
   }
   ParseContext& ctx = contexts_.at(flow.context);
@@ -259,6 +266,43 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
     ctx.buffering = false;
     cut(keep);
     if (ctx.responses.outstanding() == 0) r.answer_after = &flow;
+  };
+  // A refusal (or other answer) that keeps the connection open: the request's
+  // bytes so far are cut out of the stream to the origin, the rest of them as
+  // they come (absorbing), and the answer goes to the client once the
+  // responses to the requests before it are out. False when the answer closes
+  // the connection instead (the policy or the request says so, or the flow
+  // has as many edits in flight as it can keep).
+  auto keep_open = [&](const limiter::Decision& d) noexcept -> bool {
+    if (!d.keep_alive || ctx.kept_count == ctx.kept.size() || ctx.to_origin.pending() == SeqShift::kMaxEdits ||
+        ctx.to_client.pending() + ctx.kept_unsent() >= SeqShift::kMaxEdits || d.response.empty()) {
+      return false;
+    }
+    ParseContext::KeptAnswer a;
+    a.from = ctx.buffering ? flow.held_seq : v.seq + skip + (head_began_here ? head_start : 0);
+    a.to = v.seq + skip + off;
+    if (!ctx.to_origin.add(a.from, a.to - a.from, 0)) return false;
+    a.after = ctx.requests_forwarded;
+    a.pos = answers_.put(d.response);
+    a.len = static_cast<uint16_t>(std::min(d.response.size(), kMaxAnswerBytes));
+    (void)ctx.push_kept(a);  // room checked above
+    ctx.absorbing = true;
+    ctx.buffering = false;
+    ctx.head_len = 0;
+    flow.stream_edited = true;
+    counters_.answers_kept_open.add();
+    if (ctx.responses_ended == a.after) {
+      // Nothing before it is unanswered: it goes right after what the
+      // origin has sent so far.
+      send_kept_answers(flow, ctx, flow.origin_next, out);
+    }
+    return true;
+  };
+  // The refused request's bytes up to client sequence `upto` are cut out.
+  auto absorbed_to = [&](uint32_t upto) noexcept {
+    ParseContext::KeptAnswer& a = ctx.kept_at(ctx.kept_count - 1u);
+    a.to = upto;
+    ctx.to_origin.set_last_removed(upto - a.from);
   };
 
   const limiter::ConnectionFacts conn{flow.key.client, flow.key.origin, flow.key.origin_port};
@@ -349,16 +393,19 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
           case limiter::Verdict::kRefuse:
             counters_.refused.add();
             count_refused(d);
+            if (keep_open(d)) continue;
             refuse(d);
             return r;
           case limiter::Verdict::kAnswer:
             counters_.answered.add();
             if (d.rule >= 0) counters_.rules[rule_slot(d.rule)].answered.add();
+            if (keep_open(d)) continue;
             refuse(d);
             return r;
         }
         // Room was checked when this head began.
         (void)ctx.responses.expect(http::request_kind(rs->head()));
+        ++ctx.requests_forwarded;
         ctx.push_usage(d);
         if (config_.insert_fields) {
           const bool fields = d.verdict == limiter::Verdict::kAdmit && !d.fields.empty();
@@ -369,6 +416,10 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
       }
       case http::StreamEvent::kMessageEnd:
         off += static_cast<uint32_t>(st.consumed);
+        if (ctx.absorbing) {
+          absorbed_to(v.seq + skip + off);
+          ctx.absorbing = false;
+        }
         head_start = off;
         head_began_here = true;
         follow_reload();
@@ -393,6 +444,7 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
         return r;
     }
   }
+  if (ctx.absorbing) absorbed_to(end);
   flow.client_next = end;
   if (v.has(flag::kFin)) flow.client_fin = true;
   maybe_release_context(flow);
@@ -416,6 +468,7 @@ FrameResult FlowEngine::origin_segment(TcpFlow* flow, uint8_t* frame, FrameView&
   if (v.has(flag::kSyn)) {
     if (v.has(flag::kAck) && flow->state == FlowState::kSynSent && v.ack == flow->client_isn + 1) {
       flow->origin_isn = v.seq;
+      flow->origin_ack = v.ack;
       flow->origin_tsval = v.options.tsval;
       flow->origin_window = v.window;
       flow->origin_mss = v.options.mss != 0 ? v.options.mss : 536;
@@ -428,6 +481,7 @@ FrameResult FlowEngine::origin_segment(TcpFlow* flow, uint8_t* frame, FrameView&
   }
   if (v.options.has_timestamp && seq_lt(flow->origin_tsval, v.options.tsval)) flow->origin_tsval = v.options.tsval;
   if (!seq_lt(v.seq, flow->origin_next)) flow->origin_window = v.window;  // not from a late, older segment
+  if (v.has(flag::kAck) && seq_lt(flow->origin_ack, v.ack)) flow->origin_ack = v.ack;
   if (v.has(flag::kRst)) {
     if (flow->state == FlowState::kAnswered) return drop;
     flow->state = FlowState::kClosed;
@@ -496,11 +550,15 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
         if (code < 200 && code != 101) continue;
         const FieldText* fields = ctx.take_response_fields();
         if (fields == nullptr || fields->len == 0 || code == 101) continue;
-        if (!ctx.to_client.add(v.seq + skip + static_cast<uint32_t>(off), 0, fields->len)) {
+        // Kept answers not yet spliced in have their room reserved.
+        if (ctx.to_client.pending() + ctx.kept_unsent() >= SeqShift::kMaxEdits ||
+            !ctx.to_client.add(v.seq + skip + static_cast<uint32_t>(off), 0, fields->len)) {
           counters_.fields_skipped.add();
           continue;
         }
-        ctx.edit_text[ctx.to_client.pending() - 1].assign(fields->view());
+        ParseContext::EditBytes& e = ctx.edit_bytes[ctx.to_client.pending() - 1];
+        e.fields.assign(fields->view());
+        e.answer_len = 0;
         flow.stream_edited = true;
         counters_.fields_inserted.add();
         continue;
@@ -513,6 +571,10 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
           limiter::report_usage(limiter_, usage->key, ctx.responses.head().usage, now);
           counters_.usage_reported.add();
         }
+        // Kept answers to requests refused after this one go right after it,
+        // in this segment (written again with them, like inserted fields).
+        ++ctx.responses_ended;
+        if (ctx.kept_count != 0) splice_kept_answers(ctx, v.seq + skip + static_cast<uint32_t>(off));
         if (ctx.responses.outstanding() == 0) {
           ctx.requests->resolve_switch(false);
           if (refusing) r.answer_after = &flow;
@@ -578,8 +640,8 @@ void FlowEngine::release_held(TcpFlow& flow, const ParseContext& ctx, const Fram
   if (flow.timestamps) mss = mss > kTimestampOptionBytes ? mss - kTimestampOptionBytes : 1;
   for (uint32_t off = 0; off < count;) {
     const uint32_t chunk = static_cast<uint32_t>(std::min<size_t>(mss, count - off));
-    send_to_origin(flow, out, flow.held_seq + off, to_origin_ack(flow, v.ack), flag::kAck, {bytes + off, chunk},
-                   v.window);
+    send_to_origin(flow, out, to_origin_seq(flow, flow.held_seq + off), to_origin_ack(flow, v.ack), flag::kAck,
+                   {bytes + off, chunk}, v.window);
     off += chunk;
   }
 }
@@ -602,7 +664,7 @@ void FlowEngine::send_answer(TcpFlow& flow, PacketSink& out) noexcept {
     // The origin closed first: the client has its FIN and cannot take an
     // answer after it. Release the origin's socket and stop.
     counters_.answers_abandoned.add();
-    send_to_origin(flow, out, flow.reset_seq, flow.origin_next, flag::kRst | flag::kAck);
+    send_to_origin(flow, out, to_origin_seq(flow, flow.reset_seq), flow.origin_next, flag::kRst | flag::kAck);
     flow.state = FlowState::kClosed;
     release_context(flow);
     return;
@@ -615,7 +677,7 @@ void FlowEngine::send_answer(TcpFlow& flow, PacketSink& out) noexcept {
   flow.answer_len = ctx.answer_len;
   release_context(flow);
   emit_answer(flow, out);
-  send_to_origin(flow, out, flow.reset_seq, flow.origin_next, flag::kRst | flag::kAck);
+  send_to_origin(flow, out, to_origin_seq(flow, flow.reset_seq), flow.origin_next, flag::kRst | flag::kAck);
   flow.state = FlowState::kAnswered;
   counters_.answers_sent.add();
 }
@@ -676,9 +738,15 @@ void FlowEngine::emit(PacketSink& out, Side to, SegmentSpec& s) noexcept {
 
 void FlowEngine::send_to_client(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags,
                                 std::span<const uint8_t> payload) noexcept {
+  // The engine speaks in the origin's numbers.
+  send_in_client_numbers(flow, out, to_client_seq(flow, seq), ack, flags, payload);
+}
+
+void FlowEngine::send_in_client_numbers(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags,
+                                        std::span<const uint8_t> payload) noexcept {
   SegmentSpec s = segment_from(flow, Side::kOrigin);
-  s.seq = to_client_seq(flow, seq);  // the engine speaks in the origin's numbers
-  s.ack = ack;
+  s.seq = seq;
+  s.ack = capped_ack(flow, ack);
   s.flags = flags;
   s.window = flow.origin_window;
   s.payload = payload;
@@ -740,6 +808,7 @@ void FlowEngine::release_context(TcpFlow& flow) noexcept {
   if (flow.context < 0) return;
   // What the edits so far shift the rest of the flow by.
   flow.to_client_base = static_cast<uint32_t>(contexts_.at(flow.context).to_client.total_shift());
+  flow.to_origin_base = static_cast<uint32_t>(contexts_.at(flow.context).to_origin.total_shift());
   contexts_.release(flow.context);
   flow.context = -1;
 }
@@ -749,8 +818,13 @@ void FlowEngine::maybe_release_context(TcpFlow& flow) noexcept {
   const ParseContext& ctx = contexts_.at(flow.context);
   // An edit the client has not acknowledged keeps the context: a
   // retransmission of its segment must be written again the same way.
+  // Nor does a kept answer the client does not have yet; and once requests
+  // have been cut out, the origin must have acknowledged everything the
+  // client sent (a late copy of a cut request, renumbered by the base shift
+  // alone, then lands on bytes the origin has and drops).
   if (ctx.requests->idle() && ctx.responses.outstanding() == 0 && ctx.responses.at_boundary() &&
-      ctx.to_client.pending() == 0) {
+      ctx.to_client.pending() == 0 && ctx.kept_count == 0 && !ctx.absorbing &&
+      (ctx.to_origin.pending() == 0 || seq_le(ctx.to_origin.forward(flow.client_next), flow.origin_ack))) {
     release_context(flow);
   }
 }
@@ -759,6 +833,25 @@ uint32_t FlowEngine::to_client_seq(const TcpFlow& flow, uint32_t origin_seq) noe
   if (!flow.stream_edited) return origin_seq;
   if (flow.context >= 0) return contexts_.at(flow.context).to_client.forward(origin_seq);
   return origin_seq + flow.to_client_base;
+}
+
+uint32_t FlowEngine::to_origin_seq(const TcpFlow& flow, uint32_t client_seq) noexcept {
+  if (!flow.stream_edited) return client_seq;
+  if (flow.context >= 0) return contexts_.at(flow.context).to_origin.forward(client_seq);
+  return client_seq + flow.to_origin_base;
+}
+
+uint32_t FlowEngine::capped_ack(const TcpFlow& flow, uint32_t client_ack) noexcept {
+  if (!flow.stream_edited || flow.context < 0) return client_ack;
+  uint32_t cap = 0;
+  if (contexts_.at(flow.context).ack_cap(cap) && seq_lt(cap, client_ack)) return cap;
+  return client_ack;
+}
+
+uint32_t FlowEngine::to_client_ack(const TcpFlow& flow, uint32_t origin_ack) noexcept {
+  if (!flow.stream_edited) return origin_ack;
+  if (flow.context < 0) return origin_ack - flow.to_origin_base;
+  return capped_ack(flow, contexts_.at(flow.context).to_origin.backward(origin_ack));
 }
 
 uint32_t FlowEngine::to_origin_ack(const TcpFlow& flow, uint32_t client_ack) noexcept {
@@ -789,8 +882,8 @@ FrameResult FlowEngine::to_client_edited(TcpFlow& flow, uint8_t* frame, FrameVie
     const uint32_t end = v.seq + v.payload_len;
     for (unsigned i = 0; i < shift.pending(); ++i) {
       if (carries_edit(shift.edit(i).at, v.seq, end, framed_before)) {
-        // The segment (or its retransmission) the fields go into: written
-        // again with them, the original dropped.
+        // The segment (or its retransmission) the fields or a kept answer go
+        // into: written again with them, the original dropped.
         emit_with_fields(flow, frame, v, framed_before, out);
         r.action = FrameAction::kDrop;
         return r;
@@ -798,21 +891,59 @@ FrameResult FlowEngine::to_client_edited(TcpFlow& flow, uint8_t* frame, FrameVie
     }
   }
   rewrite_seq(frame, v, to_client_seq(flow, v.seq));
+  if (v.has(flag::kAck)) {
+    // Requests cut out of the client's stream: the origin's acknowledgement
+    // and SACK edges in the client's numbers.
+    rewrite_ack(frame, v, to_client_ack(flow, v.ack));
+    SeqShift base;
+    const SeqShift* shift = &base;
+    if (flow.context >= 0) shift = &contexts_.at(flow.context).to_origin;
+    else base.reset(flow.to_origin_base);
+    if (!shift->empty()) static_cast<void>(rewrite_sack(frame, v, *shift));
+  }
   return r;
 }
 
-void FlowEngine::to_origin_edited(TcpFlow& flow, uint8_t* frame, FrameView& v) noexcept {
-  if (!v.has(flag::kAck)) return;
-  if (flow.context >= 0) {
-    ParseContext& ctx = contexts_.at(flow.context);
-    ctx.acknowledged_by_client(v.ack);
-    shift_client_segment(frame, v, ctx.to_client);
-    maybe_release_context(flow);
+void FlowEngine::to_origin_edited(TcpFlow& flow, uint8_t* frame, FrameView& v, uint32_t parsed_before,
+                                  PacketSink& out) noexcept {
+  if (flow.context < 0) {
+    if (flow.to_origin_base != 0) rewrite_seq(frame, v, v.seq + flow.to_origin_base);
+    SeqShift base;
+    base.reset(flow.to_client_base);
+    shift_client_segment(frame, v, base);
     return;
   }
-  SeqShift base;
-  base.reset(flow.to_client_base);
-  shift_client_segment(frame, v, base);
+  ParseContext& ctx = contexts_.at(flow.context);
+  const unsigned kept_before = ctx.kept_count;
+  if (v.has(flag::kAck)) ctx.acknowledged_by_client(v.ack);
+  bool answered = false;
+  uint32_t cut = 0;
+  if (!ctx.to_origin.empty()) {
+    if (v.payload_len != 0 && seq_lt(v.seq, parsed_before)) {
+      // Bytes the client sends again: if they belong to a request whose kept
+      // answer it does not acknowledge, the answer was lost.
+      const uint32_t end = v.seq + v.payload_len;
+      answered = resend_kept_answers(flow, ctx, v.seq, seq_lt(end, parsed_before) ? end : parsed_before, out);
+    }
+    cut = cut_removed(frame, v, ctx.to_origin);
+  }
+  shift_client_segment(frame, v, ctx.to_client);
+  // The client has a kept answer whole (its request may be acknowledged now),
+  // or sent bytes of a refused request, which only the appliance can
+  // acknowledge (unless the answer it lacks holds the acknowledgement back:
+  // then it comes when the answer is acknowledged).
+  uint32_t cap = 0;
+  const bool held_back = ctx.ack_cap(cap);
+  if (!answered && (ctx.kept_count < kept_before || (cut != 0 && !held_back))) {
+    send_to_client(flow, out, flow.origin_next, to_client_ack(flow, flow.origin_ack), flag::kAck, {});
+  }
+  maybe_release_context(flow);
+}
+
+std::span<const char> FlowEngine::edit_bytes(const ParseContext& ctx, unsigned i) const noexcept {
+  const ParseContext::EditBytes& e = ctx.edit_bytes[i];
+  if (e.answer_len != 0) return answers_.get(e.answer_pos, e.answer_len);
+  return {e.fields.bytes, e.fields.len};
 }
 
 void FlowEngine::emit_with_fields(TcpFlow& flow, const uint8_t* frame, const FrameView& v, uint32_t framed_before,
@@ -827,20 +958,30 @@ void FlowEngine::emit_with_fields(TcpFlow& flow, const uint8_t* frame, const Fra
   // Where the client's numbering of this segment starts: before the bytes
   // inserted right at its start, if it carries them.
   uint32_t start = shift.forward(v.seq);
+  bool first = true;
   for (unsigned i = 0; i < shift.pending(); ++i) {
     const uint32_t at = shift.edit(i).at;
     if (!carries_edit(at, v.seq, v.seq + len, framed_before)) continue;
-    if (at == v.seq) start = v.seq + static_cast<uint32_t>(shift.edit(i).before);
+    if (first && at == v.seq) start = v.seq + static_cast<uint32_t>(shift.edit(i).before);
+    first = false;
+    const std::span<const char> text = edit_bytes(ctx, i);
+    if (text.size() != shift.edit(i).inserted) {
+      // A kept answer overwritten in the answer store while the client still
+      // lacked it: the stream cannot be written again the same way.
+      counters_.answers_lost.add();
+      abort_flow(flow, out);
+      return;
+    }
     const uint32_t k = at - v.seq;
     std::memcpy(buf + n, payload + pos, k - pos);
     n += k - pos;
     pos = k;
-    const FieldText& text = ctx.edit_text[i];
-    std::memcpy(buf + n, text.bytes, text.len);
-    n += text.len;
+    std::memcpy(buf + n, text.data(), text.size());
+    n += text.size();
   }
   std::memcpy(buf + n, payload + pos, len - pos);
   n += len - pos;
+  const uint32_t ack = to_client_ack(flow, v.ack);
   // Cut to what the client accepts, as the origin would have.
   size_t mss = flow.client_mss;
   if (flow.timestamps) mss = mss > kTimestampOptionBytes ? mss - kTimestampOptionBytes : 1;
@@ -849,7 +990,7 @@ void FlowEngine::emit_with_fields(TcpFlow& flow, const uint8_t* frame, const Fra
     const bool last = off + chunk == n;
     SegmentSpec s = segment_from(flow, Side::kOrigin);
     s.seq = start + static_cast<uint32_t>(off);
-    s.ack = v.ack;
+    s.ack = ack;
     s.flags = last ? v.flags : static_cast<uint8_t>(v.flags & ~(flag::kFin | flag::kPsh));
     s.window = v.window;
     if (v.options.has_timestamp) {
@@ -860,6 +1001,74 @@ void FlowEngine::emit_with_fields(TcpFlow& flow, const uint8_t* frame, const Fra
     emit(out, Side::kClient, s);
     off += chunk;
   }
+}
+
+unsigned FlowEngine::splice_kept_answers(ParseContext& ctx, uint32_t at) noexcept {
+  unsigned spliced = 0;
+  for (unsigned i = 0; i < ctx.kept_count; ++i) {
+    ParseContext::KeptAnswer& a = ctx.kept_at(i);
+    if (a.sent) continue;
+    if (a.after != ctx.responses_ended) break;  // waits for later responses, as do all after it
+    if (!ctx.to_client.add(at, 0, a.len)) break;  // room was reserved; never happens
+    ParseContext::EditBytes& e = ctx.edit_bytes[ctx.to_client.pending() - 1];
+    e.fields.len = 0;
+    e.answer_pos = a.pos;
+    e.answer_len = a.len;
+    a.sent = true;
+    a.client_end = ctx.to_client.forward(at);  // right after it
+    ++spliced;
+  }
+  return spliced;
+}
+
+void FlowEngine::send_kept_answers(TcpFlow& flow, ParseContext& ctx, uint32_t at, PacketSink& out) noexcept {
+  const unsigned before = ctx.kept_count;
+  unsigned unsent = 0;
+  while (unsent < before && ctx.kept_at(unsent).sent) ++unsent;
+  const unsigned spliced = splice_kept_answers(ctx, at);
+  for (unsigned i = unsent; i < unsent + spliced; ++i) emit_kept_answer(flow, ctx.kept_at(i), out);
+}
+
+bool FlowEngine::resend_kept_answers(TcpFlow& flow, ParseContext& ctx, uint32_t from, uint32_t to,
+                                     PacketSink& out) noexcept {
+  bool any = false;
+  for (unsigned i = 0; i < ctx.kept_count; ++i) {
+    const ParseContext::KeptAnswer& a = ctx.kept_at(i);
+    if (!a.sent || !seq_lt(from, a.to) || !seq_lt(a.from, to)) continue;
+    counters_.kept_answers_resent.add();
+    emit_kept_answer(flow, a, out);
+    any = true;
+  }
+  return any;
+}
+
+void FlowEngine::emit_kept_answer(TcpFlow& flow, const ParseContext::KeptAnswer& a, PacketSink& out) noexcept {
+  const std::span<const char> answer = answers_.get(a.pos, a.len);
+  if (answer.size() != a.len) {
+    counters_.answers_lost.add();
+    abort_flow(flow, out);
+    return;
+  }
+  const uint8_t* bytes = reinterpret_cast<const uint8_t*>(answer.data());
+  const uint32_t seq = a.client_end - a.len;
+  const uint32_t ack = to_client_ack(flow, flow.origin_ack);
+  size_t mss = flow.client_mss;
+  if (flow.timestamps) mss = mss > kTimestampOptionBytes ? mss - kTimestampOptionBytes : 1;
+  if (mss == 0) mss = 1;
+  for (size_t off = 0; off < a.len;) {
+    const size_t chunk = std::min<size_t>(mss, a.len - off);
+    const bool last = off + chunk == a.len;
+    const uint8_t flags = static_cast<uint8_t>(flag::kAck | (last ? flag::kPsh : 0));
+    send_in_client_numbers(flow, out, seq + static_cast<uint32_t>(off), ack, flags, {bytes + off, chunk});
+    off += chunk;
+  }
+}
+
+void FlowEngine::abort_flow(TcpFlow& flow, PacketSink& out) noexcept {
+  send_to_client(flow, out, flow.origin_next, flow.client_next, flag::kRst | flag::kAck, {});
+  send_to_origin(flow, out, to_origin_seq(flow, flow.client_next), flow.origin_next, flag::kRst | flag::kAck);
+  flow.state = FlowState::kClosed;
+  release_context(flow);
 }
 
 void FlowEngine::sweep(Nanos now, size_t slots) noexcept {

@@ -2,9 +2,10 @@
 // service-port flow this worker owns, it tracks the handshake, feeds the
 // client's bytes to the request parser in sequence order (each byte once),
 // asks the limiter about each head, frames the origin's responses, and says
-// what to do with the frame: forward it (perhaps cut short) or drop it. For a
-// refused request it writes the answer to the client and the RST to the
-// origin itself, through a PacketSink, once earlier responses are complete.
+// what to do with the frame: forward it (perhaps cut short or edited) or drop
+// it. For a refused request it writes the answer to the client itself,
+// through a PacketSink, once earlier responses are complete, and either
+// resets the origin's socket or keeps the connection open.
 //
 // Choices a reader should know:
 // - A segment ahead of the parsed stream is dropped, not queued: the sender
@@ -18,6 +19,9 @@
 //   complete and admitted, the held bytes go to the origin as segments of
 //   their own, ahead of the completing one. A refused request never reaches
 //   the origin, not even in part.
+// - With the policy's after_answer: keep-alive, a refused request is cut out
+//   of the client's stream instead and its answer spliced into the origin's
+//   after the earlier responses; the connection goes on (dataplane/README.md).
 // - Client payload on a service-port flow whose handshake was not seen (the
 //   appliance started later, or the flow expired) is never parsed; both ends
 //   get a RST so the client reconnects through the appliance.
@@ -115,11 +119,31 @@ class FlowEngine {
   // `framed_before` is the flow's origin_next before the segment was framed.
   FrameResult to_client_edited(TcpFlow& flow, uint8_t* frame, FrameView& v, FrameResult r, uint32_t framed_before,
                                PacketSink& out) noexcept;
-  void to_origin_edited(TcpFlow& flow, uint8_t* frame, FrameView& v) noexcept;
+  // `parsed_before` is the flow's client_next before the segment was parsed.
+  void to_origin_edited(TcpFlow& flow, uint8_t* frame, FrameView& v, uint32_t parsed_before,
+                        PacketSink& out) noexcept;
+  [[nodiscard]] std::span<const char> edit_bytes(const ParseContext& ctx, unsigned i) const noexcept;
   void emit_with_fields(TcpFlow& flow, const uint8_t* frame, const FrameView& v, uint32_t framed_before,
                         PacketSink& out) noexcept;
   [[nodiscard]] uint32_t to_client_seq(const TcpFlow& flow, uint32_t origin_seq) noexcept;
   [[nodiscard]] uint32_t to_origin_ack(const TcpFlow& flow, uint32_t client_ack) noexcept;
+  [[nodiscard]] uint32_t to_origin_seq(const TcpFlow& flow, uint32_t client_seq) noexcept;
+  // The origin's acknowledgement in the client's numbers, capped (below).
+  [[nodiscard]] uint32_t to_client_ack(const TcpFlow& flow, uint32_t origin_ack) noexcept;
+  // An acknowledgement to the client no further than the oldest request
+  // whose kept answer the client does not have whole.
+  [[nodiscard]] uint32_t capped_ack(const TcpFlow& flow, uint32_t client_ack) noexcept;
+  // Kept answers (ParseContext::kept): spliced into the origin's stream at
+  // origin sequence `at` once the responses before them have ended; sent by
+  // the appliance where no origin segment carries them; sent again when the
+  // client sends their request again. Returns the answers spliced / whether
+  // any was sent again.
+  unsigned splice_kept_answers(ParseContext& ctx, uint32_t at) noexcept;
+  void send_kept_answers(TcpFlow& flow, ParseContext& ctx, uint32_t at, PacketSink& out) noexcept;
+  bool resend_kept_answers(TcpFlow& flow, ParseContext& ctx, uint32_t from, uint32_t to, PacketSink& out) noexcept;
+  void emit_kept_answer(TcpFlow& flow, const ParseContext::KeptAnswer& a, PacketSink& out) noexcept;
+  // RST both ways: the flow's streams cannot be kept consistent.
+  void abort_flow(TcpFlow& flow, PacketSink& out) noexcept;
   FrameResult client_data(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
                           time::Nanos now, PacketSink& out) noexcept;
   void release_held(TcpFlow& flow, const ParseContext& ctx, const FrameView& v, uint32_t upto,
@@ -134,6 +158,8 @@ class FlowEngine {
   void reset_untracked(const uint8_t* frame, const FrameView& v, PacketSink& out) noexcept;
   void send_to_client(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags,
                       std::span<const uint8_t> payload) noexcept;
+  void send_in_client_numbers(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags,
+                              std::span<const uint8_t> payload) noexcept;
   void send_to_origin(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags,
                       std::span<const uint8_t> payload = {}, uint16_t window = 0) noexcept;
   void emit_answer(TcpFlow& flow, PacketSink& out) noexcept;
@@ -151,7 +177,7 @@ class FlowEngine {
   ContextPool contexts_;
   AnswerStore answers_;
   std::unique_ptr<limiter::DecisionScratch> scratch_;
-  std::unique_ptr<uint8_t[]> edit_buf_;  // an origin segment with fields inserted, before it is cut to the MSS
+  std::unique_ptr<uint8_t[]> edit_buf_;  // an origin segment with its edits inserted, before it is cut to the MSS
   uint16_t ip_id_ = 0;
   uint32_t admissions_ = 0;  // picks which admissions reach counters_.busy
 };

@@ -20,6 +20,9 @@ void ParseContext::start(const limiter::CompiledPolicy& p, uint64_t g) noexcept 
   responses.reset();
   response_fields_front = response_fields_count = 0;
   usage_front = usage_count = 0;
+  absorbing = false;
+  requests_forwarded = responses_ended = 0;
+  kept_front = kept_count = 0;
   if (policy == &p && generation == g) {
     requests->reset();
     return;
@@ -74,8 +77,31 @@ void ParseContext::acknowledged_by_client(uint32_t client_ack) noexcept {
   const unsigned before = to_client.pending();
   to_client.acknowledged(client_ack);
   const unsigned folded = before - to_client.pending();
-  if (folded == 0) return;
-  for (unsigned i = folded; i < before; ++i) edit_text[i - folded].assign(edit_text[i].view());
+  for (unsigned i = folded; i < before; ++i) {
+    EditBytes& to = edit_bytes[i - folded];
+    const EditBytes& from = edit_bytes[i];
+    to.fields.assign(from.fields.view());
+    to.answer_pos = from.answer_pos;
+    to.answer_len = from.answer_len;
+  }
+  while (kept_count != 0 && kept[kept_front].sent &&
+         static_cast<int32_t>(client_ack - kept[kept_front].client_end) >= 0) {
+    kept_front = static_cast<uint8_t>((kept_front + 1) % kept.size());
+    --kept_count;
+  }
+}
+
+bool ParseContext::push_kept(const KeptAnswer& a) noexcept {
+  if (kept_count == kept.size()) return false;
+  kept[(kept_front + kept_count) % kept.size()] = a;
+  ++kept_count;
+  return true;
+}
+
+unsigned ParseContext::kept_unsent() const noexcept {
+  unsigned n = 0;
+  for (unsigned i = 0; i < kept_count; ++i) n += kept[(kept_front + i) % kept.size()].sent ? 0 : 1;
+  return n;
 }
 
 ContextPool::ContextPool(size_t count, uint32_t max_head_bytes, uint16_t max_fields)

@@ -92,11 +92,54 @@ struct ParseContext {
 
   // The origin-to-client stream as edited so far, and the bytes of each
   // pending edit (kept to rewrite a retransmission identically), in the
-  // order of to_client's edits.
+  // order of to_client's edits: rate-limit fields, copied here, or a kept
+  // answer, which lives in the worker's AnswerStore.
+  struct EditBytes {
+    FieldText fields;
+    uint64_t answer_pos = 0;
+    uint16_t answer_len = 0;  // 0: the edit inserts `fields`
+  };
   SeqShift to_client;
-  std::array<FieldText, SeqShift::kMaxEdits> edit_text;
-  // Drops the texts of edits the client has acknowledged (folded away).
+  std::array<EditBytes, SeqShift::kMaxEdits> edit_bytes;
+  // Drops the bytes of edits the client has acknowledged (folded away), and
+  // the kept answers it now has whole.
   void acknowledged_by_client(uint32_t client_ack) noexcept;
+
+  // Answers that keep the connection open (policy after_answer: keep-alive).
+  // A refused request's bytes are cut out of the client-to-origin stream
+  // (to_origin's removals; the origin never sees them) and its answer is
+  // spliced into the origin-to-client stream after the responses of the
+  // requests forwarded before it. Until the client has the whole answer, the
+  // refused request stays unacknowledged towards the client (the cap of
+  // ack_cap()), so a lost answer comes back when the client sends the
+  // request again.
+  SeqShift to_origin;
+  bool absorbing = false;           // the last refused request's body is still arriving
+  uint32_t requests_forwarded = 0;  // requests whose responses are expected, since start()
+  uint32_t responses_ended = 0;     // final responses framed, since start()
+  struct KeptAnswer {
+    uint32_t from = 0;    // client sequence numbers of the refused request: [from, to)
+    uint32_t to = 0;
+    uint32_t after = 0;   // goes out once this many responses have ended
+    uint64_t pos = 0;     // the answer in the AnswerStore
+    uint16_t len = 0;
+    bool sent = false;
+    uint32_t client_end = 0;  // once sent: its end in the client's numbers of the origin's stream
+  };
+  std::array<KeptAnswer, http::ResponseStream::kMaxOutstanding> kept;
+  uint8_t kept_front = 0;
+  uint8_t kept_count = 0;
+  [[nodiscard]] KeptAnswer& kept_at(unsigned i) noexcept { return kept[(kept_front + i) % kept.size()]; }
+  [[nodiscard]] bool push_kept(const KeptAnswer& a) noexcept;  // false when full
+  // Whether a client acknowledgement up to the oldest unacknowledged kept
+  // answer's request is all the client may get, and where that is.
+  [[nodiscard]] bool ack_cap(uint32_t& cap) const noexcept {
+    if (kept_count == 0) return false;
+    cap = kept[kept_front].from;
+    return true;
+  }
+  // Kept answers not yet spliced in (each needs room for an edit of to_client).
+  [[nodiscard]] unsigned kept_unsent() const noexcept;
 };
 
 class ContextPool {

@@ -3,6 +3,9 @@
 #include "segment_rewrite.h"
 
 #include <cstddef>
+#include <cstring>
+
+#include "checksum.h"
 
 namespace sluice::dataplane {
 namespace {
@@ -123,6 +126,49 @@ void shift_client_segment(uint8_t* frame, FrameView& v, const SeqShift& shift) n
 void shift_origin_segment(uint8_t* frame, FrameView& v, const SeqShift& shift) noexcept {
   if (shift.empty()) return;
   rewrite_seq(frame, v, shift.forward(v.seq));
+}
+
+uint32_t cut_removed(uint8_t* frame, FrameView& v, const SeqShift& shift) noexcept {
+  if (v.kind != FrameKind::kTcp) return 0;
+  const uint32_t seq = v.seq;
+  const uint32_t len = v.payload_len;
+  uint8_t* payload = frame + v.payload_offset;
+  uint32_t kept = 0;  // bytes of the payload kept so far, moved up to payload[0, kept)
+  uint32_t pos = 0;   // the next payload byte not yet kept or cut
+  for (unsigned i = 0; i < shift.pending() && pos < len; ++i) {
+    const SeqShift::Edit& e = shift.edit(i);
+    if (e.removed == 0) continue;
+    // The removal in payload offsets, clipped to the payload.
+    const int64_t from = static_cast<int32_t>(e.at - seq);
+    const int64_t to = from + e.removed;
+    if (to <= pos) continue;
+    if (from >= len) break;
+    const uint32_t cut_from = from > pos ? static_cast<uint32_t>(from) : pos;
+    const uint32_t cut_to = to < len ? static_cast<uint32_t>(to) : len;
+    if (cut_from > pos) std::memmove(payload + kept, payload + pos, cut_from - pos);
+    kept += cut_from - pos;
+    pos = cut_to;
+  }
+  if (kept == pos) {  // nothing cut
+    rewrite_seq(frame, v, shift.forward(seq));
+    return 0;
+  }
+  if (pos < len) std::memmove(payload + kept, payload + pos, len - pos);
+  kept += len - pos;
+  const uint32_t cut = len - kept;
+  v.payload_len = kept;
+  v.frame_len -= cut;
+  uint8_t* ip = frame + v.l3_offset;
+  if (v.ip_version == 4) {
+    store16(ip + 2, static_cast<uint16_t>(load16(ip + 2) - cut));
+    set_ipv4_checksum(ip, static_cast<size_t>(ip[0] & 0x0f) * 4);
+  } else {
+    store16(ip + 4, static_cast<uint16_t>(load16(ip + 4) - cut));
+  }
+  v.seq = shift.forward(seq);
+  store32(frame + v.l4_offset + 4, v.seq);
+  set_tcp_checksum(frame, v);
+  return cut;
 }
 
 }  // namespace sluice::dataplane

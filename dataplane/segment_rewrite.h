@@ -37,4 +37,12 @@ void shift_client_segment(uint8_t* frame, FrameView& v, const SeqShift& shift) n
 // An origin->client segment: its sequence number as the client sees it.
 void shift_origin_segment(uint8_t* frame, FrameView& v, const SeqShift& shift) noexcept;
 
+// A client->origin segment of a flow whose client stream has removals (a
+// refused request absorbed on a kept-open connection): the payload bytes
+// that fall in a removal are cut out (the rest moved up in place, lengths
+// and checksums written again) and the sequence number is mapped forward.
+// Returns the bytes cut; a segment that loses none is renumbered in place
+// with an incremental checksum.
+uint32_t cut_removed(uint8_t* frame, FrameView& v, const SeqShift& shift) noexcept;
+
 }  // namespace sluice::dataplane

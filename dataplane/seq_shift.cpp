@@ -33,6 +33,10 @@ bool SeqShift::add(uint32_t at, uint32_t removed, uint32_t inserted) noexcept {
   return true;
 }
 
+void SeqShift::set_last_removed(uint32_t removed) noexcept {
+  if (count_ != 0) edits_[count_ - 1].removed = removed;
+}
+
 uint32_t SeqShift::forward(uint32_t x) const noexcept {
   int64_t shift = base_;
   for (unsigned i = 0; i < count_; ++i) {

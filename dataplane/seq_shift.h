@@ -27,6 +27,10 @@ class SeqShift {
   // their place. False if there is no room (nothing recorded) or `at` is
   // before the last edit.
   [[nodiscard]] bool add(uint32_t at, uint32_t removed, uint32_t inserted) noexcept;
+  // The last edit removes `removed` bytes from now on (a refused request's
+  // body, removed as it arrives). Only the last edit may grow: nothing is
+  // recorded after it yet.
+  void set_last_removed(uint32_t removed) noexcept;
 
   // A sender sequence number as the receiver sees it. Bytes inserted at `at`
   // belong to the segment that ends there: a segment that starts at `at`

@@ -61,13 +61,16 @@ struct TcpFlow {
   uint16_t answer_len = 0;
   uint64_t answer_pos = 0;  // in the worker's AnswerStore, once sent
 
-  // Once the appliance has inserted bytes into the origin's stream (the
-  // RateLimit fields of admitted responses), every origin sequence number is
-  // shifted towards the client and every client acknowledgement back: by the
-  // context's SeqShift while edits are pending, by this base once they are
-  // all acknowledged and the context is gone.
+  // Once the appliance has edited a byte stream of the flow (the RateLimit
+  // fields inserted into admitted responses, a refused request cut out of the
+  // client's stream and its answer put into the origin's), sequence numbers
+  // are shifted towards the receiver and acknowledgements back: by the
+  // context's SeqShifts while edits are pending, by these bases (receiver
+  // minus sender, modulo 2^32) once the context is gone.
   bool stream_edited = false;
   uint32_t to_client_base = 0;
+  uint32_t to_origin_base = 0;
+  uint32_t origin_ack = 0;  // the origin's latest acknowledgement (its numbers)
 
   int32_t context = -1;  // the borrowed ParseContext, or -1
 };

@@ -56,6 +56,8 @@ class Counter {
   X(answers_resent, "answers sent again for a retransmitted refused request")                  \
   X(answers_lost, "refused requests retransmitted after their answer was overwritten: reset")  \
   X(answers_abandoned, "answers not sent because the origin had closed first")                 \
+  X(answers_kept_open, "answers after which the connection stayed open (after_answer)")        \
+  X(kept_answers_resent, "kept-open answers sent again: the client sent their request again") \
   X(retransmits, "client segments already parsed, forwarded again uncharged")                  \
   X(out_of_order, "segments ahead of the parsed stream dropped for the sender to retransmit")  \
   X(backpressure, "segments cut or dropped: too many responses outstanding")                   \

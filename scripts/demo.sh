@@ -73,6 +73,10 @@ refused = [r for r in responses if r["status"] != 200]
 if refused:
     r = refused[0]
     print(f"request {r['i']} got {r['status']} and the connection was {'closed' if r.get('closed') else 'kept'}")
+    more = [x for x in refused[1:] if x["conn"] == r["conn"]]
+    if more:
+        print(f"   the {len(more)} after it were answered on the same connection: "
+              + ", ".join(str(x["status"]) for x in more))
     for name in ("Retry-After", "RateLimit-Policy", "RateLimit", "Connection", "Content-Type"):
         for k, v in r["headers"].items():
             if k.lower() == name.lower():

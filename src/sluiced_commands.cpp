@@ -431,7 +431,7 @@ std::string key_of(const Daemon& d, const limiter::CompiledPolicy& p, const limi
   const std::optional<K> kind = key_kind_of(p, b);
   if (!kind) return "bucket " + b.name + " is charged by rules with different keys; which one is ambiguous";
   const limiter::KeyHasher& h = d.limiter->bucket_hasher;
-  auto bytes = [](const void* p, size_t n) { return std::span<const uint8_t>(static_cast<const uint8_t*>(p), n); };
+  auto bytes = [](const void* data, size_t n) { return std::span<const uint8_t>(static_cast<const uint8_t*>(data), n); };
   switch (*kind) {
     case K::kClientIp: {
       std::optional<net::IpAddress> ip = net::parse_ip(text);

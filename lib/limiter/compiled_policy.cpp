@@ -106,6 +106,7 @@ std::optional<CompiledPolicy> compile_policy(const policy::Policy& p, const KeyH
     c.usage_field += (ch >= 'A' && ch <= 'Z') ? static_cast<char>(ch | 0x20) : ch;
   }
   c.shadow = p.shadow;
+  c.keep_alive_answers = p.after_answer == policy::AfterAnswer::kKeepAlive;
   const size_t errors_before = errors.size();
   auto fail = [&](const policy::Mark& m, std::string message) {
     errors.push_back({p.file, m.line, m.column, std::move(message)});

@@ -105,6 +105,7 @@ struct CompiledPolicy {
   std::vector<CompiledBucket> buckets;
   std::vector<CompiledRule> rules;
   bool shadow = false;
+  bool keep_alive_answers = true;  // policy::AfterAnswer::kKeepAlive
   uint16_t slot_kind = 0;  // bucket kind of the TB07 records in their own table
   unsigned max_slots = 0;  // the largest ceiling of any rule
 

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstring>
 
+#include "http/response_stream.h"
 #include "limiter/charge.h"
 #include "limiter/credential.h"
 #include "limiter/credential_slots.h"
@@ -36,8 +37,9 @@ bool append(std::span<char> out, size_t& pos, std::string_view s) noexcept {
 // Renders a response into scratch; falls back to the bare status if the
 // template does not fit (it always does for the shipped ones).
 Decision respond(Decision d, Verdict verdict, const policy::ResponseTemplate& t, const policy::TemplateValues& v,
-                 std::span<const std::string_view> fields, DecisionScratch& scratch) noexcept {
-  const size_t n = t.render(v, fields, scratch.response);
+                 std::span<const std::string_view> fields, DecisionScratch& scratch, bool keep_alive) noexcept {
+  const size_t n = t.render(v, fields, scratch.response, keep_alive);
+  d.keep_alive = keep_alive;
   d.verdict = verdict;
   d.status = t.status();
   d.response = std::string_view(scratch.response, n);
@@ -242,11 +244,11 @@ Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::Request
           d.verdict = Verdict::kForward;
           return out;
         }
-        d = respond(d, Verdict::kAnswer, *policy.unauthorized, {}, {}, scratch);
+        d = respond(d, Verdict::kAnswer, *policy.unauthorized, {}, {}, scratch, answer_keeps_connection(policy, head));
         return out;
       }
       if (rule.missing_key == policy::RuleSpec::MissingKey::kAnswer400) {
-        d = respond(d, Verdict::kAnswer, *policy.bad_request, {}, {}, scratch);
+        d = respond(d, Verdict::kAnswer, *policy.bad_request, {}, {}, scratch, answer_keeps_connection(policy, head));
         return out;
       }
       d.rule = -1;
@@ -341,7 +343,7 @@ Decision finish(const CompiledPolicy& policy, LimiterState& state, const Plan& p
     d.shadow_refusal = !admit;
     if (rule.answer_status != 0 && rule.answer != nullptr) {
       const std::array<std::string_view, 1> f{fields};
-      return respond(d, Verdict::kAnswer, *rule.answer, v, f, scratch);
+      return respond(d, Verdict::kAnswer, *rule.answer, v, f, scratch, answer_keeps_connection(policy, *p.head));
     }
     d.verdict = Verdict::kAdmit;
     return d;
@@ -352,7 +354,12 @@ Decision finish(const CompiledPolicy& policy, LimiterState& state, const Plan& p
   const std::string_view cors = cors_fields(policy, head, scratch, used);
   const std::array<std::string_view, 2> f{fields, cors};
   d.retry_after_s = v.retry_after;
-  return respond(d, Verdict::kRefuse, *rule.refusal, v, f, scratch);
+  return respond(d, Verdict::kRefuse, *rule.refusal, v, f, scratch, answer_keeps_connection(policy, head));
+}
+
+bool answer_keeps_connection(const CompiledPolicy& policy, const http::RequestHead& head) noexcept {
+  return policy.keep_alive_answers && head.keep_alive && !head.expect_continue &&
+         http::request_kind(head) == http::RequestKind::kOrdinary;
 }
 
 Decision decide(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
@@ -368,7 +375,7 @@ Decision answer_parse_error(const CompiledPolicy& policy, http::ParseError error
     case 505: t = policy.bad_version; break;
     default: break;
   }
-  return respond(Decision{}, Verdict::kAnswer, *t, {}, {}, scratch);
+  return respond(Decision{}, Verdict::kAnswer, *t, {}, {}, scratch, false);
 }
 
 void report_usage(LimiterState& state, const BucketKey& usage_key, uint64_t tokens, Nanos now) noexcept {

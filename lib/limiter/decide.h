@@ -66,6 +66,7 @@ struct Decision {
   uint32_t retry_after_s = 0;     // of a refusal
   std::string_view fields;        // header lines for the response (kAdmit), in scratch
   std::string_view response;      // complete response (kRefuse, kAnswer), in scratch
+  bool keep_alive = false;        // `response` leaves the connection open (answer_keeps_connection)
   BucketKey usage_key{};          // where a finished request's tokens are charged (DQ05)
   bool has_usage_key = false;
   KeyLabel label;                 // set when a bucket was charged (kAdmit, kRefuse, a rule's kAnswer)
@@ -113,6 +114,13 @@ inline void prefetch(LimiterState& state, const Plan& p) noexcept {
 }
 [[nodiscard]] Decision finish(const CompiledPolicy& policy, LimiterState& state, const Plan& p, Nanos now,
                               DecisionScratch& scratch) noexcept;
+
+// Whether the appliance's own answer to `head` (a refusal, a 401, a 404)
+// leaves the connection open: the policy keeps connections after answers,
+// the client did not ask to close, and nothing makes the request's end
+// uncertain (Expect: 100-continue, whose body may or may not follow) or its
+// answer special (HEAD, whose answer has no body; Upgrade, CONNECT).
+[[nodiscard]] bool answer_keeps_connection(const CompiledPolicy& policy, const http::RequestHead& head) noexcept;
 
 // The answer to a head the parser refused (400, 431, 501, 505).
 [[nodiscard]] Decision answer_parse_error(const CompiledPolicy& policy, http::ParseError error,

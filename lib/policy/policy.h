@@ -63,6 +63,13 @@ struct UsageSpec {
   static constexpr size_t kMaxNameLength = 32;
 };
 
+// What happens to a connection after the appliance answered one of its
+// requests itself (a refusal, a 401, a 404): it stays open (the request's
+// bytes are cut out of the client's stream and the answer spliced into the
+// origin's, issue 6), or it is closed after the answer, as the seeds did.
+// Answers to malformed requests always close.
+enum class AfterAnswer : uint8_t { kKeepAlive, kClose };
+
 struct CorsSpec {
   // TB08: origins granted. Empty: no preflight handling at all, and no CORS
   // fields on refusals.
@@ -163,6 +170,7 @@ struct Policy {
   std::vector<BucketSpec> buckets;
   std::vector<RuleSpec> rules;
   UsageSpec usage;
+  AfterAnswer after_answer = AfterAnswer::kKeepAlive;
   ResponseSpec refusal;
   // Response templates of answers the limiter gives for other reasons.
   ResponseSpec unauthorized;  // RF10

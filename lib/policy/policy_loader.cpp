@@ -545,7 +545,7 @@ LoadResult load_policy_text(std::string_view text, const std::string& name) {
   }
   if (!r.is_map(root, "a policy")) return result;
   r.only(root, {"sluice", "name", "mode", "header_style", "service_ports", "limits", "client_ip", "credentials", "cors",
-                "usage", "exempt", "buckets", "rules", "refusal", "unauthorized", "not_found"},
+                "usage", "after_answer", "exempt", "buckets", "rules", "refusal", "unauthorized", "not_found"},
          "the policy");
   Policy p;
   p.file = name;
@@ -601,6 +601,12 @@ LoadResult load_policy_text(std::string_view text, const std::string& name) {
   if (root["credentials"]) read_credentials(r, root["credentials"], p.credentials);
   if (root["cors"]) read_cors(r, root["cors"], p.cors);
   if (root["usage"]) read_usage(r, root["usage"], p.usage);
+  if (root["after_answer"]) {
+    const auto s = r.string(root["after_answer"], "after_answer");
+    if (s == "keep-alive") p.after_answer = AfterAnswer::kKeepAlive;
+    else if (s == "close") p.after_answer = AfterAnswer::kClose;
+    else if (s) r.error(root["after_answer"], "after_answer must be keep-alive or close");
+  }
   if (root["exempt"]) {
     const YAML::Node& ex = root["exempt"];
     if (!ex.IsSequence()) {

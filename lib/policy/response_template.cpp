@@ -149,18 +149,20 @@ std::optional<ResponseTemplate> ResponseTemplate::compile(const ResponseSpec& sp
   auto compiled = TextTemplate::compile(escaped, why);
   if (!compiled) return std::nullopt;
   r.head_ = std::move(*compiled);
-  r.tail_ = "Content-Length: " + std::to_string(spec.body.size()) + "\r\nConnection: close\r\n\r\n" + spec.body;
+  const std::string length = "Content-Length: " + std::to_string(spec.body.size()) + "\r\n";
+  r.tail_ = length + "Connection: close\r\n\r\n" + spec.body;
+  r.tail_keep_alive_ = length + "\r\n" + spec.body;
   return r;
 }
 
 size_t ResponseTemplate::render(const TemplateValues& v, std::span<const std::string_view> fields,
-                                std::span<char> out) const noexcept {
+                                std::span<char> out, bool keep_alive) const noexcept {
   size_t pos = head_.render(v, out, 0);
   if (pos == SIZE_MAX) return 0;
   for (std::string_view f : fields) {
     if (!append(out, pos, f)) return 0;
   }
-  if (!append(out, pos, tail_)) return 0;
+  if (!append(out, pos, keep_alive ? tail_keep_alive_ : tail_)) return 0;
   return pos;
 }
 

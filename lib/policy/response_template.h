@@ -48,7 +48,8 @@ class TextTemplate {
 };
 
 // A complete response: status line, the policy's fields, optionally the
-// rate-limit and CORS fields, Content-Length, `Connection: close`, body.
+// rate-limit and CORS fields, Content-Length, `Connection: close` unless the
+// connection stays open after it, body.
 class ResponseTemplate {
  public:
   [[nodiscard]] static std::optional<ResponseTemplate> compile(const ResponseSpec& spec, std::string* why);
@@ -59,13 +60,14 @@ class ResponseTemplate {
   // Renders into `out`; returns the bytes written, 0 if `out` is too small.
   // `fields` are extra header lines (rate-limit, CORS), already rendered.
   [[nodiscard]] size_t render(const TemplateValues& v, std::span<const std::string_view> fields,
-                              std::span<char> out) const noexcept;
+                              std::span<char> out, bool keep_alive = false) const noexcept;
   [[nodiscard]] uint16_t status() const noexcept { return status_; }
 
  private:
   uint16_t status_ = 0;
   TextTemplate head_;   // status line and the policy's fields
-  std::string tail_;    // Content-Length, Connection, blank line, body
+  std::string tail_;             // Content-Length, Connection: close, blank line, body
+  std::string tail_keep_alive_;  // the same without Connection
 };
 
 // The rate-limit fields of a header style (TB16 / X02), as a template.

@@ -29,7 +29,10 @@ overall, from 1).
 connection, each key optional and defaulting to the command line's:
   [{"count": 60, "path": "/a/{i}"}, {"count": 1, "method": "POST", "body": "x",
     "headers": ["CF-Connecting-IP: 198.19.6.1"], "mode": "pipeline"}]
-("headers" are added to the -H ones).
+("headers" are added to the -H ones). An entry's "each" is a list of
+per-request settings (keys path, method, body, headers), request i taking
+element (i-1) modulo its length:
+  [{"count": 4, "each": [{"path": "/a"}, {"path": "/b", "headers": ["X: y"]}]}]
 """
 
 import argparse
@@ -243,6 +246,13 @@ def subst(s, i, c, n):
 
 
 def build_request(args, i, c, n):
+    if args.each:
+        per = args.each[(i - 1) % len(args.each)]
+        args = argparse.Namespace(**vars(args))
+        for key in ("path", "method", "body"):
+            if key in per:
+                setattr(args, key, per[key])
+        args.plan_headers = args.plan_headers + list(per.get("headers", []))
     path = subst(args.path, i, c, n)
     # args is the connection's spec (see spec_for).
     host = args.host_header or (("[%s]" % args.host if ":" in args.host else args.host) + ("" if args.port == 80 else ":%d" % args.port))
@@ -294,12 +304,14 @@ def spec_for(args, plan, c):
     """The connection's settings: the command line's, overridden by its plan entry."""
     spec = argparse.Namespace(**vars(args))
     spec.plan_headers = []
+    spec.each = []
     if plan is not None:
         entry = plan[c]
         for key in ("count", "path", "method", "body", "mode"):
             if key in entry:
                 setattr(spec, key, entry[key])
         spec.plan_headers = list(entry.get("headers", []))
+        spec.each = list(entry.get("each", []))
     return spec
 
 
@@ -340,7 +352,8 @@ def run_connection(args, c, counter, t0, deadline, out):
             requests = []
             for i in range(1, args.count + 1):
                 n = counter.next()
-                requests.append((args.method, build_request(args, i, c, n)))
+                method = args.each[(i - 1) % len(args.each)].get("method", args.method) if args.each else args.method
+                requests.append((method, build_request(args, i, c, n)))
             batch = b"".join(r[1] for r in requests)
 
         def record(i, resp):
@@ -476,7 +489,7 @@ def main():
             assert isinstance(plan, list) and plan and all(isinstance(e, dict) for e in plan)
         except (ValueError, AssertionError):
             ap.error("--plan must be a non-empty JSON list of objects")
-        unknown = set(k for e in plan for k in e) - {"count", "path", "method", "body", "mode", "headers"}
+        unknown = set(k for e in plan for k in e) - {"count", "path", "method", "body", "mode", "headers", "each"}
         if unknown:
             ap.error("--plan: unknown keys %s" % sorted(unknown))
         args.connections = len(plan)

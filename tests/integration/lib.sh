@@ -161,7 +161,9 @@ tcp_out_segs() {
 # this fail loudly instead of testing something else.
 #   tb-small: three-budgets with a bare budget of 20 and a credential budget
 #   of 4 per HOUR (no refill within a test, so counts are exact however slow
-#   the machine is), and the Chromium page's origin granted (TB08/TB09).
+#   the machine is), the Chromium page's origin granted (TB08/TB09), and
+#   connections closed after a refusal (after_answer: close, the other way
+#   the appliance can answer; the shipped profiles keep them open).
 #   tb-hourly: three-budgets with the shipped bare burst of 60, refilled per
 #   HOUR (a token a minute), for the tests that count 60 requests (across
 #   keep-alive connections, pipelined past the 32-request back-pressure, with
@@ -172,7 +174,8 @@ make_policies() {
   slt_policy_copy three-budgets tb-small three-budgets-small \
     '  allow_origins: []\n' '  allow_origins: ["http://198.18.0.20:8080"]\n' \
     '  credential: { rate: 300/min, burst: 300 }\n' '  credential: { rate: 4/hour, burst: 4 }\n' \
-    '  bare:       { rate: 60/min, burst: 60 }\n' '  bare:       { rate: 20/hour, burst: 20 }\n' || return 1
+    '  bare:       { rate: 60/min, burst: 60 }\n' '  bare:       { rate: 20/hour, burst: 20 }\n' \
+    'after_answer: keep-alive\n' 'after_answer: close\n' || return 1
   slt_policy_copy three-budgets tb-hourly three-budgets-hourly \
     '  bare:       { rate: 60/min, burst: 60 }\n' '  bare:       { rate: 60/hour, burst: 60 }\n' || return 1
 }

@@ -37,6 +37,7 @@ tb-pipelined-crossing        limiting  tb-hourly          1
 tb-tinymss-budget            limiting  tb-hourly          1
 tb-ipv6-budget               limiting  tb-hourly          1
 tb-admitted-fields           limiting  tb-hourly          1
+tb-keepalive-refusal         limiting  tb-hourly          1
 plumbing-impaired            plumbing  tb-small           1
 plumbing-chromium            plumbing  tb-small           1
 tb-impaired-charged-once     limiting  tb-small           1
@@ -185,7 +186,8 @@ t_plumbing_impaired() {
 # bare GETs from one address on one kept-alive connection are admitted; the
 # 61st within the second (on a new connection) is refused: 429, the TB14
 # body, Retry-After 1 (TB15: the deficit is under a second), the 429's own
-# RateLimit-* (TB16), Connection: close and the close itself. The origin saw
+# RateLimit-* (TB16), and no Connection: close (after_answer: keep-alive,
+# the shipped default: the connection stays open). The origin saw
 # exactly the 60 (every line from the address counts, so a refused request
 # that leaked even in part shows). One client process sends all 61 in a few
 # tens of ms; a bare token refills every second, so the 61st must leave
@@ -200,7 +202,7 @@ t_tb_bare_budget() {
   client b --source "$s" -H 'X-Slt-Test: tb-bare-budget' \
     --plan '[{"count": 60, "path": "/tb/{i}"}, {"count": 1, "path": "/tb/61"}]'
   el="$(res summary b elapsed)"
-  check_eq "TB01 60 admitted, then the 61st refused on a new connection" "$(res statuses b)" "200x60 | 429."
+  check_eq "TB01 60 admitted, then the 61st refused on a new connection" "$(res statuses b)" "200x60 | 429"
   check_eq "TB14 body" "$(res body b 61)" "$SLT_TB14_BODY"
   check_eq "TB14 Content-Type" "$(res header b 61 Content-Type)" application/json
   check_eq "TB15 Retry-After" "$(res header b 61 Retry-After)" 1
@@ -208,7 +210,7 @@ t_tb_bare_budget() {
   check_eq "TB16 429 RateLimit-Remaining" "$(res header b 61 RateLimit-Remaining)" 0
   check_range "TB16 429 RateLimit-Reset" "$(res header b 61 RateLimit-Reset)" 59 60
   check_eq "TB16 429 RateLimit-Policy" "$(res header b 61 RateLimit-Policy)" "60;w=60"
-  check_eq "429 Connection" "$(res header b 61 Connection)" close
+  check_eq "429 Connection (after_answer: keep-alive, the connection stays open)" "$(res header b 61 Connection)" ""
   check_olog "TB14 the 60 admitted reached the origin, the refused one did not" "$s" 60
   note "elapsed ${el}s"
   refill_hint b
@@ -227,7 +229,7 @@ t_tb_keepalive_counted() {
   local s
   s="$(src4)"
   client k --source "$s" --plan '[{"count": 30, "path": "/ka/a{i}"}, {"count": 30, "path": "/ka/b{i}"}, {"count": 1, "path": "/ka/c"}]'
-  check_eq "TB14 30 and 30 admitted, the third connection refused" "$(res statuses k)" "200x30 | 200x30 | 429."
+  check_eq "TB14 30 and 30 admitted, the third connection refused" "$(res statuses k)" "200x30 | 200x30 | 429"
   check_eq "TB14 body" "$(res body k 61)" "$SLT_TB14_BODY"
   check_eq "TB16 429 RateLimit-Remaining" "$(res header k 61 RateLimit-Remaining)" 0
   check_eq "TB16 429 RateLimit-Limit" "$(res header k 61 RateLimit-Limit)" 60
@@ -239,18 +241,19 @@ t_tb_keepalive_counted() {
 # TB14 on a pipelined batch that crosses the budget: 62 requests in one
 # write (past the 32 a connection may have outstanding, so the appliance
 # holds some back uncharged until responses return); the 60 admitted
-# responses come back in order, then the 429, then the close; the 62nd is
-# never answered and never reaches the origin.
+# responses come back in order, then the two 429s on the same connection
+# (kept open); neither refused request reaches the origin.
 t_tb_pipelined_crossing() {
   local s
   s="$(src4)"
   client pl --source "$s" --count 62 --mode pipeline --path '/echo?i={i}'
-  check_eq "statuses" "$(res statuses pl)" "200x60 429."
+  check_eq "statuses" "$(res statuses pl)" "200x60 429x2"
   check_eq "admitted in order" "$(res expr pl '" ".join(r["body"].split("\n")[1] for r in R if r["status"] == 200)')" \
     "$(for i in $(seq 1 60); do printf 'uri=/echo?i=%d ' "$i"; done | sed 's/ $//')"
   check_eq "TB14 body" "$(res body pl 61)" "$SLT_TB14_BODY"
   check_eq "TB16 429 RateLimit-Remaining" "$(res header pl 61 RateLimit-Remaining)" 0
-  check_eq "unanswered after the close" "$(res end pl 0 unanswered)" 1
+  check_eq "TB14 the 62nd refused too, on the kept connection" "$(res header pl 62 RateLimit-Remaining)" 0
+  check_eq "nothing unanswered" "$(res end pl 0 unanswered)" 0
   check_olog "the 60 admitted, nothing of the 61st or 62nd" "$s" 60
   check_eq "origin saw requests 1..60 on one connection" \
     "$(olog_lines "$s" | awk '{split($5, c, ":"); print c[2]}' | tr '\n' ' ')" "$(seq -s ' ' 1 60) "
@@ -271,10 +274,10 @@ t_tb_tinymss_budget() {
   client seq --source "$s0" --count 61 --path '/tm/{i}' -H "X-Pad: $pad"
   client pipe --source "$s1" --count 62 --mode pipeline --path '/echo?i={i}' -H "X-Pad: $pad"
   check_range "client's MSS" "$(res end seq 0 mss)" 1 88
-  check_eq "sequential" "$(res statuses seq)" "200x60 429."
+  check_eq "sequential" "$(res statuses seq)" "200x60 429"
   check_eq "sequential TB14 body" "$(res body seq 61)" "$SLT_TB14_BODY"
   check_eq "sequential TB16 429 RateLimit-Remaining" "$(res header seq 61 RateLimit-Remaining)" 0
-  check_eq "pipelined" "$(res statuses pipe)" "200x60 429."
+  check_eq "pipelined" "$(res statuses pipe)" "200x60 429x2"
   check_eq "pipelined TB14 body" "$(res body pipe 61)" "$SLT_TB14_BODY"
   check_eq "pipelined in order" "$(res expr pipe '" ".join(r["body"].split("\n")[1] for r in R if r["status"] == 200)')" \
     "$(for i in $(seq 1 60); do printf 'uri=/echo?i=%d ' "$i"; done | sed 's/ $//')"
@@ -291,10 +294,10 @@ t_tb_ipv6_budget() {
   s0="$(src6 0)" s1="$(src6 1)"
   client v6 --host "$ORIGIN6" --source "$s0" --count 61 --path '/v6/{i}'
   client v6b --host "$ORIGIN6" --source "$s1" --count 61 --path '/v6/other{i}'
-  check_eq "statuses" "$(res statuses v6)" "200x60 429."
+  check_eq "statuses" "$(res statuses v6)" "200x60 429"
   check_eq "TB14 body" "$(res body v6 61)" "$SLT_TB14_BODY"
   check_eq "TB16 429 RateLimit-Remaining" "$(res header v6 61 RateLimit-Remaining)" 0
-  check_eq "another /128 has a whole budget of its own" "$(res statuses v6b)" "200x60 429."
+  check_eq "another /128 has a whole budget of its own" "$(res statuses v6b)" "200x60 429"
   check_olog "first address" "$s0" 60
   check_olog "second address" "$s1" 60
   finish
@@ -313,7 +316,7 @@ t_rf_blowhorn_budget() {
   client bh --source "$s" --count 31 --path /api/blowhorn/health -H "$auth"
   client cap --source "$s" --count 1 --path /capabilities -H "$auth"
   client free --source "$s" --count 1 --path /not/a/family -H "$auth"
-  check_eq "RF07 30 admitted, the 31st refused" "$(res statuses bh)" "200x30 429."
+  check_eq "RF07 30 admitted, the 31st refused" "$(res statuses bh)" "200x30 429"
   check_eq "RF09 body" "$(res body bh 31)" "$SLT_RF09_BODY"
   check_eq "RF09 Retry-After" "$(res header bh 31 Retry-After)" 1
   check_eq "no RateLimit-Limit on the 429 (header_style none)" "$(res has-header bh 31 RateLimit-Limit)" no
@@ -339,7 +342,7 @@ t_rf_client_ip_headers() {
     {"count": 1, "headers": ["X-Real-IP: 198.19.6.1"]},
     {"count": 1}]'
   # CF .1 x31 | CF .2: its own budget | X-Real-IP .1: shares .1's | no header: the connection's own
-  check_eq "RF06 budgets per header address" "$(res statuses h)" "200x30 429. | 200 | 429. | 200"
+  check_eq "RF06 budgets per header address" "$(res statuses h)" "200x30 429 | 200 | 429 | 200"
   check_eq "origin log lines" "$(olog_count "$s")" 32
   refill_hint h
   finish
@@ -353,9 +356,9 @@ t_rf_unknown_credential() {
   s="$(src4)"
   client none --source "$s" --count 1 --path /api/claims
   client unknown --source "$s" --count 1 --path /api/claims -H 'Authorization: Bearer not-a-known-token'
-  check_eq "no credential" "$(res statuses none)" "401."
+  check_eq "no credential" "$(res statuses none)" "401"
   check_eq "RF10 body" "$(res body none 1)" "$SLT_RF10_BODY"
-  check_eq "unknown credential" "$(res statuses unknown)" "401."
+  check_eq "unknown credential" "$(res statuses unknown)" "401"
   check_eq "origin log lines" "$(olog_count "$s")" 0
   finish
 }
@@ -382,7 +385,7 @@ t_dq_rpm_quota() {
   client other --source "$s0" --count 1 --path /dq/other -H 'X-Pi-Deployment: gpt-4o-mini-eu-1'
   client nodep --source "$s0" --count 1 --path /dq/none
   client addr2 --source "$s1" --count 1 --path /dq/addr2 -H "$dep"
-  check_eq "DQ04 300 admitted, the 301st refused" "$(res statuses q)" "200x300 429."
+  check_eq "DQ04 300 admitted, the 301st refused" "$(res statuses q)" "200x300 429"
   check_eq "DQ07 body" "$(res body q 301)" "$SLT_DQ07_BODY"
   ra="$(res header q 301 Retry-After)"
   # Seconds to the next full minute, between the run's start and end (+-1 s).
@@ -394,7 +397,7 @@ t_dq_rpm_quota() {
     "$(res expr q 'sum(1 for r in R for h in r["headers"] if h.startswith("ratelimit"))')" 0
   check_eq "DQ06 another deployment" "$(res statuses other)" 200
   check_eq "DQ01 no deployment named: not limited" "$(res statuses nodep)" 200
-  check_eq "DQ01 the quota is the deployment's, not the address's" "$(res statuses addr2)" "429."
+  check_eq "DQ01 the quota is the deployment's, not the address's" "$(res statuses addr2)" "429"
   check_eq "DQ08 origin log lines for claude-sonnet-us-2" \
     "$(olog_count "$s0" '$8 == "claude-sonnet-us-2"')" 300
   check_olog "DQ08 the 300, the other deployment's and the one naming none; nothing of the 301st" "$s0" 302
@@ -919,6 +922,58 @@ t_tb_admitted_fields() {
   finish
 }
 
+# Keep-alive refusals (issue 6; after_answer: keep-alive, the shipped
+# default). Once an address's bare budget is spent, a connection that got a
+# 429 goes on serving: bare requests (refused, TB14) and credentialed ones
+# (admitted against a budget of their own) alternate on one connection, one
+# after the other and pipelined, every answer in request order, and the
+# origin sees only the admitted ones (a refused request's bytes are cut out
+# of the stream). The same through loss, duplication and reordering (a lost
+# 429 comes back when the client sends its request again). curl reuses its
+# connection after a 429.
+t_tb_keepalive_refusal() {
+  local s each inorder
+  s="$(src4)"
+  client spend --source "$s" --count 60 --path '/kr/spend{i}'
+  check_eq "the bare budget spent" "$(res statuses spend)" "200x60"
+  each='[{"path": "/echo?kr=bare{i}"}, {"path": "/echo?kr=cred{i}", "headers": ["Authorization: Bearer kr-token"]}]'
+  # The admitted responses' bodies name their own requests (2, 4, ...).
+  inorder='" ".join(r["body"].split("\n")[1] for r in R if r["status"] == 200)'
+  client seq --source "$s" --plan "[{\"count\": 6, \"each\": $each}]"
+  check_eq "TB14 sequential: refused and admitted alternate on one connection" "$(res statuses seq)" \
+    "429 200 429 200 429 200"
+  check_eq "sequential: the connection stayed open" "$(res end seq 0 peer_closed)" False
+  check_eq "TB14 body" "$(res body seq 1)" "$SLT_TB14_BODY"
+  check_eq "the 429 says nothing of closing" "$(res header seq 1 Connection)" ""
+  check_eq "TB16 the 429's fields" "$(res header seq 1 RateLimit-Remaining)" 0
+  check_eq "sequential: each admitted response its own" "$(res expr seq "$inorder")" \
+    "uri=/echo?kr=cred2 uri=/echo?kr=cred4 uri=/echo?kr=cred6"
+  client pipe --source "$s" --plan "[{\"count\": 8, \"mode\": \"pipeline\", \"each\": $each}]"
+  check_eq "TB14 pipelined: answered in request order" "$(res statuses pipe)" "429 200 429 200 429 200 429 200"
+  check_eq "pipelined: each admitted response its own" "$(res expr pipe "$inorder")" \
+    "uri=/echo?kr=cred2 uri=/echo?kr=cred4 uri=/echo?kr=cred6 uri=/echo?kr=cred8"
+  ip netns exec "$NS_CLI" curl --noproxy '*' -sv --connect-timeout 5 --max-time 15 --interface "$s" \
+    -o /dev/null -o /dev/null -w '%{http_code} ' "http://$ORIGIN4/kr/curl-bare" "http://$ORIGIN4/healthz" \
+    >"$SLT_OUT/curl2.out" 2>"$SLT_OUT/curl2.err"
+  check_eq "curl: a 429, then /healthz" "$(cat "$SLT_OUT/curl2.out")" "429 200 "
+  grep -q "Re-using existing connection" "$SLT_OUT/curl2.err" ||
+    fail "curl opened a new connection after the 429: $(grep -E '^\* ' "$SLT_OUT/curl2.err" | tr '\n' ' ' | tail -c 400)"
+  impair_on 5 5 25 10 || { fail "could not set up the impairment"; finish; }
+  trap 'impair_off' EXIT
+  client imp --source "$s" --timeout 90 \
+    --plan "[{\"count\": 20, \"each\": $each}, {\"count\": 20, \"mode\": \"pipeline\", \"each\": $each}]"
+  note "$(impair_stats | tr '\n' ';')"
+  impair_off
+  trap - EXIT
+  note "appliance: $("$(dirname "$SLUICED")/sluicectl" --socket "$SLT_TMP/control.sock" stats 2>&1 | grep -E 'answers_kept_open|kept_answers_resent' | tr -s ' ' | tr '\n' ';')"
+  check_eq "impaired: sequential, then pipelined, every answer once and in order" "$(res statuses imp)" \
+    "$(printf '429 200 %.0s' $(seq 1 10) | sed 's/ $//') | $(printf '429 200 %.0s' $(seq 1 10) | sed 's/ $//')"
+  check_eq "impaired: no errors" "$(res expr imp 'len(S.get("errors", []))')" 0
+  check_eq "the origin saw no refused request" "$(olog_lines "$s" | awk '$3 ~ /bare/' | wc -l)" 0
+  check_olog "origin log: the 60, the admitted ones and /healthz, once each" "$s" $((60 + 3 + 4 + 1 + 10 + 10))
+  finish
+}
+
 # DQ05 read from the responses (issue 6): the origin reports the tokens a
 # request used in X-Pi-Usage-Tokens; the appliance charges them to the
 # deployment's minute when the response ends: 60000 then 50000 on the
@@ -934,7 +989,7 @@ t_dq_usage_from_response() {
     sleep $((61 - sec))
   fi
   client u --source "$s" -H "$dep" --plan '[{"count": 1, "path": "/usage/a?tokens=60000"}, {"count": 1, "path": "/usage/b?tokens=50000"}, {"count": 1, "path": "/usage/c?tokens=1"}]'
-  check_eq "DQ05 under the quota, then over it: the third refused" "$(res statuses u)" "200 | 200 | 429."
+  check_eq "DQ05 under the quota, then over it: the third refused" "$(res statuses u)" "200 | 200 | 429"
   check_eq "the origin's usage field reaches the client" "$(res header u 1 X-Pi-Usage-Tokens)" 60000
   check_eq "DQ10 no fields inserted" "$(res has-header u 1 RateLimit-Limit)" no
   check_eq "DQ07 body" "$(res body u 3)" "$SLT_DQ07_BODY"
@@ -958,14 +1013,14 @@ t_ctl_run_budget() {
   local s0 out rc a="itest-run-a" b="itest-run-b"
   s0="$(src4 0)"
   client pre --source "$s0" --count 1 --path "/vrx/$a/v1/tap"
-  check_eq "TB12 before run start: 404" "$(res statuses pre)" "404."
+  check_eq "TB12 before run start: 404" "$(res statuses pre)" "404"
   out="$(SLT_CTL run start "$a" --budget 5 2>&1)"
   check_eq "run start: exit" "$?" 0
   check_eq "run start: said so" "$out" "run $a started"
   out="$(SLT_CTL runs 2>&1)"
   check_eq "runs lists it with its budget" "$(awk -v t="$a" '$1 == t { print $2 }' <<<"$out")" 5
   client ra --source "$s0" --count 6 --path "/vrx/$a/v1/tap/{i}"
-  check_eq "TB01 the run's own budget: 5 then 429" "$(res statuses ra)" "200x5 429."
+  check_eq "TB01 the run's own budget: 5 then 429" "$(res statuses ra)" "200x5 429"
   check_eq "TB16 the 429's RateLimit-Limit is the run's budget" "$(res header ra 6 RateLimit-Limit)" 5
   check_eq "TB16 RateLimit-Policy" "$(res header ra 6 RateLimit-Policy)" "5;w=60"
   check_range "TB15 Retry-After: 60 s / 5" "$(res header ra 6 Retry-After)" 11 12
@@ -981,7 +1036,7 @@ t_ctl_run_budget() {
   out="$(SLT_CTL run end "$a" 2>&1)"
   check_eq "run end: exit" "$?" 0
   client post --source "$s0" --count 1 --path "/vrx/$a/v1/tap"
-  check_eq "TB13 the request after run end is bare: 404" "$(res statuses post)" "404."
+  check_eq "TB13 the request after run end is bare: 404" "$(res statuses post)" "404"
   check_eq "TB13 ... counted at the bare rate" "$(res header post 1 RateLimit-Limit)" 60
   out="$(SLT_CTL run end "$a" 2>&1)"
   rc=$?
@@ -1021,9 +1076,9 @@ t_ctl_runs_restart() {
   check_eq "after the restart: the torn record is not" "$(grep -c itest-torn <<<"$out")" 0
   check_eq "the torn record was skipped with a warning" "$(grep -c 'runs.journal: line [0-9]*: torn record skipped' "$SLT_SLUICED_LOG")" 1
   client kept --source "$s" --count 8 --path '/vrx/itest-kept/v1/x{i}'
-  check_eq "the kept run is paced at its budget" "$(res statuses kept)" "200x7 429."
+  check_eq "the kept run is paced at its budget" "$(res statuses kept)" "200x7 429"
   client ended --source "$s" --count 1 --path '/vrx/itest-ended/v1/x'
-  check_eq "TB12 the ended run stays ended" "$(res statuses ended)" "404."
+  check_eq "TB12 the ended run stays ended" "$(res statuses ended)" "404"
   SLT_CTL run end itest-kept >/dev/null 2>&1
   check_eq "run end after the restart" "$?" 0
   finish
@@ -1068,7 +1123,7 @@ t_ctl_credentials() {
   SLT_CTL credential remove "$h2" >/dev/null 2>&1
   check_eq "credential remove: exit" "$?" 0
   client gone --source "$s1" --count 1 --path "$path" -H 'Authorization: Bearer alice-two'
-  check_eq "RF10 a removed credential is unknown: 401" "$(res statuses gone)" "401."
+  check_eq "RF10 a removed credential is unknown: 401" "$(res statuses gone)" "401"
   printf '%s alice\nnot-a-hash bob\n' "$h2" >"$SLT_TMP/creds-bad.txt"
   out="$(SLT_CTL credentials load "$SLT_TMP/creds-bad.txt" 2>&1)"
   rc=$?
@@ -1107,7 +1162,7 @@ t_ctl_usage_report() {
   lo=$((60 - $(date -u +%-S)))
   client c --source "$s" --count 1 --path /dq/u3 -H "X-Pi-Deployment: $dep"
   hi=$((60 - $(date -u +%-S)))
-  check_eq "DQ05 over the quota: refused" "$(res statuses c)" "429."
+  check_eq "DQ05 over the quota: refused" "$(res statuses c)" "429"
   check_eq "DQ07 body" "$(res body c 1)" "$SLT_DQ07_BODY"
   check_range "DQ07 Retry-After: to the next full minute" "$(res header c 1 Retry-After)" "$((hi < 1 ? 1 : hi))" "$((lo + 1))"
   client d --source "$s" --count 1 --path /dq/u4 -H 'X-Pi-Deployment: itest-other-dep'

@@ -53,6 +53,7 @@ inline constexpr std::string_view kSmallPolicy = R"(sluice: 1
 name: small
 service_ports: [80]
 header_style: seed
+after_answer: close
 buckets:
   per-ip: { rate: 2/min, burst: 2 }
 rules:
@@ -127,6 +128,9 @@ struct Fed {
   dataplane::FrameView view;
   size_t sent_before = 0;      // sink.sent.size() before the segment
   [[nodiscard]] bool forwarded() const { return action == dataplane::FrameAction::kForward; }
+  // None of the segment's payload went to the origin: dropped, or (a request
+  // refused on a connection kept open) forwarded as a bare acknowledgement.
+  [[nodiscard]] bool payload_withheld() const { return !forwarded() || view.payload_len == 0; }
   [[nodiscard]] std::string payload() const {
     return std::string(reinterpret_cast<const char*>(bytes.data()) + view.payload_offset, view.payload_len);
   }

@@ -1,8 +1,9 @@
 // The data plane's hot path allocates nothing: a global operator new counts
 // calls made inside the flow engine while it tracks handshakes, parses and
 // admits requests (whole and split), frames responses, builds refusals, and
-// counts them per rule and in the busiest keys, and inserts the rate-limit
-// fields into admitted responses.
+// counts them per rule and in the busiest keys, inserts the rate-limit
+// fields into admitted responses, and answers refusals on kept-open
+// connections.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -18,13 +19,15 @@ std::atomic<uint64_t> g_allocations{0};
 std::atomic<bool> g_counting{false};
 }  // namespace
 
-void* operator new(size_t n) {
+// Not inlined: GCC would otherwise see free() called on what operator new
+// returned and warn of a mismatch (they are this pair, malloc and free).
+[[gnu::noinline]] void* operator new(size_t n) {
   if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p, size_t) noexcept { std::free(p); }
 
 namespace sluice::test {
 namespace {
@@ -122,6 +125,40 @@ TEST(EngineHotPath, InsertingFieldsAllocatesNothing) {
     c.respond(ok);
   }
   EXPECT_GT(w.counters.fields_inserted.get(), 0u);
+  EXPECT_EQ(g_allocations.load(), 0u);
+}
+
+// Issue 6: a refusal that keeps the connection open (the request cut out,
+// the answer spliced in, sent again when the client sends the request again,
+// the next request renumbered) allocates nothing.
+TEST(EngineHotPath, KeptOpenAnswersAllocateNothing) {
+  g_allocations = 0;
+  std::string keep_policy(kSmallPolicy);
+  const std::string close = "after_answer: close";
+  keep_policy.replace(keep_policy.find(close), close.size(), "after_answer: keep-alive");
+  EngineWorld w(keep_policy, EngineWorld::with_fields());
+  FixedSink sink;
+  w.out = &sink;
+  w.before_engine = [] { g_counting = true; };
+  w.after_engine = [] { g_counting = false; };
+  constexpr std::string_view get = "GET /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\n";
+  constexpr std::string_view ok = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
+  constexpr std::string_view two =
+      "GET /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\n";
+  for (uint16_t port = 43000; port < 43006; ++port) {
+    Connection c(w, port % 2 == 0, port);
+    c.handshake(port % 3 == 0 ? 100 : 1460);
+    c.data(get);
+    c.respond(ok);
+    const uint32_t refused = c.client_seq_;
+    c.data(two);  // the budget's last, then a refusal, pipelined
+    c.respond(ok);  // the answer spliced in after it
+    c.client(dataplane::tcp_flag::kAck | dataplane::tcp_flag::kPsh, two, refused);  // sent again
+    c.client(dataplane::tcp_flag::kAck, "", {}, c.origin_seq_ + 2000);
+    c.data(get);
+  }
+  EXPECT_GT(w.counters.answers_kept_open.get(), 0u);
+  EXPECT_GT(w.counters.kept_answers_resent.get(), 0u);
   EXPECT_EQ(g_allocations.load(), 0u);
 }
 

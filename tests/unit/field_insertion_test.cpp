@@ -234,7 +234,7 @@ TEST(ResponseUsage, DQ05_TokensReportedInAResponseAreChargedWhenItEnds) {
   const std::string big = "HTTP/1.1 200 OK\r\nX-Pi-Usage-Tokens: 1100\r\nContent-Length: 2\r\n\r\nok";
   EXPECT_TRUE(c.respond(big).forwarded());
   EXPECT_EQ(w.counters.usage_reported.get(), 2u);
-  EXPECT_EQ(c.data(kDeploymentGet).action, FrameAction::kDrop);  // 1500 of 1000: refused
+  EXPECT_TRUE(c.data(kDeploymentGet).payload_withheld());  // 1500 of 1000: refused
   EXPECT_EQ(w.counters.refused.get(), 1u);
   EXPECT_EQ(w.counters.fields_inserted.get(), 0u);
 }

@@ -518,12 +518,12 @@ TEST(FlowEngine, DecisionsAreCountedPerRule) {
   for (int i = 0; i < 2; ++i) {
     Connection c(w, false, port++);
     c.handshake();
-    ASSERT_EQ(c.data(kGet).action, FrameAction::kDrop);
+    ASSERT_TRUE(c.data(kGet).payload_withheld());
   }
   {
     Connection c(w, false, port++);
     c.handshake();
-    ASSERT_EQ(c.data("GET /v0/old HTTP/1.1\r\nHost: api.example\r\n\r\n").action, FrameAction::kDrop);
+    ASSERT_TRUE(c.data("GET /v0/old HTTP/1.1\r\nHost: api.example\r\n\r\n").payload_withheld());
   }
 
   const auto& rules = w.counters.rules;
@@ -701,6 +701,7 @@ inline constexpr std::string_view kPolicyA = R"(sluice: 1
 name: policy-a
 service_ports: [80]
 header_style: seed
+after_answer: close
 buckets:
   models: { rate: 1/min, burst: 1 }
 rules:
@@ -719,6 +720,7 @@ inline constexpr std::string_view kPolicyB = R"(sluice: 1
 name: policy-b
 service_ports: [80]
 header_style: seed
+after_answer: close
 buckets:
   gone: { rate: 1000/min, burst: 1000 }
 rules:

@@ -45,8 +45,10 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
   const std::vector<Broken> cases = {
       {"unknown top-level key", kMinimal + "bukets: {}\n",
        "p.yaml:8:1: unknown key 'bukets' in the policy (expected one of: sluice, name, mode, header_style, "
-       "service_ports, limits, client_ip, credentials, cors, usage, exempt, buckets, rules, refusal, unauthorized, "
-       "not_found)"},
+       "service_ports, limits, client_ip, credentials, cors, usage, after_answer, exempt, buckets, rules, refusal, "
+       "unauthorized, not_found)"},
+      {"after_answer neither keep-alive nor close", kMinimal + "after_answer: linger\n",
+       "p.yaml:8:15: after_answer must be keep-alive or close"},
       {"misspelt rule key", "sluice: 1\nbuckets:\n  b: { rate: 10/s }\nrules:\n  - name: r\n    kee: client_ip\n    bucket: b\n",
        "p.yaml:6:5: unknown key 'kee' in rule (expected one of: name, methods, path, require, live_run, key, "
        "when_key_missing, bucket, credential_slots, answer, refusal, header_style, shadow)"},

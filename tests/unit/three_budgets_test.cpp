@@ -261,6 +261,42 @@ TEST(ThreeBudgets, TB14_TheRefusalIsA429WithTheErrorEnvelopeAndNothingIsForwarde
   EXPECT_EQ(r.body(), R"({"error":{"code":"rate_limited","message":"Too many requests. Slow down and retry."}})");
   EXPECT_EQ(r.header("Content-Type"), "application/json");
   EXPECT_EQ(r.header("Content-Length"), std::to_string(r.body().size()));
+  // after_answer: keep-alive (the default): the connection stays open.
+  EXPECT_TRUE(r.decision.keep_alive);
+  EXPECT_EQ(r.header("Connection"), "");
+}
+
+// after_answer (issue 6): an answer keeps the connection open unless the
+// policy says close, the client asked to close, or the request's end or
+// answer is uncertain (Expect: 100-continue, HEAD); then it says
+// Connection: close.
+TEST(ThreeBudgets, AnAnswerSaysConnectionCloseWhereTheConnectionCloses) {
+  Limiter keep(kProfile);
+  ASSERT_EQ(keep.count_admitted(60, kBare), 60);
+  struct Case {
+    std::string request;
+    bool keep_alive;
+  };
+  const std::vector<Case> cases = {
+      {kBare, true},
+      {kBare + "\r\nConnection: close", false},
+      {"GET /v1/things HTTP/1.0\r\nHost: api", false},
+      {"GET /v1/things HTTP/1.0\r\nHost: api\r\nConnection: keep-alive", true},
+      {"POST /v1/things HTTP/1.1\r\nHost: api\r\nContent-Length: 5\r\nExpect: 100-continue", false},
+      {"HEAD /v1/things HTTP/1.1\r\nHost: api", false},
+  };
+  for (const Case& c : cases) {
+    const Result r = keep.send(c.request);
+    ASSERT_EQ(r.status(), 429) << c.request;
+    EXPECT_EQ(r.decision.keep_alive, c.keep_alive) << c.request;
+    EXPECT_EQ(r.header("Connection"), c.keep_alive ? "" : "close") << c.request;
+  }
+  Limiter close(kProfile, [](std::string t) {
+    return patched(std::move(t), "after_answer: keep-alive", "after_answer: close");
+  });
+  ASSERT_EQ(close.count_admitted(60, kBare), 60);
+  const Result r = close.send(kBare);
+  EXPECT_FALSE(r.decision.keep_alive);
   EXPECT_EQ(r.header("Connection"), "close");
 }
 

@@ -1,0 +1,313 @@
+// Answers that keep the connection open (issue 6, policy after_answer:
+// keep-alive), whole conversations through the flow engine: a refused
+// request's bytes are cut out of the client's stream (the origin never sees
+// them, and later client sequence numbers are shifted towards it), its 429 is
+// spliced into the origin's stream after the responses to earlier requests,
+// and the connection then serves the next admitted request. The refused
+// request stays unacknowledged until the client has the whole answer, so a
+// lost answer is sent again when the client sends the request again.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "flow_harness.h"
+
+namespace sluice::test {
+namespace {
+
+using dataplane::FrameAction;
+using dataplane::Side;
+namespace flag = dataplane::tcp_flag;
+
+// /tight: one request an hour; anything else: plenty.
+constexpr std::string_view kKeepPolicy = R"(sluice: 1
+name: keep
+service_ports: [80]
+header_style: seed
+buckets:
+  tight: { rate: 1/hour, burst: 1 }
+  loose: { rate: 1000/min, burst: 1000 }
+rules:
+  - name: tight
+    path: /tight
+    key: client_ip
+    bucket: tight
+  - name: loose
+    key: client_ip
+    bucket: loose
+refusal:
+  status: 429
+  body: 'slow down'
+)";
+
+constexpr std::string_view kTight = "GET /tight HTTP/1.1\r\nHost: api\r\n\r\n";
+constexpr std::string_view kLoose = "GET /loose HTTP/1.1\r\nHost: api\r\n\r\n";
+constexpr std::string_view kOk = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+constexpr std::string_view kOther = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nother";
+
+bool is_kept_answer(std::string_view p) {
+  return p.rfind("HTTP/1.1 429 ", 0) == 0 && p.find("\r\n\r\nslow down") != std::string_view::npos &&
+         p.find("Connection: close") == std::string_view::npos;
+}
+
+// The origin's stream as the client receives it, placed by sequence number
+// from every segment that reaches the client (forwarded or the engine's own);
+// bytes sent twice must agree.
+class ClientView {
+ public:
+  explicit ClientView(uint32_t first) : first_(first) {}
+  void add(uint32_t seq, std::string_view payload) {
+    for (size_t i = 0; i < payload.size(); ++i) {
+      const uint32_t at = seq + static_cast<uint32_t>(i) - first_;
+      auto [it, fresh] = bytes_.emplace(at, payload[i]);
+      if (!fresh && it->second != payload[i]) ADD_FAILURE() << "byte " << at << " sent twice, differently";
+    }
+  }
+  void add(const Fed& f) {
+    if (f.forwarded()) add(f.view.seq, f.payload());
+  }
+  void add_sent(const EngineWorld& w, size_t from) {
+    for (const SentSegment& s : sent_to(w, Side::kClient, from)) add(s.view.seq, s.payload());
+  }
+  // The bytes from the first on, up to the first hole.
+  [[nodiscard]] std::string contiguous() const {
+    std::string out;
+    for (auto it = bytes_.find(0); it != bytes_.end() && it->first == out.size(); ++it) out += it->second;
+    return out;
+  }
+
+ private:
+  uint32_t first_;
+  std::map<uint32_t, char> bytes_;
+};
+
+// A refused request on a kept-open connection: the origin sees nothing of
+// it, the client gets the 429 (without Connection: close, no FIN) right
+// after the response it has, acknowledging the request only once the answer
+// is acknowledged; the next admitted request reaches the origin renumbered.
+TEST(KeptAnswer, TB14_TheRefusedRequestIsCutOutAndTheConnectionServesTheNext) {
+  EngineWorld w(kKeepPolicy);
+  Connection c(w);
+  c.handshake();
+  ASSERT_TRUE(c.data(kTight).forwarded());
+  ASSERT_TRUE(c.respond(kOk).forwarded());
+  const uint32_t refused_at = c.client_seq_;
+  const size_t before = w.sink.sent.size();
+  const Fed refused = c.data(kTight);
+  EXPECT_TRUE(refused.payload_withheld());
+  EXPECT_EQ(w.counters.refused.get(), 1u);
+  EXPECT_EQ(w.counters.answers_kept_open.get(), 1u);
+  const auto answer = sent_to(w, Side::kClient, before);
+  ASSERT_EQ(answer.size(), 1u);
+  EXPECT_TRUE(is_kept_answer(answer[0].payload())) << answer[0].payload();
+  EXPECT_FALSE(answer[0].view.has(flag::kFin));
+  EXPECT_EQ(answer[0].view.seq, c.origin_seq_);  // right after the response
+  EXPECT_EQ(answer[0].view.ack, refused_at);      // the request not yet acknowledged
+  EXPECT_TRUE(sent_to(w, Side::kOrigin, before).empty());  // no RST: the origin's socket stays
+  const uint32_t n = answer[0].view.payload_len;
+  const uint32_t cut = static_cast<uint32_t>(kTight.size());
+
+  // The client acknowledges the answer: the origin hears of its own bytes
+  // only, and the appliance acknowledges the refused request.
+  const size_t before_ack = w.sink.sent.size();
+  const Fed ack = c.client(flag::kAck, "", {}, c.origin_seq_ + n);
+  ASSERT_TRUE(ack.forwarded());
+  EXPECT_EQ(ack.view.ack, c.origin_seq_);
+  EXPECT_EQ(ack.view.seq, refused_at);
+  const auto acks = sent_to(w, Side::kClient, before_ack);
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].view.payload_len, 0u);
+  EXPECT_EQ(acks[0].view.ack, refused_at + cut);
+  EXPECT_EQ(acks[0].view.seq, c.origin_seq_ + n);
+
+  // The next request on the same connection: admitted, renumbered.
+  const Fed next = c.client(flag::kAck | flag::kPsh, kLoose, {}, c.origin_seq_ + n);
+  ASSERT_TRUE(next.forwarded());
+  EXPECT_EQ(next.payload(), kLoose);
+  EXPECT_EQ(next.view.seq, refused_at);
+  EXPECT_EQ(next.view.ack, c.origin_seq_);
+  // Its response, in the client's numbers both ways.
+  const Fed resp = c.origin(flag::kAck | flag::kPsh, kOther, {}, refused_at + static_cast<uint32_t>(kLoose.size()));
+  ASSERT_TRUE(resp.forwarded());
+  EXPECT_EQ(resp.payload(), kOther);
+  EXPECT_EQ(resp.view.seq, c.origin_seq_ - kOther.size() + n);
+  EXPECT_EQ(resp.view.ack, c.client_seq_);
+  EXPECT_EQ(w.counters.admitted.get(), 2u);
+}
+
+// The answer is lost: the client sends the refused request again (it was
+// never acknowledged), and gets the same answer at the same place, uncharged;
+// the origin gets a bare acknowledgement at most.
+TEST(KeptAnswer, ALostAnswerIsSentAgainWhenTheClientSendsItsRequestAgain) {
+  EngineWorld w(kKeepPolicy);
+  Connection c(w);
+  c.handshake();
+  ASSERT_TRUE(c.data(kTight).forwarded());
+  ASSERT_TRUE(c.respond(kOk).forwarded());
+  const uint32_t refused_at = c.client_seq_;
+  const size_t before = w.sink.sent.size();
+  ASSERT_TRUE(c.data(kTight).payload_withheld());
+  const auto first = sent_to(w, Side::kClient, before);
+  ASSERT_EQ(first.size(), 1u);
+
+  const size_t before_again = w.sink.sent.size();
+  const Fed again = c.client(flag::kAck | flag::kPsh, kTight, refused_at);
+  EXPECT_TRUE(again.payload_withheld());
+  const auto second = sent_to(w, Side::kClient, before_again);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].payload(), first[0].payload());
+  EXPECT_EQ(second[0].view.seq, first[0].view.seq);
+  EXPECT_EQ(w.counters.refused.get(), 1u);
+  EXPECT_EQ(w.counters.kept_answers_resent.get(), 1u);
+  EXPECT_TRUE(sent_to(w, Side::kOrigin, before).empty());
+}
+
+// Pipelined: an admitted request, a refused one and an admitted one in one
+// segment. The origin gets the two admitted ones back to back; the 429 goes
+// into the origin's segment between the two responses, in request order.
+TEST(KeptAnswer, APipelinedRefusalIsAnsweredInRequestOrder) {
+  EngineWorld w(kKeepPolicy);
+  Connection c(w);
+  c.handshake();
+  const uint32_t first_origin = c.origin_seq_;
+  const std::string burst = std::string(kTight) + std::string(kTight) + std::string(kLoose);
+  const size_t before = w.sink.sent.size();
+  const Fed f = c.data(burst);
+  ASSERT_TRUE(f.forwarded());
+  EXPECT_EQ(f.payload(), std::string(kTight) + std::string(kLoose));
+  EXPECT_TRUE(sent_to(w, Side::kClient, before).empty());  // the 429 waits for the first response
+  EXPECT_EQ(w.counters.refused.get(), 1u);
+
+  // Both responses in one segment, acknowledging what the origin got.
+  const uint32_t origin_got = f.view.seq + f.view.payload_len;
+  const std::string both = std::string(kOk) + std::string(kOther);
+  const size_t before_resp = w.sink.sent.size();
+  const Fed resp = c.origin(flag::kAck | flag::kPsh, both, {}, origin_got);
+  EXPECT_EQ(resp.action, FrameAction::kDrop);  // written again with the answer in it
+  ClientView view(first_origin);
+  view.add_sent(w, before_resp);
+  const std::string got = view.contiguous();
+  ASSERT_GT(got.size(), both.size());
+  EXPECT_EQ(got.substr(0, kOk.size()), kOk);
+  EXPECT_TRUE(is_kept_answer(got.substr(kOk.size(), got.size() - both.size()))) << got;
+  EXPECT_EQ(got.substr(got.size() - kOther.size()), kOther);
+  // Until the client has the answer, the refused request stays unacknowledged.
+  for (const SentSegment& s : sent_to(w, Side::kClient, before_resp)) {
+    EXPECT_EQ(s.view.ack, c.client_seq_ - kTight.size() - kLoose.size());
+  }
+  // The client acknowledges everything: so does the appliance.
+  const size_t before_ack = w.sink.sent.size();
+  const Fed ack = c.client(flag::kAck, "", {}, first_origin + static_cast<uint32_t>(got.size()));
+  ASSERT_TRUE(ack.forwarded());
+  EXPECT_EQ(ack.view.ack, c.origin_seq_);
+  const auto acks = sent_to(w, Side::kClient, before_ack);
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].view.ack, c.client_seq_);
+  // All done: the context goes back; later segments keep the base shifts.
+  EXPECT_EQ(w.engine->contexts().free_count(), w.engine->contexts().size());
+  const Fed later = c.data(kLoose);
+  ASSERT_TRUE(later.forwarded());
+  EXPECT_EQ(later.view.seq, origin_got);
+}
+
+// A refused request's body is cut out as it arrives, however it is split;
+// the appliance acknowledges it (once the answer is acknowledged), and the
+// request after it reaches the origin renumbered by head and body.
+TEST(KeptAnswer, ARefusedRequestsBodyIsAbsorbedAsItArrives) {
+  EngineWorld w(kKeepPolicy);
+  Connection c(w);
+  c.handshake();
+  ASSERT_TRUE(c.data(kTight).forwarded());
+  ASSERT_TRUE(c.respond(kOk).forwarded());
+  const uint32_t refused_at = c.client_seq_;
+  const std::string head = "POST /tight HTTP/1.1\r\nHost: api\r\nContent-Length: 10\r\n\r\n";
+  const size_t before = w.sink.sent.size();
+  ASSERT_TRUE(c.data(head + "0123").payload_withheld());
+  const auto answer = sent_to(w, Side::kClient, before);
+  ASSERT_EQ(answer.size(), 1u);
+  ASSERT_TRUE(is_kept_answer(answer[0].payload()));
+  const uint32_t n = answer[0].view.payload_len;
+  // More of the body before the answer is acknowledged: cut, and not
+  // acknowledged yet.
+  size_t mark = w.sink.sent.size();
+  const Fed more = c.data("45");
+  ASSERT_TRUE(more.payload_withheld());
+  if (more.forwarded()) {
+    EXPECT_EQ(more.view.seq, refused_at);
+  }
+  auto acks = sent_to(w, Side::kClient, mark);
+  EXPECT_TRUE(acks.empty());
+  // The answer acknowledged along with the rest of the body.
+  mark = w.sink.sent.size();
+  ASSERT_TRUE(c.client(flag::kAck | flag::kPsh, "6789", {}, c.origin_seq_ + n).payload_withheld());
+  acks = sent_to(w, Side::kClient, mark);
+  ASSERT_FALSE(acks.empty());
+  EXPECT_EQ(acks.back().view.ack, c.client_seq_);
+  const Fed next = c.client(flag::kAck | flag::kPsh, kLoose, {}, c.origin_seq_ + n);
+  ASSERT_TRUE(next.forwarded());
+  EXPECT_EQ(next.payload(), kLoose);
+  EXPECT_EQ(next.view.seq, refused_at);
+  EXPECT_EQ(w.counters.refused.get(), 1u);
+  EXPECT_EQ(w.counters.admitted.get(), 2u);
+}
+
+// With the admitted responses' fields inserted too: both edits in one
+// stream, every byte where the client expects it.
+TEST(KeptAnswer, TB16_FieldsAndAKeptAnswerShareOneStream) {
+  EngineWorld w(kKeepPolicy, EngineWorld::with_fields());
+  Connection c(w);
+  c.handshake();
+  const uint32_t first_origin = c.origin_seq_;
+  ClientView view(first_origin);
+  size_t mark = w.sink.sent.size();
+  ASSERT_TRUE(c.data(kTight).forwarded());
+  view.add(c.respond(kOk));
+  ASSERT_TRUE(c.data(kTight).payload_withheld());
+  view.add_sent(w, mark);
+  std::string got = view.contiguous();
+  ASSERT_TRUE(got.rfind("HTTP/1.1 200 OK\r\nRateLimit-Limit: 1\r\n", 0) == 0) << got;
+  const size_t answer_at = got.find("HTTP/1.1 429 ");
+  ASSERT_NE(answer_at, std::string::npos) << got;
+  EXPECT_TRUE(is_kept_answer(got.substr(answer_at))) << got;
+  EXPECT_EQ(got.substr(answer_at - 2, 2), "ok");
+
+  const uint32_t client_has = first_origin + static_cast<uint32_t>(got.size());
+  mark = w.sink.sent.size();
+  const Fed next = c.client(flag::kAck | flag::kPsh, kLoose, {}, client_has);
+  ASSERT_TRUE(next.forwarded());
+  EXPECT_EQ(next.view.ack, c.origin_seq_);
+  view.add(c.origin(flag::kAck | flag::kPsh, kOther, {}, next.view.seq + next.view.payload_len));
+  view.add_sent(w, mark);
+  got = view.contiguous();
+  const std::string tail = got.substr(answer_at);
+  const size_t second = tail.find("HTTP/1.1 200 OK\r\nRateLimit-Limit: 1000\r\n");
+  ASSERT_NE(second, std::string::npos) << got;
+  EXPECT_EQ(got.substr(got.size() - 5), "other");
+  EXPECT_EQ(w.counters.fields_inserted.get(), 2u);
+}
+
+// Where the answer closes the connection after all (the client asked to
+// close), the close path answers as before: 429, Connection: close, FIN,
+// the origin reset.
+TEST(KeptAnswer, AClientThatAsksToCloseGetsTheClosingAnswer) {
+  EngineWorld w(kKeepPolicy);
+  Connection c(w);
+  c.handshake();
+  ASSERT_TRUE(c.data(kTight).forwarded());
+  ASSERT_TRUE(c.respond(kOk).forwarded());
+  const size_t before = w.sink.sent.size();
+  EXPECT_EQ(c.data("GET /tight HTTP/1.1\r\nHost: api\r\nConnection: close\r\n\r\n").action, FrameAction::kDrop);
+  const auto answer = sent_to(w, Side::kClient, before);
+  ASSERT_EQ(answer.size(), 1u);
+  EXPECT_NE(answer[0].payload().find("Connection: close\r\n"), std::string::npos);
+  EXPECT_TRUE(answer[0].view.has(flag::kFin));
+  const auto to_origin = sent_to(w, Side::kOrigin, before);
+  ASSERT_EQ(to_origin.size(), 1u);
+  EXPECT_TRUE(to_origin[0].view.has(flag::kRst));
+  EXPECT_EQ(w.counters.answers_kept_open.get(), 0u);
+}
+
+}  // namespace
+}  // namespace sluice::test
