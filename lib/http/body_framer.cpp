@@ -11,6 +11,7 @@ void BodyFramer::start_length(uint64_t length) noexcept {
   remaining_ = length;
   state_ = length == 0 ? State::kDone : State::kLength;
   error_ = ParseError::kNone;
+  has_number_ = false;
 }
 
 void BodyFramer::start_chunked() noexcept {
@@ -19,6 +20,44 @@ void BodyFramer::start_chunked() noexcept {
   line_bytes_ = size_digits_ = trailer_bytes_ = 0;
   trailer_fields_ = 0;
   error_ = ParseError::kNone;
+  has_number_ = false;
+  number_state_ = Number::kNotWatched;
+}
+
+void BodyFramer::watch_name_byte(unsigned char c) noexcept {
+  if (!name_match_) return;
+  const unsigned char lower = c >= 'A' && c <= 'Z' ? static_cast<unsigned char>(c | 0x20) : c;
+  name_match_ = name_pos_ < watched_.size() && static_cast<unsigned char>(watched_[name_pos_]) == lower;
+  if (name_match_) ++name_pos_;
+}
+
+void BodyFramer::watch_value_byte(unsigned char c) noexcept {
+  const bool ows = is_ows(c);
+  const bool digit = c >= '0' && c <= '9';
+  switch (number_state_) {
+    case Number::kNotWatched:
+    case Number::kBad:
+      return;
+    case Number::kLeading:
+      if (ows) return;
+      if (!digit) break;
+      number_state_ = Number::kDigits;
+      number_digits_ = 1;
+      number_ = c - '0';
+      return;
+    case Number::kDigits:
+      if (ows) {
+        number_state_ = Number::kTrailing;
+        return;
+      }
+      if (!digit || ++number_digits_ > 18) break;
+      number_ = number_ * 10 + (c - '0');
+      return;
+    case Number::kTrailing:
+      if (ows) return;
+      break;
+  }
+  number_state_ = Number::kBad;
 }
 
 BodyStep BodyFramer::fail(ParseError e) noexcept {
@@ -107,15 +146,27 @@ bool BodyFramer::step(unsigned char c) noexcept {
         return false;
       }
       state_ = State::kTrailerName;
+      name_pos_ = 0;
+      name_match_ = !watched_.empty();
+      watch_name_byte(c);
       return true;
     case State::kTrailerName:
-      if (c == ':') { state_ = State::kTrailerValue; return true; }
+      if (c == ':') {
+        state_ = State::kTrailerValue;
+        number_state_ = name_match_ && name_pos_ == watched_.size() ? Number::kLeading : Number::kNotWatched;
+        if (number_state_ == Number::kLeading) has_number_ = false;  // the last one counts
+        return true;
+      }
+      watch_name_byte(c);
       return is_tchar(c);
     case State::kTrailerValue:
       if (c == '\r') { state_ = State::kTrailerLF; return true; }
+      watch_value_byte(c);
       return !is_ctl(c);
     case State::kTrailerLF:
       if (c != '\n') return false;
+      if (number_state_ == Number::kDigits || number_state_ == Number::kTrailing) has_number_ = true;
+      number_state_ = Number::kNotWatched;
       state_ = State::kTrailerStart;
       return true;
     case State::kFinalLF:

@@ -2,12 +2,14 @@
 // pipelined connection is found where the origin will find it: exactly
 // Content-Length bytes, or chunked coding (RFC 9112 7.1) with its extensions
 // and trailer section validated as strictly as a head. It looks at no byte of
-// chunk data and copies nothing.
+// chunk data and copies nothing. It can read one trailer field's value, a
+// whole number (DQ05: the tokens an upstream reports after a chunked body).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "http/parse_error.h"
 
@@ -37,6 +39,15 @@ class BodyFramer {
   [[nodiscard]] BodyStep feed(std::span<const char> piece) noexcept;
   [[nodiscard]] bool done() const noexcept { return state_ == State::kDone; }
 
+  // A trailer field (`lowercase`, compared without case; it must outlive the
+  // framer; empty: none) whose value, a whole number of at most 18 digits
+  // between optional whitespace, trailer_number() reports once the chunked
+  // body has ended. start_*() keep it. The last such field counts: if its
+  // value is not such a number, there is none.
+  void watch_trailer(std::string_view lowercase) noexcept { watched_ = lowercase; }
+  [[nodiscard]] bool has_trailer_number() const noexcept { return has_number_; }
+  [[nodiscard]] uint64_t trailer_number() const noexcept { return number_; }
+
  private:
   enum class State : uint8_t {
     kDone,
@@ -63,12 +74,20 @@ class BodyFramer {
     kFailed,
   };
 
+  // Reading the watched trailer field's value.
+  enum class Number : uint8_t { kNotWatched, kLeading, kDigits, kTrailing, kBad };
+  void watch_name_byte(unsigned char c) noexcept;
+  void watch_value_byte(unsigned char c) noexcept;
+
   BodyStep fail(ParseError e) noexcept;
   // One byte of a non-data state; false on a framing error.
   [[nodiscard]] bool step(unsigned char c) noexcept;
 
   BodyLimits limits_;
   State state_ = State::kDone;
+  bool name_match_ = false;  // the current trailer name is the watched one so far
+  Number number_state_ = Number::kNotWatched;
+  bool has_number_ = false;
   uint64_t remaining_ = 0;  // Content-Length left, or chunk data left
   uint64_t chunk_size_ = 0;
   uint32_t line_bytes_ = 0;  // of the current size line
@@ -76,6 +95,10 @@ class BodyFramer {
   uint32_t trailer_bytes_ = 0;
   uint16_t trailer_fields_ = 0;
   ParseError error_ = ParseError::kNone;
+  uint8_t name_pos_ = 0;  // bytes of the current trailer name matched so far (while name_match_)
+  uint8_t number_digits_ = 0;
+  std::string_view watched_;
+  uint64_t number_ = 0;
 };
 
 }  // namespace sluice::http

@@ -76,6 +76,7 @@ ResponseStream::ResponseStream(ResponseLimits limits) noexcept : limits_(limits)
 
 void ResponseStream::reset() noexcept {
   body_ = BodyFramer(limits_.body);
+  body_.watch_trailer(usage_field_);
   head_ = ResponseHead{};
   queue_front_ = queued_ = 0;
   state_ = State::kHead;
@@ -386,6 +387,10 @@ ResponseStep ResponseStream::feed_head(std::span<const char> piece) noexcept {
 }
 
 ResponseStep ResponseStream::end_response(size_t consumed) noexcept {
+  if (head_.body == ResponseBody::kChunked && body_.has_trailer_number()) {
+    head_.has_usage = true;
+    head_.usage = body_.trailer_number();
+  }
   queue_front_ = static_cast<uint8_t>((queue_front_ + 1) & (kMaxOutstanding - 1));
   --queued_;
   ++completed_;

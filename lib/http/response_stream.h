@@ -93,7 +93,8 @@ struct ResponseHead {
   bool connection_close = false;  // Connection lists "close"
   bool keep_alive = true;         // another response may follow on the connection (RFC 9112 9.3): no "close",
                                   // HTTP/1.1 or "keep-alive", not close-delimited, no switch
-  bool has_usage = false;         // the usage field (set_usage_field) held a number
+  bool has_usage = false;         // the usage field (set_usage_field) held a number, in the head or, from
+                                  // kResponseEnd on, in a chunked body's trailer section (which wins)
   uint64_t usage = 0;             // that number (DQ05: tokens the request used)
 };
 
@@ -173,10 +174,14 @@ class ResponseStream {
   [[nodiscard]] uint16_t status_line_code() const noexcept { return status_; }
 
   // A field whose value (a whole number) head() reports as `usage`: DQ05's
-  // tokens, when the origin reports them in its response head. `lowercase`
-  // must outlive the stream (the compiled policy's) and be at most 32 bytes;
-  // empty: none. reset() keeps it.
-  void set_usage_field(std::string_view lowercase) noexcept { usage_field_ = lowercase; }
+  // tokens, when the origin reports them in its response head or in the
+  // trailer section of a chunked response. `lowercase` must outlive the
+  // stream (the compiled policy's) and be at most 32 bytes; empty: none.
+  // reset() keeps it.
+  void set_usage_field(std::string_view lowercase) noexcept {
+    usage_field_ = lowercase;
+    body_.watch_trailer(lowercase);
+  }
 
  private:
   enum class State : uint8_t { kHead, kBody, kUntilClose, kSwitch, kPassThrough, kClosed, kFailed };

@@ -87,6 +87,15 @@ http {
       add_header X-Pi-Usage-Tokens \$arg_tokens always;
       return 200 "ok\n";
     }
+    # The same after a chunked body, in the trailer section (DQ05): nginx
+    # chunks a response a body filter may change, and adds the trailer.
+    location /usage-trailer/ {
+      default_type text/plain;
+      sub_filter_types text/plain;
+      sub_filter 'never-in-the-body' '';
+      add_trailer X-Pi-Usage-Tokens \$arg_tokens always;
+      return 200 "ok\n";
+    }
     location / { return 200 "ok\n"; }
   }
 

@@ -975,9 +975,11 @@ t_tb_keepalive_refusal() {
 }
 
 # DQ05 read from the responses (issue 6): the origin reports the tokens a
-# request used in X-Pi-Usage-Tokens; the appliance charges them to the
-# deployment's minute when the response ends: 60000 then 50000 on the
-# default quota of 100000, and the next request is refused with DQ07's body
+# request used in X-Pi-Usage-Tokens, in the response head or in the trailer
+# section after a chunked body; the appliance charges them to the
+# deployment's minute when the response ends: 60000 (head) then 50000
+# (trailer) on the default quota of 100000, and the next request is refused
+# with DQ07's body
 # and Retry-After; the origin's responses reach the client unchanged (DQ10:
 # no fields inserted).
 t_dq_usage_from_response() {
@@ -988,8 +990,9 @@ t_dq_usage_from_response() {
     note "waiting $((61 - sec)) s for the next minute"
     sleep $((61 - sec))
   fi
-  client u --source "$s" -H "$dep" --plan '[{"count": 1, "path": "/usage/a?tokens=60000"}, {"count": 1, "path": "/usage/b?tokens=50000"}, {"count": 1, "path": "/usage/c?tokens=1"}]'
+  client u --source "$s" -H "$dep" --plan '[{"count": 1, "path": "/usage/a?tokens=60000"}, {"count": 1, "path": "/usage-trailer/b?tokens=50000"}, {"count": 1, "path": "/usage/c?tokens=1"}]'
   check_eq "DQ05 under the quota, then over it: the third refused" "$(res statuses u)" "200 | 200 | 429"
+  check_eq "the second response was chunked (its tokens in the trailer)" "$(res header u 2 Transfer-Encoding)" chunked
   check_eq "the origin's usage field reaches the client" "$(res header u 1 X-Pi-Usage-Tokens)" 60000
   check_eq "DQ10 no fields inserted" "$(res has-header u 1 RateLimit-Limit)" no
   check_eq "DQ07 body" "$(res body u 3)" "$SLT_DQ07_BODY"
@@ -1114,7 +1117,7 @@ t_ctl_credentials() {
   client two --source "$s1" --count 12 --path "$path" -H 'Authorization: Bearer alice-two'
   admitted="$(res count two 200)"
   check_range "RF04 alice's second credential shares her bucket: ~5 left (+1/s refill)" "$admitted" 5 9
-  check_eq "RF04 ... then refused" "$(res count two 429)" 1
+  check_eq "RF04 ... then refused, the rest on the same connection" "$(res count two 429)" "$((12 - admitted))"
   client bob --source "$s0" --count 12 --path "$path" -H 'Authorization: Bearer bob-one'
   check_eq "bob's own bucket" "$(res statuses bob)" "200x12"
   out="$(SLT_CTL --json bucket show blowhorn_health alice)"

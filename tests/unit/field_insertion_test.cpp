@@ -239,6 +239,21 @@ TEST(ResponseUsage, DQ05_TokensReportedInAResponseAreChargedWhenItEnds) {
   EXPECT_EQ(w.counters.fields_inserted.get(), 0u);
 }
 
+// DQ05 from a chunked response's trailer, split across segments: charged
+// when the response ends, not before.
+TEST(ResponseUsage, DQ05_TokensInAChunkedTrailerAreChargedWhenTheResponseEnds) {
+  EngineWorld w(kQuotaPolicy, EngineWorld::with_fields());
+  Connection c(w);
+  c.handshake();
+  ASSERT_TRUE(c.data(kDeploymentGet).forwarded());
+  EXPECT_TRUE(c.respond("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-Pi-Usage-To").forwarded());
+  EXPECT_EQ(w.counters.usage_reported.get(), 0u);
+  EXPECT_TRUE(c.respond("kens: 1500\r\n\r\n").forwarded());
+  EXPECT_EQ(w.counters.usage_reported.get(), 1u);
+  EXPECT_TRUE(c.data(kDeploymentGet).payload_withheld());  // 1500 of 1000: refused
+  EXPECT_EQ(w.counters.refused.get(), 1u);
+}
+
 // DQ09: the origin's own 429 passes through untouched, and its usage (none)
 // charges nothing.
 TEST(ResponseUsage, DQ09_AnOriginsOwn429PassesUntouched) {

@@ -621,6 +621,58 @@ TEST(ResponseStream, DQ05_ReadsTheUsageFieldOfAHead) {
   EXPECT_EQ(heads, want);
 }
 
+// DQ05 from a chunked response's trailer section (what an upstream that
+// streams its answer knows only at the end): read when the response ends,
+// whatever the case of the name, fed whole or a byte at a time; the last
+// such field counts; a value that is not a whole number, another field, a
+// field that only begins like it, or a Content-Length response after a
+// chunked one carry none.
+TEST(ResponseStream, DQ05_ReadsTheUsageFieldOfAChunkedTrailer) {
+  struct Case {
+    std::string response;
+    bool has;
+    uint64_t usage;
+  };
+  const std::vector<Case> cases = {
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-Pi-Usage-Tokens: 4321\r\n\r\n", true, 4321},
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nx-pi-usage-tokens:\t 7 \r\n\r\n", true, 7},
+      {"HTTP/1.1 200 OK\r\nX-Pi-Usage-Tokens: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-Pi-Usage-Tokens: 9\r\n\r\n",
+       true, 9},
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-Pi-Usage-Tokens: 3\r\nX-Pi-Usage-Tokens: 4\r\n\r\n",
+       true, 4},
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-Pi-Usage-Tokens: 3\r\nX-Pi-Usage-Tokens: x\r\n\r\n",
+       false, 0},
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-Pi-Usage-Tokens: 12a\r\n\r\n", false, 0},
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-Pi-Usage-Tokens: 1234567890123456789\r\n\r\n", false, 0},
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-Pi-Usage-Tokens-2: 8\r\n\r\n", false, 0},
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-Pi-Usage: 8\r\n\r\n", false, 0},
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", false, 0},
+  };
+  for (const Case& c : cases) {
+    for (const bool bytewise : {false, true}) {
+      ResponseStream s;
+      s.set_usage_field("x-pi-usage-tokens");
+      s.reset();  // keeps the field, as a parse context's reuse does
+      ASSERT_TRUE(s.expect(K::kOrdinary));
+      ASSERT_TRUE(s.expect(K::kOrdinary));
+      // The response, then one with a length (which must not inherit the trailer's number).
+      const std::string input = c.response + "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx";
+      std::vector<std::pair<bool, uint64_t>> ends;
+      size_t off = 0;
+      while (off < input.size()) {
+        const size_t len = bytewise ? 1 : input.size() - off;
+        const ResponseStep st = s.next(std::span<const char>(input.data() + off, len));
+        off += st.consumed;
+        ASSERT_NE(st.event, E::kError) << to_string(st.error) << " in " << c.response;
+        if (st.event == E::kResponseEnd) ends.emplace_back(s.head().has_usage, s.head().usage);
+      }
+      ASSERT_EQ(ends.size(), 2u) << c.response;
+      EXPECT_EQ(ends[0], std::make_pair(c.has, c.usage)) << c.response << (bytewise ? " (byte by byte)" : "");
+      EXPECT_EQ(ends[1], std::make_pair(false, uint64_t{0})) << c.response;
+    }
+  }
+}
+
 TEST(ResponseStream, ResetStartsAFreshFlow) {
   ResponseStream s;
   ASSERT_TRUE(s.expect(K::kOrdinary));
