@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "checksum.h"
 #include "segment_rewrite.h"
 #include "segment_writer.h"
 
@@ -60,7 +61,7 @@ FrameResult FlowEngine::on_frame(const ServiceFrame& sf, uint8_t* frame, FrameVi
   }
   TcpFlow* flow = flows_.find(sf.key, sf.hash);
   if (sf.from == Side::kClient) return on_client(flow, sf, frame, v, snap, now, out);
-  return on_origin(flow, frame, v, now, out);
+  return on_origin(flow, frame, v, sf.room, now, out);
 }
 
 void FlowEngine::start_flow(TcpFlow& flow, const uint8_t* frame, const FrameView& v) noexcept {
@@ -451,11 +452,12 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
   return r;
 }
 
-FrameResult FlowEngine::on_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, Nanos now, PacketSink& out) noexcept {
+FrameResult FlowEngine::on_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, uint32_t room, Nanos now,
+                                  PacketSink& out) noexcept {
   const uint32_t framed_before = flow != nullptr ? flow->origin_next : 0;
   const FrameResult r = origin_segment(flow, frame, v, now, out);
   if (flow == nullptr || !flow->stream_edited) return r;
-  return to_client_edited(*flow, frame, v, r, framed_before, out);
+  return to_client_edited(*flow, frame, v, room, r, framed_before, out);
 }
 
 FrameResult FlowEngine::origin_segment(TcpFlow* flow, uint8_t* frame, FrameView& v, Nanos now,
@@ -874,7 +876,7 @@ bool carries_edit(uint32_t at, uint32_t seq, uint32_t end, uint32_t framed_befor
 
 }  // namespace
 
-FrameResult FlowEngine::to_client_edited(TcpFlow& flow, uint8_t* frame, FrameView& v, FrameResult r,
+FrameResult FlowEngine::to_client_edited(TcpFlow& flow, uint8_t* frame, FrameView& v, uint32_t room, FrameResult r,
                                          uint32_t framed_before, PacketSink& out) noexcept {
   if (r.action != FrameAction::kForward || v.has(flag::kSyn)) return r;
   if (flow.context >= 0 && v.payload_len != 0) {
@@ -883,7 +885,12 @@ FrameResult FlowEngine::to_client_edited(TcpFlow& flow, uint8_t* frame, FrameVie
     for (unsigned i = 0; i < shift.pending(); ++i) {
       if (carries_edit(shift.edit(i).at, v.seq, end, framed_before)) {
         // The segment (or its retransmission) the fields or a kept answer go
-        // into: written again with them, the original dropped.
+        // into: grown in place, or written again with them (cut to the
+        // client's MSS) and the original dropped.
+        if (edit_in_place(flow, frame, v, room, framed_before)) {
+          r.frame_len = v.frame_len;
+          return r;
+        }
         emit_with_fields(flow, frame, v, framed_before, out);
         r.action = FrameAction::kDrop;
         return r;
@@ -955,15 +962,10 @@ void FlowEngine::emit_with_fields(TcpFlow& flow, const uint8_t* frame, const Fra
   uint8_t* buf = edit_buf_.get();
   size_t n = 0;
   uint32_t pos = 0;
-  // Where the client's numbering of this segment starts: before the bytes
-  // inserted right at its start, if it carries them.
-  uint32_t start = shift.forward(v.seq);
-  bool first = true;
+  const uint32_t start = edited_start(shift, v, framed_before);
   for (unsigned i = 0; i < shift.pending(); ++i) {
     const uint32_t at = shift.edit(i).at;
     if (!carries_edit(at, v.seq, v.seq + len, framed_before)) continue;
-    if (first && at == v.seq) start = v.seq + static_cast<uint32_t>(shift.edit(i).before);
-    first = false;
     const std::span<const char> text = edit_bytes(ctx, i);
     if (text.size() != shift.edit(i).inserted) {
       // A kept answer overwritten in the answer store while the client still
@@ -1001,6 +1003,69 @@ void FlowEngine::emit_with_fields(TcpFlow& flow, const uint8_t* frame, const Fra
     emit(out, Side::kClient, s);
     off += chunk;
   }
+}
+
+uint32_t FlowEngine::edited_start(const SeqShift& shift, const FrameView& v, uint32_t framed_before) const noexcept {
+  for (unsigned i = 0; i < shift.pending(); ++i) {
+    const SeqShift::Edit& e = shift.edit(i);
+    if (!carries_edit(e.at, v.seq, v.seq + v.payload_len, framed_before)) continue;
+    if (e.at == v.seq) return v.seq + static_cast<uint32_t>(e.before);
+    break;
+  }
+  return shift.forward(v.seq);
+}
+
+bool FlowEngine::edit_in_place(TcpFlow& flow, uint8_t* frame, FrameView& v, uint32_t room,
+                               uint32_t framed_before) noexcept {
+  const ParseContext& ctx = contexts_.at(flow.context);
+  const SeqShift& shift = ctx.to_client;
+  const uint32_t len = v.payload_len;
+  uint32_t total = 0;
+  unsigned first = SeqShift::kMaxEdits, last = 0;
+  for (unsigned i = 0; i < shift.pending(); ++i) {
+    if (!carries_edit(shift.edit(i).at, v.seq, v.seq + len, framed_before)) continue;
+    if (edit_bytes(ctx, i).size() != shift.edit(i).inserted) return false;  // a lost answer: the other path says so
+    total += shift.edit(i).inserted;
+    first = std::min(first, i);
+    last = i;
+  }
+  size_t mss = flow.client_mss;
+  if (flow.timestamps) mss = mss > kTimestampOptionBytes ? mss - kTimestampOptionBytes : 1;
+  if (first == SeqShift::kMaxEdits || len + total > mss || v.frame_len + total > room) return false;
+  const uint32_t start = edited_start(shift, v, framed_before);
+  // From the last edit back: the bytes after each move up past everything
+  // inserted before them, and its own bytes go in front of them.
+  uint8_t* payload = frame + v.payload_offset;
+  uint32_t tail_end = len;
+  uint32_t moved = total;
+  for (unsigned i = last + 1; i-- > first;) {
+    if (!carries_edit(shift.edit(i).at, v.seq, v.seq + len, framed_before)) continue;
+    const uint32_t k = shift.edit(i).at - v.seq;
+    const std::span<const char> text = edit_bytes(ctx, i);
+    std::memmove(payload + k + moved, payload + k, tail_end - k);
+    moved -= static_cast<uint32_t>(text.size());
+    std::memcpy(payload + k + moved, text.data(), text.size());
+    tail_end = k;
+  }
+  v.payload_len = len + total;
+  v.frame_len += total;
+  uint8_t* ip = frame + v.l3_offset;
+  if (v.ip_version == 4) {
+    store16(ip + 2, static_cast<uint16_t>(load16(ip + 2) + total));
+    set_ipv4_checksum(ip, static_cast<size_t>(ip[0] & 0x0f) * 4);
+  } else {
+    store16(ip + 4, static_cast<uint16_t>(load16(ip + 4) + total));
+  }
+  uint8_t* tcp = frame + v.l4_offset;
+  v.seq = start;
+  store32(tcp + 4, start);
+  if (v.has(flag::kAck)) {
+    v.ack = to_client_ack(flow, v.ack);
+    store32(tcp + 8, v.ack);
+    if (flow.context >= 0 && !ctx.to_origin.empty()) static_cast<void>(rewrite_sack(frame, v, ctx.to_origin));
+  }
+  set_tcp_checksum(frame, v);  // the payload moved: summed again
+  return true;
 }
 
 unsigned FlowEngine::splice_kept_answers(ParseContext& ctx, uint32_t at) noexcept {

@@ -64,11 +64,17 @@ struct FrameResult {
   TcpFlow* answer_after = nullptr;   // send this flow's answer once the frame is on its way
 };
 
-// A service-port TCP frame: its flow key, hash, and which side it came from.
+// A service-port TCP frame: its flow key, hash, which side it came from, and
+// how far its buffer lets it grow.
 struct ServiceFrame {
   Side from;
   FlowKey key;
   uint64_t hash;
+  // Bytes the frame's buffer holds from the frame's start (its length plus
+  // the room after it); 0: the frame may not grow. An origin segment the
+  // fields go into grows in place when they fit (FrameResult::frame_len is
+  // then larger than the frame was).
+  uint32_t room = 0;
 };
 
 // Whether `v` (a kTcp or kTcpFragment frame from `from`) belongs to a service
@@ -112,12 +118,14 @@ class FlowEngine {
                         const PolicySnapshot& snap, time::Nanos now, PacketSink& out) noexcept;
   FrameResult client_segment(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
                              time::Nanos now, PacketSink& out) noexcept;
-  FrameResult on_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, time::Nanos now, PacketSink& out) noexcept;
+  FrameResult on_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, uint32_t room, time::Nanos now,
+                        PacketSink& out) noexcept;
   FrameResult origin_segment(TcpFlow* flow, uint8_t* frame, FrameView& v, time::Nanos now, PacketSink& out) noexcept;
   // An edited flow's frames: origin segments shifted (or written again with
   // the fields inserted), client acknowledgements shifted back.
   // `framed_before` is the flow's origin_next before the segment was framed.
-  FrameResult to_client_edited(TcpFlow& flow, uint8_t* frame, FrameView& v, FrameResult r, uint32_t framed_before,
+  FrameResult to_client_edited(TcpFlow& flow, uint8_t* frame, FrameView& v, uint32_t room, FrameResult r,
+                               uint32_t framed_before,
                                PacketSink& out) noexcept;
   // `parsed_before` is the flow's client_next before the segment was parsed.
   void to_origin_edited(TcpFlow& flow, uint8_t* frame, FrameView& v, uint32_t parsed_before,
@@ -125,6 +133,14 @@ class FlowEngine {
   [[nodiscard]] std::span<const char> edit_bytes(const ParseContext& ctx, unsigned i) const noexcept;
   void emit_with_fields(TcpFlow& flow, const uint8_t* frame, const FrameView& v, uint32_t framed_before,
                         PacketSink& out) noexcept;
+  // The same in the frame itself, when the edited segment fits the client's
+  // MSS and the buffer's `room`: the payload moved up, the edits' bytes put
+  // in, headers and checksums written. False (the frame untouched) if not.
+  [[nodiscard]] bool edit_in_place(TcpFlow& flow, uint8_t* frame, FrameView& v, uint32_t room,
+                                   uint32_t framed_before) noexcept;
+  // The client's number of the first byte of origin segment `v` that carries
+  // edits (before the bytes inserted right at its start, if it has them).
+  [[nodiscard]] uint32_t edited_start(const SeqShift& shift, const FrameView& v, uint32_t framed_before) const noexcept;
   [[nodiscard]] uint32_t to_client_seq(const TcpFlow& flow, uint32_t origin_seq) noexcept;
   [[nodiscard]] uint32_t to_origin_ack(const TcpFlow& flow, uint32_t client_ack) noexcept;
   [[nodiscard]] uint32_t to_origin_seq(const TcpFlow& flow, uint32_t client_seq) noexcept;

@@ -135,6 +135,8 @@ bool Worker::receive(rte_mbuf* m, Side from, const PolicySnapshot& snap, Owned& 
     }
     return false;
   }
+  // One buffer (a chain was linearized above): the frame may grow into its tailroom.
+  sf.room = static_cast<uint32_t>(rte_pktmbuf_data_len(m)) + rte_pktmbuf_tailroom(m);
   owned = Owned{m, from, v, sf};
   engine_.prefetch(sf);
   return true;
@@ -162,7 +164,13 @@ void Worker::handle_owned(rte_mbuf* m, Side from, FrameView& v, const ServiceFra
   if (r.action == FrameAction::kDrop) {
     rte_pktmbuf_free(m);
   } else {
-    if (r.frame_len < before) rte_pktmbuf_trim(m, static_cast<uint16_t>(rte_pktmbuf_data_len(m) - r.frame_len));
+    const uint32_t have = rte_pktmbuf_data_len(m);
+    if (r.frame_len < before) {
+      rte_pktmbuf_trim(m, static_cast<uint16_t>(have - r.frame_len));
+    } else if (r.frame_len > have) {
+      // Grown in place (inserted fields): within the room sf.room gave.
+      (void)rte_pktmbuf_append(m, static_cast<uint16_t>(r.frame_len - have));
+    }
     forward(m, from);
   }
   if (r.answer_after != nullptr) engine_.send_answer(*r.answer_after, sink_);

@@ -115,6 +115,9 @@ struct EngineWorld {
   std::unique_ptr<dataplane::FlowEngine> engine;
   RecordingSink sink;
   dataplane::PacketSink* out = &sink;  // where the engine's own segments go
+  // Bytes each fed frame's buffer holds (ServiceFrame::room); 0: frames may
+  // not grow, so edited origin segments are written again, not grown.
+  uint32_t frame_room = 0;
   // Called around every engine call (the hot-path test counts allocations there).
   void (*before_engine)() = nullptr;
   void (*after_engine)() = nullptr;
@@ -223,11 +226,14 @@ class Connection {
     EXPECT_NE(dataplane::write_segment(frame, s), 0u);
     frame.resize(dataplane::segment_size(s));
     if (mss != 0) add_mss(frame, mss);
+    const size_t built = frame.size();
+    if (w_.frame_room > built) frame.resize(w_.frame_room);
     Fed out;
     out.sent_before = w_.sink.sent.size();
-    out.view = dataplane::parse_frame(frame);
+    out.view = dataplane::parse_frame({frame.data(), built});
     dataplane::ServiceFrame sf;
     EXPECT_TRUE(dataplane::service_frame(out.view, from, w_.snapshot->service_ports, sf));
+    sf.room = static_cast<uint32_t>(frame.size() > built ? frame.size() : 0);
     if (w_.before_engine) w_.before_engine();
     const dataplane::FrameResult r =
         w_.engine->on_frame(sf, frame.data(), out.view, *w_.snapshot, w_.now, *w_.out);

@@ -198,6 +198,66 @@ TEST(FieldInsertion, TheAppliancesOwnAnswerFollowsTheShiftedStream) {
   EXPECT_EQ(out[0].view.seq, origin_next + shift);  // right after what the client has
 }
 
+// What reached the client, segment by segment (forwarded or the engine's).
+struct ToClient {
+  uint32_t seq, ack;
+  uint8_t flags;
+  std::string payload;
+  bool operator==(const ToClient&) const = default;
+};
+
+// One conversation with fields and a kept-open answer: responses, a
+// retransmission, a response past a small MSS, a pipelined refusal.
+std::vector<ToClient> conversation(uint32_t frame_room, uint16_t mss, int& grown) {
+  std::string policy(kSmallPolicy);
+  const std::string close = "after_answer: close";
+  policy.replace(policy.find(close), close.size(), "after_answer: keep-alive");
+  EngineWorld w(policy, EngineWorld::with_fields());
+  w.frame_room = frame_room;
+  Connection c(w);
+  c.handshake(mss);
+  std::vector<ToClient> out;
+  grown = 0;
+  auto record = [&](const Fed& f) {
+    if (f.forwarded() && f.view.payload_len != 0) {
+      grown += f.payload().find("RateLimit-Limit") != std::string::npos ? 1 : 0;
+      out.push_back({f.view.seq, f.view.ack, f.view.flags, f.payload()});
+    }
+    for (size_t i = f.sent_before; i < w.sink.sent.size(); ++i) {
+      const SentSegment& seg = w.sink.sent[i];
+      if (seg.to == Side::kClient) out.push_back({seg.view.seq, seg.view.ack, seg.view.flags, seg.payload()});
+    }
+  };
+  record(c.data(kGet));
+  const uint32_t first = c.origin_seq_;
+  record(c.respond(kOk));
+  record(c.origin(flag::kAck | flag::kPsh, kOk, first));  // retransmitted
+  const uint32_t n = static_cast<uint32_t>(fields(1).size());
+  record(c.client(flag::kAck, "", {}, c.origin_seq_ + n));
+  record(c.data(std::string(kGet) + std::string(kGet)));  // the budget's last, then a refusal
+  record(c.respond(kOk));
+  return out;
+}
+
+// Growing the origin's segment in place (ServiceFrame::room) sends the
+// client exactly what writing it again does: the same bytes, sequence and
+// acknowledgement numbers and flags, segment by segment; past the client's
+// MSS (100 here) the segment is still written again, cut in two.
+TEST(FieldInsertion, GrowingInPlaceSendsWhatWritingAgainSends) {
+  for (const uint16_t mss : {uint16_t{1460}, uint16_t{100}}) {
+    int in_place = 0;
+    const std::vector<ToClient> rewritten = conversation(0, mss, in_place);
+    EXPECT_EQ(in_place, 0);
+    const std::vector<ToClient> grown = conversation(2048, mss, in_place);
+    EXPECT_EQ(in_place, mss == 1460 ? 3 : 0) << "MSS " << mss;  // both responses and the retransmission
+    ASSERT_FALSE(rewritten.empty());
+    EXPECT_TRUE(grown == rewritten) << "MSS " << mss;
+    bool answered = false;
+    for (const ToClient& t : grown) answered = answered || t.payload.find("HTTP/1.1 429 ") != std::string::npos;
+    EXPECT_TRUE(answered) << "MSS " << mss;
+  }
+}
+
 constexpr std::string_view kQuotaPolicy = R"(sluice: 1
 name: quota
 service_ports: [80]
