@@ -35,6 +35,7 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
       counters_(counters),
       flows_(config.flows),
       contexts_(config.contexts, config.max_head_bytes, config.max_fields),
+      holds_(config.edit_holds),
       answers_(config.answer_bytes),
       scratch_(std::make_unique<limiter::DecisionScratch>()) {
   scratch_->trace_seed = trace_seed;
@@ -60,6 +61,11 @@ FrameResult FlowEngine::on_frame(const ServiceFrame& sf, uint8_t* frame, FrameVi
     return {FrameAction::kDrop, v.frame_len, nullptr};
   }
   TcpFlow* flow = flows_.find(sf.key, sf.hash);
+  if (flow != nullptr && flow->hold >= 0 && !acquire_context(*flow, snap)) {
+    // Its held edits need a context to act on; the sender tries again.
+    counters_.contexts_exhausted.add();
+    return {FrameAction::kDrop, v.frame_len, nullptr};
+  }
   if (sf.from == Side::kClient) return on_client(flow, sf, frame, v, snap, now, out);
   return on_origin(flow, frame, v, sf.room, now, out);
 }
@@ -207,18 +213,10 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
     return r;
   }
   const uint32_t skip = flow.client_next - v.seq;
-  if (flow.context < 0) {
-    flow.context = contexts_.acquire();
-    if (flow.context < 0) {
-      counters_.contexts_exhausted.add();
-      r.action = FrameAction::kDrop;
-      return r;
-    }
-    contexts_.start(flow.context, snap.policy, snap.generation);
-    ParseContext& fresh = contexts_.at(flow.context);
-    fresh.to_client.reset(flow.to_client_base);
-    fresh.to_origin.reset(flow.to_origin_base);
-    fresh.responses.report_status_lines(config_.insert_fields);
+  if (flow.context < 0 && !acquire_context(flow, snap)) {
+    counters_.contexts_exhausted.add();
+    r.action = FrameAction::kDrop;
+    return r;
   }
   ParseContext& ctx = contexts_.at(flow.context);
   // The policy a head is parsed and decided under: the one its context was
@@ -457,7 +455,10 @@ FrameResult FlowEngine::on_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, u
   const uint32_t framed_before = flow != nullptr ? flow->origin_next : 0;
   const FrameResult r = origin_segment(flow, frame, v, now, out);
   if (flow == nullptr || !flow->stream_edited) return r;
-  return to_client_edited(*flow, frame, v, room, r, framed_before, out);
+  const FrameResult edited = to_client_edited(*flow, frame, v, room, r, framed_before, out);
+  // Only now: the edits this segment carries needed the context.
+  maybe_release_context(*flow);
+  return edited;
 }
 
 FrameResult FlowEngine::origin_segment(TcpFlow* flow, uint8_t* frame, FrameView& v, Nanos now,
@@ -612,7 +613,7 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
       r.answer_after = &flow;
     }
   }
-  maybe_release_context(flow);
+  if (!flow.stream_edited) maybe_release_context(flow);  // an edited flow's: on_origin(), after the edits
   return r;
 }
 
@@ -806,7 +807,27 @@ void FlowEngine::close_if_finished(TcpFlow& flow) noexcept {
   }
 }
 
+bool FlowEngine::acquire_context(TcpFlow& flow, const PolicySnapshot& snap) noexcept {
+  flow.context = contexts_.acquire();
+  if (flow.context < 0) return false;
+  contexts_.start(flow.context, snap.policy, snap.generation);
+  ParseContext& fresh = contexts_.at(flow.context);
+  fresh.to_client.reset(flow.to_client_base);
+  fresh.to_origin.reset(flow.to_origin_base);
+  fresh.responses.report_status_lines(config_.insert_fields);
+  if (flow.hold >= 0) {
+    holds_.at(flow.hold).restore(fresh.to_client, fresh.edit_bytes);
+    holds_.release(flow.hold);
+    flow.hold = -1;
+  }
+  return true;
+}
+
 void FlowEngine::release_context(TcpFlow& flow) noexcept {
+  if (flow.hold >= 0) {
+    holds_.release(flow.hold);
+    flow.hold = -1;
+  }
   if (flow.context < 0) return;
   // What the edits so far shift the rest of the flow by.
   flow.to_client_base = static_cast<uint32_t>(contexts_.at(flow.context).to_client.total_shift());
@@ -824,11 +845,23 @@ void FlowEngine::maybe_release_context(TcpFlow& flow) noexcept {
   // have been cut out, the origin must have acknowledged everything the
   // client sent (a late copy of a cut request, renumbered by the base shift
   // alone, then lands on bytes the origin has and drops).
-  if (ctx.requests->idle() && ctx.responses.outstanding() == 0 && ctx.responses.at_boundary() &&
-      ctx.to_client.pending() == 0 && ctx.kept_count == 0 && !ctx.absorbing &&
-      (ctx.to_origin.pending() == 0 || seq_le(ctx.to_origin.forward(flow.client_next), flow.origin_ack))) {
-    release_context(flow);
+  if (!ctx.requests->idle() || ctx.responses.outstanding() != 0 || !ctx.responses.at_boundary() ||
+      ctx.kept_count != 0 || ctx.absorbing ||
+      (ctx.to_origin.pending() != 0 && seq_lt(flow.origin_ack, ctx.to_origin.forward(flow.client_next)))) {
+    return;
   }
+  if (ctx.to_client.pending() == 0) {
+    release_context(flow);
+    return;
+  }
+  // Only fields the client has yet to acknowledge: they move to a hold, and
+  // the context goes back while the flow waits for its next request.
+  if (ctx.to_origin.pending() != 0 || !EditHold::fits(ctx.to_client, ctx.edit_bytes)) return;
+  const int32_t h = holds_.acquire();
+  if (h < 0) return;
+  holds_.at(h).keep(ctx.to_client, ctx.edit_bytes);
+  release_context(flow);
+  flow.hold = h;
 }
 
 uint32_t FlowEngine::to_client_seq(const TcpFlow& flow, uint32_t origin_seq) noexcept {
@@ -1020,51 +1053,23 @@ bool FlowEngine::edit_in_place(TcpFlow& flow, uint8_t* frame, FrameView& v, uint
   const ParseContext& ctx = contexts_.at(flow.context);
   const SeqShift& shift = ctx.to_client;
   const uint32_t len = v.payload_len;
+  Insertion ins[SeqShift::kMaxEdits];  // as many as are used are written
+  unsigned count = 0;
   uint32_t total = 0;
-  unsigned first = SeqShift::kMaxEdits, last = 0;
   for (unsigned i = 0; i < shift.pending(); ++i) {
-    if (!carries_edit(shift.edit(i).at, v.seq, v.seq + len, framed_before)) continue;
-    if (edit_bytes(ctx, i).size() != shift.edit(i).inserted) return false;  // a lost answer: the other path says so
-    total += shift.edit(i).inserted;
-    first = std::min(first, i);
-    last = i;
+    const SeqShift::Edit& e = shift.edit(i);
+    if (!carries_edit(e.at, v.seq, v.seq + len, framed_before)) continue;
+    const std::span<const char> text = edit_bytes(ctx, i);
+    if (text.size() != e.inserted) return false;  // a lost answer: the other path says so
+    ins[count++] = Insertion{e.at - v.seq, e.inserted, text.data()};
+    total += e.inserted;
   }
   size_t mss = flow.client_mss;
   if (flow.timestamps) mss = mss > kTimestampOptionBytes ? mss - kTimestampOptionBytes : 1;
-  if (first == SeqShift::kMaxEdits || len + total > mss || v.frame_len + total > room) return false;
-  const uint32_t start = edited_start(shift, v, framed_before);
-  // From the last edit back: the bytes after each move up past everything
-  // inserted before them, and its own bytes go in front of them.
-  uint8_t* payload = frame + v.payload_offset;
-  uint32_t tail_end = len;
-  uint32_t moved = total;
-  for (unsigned i = last + 1; i-- > first;) {
-    if (!carries_edit(shift.edit(i).at, v.seq, v.seq + len, framed_before)) continue;
-    const uint32_t k = shift.edit(i).at - v.seq;
-    const std::span<const char> text = edit_bytes(ctx, i);
-    std::memmove(payload + k + moved, payload + k, tail_end - k);
-    moved -= static_cast<uint32_t>(text.size());
-    std::memcpy(payload + k + moved, text.data(), text.size());
-    tail_end = k;
-  }
-  v.payload_len = len + total;
-  v.frame_len += total;
-  uint8_t* ip = frame + v.l3_offset;
-  if (v.ip_version == 4) {
-    store16(ip + 2, static_cast<uint16_t>(load16(ip + 2) + total));
-    set_ipv4_checksum(ip, static_cast<size_t>(ip[0] & 0x0f) * 4);
-  } else {
-    store16(ip + 4, static_cast<uint16_t>(load16(ip + 4) + total));
-  }
-  uint8_t* tcp = frame + v.l4_offset;
-  v.seq = start;
-  store32(tcp + 4, start);
-  if (v.has(flag::kAck)) {
-    v.ack = to_client_ack(flow, v.ack);
-    store32(tcp + 8, v.ack);
-    if (flow.context >= 0 && !ctx.to_origin.empty()) static_cast<void>(rewrite_sack(frame, v, ctx.to_origin));
-  }
-  set_tcp_checksum(frame, v);  // the payload moved: summed again
+  if (count == 0 || len + total > mss || v.frame_len + total > room) return false;
+  const uint32_t seq = edited_start(shift, v, framed_before);
+  insert_in_place(frame, v, {ins, count}, seq, v.has(flag::kAck) ? to_client_ack(flow, v.ack) : v.ack);
+  if (v.has(flag::kAck) && !ctx.to_origin.empty()) static_cast<void>(rewrite_sack(frame, v, ctx.to_origin));
   return true;
 }
 

@@ -32,6 +32,7 @@
 #include <span>
 
 #include "answer_store.h"
+#include "edit_hold.h"
 #include "flow_table.h"
 #include "frame.h"
 #include "limiter/decide.h"
@@ -46,6 +47,7 @@ namespace sluice::dataplane {
 struct EngineConfig {
   size_t flows = 65536;      // per worker
   size_t contexts = 2048;    // per worker
+  size_t edit_holds = 8192;  // per worker: flows between requests with fields unacknowledged (edit_hold.h)
   size_t answer_bytes = 8u << 20;  // answers kept for retransmitted refused requests, per worker
   uint32_t max_head_bytes = 64 * 1024;  // context buffers; a policy may ask less, never more
   uint16_t max_fields = 128;
@@ -112,6 +114,7 @@ class FlowEngine {
     return contexts_.oldest_generation(pass_generation, kContextsScannedPerPass);
   }
   [[nodiscard]] const ContextPool& contexts() const noexcept { return contexts_; }
+  [[nodiscard]] const HoldPool& holds() const noexcept { return holds_; }
 
  private:
   FrameResult on_client(TcpFlow* flow, const ServiceFrame& sf, uint8_t* frame, FrameView& v,
@@ -168,6 +171,10 @@ class FlowEngine {
   FrameResult answered_client(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept;
 
   void start_flow(TcpFlow& flow, const uint8_t* frame, const FrameView& v) noexcept;
+  // Borrows a parse context for the flow, started under `snap`'s policy, with
+  // the flow's held edits (if any) moved back into it. False if none is free.
+  [[nodiscard]] bool acquire_context(TcpFlow& flow, const PolicySnapshot& snap) noexcept;
+  // Gives back the context and any hold (the flow keeps only base shifts).
   void release_context(TcpFlow& flow) noexcept;
   void close_if_finished(TcpFlow& flow) noexcept;
   void maybe_release_context(TcpFlow& flow) noexcept;
@@ -191,6 +198,7 @@ class FlowEngine {
   WorkerCounters& counters_;
   FlowTable flows_;
   ContextPool contexts_;
+  HoldPool holds_;
   AnswerStore answers_;
   std::unique_ptr<limiter::DecisionScratch> scratch_;
   std::unique_ptr<uint8_t[]> edit_buf_;  // an origin segment with its edits inserted, before it is cut to the MSS

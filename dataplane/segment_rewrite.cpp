@@ -128,6 +128,71 @@ void shift_origin_segment(uint8_t* frame, FrameView& v, const SeqShift& shift) n
   rewrite_seq(frame, v, shift.forward(v.seq));
 }
 
+namespace {
+
+uint32_t swap16(uint32_t s) noexcept { return ((s & 0xff) << 8) | (s >> 8); }
+
+// What `n` bytes at payload offset `offset` add to the checksum (the TCP
+// header's length is a multiple of four, so the offset's parity is the
+// word alignment).
+uint32_t bytes_sum(const uint8_t* p, size_t n, uint32_t offset) noexcept {
+  const uint32_t s = checksum_fold(checksum_add(0, p, n));
+  return (offset & 1) != 0 ? swap16(s) : s;
+}
+
+}  // namespace
+
+void insert_in_place(uint8_t* frame, FrameView& v, std::span<const Insertion> insertions, uint32_t seq,
+                     uint32_t ack) noexcept {
+  if (v.kind != FrameKind::kTcp) return;
+  uint8_t* tcp = frame + v.l4_offset;
+  uint8_t* payload = frame + v.payload_offset;
+  const uint32_t len = v.payload_len;
+  uint32_t total = 0;
+  for (const Insertion& in : insertions) total += in.len;
+  const uint32_t tcp_len = v.frame_len - v.l4_offset;
+  uint32_t sum = ~tcp_checksum(tcp) & 0xffffu;
+  // The pseudo-header's length (a 16-bit word for IPv4, the low word of
+  // IPv6's 32-bit one: segments here stay far below 64 KiB).
+  sum = sum + (~tcp_len & 0xffffu) + ((tcp_len + total) & 0xffffu);
+  // From the last insertion back: the bytes after each move up past
+  // everything inserted before them, and its own bytes go in front of them.
+  uint32_t tail_end = len;
+  uint32_t moved = total;
+  for (size_t i = insertions.size(); i-- > 0;) {
+    const Insertion& in = insertions[i];
+    const uint32_t n = in.len;
+    std::memmove(payload + in.at + moved, payload + in.at, tail_end - in.at);
+    if ((moved & 1) != 0 && tail_end > in.at) {
+      // Moved by an odd number: these bytes now count swapped.
+      const uint32_t was = bytes_sum(payload + in.at + moved, tail_end - in.at, in.at);
+      sum = sum + (~was & 0xffffu) + swap16(was);
+    }
+    moved -= n;
+    std::memcpy(payload + in.at + moved, in.bytes, n);
+    sum += bytes_sum(payload + in.at + moved, n, in.at + moved);
+    tail_end = in.at;
+  }
+  sum = replace(sum, load32(tcp + 4), seq, false);
+  store32(tcp + 4, seq);
+  v.seq = seq;
+  if (v.has(tcp_flag::kAck)) {
+    sum = replace(sum, load32(tcp + 8), ack, false);
+    store32(tcp + 8, ack);
+    v.ack = ack;
+  }
+  set_tcp_checksum_from(tcp, sum);
+  v.payload_len = len + total;
+  v.frame_len += total;
+  uint8_t* ip = frame + v.l3_offset;
+  if (v.ip_version == 4) {
+    store16(ip + 2, static_cast<uint16_t>(load16(ip + 2) + total));
+    set_ipv4_checksum(ip, static_cast<size_t>(ip[0] & 0x0f) * 4);
+  } else {
+    store16(ip + 4, static_cast<uint16_t>(load16(ip + 4) + total));
+  }
+}
+
 uint32_t cut_removed(uint8_t* frame, FrameView& v, const SeqShift& shift) noexcept {
   if (v.kind != FrameKind::kTcp) return 0;
   const uint32_t seq = v.seq;

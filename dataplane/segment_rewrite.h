@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "frame.h"
 #include "seq_shift.h"
@@ -44,5 +45,22 @@ void shift_origin_segment(uint8_t* frame, FrameView& v, const SeqShift& shift) n
 // Returns the bytes cut; a segment that loses none is renumbered in place
 // with an incremental checksum.
 uint32_t cut_removed(uint8_t* frame, FrameView& v, const SeqShift& shift) noexcept;
+
+// Bytes to put into a segment's payload before its byte `at` (an offset
+// into the payload as it came; at == payload_len: at its end).
+struct Insertion {
+  uint32_t at;
+  uint32_t len;
+  const char* bytes;
+};
+
+// Puts `insertions` (in order of `at`) into the segment in place, moving the
+// payload after each up, and gives it sequence number `seq` and (with the
+// ACK flag) acknowledgement `ack`. The frame's buffer must hold v.frame_len
+// plus their total. The TCP checksum is patched, not summed again (RFC
+// 1624): the inserted bytes are added, and payload bytes moved by an odd
+// number count byte-swapped; the IPv4 header's is written again (20 bytes).
+void insert_in_place(uint8_t* frame, FrameView& v, std::span<const Insertion> insertions, uint32_t seq,
+                     uint32_t ack) noexcept;
 
 }  // namespace sluice::dataplane

@@ -54,6 +54,8 @@ class SeqShift {
   [[nodiscard]] unsigned pending() const noexcept { return count_; }
   // The shift of everything after the last edit (receiver - sender).
   [[nodiscard]] int64_t total_shift() const noexcept;
+  // The shift of every position before the first pending edit.
+  [[nodiscard]] int64_t base() const noexcept { return base_; }
   // The pending edits, oldest first (for rewriting a segment that spans one).
   struct Edit {
     uint32_t at;        // sender sequence
@@ -64,9 +66,11 @@ class SeqShift {
   [[nodiscard]] const Edit& edit(unsigned i) const noexcept { return edits_[i]; }
 
  private:
-  std::array<Edit, kMaxEdits> edits_{};
+  // The count and base first: a shift with an edit or two in use touches
+  // one cache line.
   unsigned count_ = 0;
   int64_t base_ = 0;  // shift of every position before the first pending edit
+  std::array<Edit, kMaxEdits> edits_{};
 };
 
 }  // namespace sluice::dataplane

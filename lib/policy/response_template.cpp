@@ -1,7 +1,7 @@
 // See response_template.h.
 #include "policy/response_template.h"
 
-#include <charconv>
+#include <bit>
 #include <cstring>
 
 namespace sluice::policy {
@@ -37,17 +37,49 @@ bool append_padded(std::span<char> out, size_t& pos, const char* src, size_t n) 
   return true;
 }
 
+constexpr char kDigitPairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
 bool append_number(std::span<char> out, size_t& pos, uint64_t v) noexcept {
-  // Digits straight into place, last first: a staging buffer read back
-  // whole would stall on store forwarding.
-  size_t n = 1;
-  for (uint64_t x = v; x >= 10; x /= 10) ++n;
+  // The digit count from the bit width (1233/4096 ~ log10(2)), then two
+  // digits per step straight into place from the end: no division loop to
+  // count, no staging buffer.
+  static constexpr uint64_t kPow10[20] = {1ull,
+                                          10ull,
+                                          100ull,
+                                          1000ull,
+                                          10000ull,
+                                          100000ull,
+                                          1000000ull,
+                                          10000000ull,
+                                          100000000ull,
+                                          1000000000ull,
+                                          10000000000ull,
+                                          100000000000ull,
+                                          1000000000000ull,
+                                          10000000000000ull,
+                                          100000000000000ull,
+                                          1000000000000000ull,
+                                          10000000000000000ull,
+                                          100000000000000000ull,
+                                          1000000000000000000ull,
+                                          10000000000000000000ull};
+  const unsigned t = static_cast<unsigned>(std::bit_width(v | 1) * 1233) >> 12;
+  const size_t n = t + ((v | 1) >= kPow10[t] ? 1 : 0);
   if (pos > out.size() || out.size() - pos < n) return false;
   char* d = out.data() + pos + n;
-  do {
-    *--d = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
+  while (v >= 100) {
+    d -= 2;
+    std::memcpy(d, kDigitPairs + 2 * (v % 100), 2);
+    v /= 100;
+  }
+  if (v >= 10) {
+    std::memcpy(d - 2, kDigitPairs + 2 * v, 2);
+  } else {
+    d[-1] = static_cast<char>('0' + v);
+  }
   pos += n;
   return true;
 }

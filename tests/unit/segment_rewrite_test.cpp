@@ -5,7 +5,9 @@
 // so a stray write or a checksum off by one word fails.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -174,6 +176,65 @@ struct Shape {
   int tags;
 };
 constexpr Shape kShapes[] = {{4, 0}, {4, 1}, {4, 2}, {6, 0}, {6, 1}, {6, 2}};
+
+// Insertions in place (fields and kept answers growing an origin segment):
+// the frame equals one written from scratch with the edited payload, for
+// every frame shape, payloads of odd and even lengths, insertions of odd and
+// even lengths at the start, inside and at the end, one or several, with
+// options, across the sequence wrap; the patched checksum is the full sum's.
+TEST(SegmentRewrite, InsertionsInPlaceEqualASegmentWrittenWithThem) {
+  const std::string payloads[] = {"", "x", "HTTP/1.1 200 OK\r\n\r\n", std::string(1001, 'b') + "tail"};
+  const std::vector<std::vector<std::pair<uint32_t, std::string>>> plans = {
+      {{0, "A"}},
+      {{0, "RateLimit-Limit: 60\r\n"}},
+      {{1, "odd"}, {1, "ev"}},
+      {{0, "a"}, {1, "bc"}, {1, "def"}},
+  };
+  unsigned checked = 0;
+  for (const Shape& shape : kShapes) {
+    for (const std::string& payload : payloads) {
+      for (const auto& plan : plans) {
+        for (const bool with_options : {false, true}) {
+          // Offsets past the payload go to its end.
+          std::vector<Insertion> ins;
+          std::string want;
+          uint32_t pos = 0;
+          for (const auto& [at, text] : plan) {
+            const uint32_t k = std::min<uint32_t>(at, static_cast<uint32_t>(payload.size()));
+            want += payload.substr(pos, k - pos);
+            want += text;
+            pos = k;
+            ins.push_back({k, static_cast<uint32_t>(text.size()), text.data()});
+          }
+          want += payload.substr(pos);
+          Seg g;
+          g.ip_version = shape.ip_version;
+          g.tags = shape.tags;
+          g.seq = 0xfffffff0u;
+          g.ack = 77;
+          if (with_options) g.options = Options().nop().nop().timestamp(5, 6).nop().nop().sack({{10, 20}}).end().bytes;
+          g.payload = payload;
+          Frame f = build(g);
+          const size_t built = f.size();
+          f.resize(built + want.size() - payload.size() + 64);
+          FrameView v = parse_frame({f.data(), built});
+          insert_in_place(f.data(), v, ins, 0x10u, 99);
+          f.resize(v.frame_len);
+          Seg e = g;
+          e.seq = 0x10u;
+          e.ack = 99;
+          e.payload = want;
+          Frame expected = build(e);
+          expect_frame(f, expected);
+          EXPECT_EQ(v.payload_len, want.size());
+          EXPECT_EQ(v.seq, 0x10u);
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, std::size(kShapes) * 4 * 4 * 2);
+}
 
 TEST(SegmentRewrite, SeqAndAckAcrossShapesAndTheWrap) {
   const std::pair<uint32_t, uint32_t> cases[] = {

@@ -1,0 +1,50 @@
+// See edit_hold.h.
+#include "dataplane/edit_hold.h"
+
+namespace sluice::dataplane {
+
+bool EditHold::fits(const SeqShift& shift,
+                    const std::array<ParseContext::EditBytes, SeqShift::kMaxEdits>& bytes) noexcept {
+  if (shift.pending() > kMaxEdits) return false;
+  for (unsigned i = 0; i < shift.pending(); ++i) {
+    if (shift.edit(i).removed != 0 || bytes[i].answer_len != 0) return false;
+  }
+  return true;
+}
+
+void EditHold::keep(const SeqShift& shift,
+                    const std::array<ParseContext::EditBytes, SeqShift::kMaxEdits>& from) noexcept {
+  base = shift.base();
+  count = static_cast<uint8_t>(shift.pending());
+  for (unsigned i = 0; i < count; ++i) {
+    edits[i] = shift.edit(i);
+    bytes[i].fields.assign(from[i].fields.view());
+    bytes[i].answer_len = 0;
+  }
+}
+
+void EditHold::restore(SeqShift& shift, std::array<ParseContext::EditBytes, SeqShift::kMaxEdits>& to) const noexcept {
+  // Added again in order from the same base, each edit gets the shift it had.
+  shift.reset(base);
+  for (unsigned i = 0; i < count; ++i) {
+    (void)shift.add(edits[i].at, edits[i].removed, edits[i].inserted);  // fewer than kMaxEdits, in order
+    to[i].fields.assign(bytes[i].fields.view());
+    to[i].answer_len = 0;
+  }
+}
+
+HoldPool::HoldPool(size_t count) : holds_(count) {
+  free_.reserve(count);
+  for (size_t i = 0; i < count; ++i) free_.push_back(static_cast<int32_t>(count - 1 - i));
+}
+
+int32_t HoldPool::acquire() noexcept {
+  if (free_.empty()) return -1;
+  const int32_t i = free_.back();
+  free_.pop_back();
+  return i;
+}
+
+void HoldPool::release(int32_t index) noexcept { free_.push_back(index); }
+
+}  // namespace sluice::dataplane
