@@ -258,6 +258,42 @@ TEST(FieldInsertion, GrowingInPlaceSendsWhatWritingAgainSends) {
   }
 }
 
+// Between requests a flow keeps the fields its client has not acknowledged
+// in a small hold, not its parse context; a retransmission then is written
+// again the same way, and the client's acknowledgement frees the hold. With
+// no hold free, the context stays instead: the same bytes either way.
+TEST(FieldInsertion, BetweenRequestsUnacknowledgedFieldsWaitInAHoldNotAContext) {
+  for (const size_t holds : {size_t{8}, size_t{0}}) {
+    dataplane::EngineConfig config = EngineWorld::with_fields();
+    config.edit_holds = holds;
+    EngineWorld w(kSmallPolicy, config);
+    Connection c(w);
+    c.handshake();
+    ASSERT_TRUE(c.data(kGet).forwarded());
+    const uint32_t seq = c.origin_seq_;
+    const size_t before = w.sink.sent.size();
+    ASSERT_EQ(c.respond(kOk).action, FrameAction::kDrop);
+    const auto first = sent_to(w, Side::kClient, before);
+    ASSERT_EQ(first.size(), 1u);
+    EXPECT_EQ(first[0].payload(), with_fields(kOk, 1));
+    const size_t contexts_free = holds != 0 ? w.engine->contexts().size() : w.engine->contexts().size() - 1;
+    EXPECT_EQ(w.engine->contexts().free_count(), contexts_free) << holds << " holds";
+    EXPECT_EQ(w.engine->holds().free_count(), holds != 0 ? holds - 1 : 0u);
+    // The response again (its ACK lost): the same bytes at the same place.
+    const size_t again_at = w.sink.sent.size();
+    ASSERT_EQ(c.origin(flag::kAck | flag::kPsh, kOk, seq).action, FrameAction::kDrop);
+    const auto again = sent_to(w, Side::kClient, again_at);
+    ASSERT_EQ(again.size(), 1u);
+    EXPECT_EQ(again[0].payload(), first[0].payload());
+    EXPECT_EQ(again[0].view.seq, first[0].view.seq);
+    EXPECT_EQ(w.engine->contexts().free_count(), contexts_free);
+    // Acknowledged: nothing held.
+    ASSERT_TRUE(c.client(flag::kAck, "", {}, seq + static_cast<uint32_t>(first[0].payload().size())).forwarded());
+    EXPECT_EQ(w.engine->contexts().free_count(), w.engine->contexts().size());
+    EXPECT_EQ(w.engine->holds().free_count(), holds);
+  }
+}
+
 constexpr std::string_view kQuotaPolicy = R"(sluice: 1
 name: quota
 service_ports: [80]
