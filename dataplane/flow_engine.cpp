@@ -273,6 +273,11 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
   // the connection instead (the policy or the request says so, or the flow
   // has as many edits in flight as it can keep).
   auto keep_open = [&](const limiter::Decision& d) noexcept -> bool {
+    // A kept-open answer holds its context until the client acknowledges
+    // it; a client that never does (a flood of refused requests) would hold
+    // every context until its flow expires. With a quarter of the pool left,
+    // answers close the connection instead (which gives the context back).
+    if (contexts_.free_count() < contexts_.size() / 4) return false;
     if (!d.keep_alive || ctx.kept_count == ctx.kept.size() || ctx.to_origin.pending() == SeqShift::kMaxEdits ||
         ctx.to_client.pending() + ctx.kept_unsent() >= SeqShift::kMaxEdits || d.response.empty()) {
       return false;

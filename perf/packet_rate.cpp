@@ -110,6 +110,7 @@ constexpr std::string_view kPolicy = R"(sluice: 1
 name: packet-rate
 service_ports: [80]
 header_style: ietf
+after_answer: close
 limits:
   max_head_bytes: 1024
   max_fields: 32

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -286,6 +287,31 @@ TEST(KeptAnswer, TB16_FieldsAndAKeptAnswerShareOneStream) {
   ASSERT_NE(second, std::string::npos) << got;
   EXPECT_EQ(got.substr(got.size() - 5), "other");
   EXPECT_EQ(w.counters.fields_inserted.get(), 2u);
+}
+
+// Clients that never acknowledge their 429 keep their contexts; with a
+// quarter of the pool left, answers close the connection instead (and give
+// their context back), so a flood of refused requests cannot take every
+// context.
+TEST(KeptAnswer, WithFewContextsLeftAnswersCloseTheConnection) {
+  dataplane::EngineConfig config = EngineWorld::small_config();  // 8 contexts
+  EngineWorld w(kKeepPolicy, config);
+  std::vector<std::unique_ptr<Connection>> conns;
+  {
+    Connection spend(w, false, 39000);  // /tight's one request an hour, spent
+    spend.handshake();
+    ASSERT_TRUE(spend.data(kTight).forwarded());
+    ASSERT_TRUE(spend.respond(kOk).forwarded());
+  }
+  for (uint16_t port = 39001; port < 39009; ++port) {
+    conns.push_back(std::make_unique<Connection>(w, false, port));
+    conns.back()->handshake();
+    ASSERT_TRUE(conns.back()->data(kTight).payload_withheld());
+  }
+  EXPECT_EQ(w.counters.refused.get(), 8u);
+  EXPECT_EQ(w.counters.answers_kept_open.get(), 6u);  // until 2 of the 8 contexts were left
+  EXPECT_EQ(w.counters.answers_sent.get(), 2u);       // then with FIN, the context given back
+  EXPECT_EQ(w.engine->contexts().free_count(), 2u);
 }
 
 // Where the answer closes the connection after all (the client asked to
