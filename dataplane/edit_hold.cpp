@@ -33,6 +33,13 @@ void EditHold::restore(SeqShift& shift, std::array<ParseContext::EditBytes, SeqS
   }
 }
 
+bool EditHold::acknowledged_by(uint32_t client_ack) const noexcept {
+  if (count == 0) return true;
+  const SeqShift::Edit& last = edits[count - 1u];
+  const uint32_t end = last.at + static_cast<uint32_t>(last.before) + last.inserted;  // the client's numbers
+  return static_cast<int32_t>(client_ack - end) >= 0;
+}
+
 HoldPool::HoldPool(size_t count) : holds_(count) {
   free_.reserve(count);
   for (size_t i = 0; i < count; ++i) free_.push_back(static_cast<int32_t>(count - 1 - i));

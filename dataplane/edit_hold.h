@@ -32,6 +32,10 @@ struct EditHold {
   // Takes them over; restore() puts them back into an empty shift.
   void keep(const SeqShift& shift, const std::array<ParseContext::EditBytes, SeqShift::kMaxEdits>& bytes) noexcept;
   void restore(SeqShift& shift, std::array<ParseContext::EditBytes, SeqShift::kMaxEdits>& bytes) const noexcept;
+  // Whether a client acknowledgement up to `client_ack` covers every edit
+  // (then the hold has nothing left to do: the flow's base shift, set when
+  // its context went back, already counts them all).
+  [[nodiscard]] bool acknowledged_by(uint32_t client_ack) const noexcept;
 };
 
 // A worker's holds: a fixed pool, no allocation after construction.

@@ -61,10 +61,17 @@ FrameResult FlowEngine::on_frame(const ServiceFrame& sf, uint8_t* frame, FrameVi
     return {FrameAction::kDrop, v.frame_len, nullptr};
   }
   TcpFlow* flow = flows_.find(sf.key, sf.hash);
-  if (flow != nullptr && flow->hold >= 0 && !acquire_context(*flow, snap)) {
-    // Its held edits need a context to act on; the sender tries again.
-    counters_.contexts_exhausted.add();
-    return {FrameAction::kDrop, v.frame_len, nullptr};
+  if (flow != nullptr && flow->hold >= 0) {
+    if (sf.from == Side::kClient && v.has(flag::kAck) && holds_.at(flow->hold).acknowledged_by(v.ack)) {
+      // The usual case, the client's next request acknowledging the last
+      // response whole: the held edits are done with, unread.
+      holds_.release(flow->hold);
+      flow->hold = -1;
+    } else if (!acquire_context(*flow, snap)) {
+      // Its held edits need a context to act on; the sender tries again.
+      counters_.contexts_exhausted.add();
+      return {FrameAction::kDrop, v.frame_len, nullptr};
+    }
   }
   if (sf.from == Side::kClient) return on_client(flow, sf, frame, v, snap, now, out);
   return on_origin(flow, frame, v, sf.room, now, out);

@@ -42,10 +42,9 @@ constexpr char kDigitPairs[] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
-bool append_number(std::span<char> out, size_t& pos, uint64_t v) noexcept {
-  // The digit count from the bit width (1233/4096 ~ log10(2)), then two
-  // digits per step straight into place from the end: no division loop to
-  // count, no staging buffer.
+// The decimal digits of `v` (the count from the bit width, 1233/4096 ~
+// log10(2)), written two at a time straight into place from the end.
+size_t digits(uint64_t v) noexcept {
   static constexpr uint64_t kPow10[20] = {1ull,
                                           10ull,
                                           100ull,
@@ -67,19 +66,29 @@ bool append_number(std::span<char> out, size_t& pos, uint64_t v) noexcept {
                                           1000000000000000000ull,
                                           10000000000000000000ull};
   const unsigned t = static_cast<unsigned>(std::bit_width(v | 1) * 1233) >> 12;
-  const size_t n = t + ((v | 1) >= kPow10[t] ? 1 : 0);
-  if (pos > out.size() || out.size() - pos < n) return false;
-  char* d = out.data() + pos + n;
+  return t + ((v | 1) >= kPow10[t] ? 1 : 0);
+}
+
+char* write_number(char* d, uint64_t v, size_t n) noexcept {
+  char* end = d + n;
+  char* p = end;
   while (v >= 100) {
-    d -= 2;
-    std::memcpy(d, kDigitPairs + 2 * (v % 100), 2);
+    p -= 2;
+    std::memcpy(p, kDigitPairs + 2 * (v % 100), 2);
     v /= 100;
   }
   if (v >= 10) {
-    std::memcpy(d - 2, kDigitPairs + 2 * v, 2);
+    std::memcpy(p - 2, kDigitPairs + 2 * v, 2);
   } else {
-    d[-1] = static_cast<char>('0' + v);
+    p[-1] = static_cast<char>('0' + v);
   }
+  return end;
+}
+
+bool append_number(std::span<char> out, size_t& pos, uint64_t v) noexcept {
+  const size_t n = digits(v);
+  if (pos > out.size() || out.size() - pos < n) return false;
+  write_number(out.data() + pos, v, n);
   pos += n;
   return true;
 }
@@ -136,10 +145,53 @@ std::optional<TextTemplate> TextTemplate::compile(std::string_view text, std::st
   }
   flush();
   t.text_.resize(t.text_.size() + 16, '\0');
+  for (const Piece& p : t.pieces_) {
+    switch (p.slot) {
+      case Slot::kLiteral: t.most_ += (p.length + 15) / 16 * 16; break;
+      case Slot::kPolicy: ++t.policy_slots_; break;
+      case Slot::kOrigin: ++t.origin_slots_; break;
+      case Slot::kTraceId: t.most_ += 16; break;
+      default: t.most_ += 20; break;  // a number
+    }
+  }
   return t;
 }
 
 size_t TextTemplate::render(const TemplateValues& v, std::span<char> out, size_t pos) const noexcept {
+  if (pos <= out.size() &&
+      out.size() - pos >= most_ + policy_slots_ * v.policy.size() + origin_slots_ * v.origin.size()) {
+    // Room for the most it can write: no check per piece.
+    char* d = out.data() + pos;
+    for (const Piece& p : pieces_) {
+      switch (p.slot) {
+        case Slot::kLiteral:
+          for (size_t i = 0; i < p.length; i += 16) std::memcpy(d + i, text_.data() + p.offset + i, 16);
+          d += p.length;
+          break;
+        case Slot::kRetryAfter: d = write_number(d, v.retry_after, digits(v.retry_after)); break;
+        case Slot::kLimit: d = write_number(d, v.limit, digits(v.limit)); break;
+        case Slot::kRemaining: d = write_number(d, v.remaining, digits(v.remaining)); break;
+        case Slot::kReset: d = write_number(d, v.reset, digits(v.reset)); break;
+        case Slot::kWindow: d = write_number(d, v.window, digits(v.window)); break;
+        case Slot::kPolicy:
+          if (!v.policy.empty()) std::memcpy(d, v.policy.data(), v.policy.size());
+          d += v.policy.size();
+          break;
+        case Slot::kOrigin:
+          if (!v.origin.empty()) std::memcpy(d, v.origin.data(), v.origin.size());
+          d += v.origin.size();
+          break;
+        case Slot::kTraceId: {
+          static constexpr char kHex[] = "0123456789abcdef";
+          uint64_t x = v.trace_id;
+          for (int i = 15; i >= 0; --i, x >>= 4) d[i] = kHex[x & 15];
+          d += 16;
+          break;
+        }
+      }
+    }
+    return static_cast<size_t>(d - out.data());
+  }
   bool ok = true;
   for (const Piece& p : pieces_) {
     switch (p.slot) {

@@ -45,6 +45,12 @@ class TextTemplate {
   };
   std::vector<Piece> pieces_;
   std::vector<char> text_;  // every literal, then 16 bytes of padding so copies can run in whole vectors
+  // The most render() writes, whole 16-byte literal moves and 20-digit
+  // numbers included, not counting {policy} and {origin}, which it writes
+  // this many times each: with that much room it writes without checks.
+  size_t most_ = 0;
+  uint8_t policy_slots_ = 0;
+  uint8_t origin_slots_ = 0;
 };
 
 // A complete response: status line, the policy's fields, optionally the

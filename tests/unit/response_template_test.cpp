@@ -1,5 +1,6 @@
 // The templates answers and rate-limit fields are rendered from: numbers of
-// every length written exactly (the short ones take a fast path), a buffer
+// every length written exactly, with room to spare (written unchecked) and
+// with just enough (checked piece by piece), a buffer
 // too small refused rather than overrun, and an answer that keeps the
 // connection open says nothing of closing.
 #include <gtest/gtest.h>
@@ -31,9 +32,12 @@ TEST(TextTemplate, NumbersOfEveryLengthAreWrittenExactly) {
     std::array<char, 128> out{};
     const size_t n = t->render(tv, out, 0);
     ASSERT_NE(n, SIZE_MAX) << v;
-    EXPECT_EQ(std::string(out.data(), n),
-              "L=" + std::to_string(v) + ";R=" + std::to_string(v / 3) + ";W=60")
-        << v;
+    const std::string want = "L=" + std::to_string(v) + ";R=" + std::to_string(v / 3) + ";W=60";
+    EXPECT_EQ(std::string(out.data(), n), want) << v;
+    // With exactly the room it needs (too little to skip the checks): the same.
+    std::vector<char> exact(want.size());
+    ASSERT_EQ(t->render(tv, exact, 0), want.size()) << v;
+    EXPECT_EQ(std::string(exact.data(), exact.size()), want) << v;
   }
 }
 
