@@ -1,10 +1,12 @@
-// Renumbers a forwarded segment of a flow whose byte stream the appliance
-// edits (issue 6: RateLimit lines inserted into responses): the origin's
-// sequence numbers are mapped forward, the client's acknowledgement and SACK
-// edges (RFC 2018) backward, through the flow's SeqShift. In place, on every
-// forwarded segment, so the TCP checksum is patched incrementally (RFC 1624)
-// rather than summed again; the pseudo-header does not change, and neither
-// does the IPv4 header. Raw bytes, no DPDK.
+// Edits a forwarded segment of a flow whose byte stream the appliance
+// changes (issue 6: RateLimit fields inserted into responses, refused
+// requests cut out of a kept-open connection, their answers put in): the
+// origin's sequence numbers mapped forward, the client's acknowledgement and
+// SACK edges (RFC 2018) backward, through the flow's SeqShift; a client
+// segment's absorbed bytes cut out; an origin segment grown in place with
+// inserted bytes. In place, on every forwarded segment of such a flow, so the
+// TCP checksum is patched incrementally (RFC 1624) rather than summed again
+// wherever the payload allows. Raw bytes, no DPDK.
 //
 // All of these act only on a frame parse_frame called kTcp (anything else is
 // left as it is), with `v` describing it.
