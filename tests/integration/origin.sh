@@ -87,6 +87,13 @@ http {
       add_header X-Pi-Usage-Tokens \$arg_tokens always;
       return 200 "ok\n";
     }
+    # An upstream that refuses on its own (DQ09).
+    location /upstream-429/ {
+      add_header Retry-After 7 always;
+      add_header X-Upstream-Refusal yes always;
+      default_type application/json;
+      return 429 '{"upstream":"busy"}\n';
+    }
     # The same after a chunked body, in the trailer section (DQ05): nginx
     # chunks a response a body filter may change, and adds the trailer.
     location /usage-trailer/ {

@@ -32,6 +32,7 @@ ctl-credentials              limiting  route-families     1
 dq-rpm-quota                 limiting  deployment-quotas  1
 ctl-usage-report             limiting  deployment-quotas  1
 dq-usage-from-response       limiting  deployment-quotas  1
+dq-upstream-429              limiting  deployment-quotas  1
 tb-keepalive-counted         limiting  tb-hourly          1
 tb-pipelined-crossing        limiting  tb-hourly          1
 tb-tinymss-budget            limiting  tb-hourly          1
@@ -998,6 +999,28 @@ t_dq_usage_from_response() {
   check_eq "DQ07 body" "$(res body u 3)" "$SLT_DQ07_BODY"
   check_range "DQ07 Retry-After" "$(res header u 3 Retry-After)" 1 60
   check_olog "origin log: the two admitted" "$s" 2
+  finish
+}
+
+# DQ09: an upstream's own 429 passes through untouched: what the client gets
+# through the appliance is what the origin answers directly (status line,
+# every field but Date, body), not the appliance's DQ07 answer, with no
+# fields added (DQ10); and it leaves the deployment's quota as it was.
+t_dq_upstream_429() {
+  local s code dep='X-Pi-Deployment: itest-upstream-429'
+  s="$(src4)"
+  code="$(ccurl up --interface "$s" -H "$dep" "http://$ORIGIN4/upstream-429/x")"
+  check_eq "DQ09 the upstream's 429 reaches the client" "$code" 429
+  ip netns exec "$NS_ORG" curl --noproxy '*' -sS --max-time 5 -D "$SLT_OUT/direct.headers" -o "$SLT_OUT/direct.body" \
+    -H "$dep" "http://$ORIGIN4/upstream-429/x" >/dev/null 2>&1
+  check_eq "DQ09 the body unchanged" "$(cbody up)" "$(cbody direct)"
+  check_eq "DQ09 the fields unchanged (but Date)" \
+    "$(grep -vi '^date:' "$SLT_OUT/up.headers" | tr -d '\r' | tr '\n' '|')" \
+    "$(grep -vi '^date:' "$SLT_OUT/direct.headers" | tr -d '\r' | tr '\n' '|')"
+  check_eq "DQ10 no fields added" "$(chdr up RateLimit-Limit)" ""
+  client after --source "$s" -H "$dep" --count 3 --path '/usage/a?tokens=1'
+  check_eq "the deployment's quota untouched" "$(res statuses after)" "200x3"
+  check_olog "origin log: the upstream's refusal and the three after it" "$s" 4
   finish
 }
 
