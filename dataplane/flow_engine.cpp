@@ -465,6 +465,12 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
 FrameResult FlowEngine::on_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, uint32_t room, Nanos now,
                                   PacketSink& out) noexcept {
   const uint32_t framed_before = flow != nullptr ? flow->origin_next : 0;
+  if (flow != nullptr && flow->stream_edited && room >= v.frame_len + 128) {
+    // Where inserted fields would grow the segment: untouched buffer, so
+    // start loading it while the response is framed.
+    __builtin_prefetch(frame + v.frame_len, 1);
+    __builtin_prefetch(frame + v.frame_len + 64, 1);
+  }
   const FrameResult r = origin_segment(flow, frame, v, now, out);
   if (flow == nullptr || !flow->stream_edited) return r;
   const FrameResult edited = to_client_edited(*flow, frame, v, room, r, framed_before, out);
