@@ -65,15 +65,22 @@ struct ParseContext {
   uint64_t generation = 0;
   http::ResponseStream responses;
 
-  uint16_t answer_len = 0;
-  char answer[kMaxAnswerBytes];
+  // The positions in the rings below and the request counts, side by side:
+  // every request reads or moves them (the rings' slots are far apart).
+  uint8_t response_fields_front = 0;
+  uint8_t response_fields_count = 0;
+  uint8_t usage_front = 0;
+  uint8_t usage_count = 0;
+  uint8_t kept_front = 0;
+  uint8_t kept_count = 0;
+  bool absorbing = false;           // the last refused request's body is still arriving (keep-alive answers)
+  uint32_t requests_forwarded = 0;  // requests whose responses are expected, since start()
+  uint32_t responses_ended = 0;     // final responses framed, since start()
 
   // The fields each outstanding request's response is to get (empty for
   // requests that get none), in request order: pushed when a request is
   // forwarded, taken at its final response's status line.
   std::array<FieldText, http::ResponseStream::kMaxOutstanding> response_fields;
-  uint8_t response_fields_front = 0;
-  uint8_t response_fields_count = 0;
   void push_response_fields(std::string_view fields) noexcept;
   [[nodiscard]] const FieldText* take_response_fields() noexcept;  // nullptr if none is queued
 
@@ -85,8 +92,6 @@ struct ParseContext {
     bool charge = false;
   };
   std::array<UsageNote, http::ResponseStream::kMaxOutstanding> usage_notes;
-  uint8_t usage_front = 0;
-  uint8_t usage_count = 0;
   void push_usage(const limiter::Decision& d) noexcept;
   [[nodiscard]] const UsageNote* take_usage() noexcept;  // nullptr if none is queued
 
@@ -114,9 +119,6 @@ struct ParseContext {
   // ack_cap()), so a lost answer comes back when the client sends the
   // request again.
   SeqShift to_origin;
-  bool absorbing = false;           // the last refused request's body is still arriving
-  uint32_t requests_forwarded = 0;  // requests whose responses are expected, since start()
-  uint32_t responses_ended = 0;     // final responses framed, since start()
   struct KeptAnswer {
     uint32_t from = 0;    // client sequence numbers of the refused request: [from, to)
     uint32_t to = 0;
@@ -127,8 +129,6 @@ struct ParseContext {
     uint32_t client_end = 0;  // once sent: its end in the client's numbers of the origin's stream
   };
   std::array<KeptAnswer, http::ResponseStream::kMaxOutstanding> kept;
-  uint8_t kept_front = 0;
-  uint8_t kept_count = 0;
   [[nodiscard]] KeptAnswer& kept_at(unsigned i) noexcept { return kept[(kept_front + i) % kept.size()]; }
   [[nodiscard]] bool push_kept(const KeptAnswer& a) noexcept;  // false when full
   // Whether a client acknowledgement up to the oldest unacknowledged kept
@@ -140,6 +140,11 @@ struct ParseContext {
   }
   // Kept answers not yet spliced in (each needs room for an edit of to_client).
   [[nodiscard]] unsigned kept_unsent() const noexcept;
+
+  // The answer of a request refused on a connection that closes, until it
+  // goes to the AnswerStore (last: 4 KiB most requests never touch).
+  uint16_t answer_len = 0;
+  char answer[kMaxAnswerBytes];
 };
 
 class ContextPool {
