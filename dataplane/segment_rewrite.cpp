@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "checksum.h"
+#include "segment_writer.h"
 
 namespace sluice::dataplane {
 namespace {
@@ -182,15 +183,7 @@ void insert_in_place(uint8_t* frame, FrameView& v, std::span<const Insertion> in
     v.ack = ack;
   }
   set_tcp_checksum_from(tcp, sum);
-  v.payload_len = len + total;
-  v.frame_len += total;
-  uint8_t* ip = frame + v.l3_offset;
-  if (v.ip_version == 4) {
-    store16(ip + 2, static_cast<uint16_t>(load16(ip + 2) + total));
-    set_ipv4_checksum(ip, static_cast<size_t>(ip[0] & 0x0f) * 4);
-  } else {
-    store16(ip + 4, static_cast<uint16_t>(load16(ip + 4) + total));
-  }
+  change_payload_length(frame, v, static_cast<int32_t>(total));
 }
 
 uint32_t cut_removed(uint8_t* frame, FrameView& v, const SeqShift& shift) noexcept {
@@ -221,15 +214,7 @@ uint32_t cut_removed(uint8_t* frame, FrameView& v, const SeqShift& shift) noexce
   if (pos < len) std::memmove(payload + kept, payload + pos, len - pos);
   kept += len - pos;
   const uint32_t cut = len - kept;
-  v.payload_len = kept;
-  v.frame_len -= cut;
-  uint8_t* ip = frame + v.l3_offset;
-  if (v.ip_version == 4) {
-    store16(ip + 2, static_cast<uint16_t>(load16(ip + 2) - cut));
-    set_ipv4_checksum(ip, static_cast<size_t>(ip[0] & 0x0f) * 4);
-  } else {
-    store16(ip + 4, static_cast<uint16_t>(load16(ip + 4) - cut));
-  }
+  change_payload_length(frame, v, -static_cast<int32_t>(cut));
   v.seq = shift.forward(seq);
   store32(frame + v.l4_offset + 4, v.seq);
   set_tcp_checksum(frame, v);

@@ -73,18 +73,21 @@ size_t write_segment(std::span<uint8_t> out, const SegmentSpec& s) noexcept {
   return total;
 }
 
-uint32_t trim_payload(uint8_t* frame, FrameView& v, uint32_t keep) noexcept {
-  if (keep >= v.payload_len) return v.frame_len;
-  const uint32_t cut = v.payload_len - keep;
-  v.payload_len = keep;
-  v.frame_len -= cut;
+void change_payload_length(uint8_t* frame, FrameView& v, int32_t delta) noexcept {
+  v.payload_len = static_cast<uint32_t>(static_cast<int64_t>(v.payload_len) + delta);
+  v.frame_len = static_cast<uint32_t>(static_cast<int64_t>(v.frame_len) + delta);
   uint8_t* ip = frame + v.l3_offset;
   if (v.ip_version == 4) {
-    store16(ip + 2, static_cast<uint16_t>(load16(ip + 2) - cut));
+    store16(ip + 2, static_cast<uint16_t>(load16(ip + 2) + delta));
     set_ipv4_checksum(ip, static_cast<size_t>(ip[0] & 0x0f) * 4);
   } else {
-    store16(ip + 4, static_cast<uint16_t>(load16(ip + 4) - cut));
+    store16(ip + 4, static_cast<uint16_t>(load16(ip + 4) + delta));
   }
+}
+
+uint32_t trim_payload(uint8_t* frame, FrameView& v, uint32_t keep) noexcept {
+  if (keep >= v.payload_len) return v.frame_len;
+  change_payload_length(frame, v, -static_cast<int32_t>(v.payload_len - keep));
   set_tcp_checksum(frame, v);
   return v.frame_len;
 }

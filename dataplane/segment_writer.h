@@ -39,4 +39,9 @@ inline constexpr size_t kTimestampOptionBytes = 12;  // NOP, NOP, kind 8 length 
 // fixing the IP length and both checksums. Returns the new frame length.
 [[nodiscard]] uint32_t trim_payload(uint8_t* frame, FrameView& view, uint32_t keep) noexcept;
 
+// The segment's payload is `delta` bytes longer (or shorter) than `view`
+// says: the IP length field, the IPv4 header checksum, view.payload_len and
+// view.frame_len follow. The TCP checksum is the caller's.
+void change_payload_length(uint8_t* frame, FrameView& view, int32_t delta) noexcept;
+
 }  // namespace sluice::dataplane

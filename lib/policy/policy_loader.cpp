@@ -76,7 +76,21 @@ class Reader {
   }
 
   // Reports every key of `map` not in `allowed`.
+  // yaml-cpp keeps both entries of a key given twice and reads the first: a
+  // second one, silently ignored, would be a setting that looks applied.
+  void no_duplicates(const YAML::Node& map, const std::string& what) {
+    std::vector<std::pair<std::string, int>> seen;
+    for (const auto& kv : map) {
+      const std::string key = kv.first.Scalar();
+      for (const auto& [name, line] : seen) {
+        if (name == key) error(kv.first, "'" + key + "' appears twice in " + what + " (first at line " + std::to_string(line) + ")");
+      }
+      seen.emplace_back(key, mark(kv.first).line);
+    }
+  }
+
   void only(const YAML::Node& map, std::initializer_list<std::string_view> allowed, const std::string& what) {
+    no_duplicates(map, what);
     for (const auto& kv : map) {
       const std::string key = kv.first.Scalar();
       bool ok = false;
@@ -198,6 +212,7 @@ void read_response(Reader& r, const YAML::Node& n, ResponseSpec& out, const std:
   if (n["headers"]) {
     const YAML::Node& h = n["headers"];
     if (r.is_map(h, what + " headers")) {
+      r.no_duplicates(h, what + " headers");
       out.headers.clear();
       for (const auto& kv : h) {
         const std::string name = kv.first.Scalar();
@@ -631,6 +646,7 @@ LoadResult load_policy_text(std::string_view text, const std::string& name) {
   if (root["buckets"]) {
     const YAML::Node& bs = root["buckets"];
     if (r.is_map(bs, "buckets")) {
+      r.no_duplicates(bs, "buckets");
       for (const auto& kv : bs) {
         BucketSpec b;
         read_bucket(r, kv.first, kv.second, b);

@@ -84,6 +84,14 @@ class ClientView {
   std::map<uint32_t, char> bytes_;
 };
 
+// The connection's handshake, then /tight's one request an hour spent on
+// it, answered: the next /tight request on it is refused.
+void spend_tight(Connection& c) {
+  c.handshake();
+  ASSERT_TRUE(c.data(kTight).forwarded());
+  ASSERT_TRUE(c.respond(kOk).forwarded());
+}
+
 // A refused request on a kept-open connection: the origin sees nothing of
 // it, the client gets the 429 (without Connection: close, no FIN) right
 // after the response it has, acknowledging the request only once the answer
@@ -91,9 +99,7 @@ class ClientView {
 TEST(KeptAnswer, TB14_TheRefusedRequestIsCutOutAndTheConnectionServesTheNext) {
   EngineWorld w(kKeepPolicy);
   Connection c(w);
-  c.handshake();
-  ASSERT_TRUE(c.data(kTight).forwarded());
-  ASSERT_TRUE(c.respond(kOk).forwarded());
+  ASSERT_NO_FATAL_FAILURE(spend_tight(c));
   const uint32_t refused_at = c.client_seq_;
   const size_t before = w.sink.sent.size();
   const Fed refused = c.data(kTight);
@@ -144,9 +150,7 @@ TEST(KeptAnswer, TB14_TheRefusedRequestIsCutOutAndTheConnectionServesTheNext) {
 TEST(KeptAnswer, ALostAnswerIsSentAgainWhenTheClientSendsItsRequestAgain) {
   EngineWorld w(kKeepPolicy);
   Connection c(w);
-  c.handshake();
-  ASSERT_TRUE(c.data(kTight).forwarded());
-  ASSERT_TRUE(c.respond(kOk).forwarded());
+  ASSERT_NO_FATAL_FAILURE(spend_tight(c));
   const uint32_t refused_at = c.client_seq_;
   const size_t before = w.sink.sent.size();
   ASSERT_TRUE(c.data(kTight).payload_withheld());
@@ -219,9 +223,7 @@ TEST(KeptAnswer, APipelinedRefusalIsAnsweredInRequestOrder) {
 TEST(KeptAnswer, ARefusedRequestsBodyIsAbsorbedAsItArrives) {
   EngineWorld w(kKeepPolicy);
   Connection c(w);
-  c.handshake();
-  ASSERT_TRUE(c.data(kTight).forwarded());
-  ASSERT_TRUE(c.respond(kOk).forwarded());
+  ASSERT_NO_FATAL_FAILURE(spend_tight(c));
   const uint32_t refused_at = c.client_seq_;
   const std::string head = "POST /tight HTTP/1.1\r\nHost: api\r\nContent-Length: 10\r\n\r\n";
   const size_t before = w.sink.sent.size();
@@ -320,9 +322,7 @@ TEST(KeptAnswer, WithFewContextsLeftAnswersCloseTheConnection) {
 TEST(KeptAnswer, AClientThatAsksToCloseGetsTheClosingAnswer) {
   EngineWorld w(kKeepPolicy);
   Connection c(w);
-  c.handshake();
-  ASSERT_TRUE(c.data(kTight).forwarded());
-  ASSERT_TRUE(c.respond(kOk).forwarded());
+  ASSERT_NO_FATAL_FAILURE(spend_tight(c));
   const size_t before = w.sink.sent.size();
   EXPECT_EQ(c.data("GET /tight HTTP/1.1\r\nHost: api\r\nConnection: close\r\n\r\n").action, FrameAction::kDrop);
   const auto answer = sent_to(w, Side::kClient, before);

@@ -49,6 +49,14 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
        "unauthorized, not_found)"},
       {"after_answer neither keep-alive nor close", kMinimal + "after_answer: linger\n",
        "p.yaml:8:15: after_answer must be keep-alive or close"},
+      {"a key given twice", kMinimal + "after_answer: keep-alive\nafter_answer: close\n",
+       "p.yaml:9:1: 'after_answer' appears twice in the policy (first at line 8)"},
+      {"a rule's key given twice", "sluice: 1\nbuckets:\n  b: { rate: 10/s }\nrules:\n  - name: r\n    key: client_ip\n"
+       "    bucket: b\n    bucket: b\n",
+       "p.yaml:8:5: 'bucket' appears twice in rule (first at line 7)"},
+      {"a bucket defined twice", "sluice: 1\nbuckets:\n  b: { rate: 10/s }\n  b: { rate: 20/s }\nrules:\n  - name: r\n"
+       "    key: client_ip\n    bucket: b\n",
+       "p.yaml:4:3: 'b' appears twice in buckets (first at line 3)"},
       {"misspelt rule key", "sluice: 1\nbuckets:\n  b: { rate: 10/s }\nrules:\n  - name: r\n    kee: client_ip\n    bucket: b\n",
        "p.yaml:6:5: unknown key 'kee' in rule (expected one of: name, methods, path, require, live_run, key, "
        "when_key_missing, bucket, credential_slots, answer, refusal, header_style, shadow)"},
