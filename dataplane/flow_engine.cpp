@@ -572,7 +572,7 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
         const FieldText* fields = ctx.take_response_fields();
         if (fields == nullptr || fields->len == 0 || code == 101) continue;
         // Kept answers not yet spliced in have their room reserved.
-        if (ctx.to_client.pending() + ctx.kept_unsent() >= SeqShift::kMaxEdits ||
+        if (ctx.to_client.pending() + (ctx.kept_count != 0 ? ctx.kept_unsent() : 0u) >= SeqShift::kMaxEdits ||
             !ctx.to_client.add(v.seq + skip + static_cast<uint32_t>(off), 0, fields->len)) {
           counters_.fields_skipped.add();
           continue;

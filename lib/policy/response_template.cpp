@@ -72,6 +72,14 @@ size_t digits(uint64_t v) noexcept {
 char* write_number(char* d, uint64_t v, size_t n) noexcept {
   char* end = d + n;
   char* p = end;
+  // Four digits per 64-bit division, then two per 32-bit one.
+  while (v >= 10000) {
+    const auto r = static_cast<uint32_t>(v % 10000);
+    v /= 10000;
+    p -= 4;
+    std::memcpy(p, kDigitPairs + 2 * (r / 100), 2);
+    std::memcpy(p + 2, kDigitPairs + 2 * (r % 100), 2);
+  }
   while (v >= 100) {
     p -= 2;
     std::memcpy(p, kDigitPairs + 2 * (v % 100), 2);
