@@ -77,7 +77,9 @@ void ParseContext::acknowledged_by_client(uint32_t client_ack) noexcept {
   const unsigned before = to_client.pending();
   to_client.acknowledged(client_ack);
   const unsigned folded = before - to_client.pending();
-  for (unsigned i = folded; i < before; ++i) {
+  // The rest move to the front (nothing moves when nothing was folded: a
+  // copy onto itself would be wasted, and memcpy's to the same place).
+  for (unsigned i = folded; folded != 0 && i < before; ++i) {
     EditBytes& to = edit_bytes[i - folded];
     const EditBytes& from = edit_bytes[i];
     to.fields.assign(from.fields.view());
