@@ -126,6 +126,56 @@ bool read_all(int fd, std::string& out) {
   }
 }
 
+// The journal's descriptor, or -1 and `error`. A symlink is refused (lstat,
+// O_NOFOLLOW) so the journal cannot be pointed at another file; so is
+// anything else that is not a regular file.
+int open_regular_file(const std::string& path, std::string& error) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    error = path + " is not a regular file";
+    return -1;
+  }
+  const int fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    error = "cannot open the runs journal " + path + ": " + errno_text(errno);
+    return -1;
+  }
+  if (::fstat(fd, &st) != 0) {
+    error = "cannot stat " + path + ": " + errno_text(errno);
+  } else if (!S_ISREG(st.st_mode)) {
+    error = path + " is not a regular file";
+  } else {
+    return fd;
+  }
+  ::close(fd);
+  return -1;
+}
+
+// Starts the file afresh with just its header, durably (the directory entry
+// too, since the file may be new); "" or why not.
+std::string write_header(int fd, const std::string& path, const std::string& dir, std::string_view header) {
+  if (::ftruncate(fd, 0) != 0) return "cannot truncate " + path + ": " + errno_text(errno);
+  const ssize_t n = ::write(fd, header.data(), header.size());
+  if (n != static_cast<ssize_t>(header.size()))
+    return "cannot write the header of " + path + ": " + (n < 0 ? errno_text(errno) : "short write");
+  if (::fdatasync(fd) != 0) return "cannot sync " + path + ": " + errno_text(errno);
+  return sync_dir(dir);
+}
+
+// "" if `first` (the file's first line) is the v1 header, or why the file is
+// not read: another version, or not a journal at all.
+std::string check_header(std::string_view first, const std::string& path) {
+  if (first == kHeader) return "";
+  if (first.starts_with(kHeaderPrefix))
+    return path + " is a runs journal of version v" + std::string(first.substr(kHeaderPrefix.size(), 16)) +
+           "; this sluiced reads v1";
+  return path + " is not a sluice runs journal (its first line is not '" + std::string(kHeader) + "')";
+}
+
+std::string line_warning(const std::string& path, size_t line_no, std::string_view what) {
+  return path + ": line " + std::to_string(line_no) + ": " + std::string(what);
+}
+
 }  // namespace
 
 bool valid_run_token(std::string_view token) noexcept {
@@ -168,85 +218,29 @@ RunJournal::Replay RunJournal::open(const std::string& dir) {
     r.error = "no state directory for the runs journal";
     return r;
   }
-  struct stat st {};
-  if (::lstat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    r.error = path_ + " is not a regular file";
-    return r;
-  }
-  const int fd = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) {
-    r.error = "cannot open the runs journal " + path_ + ": " + errno_text(errno);
-    return r;
-  }
+  const int fd = open_regular_file(path_, r.error);
+  if (fd < 0) return r;
   const auto fail = [&](std::string why) {
     ::close(fd);
     r.error = std::move(why);
     return r;
   };
-  if (::fstat(fd, &st) != 0) return fail("cannot stat " + path_ + ": " + errno_text(errno));
-  if (!S_ISREG(st.st_mode)) return fail(path_ + " is not a regular file");
   std::string text;
   if (!read_all(fd, text)) return fail("cannot read " + path_ + ": " + errno_text(errno));
 
   // New, or cut short while its header was written: nothing was recorded yet.
   const std::string header = std::string(kHeader) + "\n";
   if (text.size() < header.size() && header.starts_with(text)) {
-    if (::ftruncate(fd, 0) != 0) return fail("cannot truncate " + path_ + ": " + errno_text(errno));
-    const ssize_t n = ::write(fd, header.data(), header.size());
-    if (n != static_cast<ssize_t>(header.size()))
-      return fail("cannot write the header of " + path_ + ": " + (n < 0 ? errno_text(errno) : "short write"));
-    if (::fdatasync(fd) != 0) return fail("cannot sync " + path_ + ": " + errno_text(errno));
-    if (std::string e = sync_dir(dir); !e.empty()) return fail(e);
+    if (std::string e = write_header(fd, path_, dir, header); !e.empty()) return fail(std::move(e));
     fd_ = fd;
     size_ = static_cast<off_t>(header.size());
     return r;
   }
 
   const size_t first_end = text.find('\n');
-  const std::string_view first = std::string_view(text).substr(0, first_end);
-  if (first != kHeader) {
-    if (first.starts_with(kHeaderPrefix))
-      return fail(path_ + " is a runs journal of version v" +
-                  std::string(first.substr(kHeaderPrefix.size(), 16)) + "; this sluiced reads v1");
-    return fail(path_ + " is not a sluice runs journal (its first line is not '" + std::string(kHeader) + "')");
-  }
-
-  // Bytes to keep: all of them unless the last record is torn.
-  size_t keep = text.size();
-  size_t line_no = 1;
-  for (size_t pos = first_end + 1; pos < text.size();) {
-    ++line_no;
-    const size_t nl = text.find('\n', pos);
-    const bool last = nl == std::string::npos || nl + 1 == text.size();
-    const std::string_view line =
-        std::string_view(text).substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
-    std::string_view body;
-    const bool crc_ok = nl != std::string::npos && checksum_ok(line, body);
-    if (last && !crc_ok) {
-      // The record being written when sluiced stopped: the caller was never
-      // told it was kept. Cut it off so the next append starts a clean line.
-      r.warnings.push_back(path_ + ": line " + std::to_string(line_no) +
-                           ": torn record skipped (written while the daemon stopped?)");
-      keep = pos;
-      break;
-    }
-    ++records_;
-    pos = nl + 1;
-    if (!crc_ok) {
-      r.warnings.push_back(path_ + ": line " + std::to_string(line_no) + ": corrupt record skipped (bad checksum)");
-      continue;
-    }
-    Record rec;
-    if (const char* why = parse_record(body, rec)) {
-      r.warnings.push_back(path_ + ": line " + std::to_string(line_no) + ": corrupt record skipped (" + why + ")");
-      continue;
-    }
-    if (rec.kind == RecordKind::kStart) {
-      apply_start(rec.run);
-    } else {
-      apply_end(rec.run.token);
-    }
-  }
+  if (std::string e = check_header(std::string_view(text).substr(0, first_end), path_); !e.empty())
+    return fail(std::move(e));
+  const size_t keep = replay(text, first_end + 1, r.warnings);
   if (keep < text.size()) {
     if (::ftruncate(fd, static_cast<off_t>(keep)) != 0 || ::fdatasync(fd) != 0)
       return fail("cannot cut the torn record off " + path_ + ": " + errno_text(errno));
@@ -255,6 +249,41 @@ RunJournal::Replay RunJournal::open(const std::string& dir) {
   size_ = static_cast<off_t>(keep);
   r.live = live();
   return r;
+}
+
+size_t RunJournal::replay(std::string_view text, size_t pos, std::vector<std::string>& warnings) {
+  size_t line_no = 1;
+  while (pos < text.size()) {
+    ++line_no;
+    const size_t nl = text.find('\n', pos);
+    const bool last = nl == std::string_view::npos || nl + 1 == text.size();
+    const std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    std::string_view body;
+    const bool crc_ok = nl != std::string_view::npos && checksum_ok(line, body);
+    if (last && !crc_ok) {
+      // The record being written when sluiced stopped: the caller was never
+      // told it was kept. Cut it off so the next append starts a clean line.
+      warnings.push_back(line_warning(path_, line_no, "torn record skipped (written while the daemon stopped?)"));
+      return pos;
+    }
+    ++records_;
+    pos = nl + 1;
+    if (!crc_ok) {
+      warnings.push_back(line_warning(path_, line_no, "corrupt record skipped (bad checksum)"));
+      continue;
+    }
+    Record rec;
+    if (const char* why = parse_record(body, rec)) {
+      warnings.push_back(line_warning(path_, line_no, std::string("corrupt record skipped (") + why + ")"));
+      continue;
+    }
+    if (rec.kind == RecordKind::kStart) {
+      apply_start(rec.run);
+    } else {
+      apply_end(rec.run.token);
+    }
+  }
+  return text.size();
 }
 
 std::string RunJournal::append_start(const LiveRun& run) {

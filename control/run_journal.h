@@ -93,6 +93,10 @@ class RunJournal {
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
 
  private:
+  // Applies the records of `text` from `pos` (just past the header) on, with
+  // a warning for each one skipped; returns how many bytes of `text` to keep:
+  // all of them, or up to a torn last record.
+  [[nodiscard]] size_t replay(std::string_view text, size_t pos, std::vector<std::string>& warnings);
   [[nodiscard]] std::string append(const std::string& line);
   void apply_start(const LiveRun& run);
   void apply_end(std::string_view token);

@@ -53,6 +53,71 @@ std::string octal_mode(mode_t mode) {
   return buf;
 }
 
+// A secret drawn now, and kept in dir/name before anything is hashed with it.
+Secret create_secret(const std::string& dir, const std::string& name) {
+  Secret s;
+  size_t got = 0;
+  while (got < s.bytes.size()) {
+    const ssize_t n = ::getrandom(s.bytes.data() + got, s.bytes.size() - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      s.error = "cannot draw a secret from getrandom(): " + errno_text(errno);
+      return s;
+    }
+    got += static_cast<size_t>(n);
+  }
+  const std::string e = write_file_atomically(
+      dir, name, std::string_view(reinterpret_cast<const char*>(s.bytes.data()), s.bytes.size()));
+  if (!e.empty()) {
+    s.bytes.fill(0);
+    s.error = "cannot keep a new secret: " + e;
+    return s;
+  }
+  s.created = true;
+  return s;
+}
+
+// Why the open file at `path` is not to be read as the secret, or "".
+std::string check_secret_file(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return "cannot stat the secret " + path + ": " + errno_text(errno);
+  if (!S_ISREG(st.st_mode)) return "the secret " + path + " is not a regular file";
+  if ((st.st_mode & 077) != 0) {
+    return "the secret " + path + " is accessible to group or others (mode " + octal_mode(st.st_mode) +
+           "): run chmod 600 " + path;
+  }
+  if (st.st_size != static_cast<off_t>(kSecretSize)) {
+    return "the secret " + path + " holds " + std::to_string(st.st_size) + " bytes, not " +
+           std::to_string(kSecretSize) +
+           ": not drawing a new one, because credential hashes made with the old one would stop matching "
+           "(restore the file, or remove it and issue the credentials again)";
+  }
+  return "";
+}
+
+Secret read_secret(int fd, const std::string& path) {
+  Secret s;
+  s.error = check_secret_file(fd, path);
+  if (!s.error.empty()) return s;
+  size_t got = 0;
+  while (got < s.bytes.size()) {
+    const ssize_t n = ::read(fd, s.bytes.data() + got, s.bytes.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      s.bytes.fill(0);
+      s.error = "cannot read the secret " + path + ": " + errno_text(errno);
+      return s;
+    }
+    if (n == 0) {
+      s.bytes.fill(0);
+      s.error = "the secret " + path + " shrank while it was read";
+      return s;
+    }
+    got += static_cast<size_t>(n);
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string sync_dir(const std::string& dir) {
@@ -120,77 +185,20 @@ std::string write_file_atomically(const std::string& dir, const std::string& nam
 }
 
 Secret load_or_create_secret(const std::string& dir, const std::string& name) {
-  Secret s;
   if (dir.empty() || name.empty()) {
+    Secret s;
     s.error = "no state directory or file name for the secret";
     return s;
   }
   const std::string path = dir + "/" + name;
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.fd < 0) {
-    if (errno != ENOENT) {
-      s.error = "cannot open the secret " + path + ": " + errno_text(errno);
-      return s;
-    }
-    size_t got = 0;
-    while (got < s.bytes.size()) {
-      const ssize_t n = ::getrandom(s.bytes.data() + got, s.bytes.size() - got, 0);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        s.error = "cannot draw a secret from getrandom(): " + errno_text(errno);
-        return s;
-      }
-      got += static_cast<size_t>(n);
-    }
-    const std::string e = write_file_atomically(
-        dir, name, std::string_view(reinterpret_cast<const char*>(s.bytes.data()), s.bytes.size()));
-    if (!e.empty()) {
-      s.bytes.fill(0);
-      s.error = "cannot keep a new secret: " + e;
-      return s;
-    }
-    s.created = true;
+  if (fd.fd >= 0) return read_secret(fd.fd, path);
+  if (errno != ENOENT) {
+    Secret s;
+    s.error = "cannot open the secret " + path + ": " + errno_text(errno);
     return s;
   }
-
-  struct stat st {};
-  if (::fstat(fd.fd, &st) != 0) {
-    s.error = "cannot stat the secret " + path + ": " + errno_text(errno);
-    return s;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    s.error = "the secret " + path + " is not a regular file";
-    return s;
-  }
-  if ((st.st_mode & 077) != 0) {
-    s.error = "the secret " + path + " is accessible to group or others (mode " + octal_mode(st.st_mode) +
-              "): run chmod 600 " + path;
-    return s;
-  }
-  if (st.st_size != static_cast<off_t>(kSecretSize)) {
-    s.error = "the secret " + path + " holds " + std::to_string(st.st_size) + " bytes, not " +
-              std::to_string(kSecretSize) +
-              ": not drawing a new one, because credential hashes made with the old one would stop matching "
-              "(restore the file, or remove it and issue the credentials again)";
-    return s;
-  }
-  size_t got = 0;
-  while (got < s.bytes.size()) {
-    const ssize_t n = ::read(fd.fd, s.bytes.data() + got, s.bytes.size() - got);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      s.bytes.fill(0);
-      s.error = "cannot read the secret " + path + ": " + errno_text(errno);
-      return s;
-    }
-    if (n == 0) {
-      s.bytes.fill(0);
-      s.error = "the secret " + path + " shrank while it was read";
-      return s;
-    }
-    got += static_cast<size_t>(n);
-  }
-  return s;
+  return create_secret(dir, name);
 }
 
 StateDirLock::~StateDirLock() {

@@ -61,6 +61,231 @@ uint64_t policy_digest(const policy::Policy& p) {
   return XXH3_64bits(s.data(), s.size());
 }
 
+// Fills one CompiledPolicy in place, section by section. Rules point at the
+// responses it holds, so it is built where it will live (a move keeps those
+// addresses; a copy would not). Errors carry the policy's file and go to the
+// caller's list; a section with errors is still compiled, so all are found.
+class PolicyCompiler {
+ public:
+  PolicyCompiler(const policy::Policy& p, CompiledPolicy& c, std::vector<PolicyError>& errors)
+      : p_(p), c_(c), errors_(errors), top_{p.file, 0, 0} {}
+
+  // What applies to every request: mode, parser limits, the usage field.
+  void settings() {
+    c_.source = p_;
+    c_.digest = policy_digest(p_);
+    for (const char ch : p_.usage.response_field) {
+      c_.usage_field += (ch >= 'A' && ch <= 'Z') ? static_cast<char>(ch | 0x20) : ch;
+    }
+    c_.shadow = p_.shadow;
+    c_.keep_alive_answers = p_.after_answer == policy::AfterAnswer::kKeepAlive;
+    c_.stream.head.max_head_bytes = p_.max_head_bytes;
+    c_.stream.head.max_fields = p_.max_fields;
+    c_.stream.allow_upgrade = p_.allow_upgrade;
+    c_.stream.allow_connect = p_.allow_connect;
+    c_.stream.allow_h2_prior_knowledge = p_.allow_h2_prior_knowledge;
+  }
+
+  // Where a request's client address and credential are read from.
+  void client_identity(const KeyHasher& credential_hasher) {
+    c_.client_ip.spec = p_.client_ip;
+    for (const std::string& h : p_.client_ip.headers) c_.client_ip.fields.push_back(track(h, top_));
+    c_.credential_field = track(p_.credentials.header, top_);
+    c_.unknown_credential = p_.credentials.unknown;
+    for (const std::string& a : p_.credentials.anonymous) {
+      char buf[4096];
+      const std::string_view norm = normalize_credential(a, buf);
+      c_.anonymous.push_back(credential_hasher.digest(
+          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(norm.data()), norm.size())));
+    }
+  }
+
+  void cors_and_exemptions() {
+    for (const std::string& o : p_.cors.allow_origins) {
+      if (o == "*") c_.cors_any_origin = true;
+      else c_.cors_origins.push_back(o);
+    }
+    for (const std::string& path : p_.cors.preflight_paths) {
+      c_.preflight_paths.push_back(*policy::PathPattern::compile(path, nullptr));
+    }
+    if (!p_.cors.expose_headers.empty()) {
+      c_.cors_expose = "Access-Control-Expose-Headers: ";
+      for (size_t i = 0; i < p_.cors.expose_headers.size(); ++i) {
+        c_.cors_expose += (i ? ", " : "") + p_.cors.expose_headers[i];
+      }
+      c_.cors_expose += "\r\n";
+    }
+    for (const policy::Exemption& e : p_.exemptions) c_.exemptions.push_back({method_set(e.methods), e.path});
+  }
+
+  void buckets() {
+    for (const policy::BucketSpec& b : p_.buckets) {
+      CompiledBucket cb;
+      if (bucket(b, cb)) c_.buckets.push_back(std::move(cb));
+    }
+    c_.slot_kind = static_cast<uint16_t>(c_.buckets.size());
+  }
+
+  // The policy's own answers, and those to heads the parser refused.
+  void answers() {
+    c_.refusal = response(p_.refusal, top_, true);
+    c_.unauthorized = response(p_.unauthorized, top_, false);
+    c_.not_found = response(p_.not_found, top_, false);
+    c_.bad_request = simple(400, "bad_request");
+    c_.too_large = simple(431, "request_header_fields_too_large");
+    c_.not_implemented = simple(501, "not_implemented");
+    c_.bad_version = simple(505, "http_version_not_supported");
+  }
+
+  // After buckets() and answers(): rules name buckets and share answers.
+  void rules() {
+    for (const policy::RuleSpec& r : p_.rules) {
+      CompiledRule cr;
+      rule_match(r, cr);
+      if (!rule_budget(r, cr)) continue;
+      rule_answers(r, cr);
+      c_.rules.push_back(std::move(cr));
+    }
+  }
+
+ private:
+  void fail(const policy::Mark& m, std::string message) {
+    errors_.push_back({p_.file, m.line, m.column, std::move(message)});
+  }
+
+  http::FieldId track(const std::string& name, const policy::Mark& m) {
+    const auto r = c_.fields.add(name);
+    if (!r.id) {
+      fail(m, "cannot track field " + name + " (more than 32 tracked fields, or a name over 64 bytes)");
+      return 0;
+    }
+    return *r.id;
+  }
+
+  // False (and an error) if its rate cannot be represented.
+  bool bucket(const policy::BucketSpec& b, CompiledBucket& cb) {
+    cb.name = b.name;
+    cb.index = static_cast<uint16_t>(c_.buckets.size());
+    cb.idle_drop_after = b.idle_drop_after;
+    if (b.kind == policy::BucketSpec::Kind::kCalendarMinute) {
+      cb.calendar = true;
+      cb.window = {b.requests_per_minute, b.tokens_per_minute};
+      for (const auto& o : b.overrides) {
+        cb.quotas.emplace(o.key, WindowLimit{o.requests_per_minute, o.tokens_per_minute});
+      }
+      cb.header_limit = b.requests_per_minute;
+      cb.header_window_s = 60;
+      return true;
+    }
+    if (!GcraLimit::make(b.count, b.period, b.burst, cb.gcra)) {
+      fail(b.mark, "bucket " + b.name + ": rate and burst cannot be represented");
+      return false;
+    }
+    cb.header_limit = static_cast<uint32_t>(std::min<uint64_t>(b.count, UINT32_MAX));
+    cb.header_window_s = static_cast<uint32_t>(b.period / time::kNanosPerSecond);
+    return true;
+  }
+
+  // Renders `spec` into a template kept in the policy; nullptr (and an error)
+  // if it cannot be rendered.
+  const policy::ResponseTemplate* response(const policy::ResponseSpec& spec, const policy::Mark& m, bool refusal) {
+    policy::ResponseSpec s = spec;
+    if (refusal) {
+      // Every refusal says when to come back (TB15, RF09, DQ07, X05).
+      bool has = false;
+      for (const auto& [name, value] : s.headers) {
+        std::string lower = name;
+        std::transform(lower.begin(), lower.end(), lower.begin(),
+                       [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+        has = has || lower == "retry-after";
+      }
+      if (!has) s.headers.insert(s.headers.begin(), {"Retry-After", "{retry_after}"});
+    }
+    std::string why;
+    auto t = policy::ResponseTemplate::compile(s, &why);
+    if (!t) {
+      fail(m, why);
+      return nullptr;
+    }
+    c_.responses.push_back(std::move(*t));
+    return &c_.responses.back();
+  }
+
+  const policy::ResponseTemplate* simple(uint16_t status, std::string_view message) {
+    policy::ResponseSpec s;
+    s.status = status;
+    s.headers = {{"Content-Type", "application/json"}};
+    s.body = "{\"error\":{\"code\":\"" + std::string(message) + "\"}}";
+    return response(s, top_, false);
+  }
+
+  // Which requests the rule applies to, and what its key is read from.
+  void rule_match(const policy::RuleSpec& r, CompiledRule& cr) {
+    cr.name = r.name;
+    cr.index = static_cast<uint16_t>(c_.rules.size());
+    cr.methods = method_set(r.methods);
+    for (const std::string& path : r.paths) {
+      cr.paths.push_back(*policy::PathPattern::compile(path, nullptr));
+      cr.live_run_param.push_back(r.live_run_param.empty() ? -1 : cr.paths.back().param_index(r.live_run_param));
+      cr.key_param.push_back(r.key.kind == policy::KeySpec::Kind::kPathParam ? cr.paths.back().param_index(r.key.name)
+                                                                             : -1);
+    }
+    for (const std::string& f : r.require_fields) cr.require.push_back(track(f, r.mark));
+    cr.key_kind = r.key.kind;
+    if (r.key.kind == policy::KeySpec::Kind::kHeader) cr.key_field = track(r.key.name, r.mark);
+    if (r.key.kind == policy::KeySpec::Kind::kHost) cr.key_field = http::id_of(http::KnownField::kHost);
+    cr.missing_key = r.missing_key;
+  }
+
+  // The bucket the rule counts in and its credential ceiling (TB07); false
+  // (and an error) if a bucket it names is not there.
+  bool rule_budget(const policy::RuleSpec& r, CompiledRule& cr) {
+    const CompiledBucket* b = c_.bucket_named(r.bucket);
+    if (!b) {
+      fail(r.mark, "rule " + r.name + ": no bucket named " + r.bucket);
+      return false;
+    }
+    cr.bucket = b->index;
+    if (r.credential_slots.per_client_ip == 0) return true;
+    const CompiledBucket* ob = c_.bucket_named(r.credential_slots.overflow_bucket);
+    if (!ob) {
+      fail(r.mark, "rule " + r.name + ": no bucket named " + r.credential_slots.overflow_bucket);
+      return false;
+    }
+    cr.slots_per_ip = r.credential_slots.per_client_ip;
+    cr.slots_quiet = r.credential_slots.quiet;
+    cr.slots_overflow_bucket = ob->index;
+    c_.max_slots = std::max<unsigned>(c_.max_slots, cr.slots_per_ip);
+    return true;
+  }
+
+  // What an admitted request gets, what a refused one gets, and the
+  // rate-limit fields both carry.
+  void rule_answers(const policy::RuleSpec& r, CompiledRule& cr) {
+    cr.answer_status = r.answer_status;
+    if (r.answer_status != 0) {
+      if (r.answer) {
+        cr.answer = response(*r.answer, r.mark, false);
+      } else if (r.answer_status == 404) {
+        cr.answer = c_.not_found;
+      } else {
+        policy::ResponseSpec s;
+        s.status = r.answer_status;
+        cr.answer = response(s, r.mark, false);
+      }
+    }
+    cr.refusal = r.refusal ? response(*r.refusal, r.mark, true) : c_.refusal;
+    cr.style = r.header_style.value_or(p_.header_style);
+    cr.fields = policy::ratelimit_fields(cr.style);
+    cr.shadow = r.shadow;
+  }
+
+  const policy::Policy& p_;
+  CompiledPolicy& c_;
+  std::vector<PolicyError>& errors_;
+  const policy::Mark top_;
+};
+
 }  // namespace
 
 bool MethodSet::contains(const http::RequestHead& h) const noexcept {
@@ -100,167 +325,16 @@ bool bucket_idle(const CompiledPolicy& p, uint16_t kind, const uint64_t* words, 
 std::optional<CompiledPolicy> compile_policy(const policy::Policy& p, const KeyHasher& credential_hasher,
                                              std::vector<PolicyError>& errors) {
   CompiledPolicy c;
-  c.source = p;
-  c.digest = policy_digest(p);
-  for (const char ch : p.usage.response_field) {
-    c.usage_field += (ch >= 'A' && ch <= 'Z') ? static_cast<char>(ch | 0x20) : ch;
-  }
-  c.shadow = p.shadow;
-  c.keep_alive_answers = p.after_answer == policy::AfterAnswer::kKeepAlive;
   const size_t errors_before = errors.size();
-  auto fail = [&](const policy::Mark& m, std::string message) {
-    errors.push_back({p.file, m.line, m.column, std::move(message)});
-  };
-  auto track = [&](const std::string& name, const policy::Mark& m) -> http::FieldId {
-    const auto r = c.fields.add(name);
-    if (!r.id) {
-      fail(m, "cannot track field " + name + " (more than 32 tracked fields, or a name over 64 bytes)");
-      return 0;
-    }
-    return *r.id;
-  };
-  const policy::Mark top{p.file, 0, 0};
-
-  c.stream.head.max_head_bytes = p.max_head_bytes;
-  c.stream.head.max_fields = p.max_fields;
-  c.stream.allow_upgrade = p.allow_upgrade;
-  c.stream.allow_connect = p.allow_connect;
-  c.stream.allow_h2_prior_knowledge = p.allow_h2_prior_knowledge;
-
-  c.client_ip.spec = p.client_ip;
-  for (const std::string& h : p.client_ip.headers) c.client_ip.fields.push_back(track(h, top));
-  c.credential_field = track(p.credentials.header, top);
-  c.unknown_credential = p.credentials.unknown;
-  for (const std::string& a : p.credentials.anonymous) {
-    char buf[4096];
-    const std::string_view norm = normalize_credential(a, buf);
-    c.anonymous.push_back(credential_hasher.digest(
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(norm.data()), norm.size())));
-  }
-
-  for (const std::string& o : p.cors.allow_origins) {
-    if (o == "*") c.cors_any_origin = true;
-    else c.cors_origins.push_back(o);
-  }
-  for (const std::string& path : p.cors.preflight_paths) c.preflight_paths.push_back(*policy::PathPattern::compile(path, nullptr));
-  if (!p.cors.expose_headers.empty()) {
-    c.cors_expose = "Access-Control-Expose-Headers: ";
-    for (size_t i = 0; i < p.cors.expose_headers.size(); ++i) {
-      c.cors_expose += (i ? ", " : "") + p.cors.expose_headers[i];
-    }
-    c.cors_expose += "\r\n";
-  }
-  for (const policy::Exemption& e : p.exemptions) c.exemptions.push_back({method_set(e.methods), e.path});
-
-  for (const policy::BucketSpec& b : p.buckets) {
-    CompiledBucket cb;
-    cb.name = b.name;
-    cb.index = static_cast<uint16_t>(c.buckets.size());
-    cb.idle_drop_after = b.idle_drop_after;
-    if (b.kind == policy::BucketSpec::Kind::kCalendarMinute) {
-      cb.calendar = true;
-      cb.window = {b.requests_per_minute, b.tokens_per_minute};
-      for (const auto& o : b.overrides) cb.quotas.emplace(o.key, WindowLimit{o.requests_per_minute, o.tokens_per_minute});
-      cb.header_limit = b.requests_per_minute;
-      cb.header_window_s = 60;
-    } else {
-      if (!GcraLimit::make(b.count, b.period, b.burst, cb.gcra)) {
-        fail(b.mark, "bucket " + b.name + ": rate and burst cannot be represented");
-        continue;
-      }
-      cb.header_limit = static_cast<uint32_t>(std::min<uint64_t>(b.count, UINT32_MAX));
-      cb.header_window_s = static_cast<uint32_t>(b.period / time::kNanosPerSecond);
-    }
-    c.buckets.push_back(std::move(cb));
-  }
-  c.slot_kind = static_cast<uint16_t>(c.buckets.size());
-
-  auto response = [&](const policy::ResponseSpec& spec, const policy::Mark& m, bool refusal) -> const policy::ResponseTemplate* {
-    policy::ResponseSpec s = spec;
-    if (refusal) {
-      // Every refusal says when to come back (TB15, RF09, DQ07, X05).
-      bool has = false;
-      for (const auto& [name, value] : s.headers) {
-        std::string lower = name;
-        std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-        has = has || lower == "retry-after";
-      }
-      if (!has) s.headers.insert(s.headers.begin(), {"Retry-After", "{retry_after}"});
-    }
-    std::string why;
-    auto t = policy::ResponseTemplate::compile(s, &why);
-    if (!t) {
-      fail(m, why);
-      return nullptr;
-    }
-    c.responses.push_back(std::move(*t));
-    return &c.responses.back();
-  };
-  auto simple = [&](uint16_t status, std::string_view message) {
-    policy::ResponseSpec s;
-    s.status = status;
-    s.headers = {{"Content-Type", "application/json"}};
-    s.body = "{\"error\":{\"code\":\"" + std::string(message) + "\"}}";
-    return response(s, top, false);
-  };
-  c.refusal = response(p.refusal, top, true);
-  c.unauthorized = response(p.unauthorized, top, false);
-  c.not_found = response(p.not_found, top, false);
-  c.bad_request = simple(400, "bad_request");
-  c.too_large = simple(431, "request_header_fields_too_large");
-  c.not_implemented = simple(501, "not_implemented");
-  c.bad_version = simple(505, "http_version_not_supported");
-
-  for (const policy::RuleSpec& r : p.rules) {
-    CompiledRule cr;
-    cr.name = r.name;
-    cr.index = static_cast<uint16_t>(c.rules.size());
-    cr.methods = method_set(r.methods);
-    for (const std::string& path : r.paths) {
-      cr.paths.push_back(*policy::PathPattern::compile(path, nullptr));
-      cr.live_run_param.push_back(r.live_run_param.empty() ? -1 : cr.paths.back().param_index(r.live_run_param));
-      cr.key_param.push_back(r.key.kind == policy::KeySpec::Kind::kPathParam ? cr.paths.back().param_index(r.key.name) : -1);
-    }
-    for (const std::string& f : r.require_fields) cr.require.push_back(track(f, r.mark));
-    cr.key_kind = r.key.kind;
-    if (r.key.kind == policy::KeySpec::Kind::kHeader) cr.key_field = track(r.key.name, r.mark);
-    if (r.key.kind == policy::KeySpec::Kind::kHost) cr.key_field = http::id_of(http::KnownField::kHost);
-    cr.missing_key = r.missing_key;
-    const CompiledBucket* b = c.bucket_named(r.bucket);
-    if (!b) {
-      fail(r.mark, "rule " + r.name + ": no bucket named " + r.bucket);
-      continue;
-    }
-    cr.bucket = b->index;
-    if (r.credential_slots.per_client_ip != 0) {
-      const CompiledBucket* ob = c.bucket_named(r.credential_slots.overflow_bucket);
-      if (!ob) {
-        fail(r.mark, "rule " + r.name + ": no bucket named " + r.credential_slots.overflow_bucket);
-        continue;
-      }
-      cr.slots_per_ip = r.credential_slots.per_client_ip;
-      cr.slots_quiet = r.credential_slots.quiet;
-      cr.slots_overflow_bucket = ob->index;
-      c.max_slots = std::max<unsigned>(c.max_slots, cr.slots_per_ip);
-    }
-    cr.answer_status = r.answer_status;
-    if (r.answer_status != 0) {
-      if (r.answer) {
-        cr.answer = response(*r.answer, r.mark, false);
-      } else if (r.answer_status == 404) {
-        cr.answer = c.not_found;
-      } else {
-        policy::ResponseSpec s;
-        s.status = r.answer_status;
-        cr.answer = response(s, r.mark, false);
-      }
-    }
-    cr.refusal = r.refusal ? response(*r.refusal, r.mark, true) : c.refusal;
-    cr.style = r.header_style.value_or(p.header_style);
-    cr.fields = policy::ratelimit_fields(cr.style);
-    cr.shadow = r.shadow;
-    c.rules.push_back(std::move(cr));
-  }
+  // The order matters: field ids are given out as fields are tracked, and
+  // errors are reported in the order they are found.
+  PolicyCompiler k(p, c, errors);
+  k.settings();
+  k.client_identity(credential_hasher);
+  k.cors_and_exemptions();
+  k.buckets();
+  k.answers();
+  k.rules();
   if (errors.size() != errors_before) return std::nullopt;
   return c;
 }

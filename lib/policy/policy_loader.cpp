@@ -415,15 +415,8 @@ std::optional<HeaderStyle> read_header_style(Reader& r, const YAML::Node& n) {
   return std::nullopt;
 }
 
-void read_rule(Reader& r, const YAML::Node& n, RuleSpec& rule) {
-  rule.mark = r.mark(n);
-  if (!r.is_map(n, "rule")) return;
-  r.only(n, {"name", "methods", "path", "require", "live_run", "key", "when_key_missing", "bucket", "credential_slots",
-             "answer", "refusal", "header_style", "shadow"},
-         "rule");
-  if (!n["name"]) r.error(n, "rule needs a name");
-  else if (auto s = r.string(n["name"], "rule name")) rule.name = *s;
-  const std::string what = "rule " + (rule.name.empty() ? std::string("?") : rule.name);
+// Which requests the rule applies to.
+void read_rule_match(Reader& r, const YAML::Node& n, const std::string& what, RuleSpec& rule) {
   if (n["methods"]) read_methods(r, n["methods"], rule.methods);
   if (n["path"]) read_paths(r, n["path"], rule.paths, what + " path");
   if (n["require"]) {
@@ -435,6 +428,10 @@ void read_rule(Reader& r, const YAML::Node& n, RuleSpec& rule) {
   if (n["live_run"]) {
     if (auto s = r.string(n["live_run"], what + " live_run")) rule.live_run_param = *s;
   }
+}
+
+// What a request is counted by, and what happens to one without it.
+void read_rule_key(Reader& r, const YAML::Node& n, const std::string& what, RuleSpec& rule) {
   if (n["key"]) read_key(r, n["key"], rule.key);
   else r.error(n, what + " needs a key");
   if (n["when_key_missing"]) {
@@ -443,34 +440,30 @@ void read_rule(Reader& r, const YAML::Node& n, RuleSpec& rule) {
     else if (s == "answer-400") rule.missing_key = RuleSpec::MissingKey::kAnswer400;
     else if (s) r.error(n["when_key_missing"], "when_key_missing must be skip or answer-400");
   }
-  if (n["bucket"]) {
-    if (auto s = r.string(n["bucket"], what + " bucket")) rule.bucket = *s;
-  } else {
-    r.error(n, what + " needs a bucket");
-  }
-  if (n["credential_slots"]) {
-    const YAML::Node& c = n["credential_slots"];
-    if (r.is_map(c, what + " credential_slots")) {
-      r.only(c, {"per_client_ip", "quiet", "overflow_bucket"}, "credential_slots");
-      if (c["per_client_ip"]) {
-        if (auto v = r.number(c["per_client_ip"], "credential_slots per_client_ip", 1, 64)) {
-          rule.credential_slots.per_client_ip = static_cast<uint32_t>(*v);
-        }
-      } else {
-        r.error(c, "credential_slots needs per_client_ip");
-      }
-      if (c["quiet"]) {
-        if (auto d = r.duration(c["quiet"], "credential_slots quiet")) rule.credential_slots.quiet = *d;
-      }
-      if (c["overflow_bucket"]) {
-        if (auto s = r.string(c["overflow_bucket"], "credential_slots overflow_bucket")) {
-          rule.credential_slots.overflow_bucket = *s;
-        }
-      } else {
-        r.error(c, "credential_slots needs overflow_bucket (the budget a credential past the ceiling is counted in)");
-      }
+}
+
+void read_credential_slots(Reader& r, const YAML::Node& c, const std::string& what, RuleSpec::CredentialSlots& out) {
+  if (!r.is_map(c, what + " credential_slots")) return;
+  r.only(c, {"per_client_ip", "quiet", "overflow_bucket"}, "credential_slots");
+  if (c["per_client_ip"]) {
+    if (auto v = r.number(c["per_client_ip"], "credential_slots per_client_ip", 1, 64)) {
+      out.per_client_ip = static_cast<uint32_t>(*v);
     }
+  } else {
+    r.error(c, "credential_slots needs per_client_ip");
   }
+  if (c["quiet"]) {
+    if (auto d = r.duration(c["quiet"], "credential_slots quiet")) out.quiet = *d;
+  }
+  if (c["overflow_bucket"]) {
+    if (auto s = r.string(c["overflow_bucket"], "credential_slots overflow_bucket")) out.overflow_bucket = *s;
+  } else {
+    r.error(c, "credential_slots needs overflow_bucket (the budget a credential past the ceiling is counted in)");
+  }
+}
+
+// What an admitted request gets (forwarded, or an answer), and a refused one.
+void read_rule_answers(Reader& r, const YAML::Node& n, const std::string& what, RuleSpec& rule) {
   if (n["answer"] && n["answer"].IsScalar() && n["answer"].Scalar() == "forward") {
     rule.answer_status = 0;  // admitted requests go to the origin (the default)
   } else if (n["answer"]) {
@@ -485,6 +478,26 @@ void read_rule(Reader& r, const YAML::Node& n, RuleSpec& rule) {
     read_response(r, n["refusal"], s, what + " refusal");
     rule.refusal = s;
   }
+}
+
+void read_rule(Reader& r, const YAML::Node& n, RuleSpec& rule) {
+  rule.mark = r.mark(n);
+  if (!r.is_map(n, "rule")) return;
+  r.only(n, {"name", "methods", "path", "require", "live_run", "key", "when_key_missing", "bucket", "credential_slots",
+             "answer", "refusal", "header_style", "shadow"},
+         "rule");
+  if (!n["name"]) r.error(n, "rule needs a name");
+  else if (auto s = r.string(n["name"], "rule name")) rule.name = *s;
+  const std::string what = "rule " + (rule.name.empty() ? std::string("?") : rule.name);
+  read_rule_match(r, n, what, rule);
+  read_rule_key(r, n, what, rule);
+  if (n["bucket"]) {
+    if (auto s = r.string(n["bucket"], what + " bucket")) rule.bucket = *s;
+  } else {
+    r.error(n, what + " needs a bucket");
+  }
+  if (n["credential_slots"]) read_credential_slots(r, n["credential_slots"], what, rule.credential_slots);
+  read_rule_answers(r, n, what, rule);
   if (n["header_style"]) rule.header_style = read_header_style(r, n["header_style"]);
   if (n["shadow"]) {
     if (auto b = r.boolean(n["shadow"], what + " shadow")) rule.shadow = *b;
@@ -542,28 +555,26 @@ void cross_check(Reader& r, Policy& p) {
   }
 }
 
-}  // namespace
-
-LoadResult load_policy_text(std::string_view text, const std::string& name) {
-  LoadResult result;
-  Reader r(name, result.errors);
+// The document's root, or nothing (and the error) if the text is not YAML or
+// holds no document.
+std::optional<YAML::Node> parse_document(std::string_view text, const std::string& name,
+                                         std::vector<PolicyError>& errors) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
   } catch (const YAML::ParserException& e) {
-    result.errors.push_back({name, e.mark.line + 1, e.mark.column + 1, "not valid YAML: " + e.msg});
-    return result;
+    errors.push_back({name, e.mark.line + 1, e.mark.column + 1, "not valid YAML: " + e.msg});
+    return std::nullopt;
   }
   if (!root || root.IsNull()) {
-    result.errors.push_back({name, 0, 0, "the file is empty"});
-    return result;
+    errors.push_back({name, 0, 0, "the file is empty"});
+    return std::nullopt;
   }
-  if (!r.is_map(root, "a policy")) return result;
-  r.only(root, {"sluice", "name", "mode", "header_style", "service_ports", "limits", "client_ip", "credentials", "cors",
-                "usage", "after_answer", "exempt", "buckets", "rules", "refusal", "unauthorized", "not_found"},
-         "the policy");
-  Policy p;
-  p.file = name;
+  return root;
+}
+
+// The format version, the policy's name, and its policy-wide mode and header style.
+void read_preamble(Reader& r, const YAML::Node& root, Policy& p) {
   if (!root["sluice"]) {
     r.error(root, "the policy needs 'sluice: 1' (the format version)");
   } else if (auto v = r.number(root["sluice"], "sluice (the format version)", 1, 1)) {
@@ -581,98 +592,133 @@ LoadResult load_policy_text(std::string_view text, const std::string& name) {
   if (root["header_style"]) {
     if (auto s = read_header_style(r, root["header_style"])) p.header_style = *s;
   }
-  if (root["service_ports"]) {
-    const YAML::Node& sp = root["service_ports"];
-    if (!sp.IsSequence()) {
-      r.error(sp, "service_ports must be a list of TCP ports");
-    } else {
-      for (const auto& port : sp) {
-        if (auto v = r.number(port, "service port", 1, 65535)) p.service_ports.push_back(static_cast<uint16_t>(*v));
-      }
+}
+
+void read_service_ports(Reader& r, const YAML::Node& sp, std::vector<uint16_t>& out) {
+  if (!sp.IsSequence()) {
+    r.error(sp, "service_ports must be a list of TCP ports");
+    return;
+  }
+  for (const auto& port : sp) {
+    if (auto v = r.number(port, "service port", 1, 65535)) out.push_back(static_cast<uint16_t>(*v));
+  }
+}
+
+void read_limits(Reader& r, const YAML::Node& l, Policy& p) {
+  if (!r.is_map(l, "limits")) return;
+  r.only(l, {"max_head_bytes", "max_fields", "allow_upgrade", "allow_connect", "allow_h2_prior_knowledge"}, "limits");
+  if (l["max_head_bytes"]) {
+    if (auto v = r.number(l["max_head_bytes"], "limits max_head_bytes", 1024, 64 * 1024)) {
+      p.max_head_bytes = static_cast<uint32_t>(*v);
     }
   }
-  if (root["limits"]) {
-    const YAML::Node& l = root["limits"];
-    if (r.is_map(l, "limits")) {
-      r.only(l, {"max_head_bytes", "max_fields", "allow_upgrade", "allow_connect", "allow_h2_prior_knowledge"}, "limits");
-      if (l["max_head_bytes"]) {
-        if (auto v = r.number(l["max_head_bytes"], "limits max_head_bytes", 1024, 64 * 1024)) p.max_head_bytes = static_cast<uint32_t>(*v);
-      }
-      if (l["max_fields"]) {
-        if (auto v = r.number(l["max_fields"], "limits max_fields", 1, 10000)) p.max_fields = static_cast<uint16_t>(*v);
-      }
-      if (l["allow_upgrade"]) {
-        if (auto b = r.boolean(l["allow_upgrade"], "limits allow_upgrade")) p.allow_upgrade = *b;
-      }
-      if (l["allow_connect"]) {
-        if (auto b = r.boolean(l["allow_connect"], "limits allow_connect")) p.allow_connect = *b;
-      }
-      if (l["allow_h2_prior_knowledge"]) {
-        if (auto b = r.boolean(l["allow_h2_prior_knowledge"], "limits allow_h2_prior_knowledge")) p.allow_h2_prior_knowledge = *b;
-      }
+  if (l["max_fields"]) {
+    if (auto v = r.number(l["max_fields"], "limits max_fields", 1, 10000)) p.max_fields = static_cast<uint16_t>(*v);
+  }
+  if (l["allow_upgrade"]) {
+    if (auto b = r.boolean(l["allow_upgrade"], "limits allow_upgrade")) p.allow_upgrade = *b;
+  }
+  if (l["allow_connect"]) {
+    if (auto b = r.boolean(l["allow_connect"], "limits allow_connect")) p.allow_connect = *b;
+  }
+  if (l["allow_h2_prior_knowledge"]) {
+    if (auto b = r.boolean(l["allow_h2_prior_knowledge"], "limits allow_h2_prior_knowledge")) {
+      p.allow_h2_prior_knowledge = *b;
     }
   }
-  if (root["client_ip"]) read_client_ip(r, root["client_ip"], p.client_ip);
-  if (root["credentials"]) read_credentials(r, root["credentials"], p.credentials);
-  if (root["cors"]) read_cors(r, root["cors"], p.cors);
-  if (root["usage"]) read_usage(r, root["usage"], p.usage);
-  if (root["after_answer"]) {
-    const auto s = r.string(root["after_answer"], "after_answer");
-    if (s == "keep-alive") p.after_answer = AfterAnswer::kKeepAlive;
-    else if (s == "close") p.after_answer = AfterAnswer::kClose;
-    else if (s) r.error(root["after_answer"], "after_answer must be keep-alive or close");
+}
+
+void read_after_answer(Reader& r, const YAML::Node& n, AfterAnswer& out) {
+  const auto s = r.string(n, "after_answer");
+  if (s == "keep-alive") out = AfterAnswer::kKeepAlive;
+  else if (s == "close") out = AfterAnswer::kClose;
+  else if (s) r.error(n, "after_answer must be keep-alive or close");
+}
+
+void read_exemptions(Reader& r, const YAML::Node& ex, std::vector<Exemption>& out) {
+  if (!ex.IsSequence()) {
+    r.error(ex, "exempt must be a list");
+    return;
   }
-  if (root["exempt"]) {
-    const YAML::Node& ex = root["exempt"];
-    if (!ex.IsSequence()) {
-      r.error(ex, "exempt must be a list");
-    } else {
-      for (const auto& e : ex) {
-        if (!r.is_map(e, "exemption")) continue;
-        r.only(e, {"methods", "path"}, "exemption");
-        Exemption x;
-        x.mark = r.mark(e);
-        if (e["methods"]) read_methods(r, e["methods"], x.methods);
-        if (!e["path"]) {
-          r.error(e, "exemption needs a path (matched exactly)");
-        } else if (auto s = r.string(e["path"], "exemption path")) {
-          if (s->empty() || s->front() != '/') r.error(e["path"], "exemption path must start with '/'");
-          x.path = *s;
-        }
-        p.exemptions.push_back(std::move(x));
-      }
+  for (const auto& e : ex) {
+    if (!r.is_map(e, "exemption")) continue;
+    r.only(e, {"methods", "path"}, "exemption");
+    Exemption x;
+    x.mark = r.mark(e);
+    if (e["methods"]) read_methods(r, e["methods"], x.methods);
+    if (!e["path"]) {
+      r.error(e, "exemption needs a path (matched exactly)");
+    } else if (auto s = r.string(e["path"], "exemption path")) {
+      if (s->empty() || s->front() != '/') r.error(e["path"], "exemption path must start with '/'");
+      x.path = *s;
     }
+    out.push_back(std::move(x));
   }
-  if (root["buckets"]) {
-    const YAML::Node& bs = root["buckets"];
-    if (r.is_map(bs, "buckets")) {
-      r.no_duplicates(bs, "buckets");
-      for (const auto& kv : bs) {
-        BucketSpec b;
-        read_bucket(r, kv.first, kv.second, b);
-        p.buckets.push_back(std::move(b));
-      }
-    }
+}
+
+void read_buckets(Reader& r, const YAML::Node& bs, std::vector<BucketSpec>& out) {
+  if (!r.is_map(bs, "buckets")) return;
+  r.no_duplicates(bs, "buckets");
+  for (const auto& kv : bs) {
+    BucketSpec b;
+    read_bucket(r, kv.first, kv.second, b);
+    out.push_back(std::move(b));
   }
-  if (root["rules"]) {
-    const YAML::Node& rs = root["rules"];
-    if (!rs.IsSequence()) {
-      r.error(rs, "rules must be a list (the first rule that matches a request applies)");
-    } else {
-      for (const auto& n : rs) {
-        RuleSpec rule;
-        read_rule(r, n, rule);
-        p.rules.push_back(std::move(rule));
-      }
-    }
+}
+
+void read_rules(Reader& r, const YAML::Node& rs, std::vector<RuleSpec>& out) {
+  if (!rs.IsSequence()) {
+    r.error(rs, "rules must be a list (the first rule that matches a request applies)");
+    return;
   }
+  for (const auto& n : rs) {
+    RuleSpec rule;
+    read_rule(r, n, rule);
+    out.push_back(std::move(rule));
+  }
+}
+
+// The answers the appliance gives itself, each with its default status.
+void read_answers(Reader& r, const YAML::Node& root, Policy& p) {
   p.refusal.status = 429;
   if (root["refusal"]) read_response(r, root["refusal"], p.refusal, "refusal");
   p.unauthorized.status = 401;
   if (root["unauthorized"]) read_response(r, root["unauthorized"], p.unauthorized, "unauthorized");
   p.not_found.status = 404;
   if (root["not_found"]) read_response(r, root["not_found"], p.not_found, "not_found");
+}
 
+// Each section is read in full even after an error in another: the author
+// sees every mistake in one pass, never half of them.
+void read_policy(Reader& r, const YAML::Node& root, Policy& p) {
+  r.only(root, {"sluice", "name", "mode", "header_style", "service_ports", "limits", "client_ip", "credentials", "cors",
+                "usage", "after_answer", "exempt", "buckets", "rules", "refusal", "unauthorized", "not_found"},
+         "the policy");
+  read_preamble(r, root, p);
+  if (root["service_ports"]) read_service_ports(r, root["service_ports"], p.service_ports);
+  if (root["limits"]) read_limits(r, root["limits"], p);
+  if (root["client_ip"]) read_client_ip(r, root["client_ip"], p.client_ip);
+  if (root["credentials"]) read_credentials(r, root["credentials"], p.credentials);
+  if (root["cors"]) read_cors(r, root["cors"], p.cors);
+  if (root["usage"]) read_usage(r, root["usage"], p.usage);
+  if (root["after_answer"]) read_after_answer(r, root["after_answer"], p.after_answer);
+  if (root["exempt"]) read_exemptions(r, root["exempt"], p.exemptions);
+  if (root["buckets"]) read_buckets(r, root["buckets"], p.buckets);
+  if (root["rules"]) read_rules(r, root["rules"], p.rules);
+  read_answers(r, root, p);
+}
+
+}  // namespace
+
+LoadResult load_policy_text(std::string_view text, const std::string& name) {
+  LoadResult result;
+  Reader r(name, result.errors);
+  const std::optional<YAML::Node> root = parse_document(text, name, result.errors);
+  if (!root) return result;
+  if (!r.is_map(*root, "a policy")) return result;
+  Policy p;
+  p.file = name;
+  read_policy(r, *root, p);
   cross_check(r, p);
   if (result.errors.empty()) result.policy = std::move(p);
   return result;

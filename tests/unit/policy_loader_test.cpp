@@ -92,6 +92,30 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
       {"slots on an address rule", kMinimal + "    credential_slots: { per_client_ip: 8, overflow_bucket: b }\n",
        "p.yaml:5:5: rule r: credential_slots needs a rule keyed by credential or user"},
       {"empty file", "", "p.yaml: the file is empty"},
+      {"service ports not a list", kMinimal + "service_ports: 80\n",
+       "p.yaml:8:16: service_ports must be a list of TCP ports"},
+      {"service port out of range", kMinimal + "service_ports: [80, 70000]\n",
+       "p.yaml:8:21: service port must be between 1 and 65535, not 70000"},
+      {"head limit too small", kMinimal + "limits: { max_head_bytes: 100 }\n",
+       "p.yaml:8:27: limits max_head_bytes must be between 1024 and 65536, not 100"},
+      {"exemptions not a list", kMinimal + "exempt: /health\n", "p.yaml:8:9: exempt must be a list"},
+      {"exemption without a path", kMinimal + "exempt:\n  - methods: GET\n",
+       "p.yaml:9:5: exemption needs a path (matched exactly)"},
+      {"exemption path not absolute", kMinimal + "exempt:\n  - path: health\n",
+       "p.yaml:9:11: exemption path must start with '/'"},
+      {"buckets not a mapping", "sluice: 1\nbuckets: [b]\n", "p.yaml:2:10: buckets must be a mapping"},
+      {"rules not a list", "sluice: 1\nrules: { r: {} }\n",
+       "p.yaml:2:8: rules must be a list (the first rule that matches a request applies)"},
+      {"rule without a bucket", "sluice: 1\nbuckets:\n  b: { rate: 10/s }\nrules:\n  - name: r\n    key: client_ip\n",
+       "p.yaml:5:5: rule r needs a bucket"},
+      {"unknown when_key_missing", kMinimal + "    when_key_missing: ignore\n",
+       "p.yaml:8:23: when_key_missing must be skip or answer-400"},
+      {"required field not a header name", kMinimal + "    require: [\"X Bad\"]\n",
+       "p.yaml:8:14: 'X Bad' is not a valid header name"},
+      {"credential slots without an overflow bucket",
+       "sluice: 1\nbuckets:\n  b: { rate: 10/s }\nrules:\n  - name: r\n    key: credential\n    bucket: b\n"
+       "    credential_slots: { per_client_ip: 8 }\n",
+       "p.yaml:8:23: credential_slots needs overflow_bucket (the budget a credential past the ceiling is counted in)"},
   };
   for (const Broken& c : cases) {
     const std::vector<std::string> errors = errors_of(c.text);
@@ -107,6 +131,19 @@ TEST(PolicyLoader, EveryErrorOfAFileIsReportedAndNothingIsHalfApplied) {
   EXPECT_EQ(errors[0], "p.yaml:2:7: mode must be enforce or shadow");
   EXPECT_EQ(errors[1].substr(0, 12), "p.yaml:4:14:");
   EXPECT_EQ(errors[2], "p.yaml:6:5: rule r needs a key");
+}
+
+TEST(PolicyLoader, ErrorsComeSectionBySection) {
+  const std::vector<std::string> errors = errors_of(
+      "sluice: 1\nservice_ports: [0]\nlimits: { max_fields: 0 }\nexempt: [{ path: x }]\nrules:\n  - name: r\n"
+      "    key: client_ip\nrefusal: { status: 42 }\n");
+  EXPECT_EQ(errors, (std::vector<std::string>{
+                        "p.yaml:2:17: service port must be between 1 and 65535, not 0",
+                        "p.yaml:3:23: limits max_fields must be between 1 and 10000, not 0",
+                        "p.yaml:4:18: exemption path must start with '/'",
+                        "p.yaml:6:5: rule r needs a bucket",
+                        "p.yaml:8:20: refusal status must be between 100 and 599, not 42",
+                    }));
 }
 
 TEST(PolicyLoader, AMissingFileIsAnError) {

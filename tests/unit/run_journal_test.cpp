@@ -336,5 +336,25 @@ TEST_F(RunJournalTest, NotARegularFileIsRefused) {
   EXPECT_NE(RunJournal().open(dir_ + "/missing").error, "");
 }
 
+TEST_F(RunJournalTest, SymlinkIsRefusedAndItsTargetLeftAlone) {
+  const std::string target = dir_ + "/elsewhere";
+  std::ofstream(target, std::ios::binary) << "not a journal\n";
+  ASSERT_EQ(::symlink(target.c_str(), path_.c_str()), 0);
+  RunJournal j;
+  const RunJournal::Replay r = j.open(dir_);
+  EXPECT_EQ(r.error, path_ + " is not a regular file");
+  EXPECT_NE(j.append_start({"a", 1, 1}), "");
+  std::ifstream in(target, std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), "not a journal\n");
+}
+
+TEST_F(RunJournalTest, WrongHeaderMessagesNameTheVersionOrTheExpectedLine) {
+  spit("# sluice runs journal v7\n");
+  EXPECT_EQ(RunJournal().open(dir_).error, path_ + " is a runs journal of version v7; this sluiced reads v1");
+  spit("hello\n");
+  EXPECT_EQ(RunJournal().open(dir_).error,
+            path_ + " is not a sluice runs journal (its first line is not '# sluice runs journal v1')");
+}
+
 }  // namespace
 }  // namespace sluice::control
