@@ -2,6 +2,9 @@
 // independent byte-by-byte checksum and hand-built frames.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstddef>
+#include <iterator>
 #include <vector>
 
 #include "reference_checksum.h"
@@ -105,6 +108,83 @@ TEST(Frame, FragmentsAreRecognised) {
   EXPECT_EQ(parse_frame(f).kind, FrameKind::kTcpFragment);
   f[ip + 7] = 0x10;  // and an offset: a later fragment
   EXPECT_EQ(parse_frame(f).kind, FrameKind::kIpOther);
+}
+
+// Puts an 8-byte IPv6 extension header of type `type` in front of the TCP
+// header of an IPv6 segment built by segment(6, 0, ...).
+std::vector<uint8_t> with_ipv6_extension(std::vector<uint8_t> f, uint8_t type, std::vector<uint8_t> ext) {
+  const size_t ip = l2(0x86dd).size();
+  ext.resize(8, 0);
+  ext[0] = f[ip + 6];  // it carries the old next header on
+  f[ip + 6] = type;
+  const uint16_t payload = static_cast<uint16_t>(load16(&f[ip + 4]) + 8);
+  store16(&f[ip + 4], payload);
+  f.insert(f.begin() + static_cast<std::ptrdiff_t>(ip + 40), ext.begin(), ext.end());
+  return f;
+}
+
+TEST(Frame, WalksIpv6ExtensionHeadersToTcp) {
+  const auto plain = segment(6, 0, "hello");
+  const FrameView before = parse_frame(plain);
+  auto f = with_ipv6_extension(plain, 60, {});  // destination options
+  f = with_ipv6_extension(f, 0, {});             // hop-by-hop in front of it
+  const FrameView v = parse_frame(f);
+  ASSERT_EQ(v.kind, FrameKind::kTcp);
+  EXPECT_EQ(v.l4_offset, before.l4_offset + 16);
+  EXPECT_EQ(v.sport, 40000);
+  EXPECT_EQ(v.payload_len, 5u);
+  EXPECT_EQ(v.frame_len, before.frame_len + 16);
+
+  // A header whose stated length runs past the packet.
+  auto long_ext = with_ipv6_extension(plain, 0, {0, 200});
+  EXPECT_EQ(parse_frame(long_ext).kind, FrameKind::kMalformed);
+}
+
+TEST(Frame, Ipv6FragmentHeader) {
+  const auto plain = segment(6, 0, "hello");
+  const FrameView first = parse_frame(with_ipv6_extension(plain, 44, {0, 0, 0x00, 0x01}));  // offset 0, M set
+  EXPECT_EQ(first.kind, FrameKind::kTcpFragment);
+  EXPECT_EQ(first.sport, 40000);
+  EXPECT_EQ(first.dport, 80);
+  EXPECT_EQ(parse_frame(with_ipv6_extension(plain, 44, {0, 0, 0x00, 0x08})).kind, FrameKind::kIpOther);  // offset 8
+}
+
+TEST(Frame, TcpDataOffsetMustFitTheHeaderAndThePacket) {
+  auto f = segment(4, 0, "hello");
+  const size_t tcp = parse_frame(f).l4_offset;
+  f[tcp + 12] = 0x40;  // 16 bytes: shorter than a TCP header
+  EXPECT_EQ(parse_frame(f).kind, FrameKind::kMalformed);
+  f[tcp + 12] = 0xf0;  // 60 bytes: past the end of the packet
+  EXPECT_EQ(parse_frame(f).kind, FrameKind::kMalformed);
+}
+
+TEST(Frame, ReadsSynOptions) {
+  auto f = segment(4, 0, "");
+  const size_t opts = parse_frame(f).l4_offset + 20;
+  const uint8_t syn[kTimestampOptionBytes] = {2, 4, 0x05, 0xb4, 3, 3, 7, 4, 2, 1, 1, 0};  // MSS, wscale, SACK-permitted
+  std::copy(std::begin(syn), std::end(syn), f.begin() + static_cast<std::ptrdiff_t>(opts));
+  const FrameView v = parse_frame(f);
+  ASSERT_EQ(v.kind, FrameKind::kTcp);
+  EXPECT_EQ(v.options.mss, 1460);
+  EXPECT_TRUE(v.options.has_wscale);
+  EXPECT_EQ(v.options.wscale, 7);
+  EXPECT_TRUE(v.options.sack_permitted);
+  EXPECT_FALSE(v.options.has_timestamp);
+}
+
+TEST(Frame, VlanTagsPastTwoAreNotWalked) {
+  auto f = segment(4, 2, "x");
+  const std::vector<uint8_t> tag = {0x81, 0x00, 0x00, 12};
+  f.insert(f.begin() + 12, tag.begin(), tag.end());
+  const FrameView v = parse_frame(f);
+  EXPECT_EQ(v.kind, FrameKind::kNonIp);
+  EXPECT_EQ(v.vlan_tags, 2);
+
+  std::vector<uint8_t> cut = l2(0x8100);
+  cut.resize(16);  // the tag's TCI, but no EtherType after it
+  const FrameView c = parse_frame(cut);
+  EXPECT_EQ(c.kind, FrameKind::kMalformed);
+  EXPECT_EQ(c.vlan_tags, 0);
 }
 
 TEST(Frame, EthernetPaddingIsNotPayload) {
