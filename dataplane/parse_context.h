@@ -170,6 +170,7 @@ class ContextPool {
   // the generation of the snapshot the caller's loop pass uses.
   [[nodiscard]] uint64_t oldest_generation(uint64_t pass_generation, size_t step) noexcept;
   [[nodiscard]] ParseContext& at(int32_t index) noexcept { return *contexts_[static_cast<size_t>(index)]; }
+  [[nodiscard]] const ParseContext& at(int32_t index) const noexcept { return *contexts_[static_cast<size_t>(index)]; }
   [[nodiscard]] size_t free_count() const noexcept { return free_.size(); }
   [[nodiscard]] size_t size() const noexcept { return contexts_.size(); }
   [[nodiscard]] uint32_t max_head_bytes() const noexcept { return max_head_bytes_; }

@@ -80,4 +80,15 @@ struct TcpFlow {
 [[nodiscard]] inline bool seq_lt(uint32_t a, uint32_t b) noexcept { return static_cast<int32_t>(a - b) < 0; }
 [[nodiscard]] inline bool seq_le(uint32_t a, uint32_t b) noexcept { return static_cast<int32_t>(a - b) <= 0; }
 
+// Where a segment's payload [seq, seq + len) stands against a byte stream
+// read up to `next`: all of it read before (a retransmission), a gap before
+// it (ahead of the stream), or new bytes from `next` on (it may start with
+// bytes read before).
+enum class Arrival : uint8_t { kRepeat, kAhead, kNext };
+[[nodiscard]] inline Arrival arrival(uint32_t next, uint32_t seq, uint32_t len) noexcept {
+  if (seq_le(seq + len, next)) return Arrival::kRepeat;
+  if (seq_lt(next, seq)) return Arrival::kAhead;
+  return Arrival::kNext;
+}
+
 }  // namespace sluice::dataplane

@@ -1,0 +1,77 @@
+// Parse contexts and edit holds lent to flows; see context_lender.h.
+#include "context_lender.h"
+
+namespace sluice::dataplane {
+
+ContextLender::ContextLender(size_t contexts, uint32_t max_head_bytes, uint16_t max_fields, size_t holds)
+    : contexts_(contexts, max_head_bytes, max_fields), holds_(holds) {}
+
+bool ContextLender::borrow(TcpFlow& flow, const PolicySnapshot& snap) noexcept {
+  flow.context = contexts_.acquire();
+  if (flow.context < 0) return false;
+  contexts_.start(flow.context, snap.policy, snap.generation);
+  ParseContext& fresh = contexts_.at(flow.context);
+  fresh.to_client.reset(flow.to_client_base);
+  fresh.to_origin.reset(flow.to_origin_base);
+  fresh.responses.report_status_lines(report_status_lines_);
+  if (flow.hold >= 0) {
+    holds_.at(flow.hold).restore(fresh.to_client, fresh.edit_bytes);
+    holds_.release(flow.hold);
+    flow.hold = -1;
+  }
+  return true;
+}
+
+void ContextLender::give_back(TcpFlow& flow) noexcept {
+  if (flow.hold >= 0) {
+    holds_.release(flow.hold);
+    flow.hold = -1;
+  }
+  if (flow.context < 0) return;
+  // What the edits so far shift the rest of the flow by.
+  flow.to_client_base = static_cast<uint32_t>(contexts_.at(flow.context).to_client.total_shift());
+  flow.to_origin_base = static_cast<uint32_t>(contexts_.at(flow.context).to_origin.total_shift());
+  contexts_.release(flow.context);
+  flow.context = -1;
+}
+
+void ContextLender::give_back_if_done(TcpFlow& flow) noexcept {
+  if (flow.context < 0 || flow.state != FlowState::kEstablished) return;
+  const ParseContext& ctx = contexts_.at(flow.context);
+  // An edit the client has not acknowledged keeps the context: a
+  // retransmission of its segment must be written again the same way.
+  // Nor does a kept answer the client does not have yet; and once requests
+  // have been cut out, the origin must have acknowledged everything the
+  // client sent (a late copy of a cut request, renumbered by the base shift
+  // alone, then lands on bytes the origin has and drops).
+  if (!ctx.requests->idle() || ctx.responses.outstanding() != 0 || !ctx.responses.at_boundary() ||
+      ctx.kept_count != 0 || ctx.absorbing ||
+      (ctx.to_origin.pending() != 0 && seq_lt(flow.origin_ack, ctx.to_origin.forward(flow.client_next)))) {
+    return;
+  }
+  if (ctx.to_client.pending() == 0) {
+    give_back(flow);
+    return;
+  }
+  // Only fields the client has yet to acknowledge: they move to a hold, and
+  // the context goes back while the flow waits for its next request.
+  if (ctx.to_origin.pending() != 0 || !EditHold::fits(ctx.to_client, ctx.edit_bytes)) return;
+  const int32_t h = holds_.acquire();
+  if (h < 0) return;
+  holds_.at(h).keep(ctx.to_client, ctx.edit_bytes);
+  give_back(flow);
+  flow.hold = h;
+}
+
+bool ContextLender::settle_hold(TcpFlow& flow, Side from, const FrameView& v, const PolicySnapshot& snap) noexcept {
+  if (from == Side::kClient && v.has(tcp_flag::kAck) && holds_.at(flow.hold).acknowledged_by(v.ack)) {
+    // The usual case, the client's next request acknowledging the last
+    // response whole: the held edits are done with, unread.
+    holds_.release(flow.hold);
+    flow.hold = -1;
+    return true;
+  }
+  return borrow(flow, snap);
+}
+
+}  // namespace sluice::dataplane

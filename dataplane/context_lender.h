@@ -1,0 +1,66 @@
+// Lends a worker's parse contexts and edit holds to its flows. A flow
+// borrows a parse context (parse_context.h, ~20 KB) only while a request or
+// response is in flight or its edits need one, and an edit hold
+// (edit_hold.h, a few hundred bytes) for the fields its client has not yet
+// acknowledged between requests; otherwise it keeps only its base shifts
+// (TcpFlow::to_client_base, to_origin_base). Moving a flow's edits between
+// those three places is this room's job, and only this room's.
+//
+// Owns: the ContextPool and the HoldPool. Touches: a flow's context, hold
+// and base shifts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "edit_hold.h"
+#include "frame.h"
+#include "packet_sink.h"
+#include "parse_context.h"
+#include "policy_snapshot.h"
+#include "tcp_flow.h"
+
+namespace sluice::dataplane {
+
+class ContextLender {
+ public:
+  ContextLender(size_t contexts, uint32_t max_head_bytes, uint16_t max_fields, size_t holds);
+
+  // Lends `flow` a context started under `snap`'s policy, its shifts at the
+  // flow's bases, with the flow's held edits (if any) moved back into it.
+  // False if none is free.
+  [[nodiscard]] bool borrow(TcpFlow& flow, const PolicySnapshot& snap) noexcept;
+  // Takes back the context and any hold; the flow keeps only its base shifts.
+  void give_back(TcpFlow& flow) noexcept;
+  // Takes back the context of an established flow that no longer needs it:
+  // nothing in flight, nothing the client lacks. Fields the client has yet
+  // to acknowledge move to a hold if one is free.
+  void give_back_if_done(TcpFlow& flow) noexcept;
+  // Before any segment of a flow with a hold: a client acknowledgement that
+  // covers the held edits drops them unread; anything else moves them back
+  // into a context. False if that needs a context and none is free.
+  [[nodiscard]] bool settle_hold(TcpFlow& flow, Side from, const FrameView& v, const PolicySnapshot& snap) noexcept;
+
+  [[nodiscard]] ParseContext& context(const TcpFlow& flow) noexcept { return contexts_.at(flow.context); }
+  [[nodiscard]] const ParseContext& context(const TcpFlow& flow) const noexcept { return contexts_.at(flow.context); }
+  // A kept-open answer holds its context until the client acknowledges it;
+  // a client that never does (a flood of refused requests) would hold every
+  // context until its flow expires. With under a quarter of the pool free,
+  // answers close their connections instead (which gives the context back).
+  [[nodiscard]] bool contexts_scarce() const noexcept { return contexts_.free_count() < contexts_.size() / 4; }
+
+  // Whether contexts lent from now on have their responses stop after each
+  // status line (where inserted fields go).
+  void set_report_status_lines(bool on) noexcept { report_status_lines_ = on; }
+
+  [[nodiscard]] ContextPool& contexts() noexcept { return contexts_; }
+  [[nodiscard]] const ContextPool& contexts() const noexcept { return contexts_; }
+  [[nodiscard]] const HoldPool& holds() const noexcept { return holds_; }
+
+ private:
+  ContextPool contexts_;
+  HoldPool holds_;
+  bool report_status_lines_ = true;
+};
+
+}  // namespace sluice::dataplane

@@ -1,0 +1,313 @@
+// A client segment's new bytes cut into requests and decided; see
+// request_path.h for what a plan says and who applies it.
+#include "request_path.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace sluice::dataplane {
+
+// One parse() call's view of the segment and what it has decided so far.
+struct RequestPath::Pass {
+  TcpFlow& flow;
+  ParseContext& ctx;
+  const PolicySnapshot& snap;
+  RequestCursor& cur;
+  KeepOpenRoom& room;
+  RequestPlan& plan;
+  time::Nanos now;
+  const char* bytes;  // the new bytes (after the skipped prefix)
+  uint32_t n;         // how many
+  uint32_t len;       // the whole payload
+  uint32_t end;       // the sequence number after the payload
+  // The policy a head is parsed and decided under: the one its context was
+  // started with, which a reload in the middle of the head does not change
+  // (its field ids are the ones the parsed head carries).
+  const limiter::CompiledPolicy* policy;
+  http::RequestStream* rs;
+
+  // The client sequence number of new byte `i`.
+  [[nodiscard]] uint32_t seq_of(uint32_t i) const noexcept { return cur.seq + cur.skip + i; }
+  // Cuts the segment at `at` bytes of its payload; parsing stops there.
+  void cut(uint32_t at) noexcept { plan.forward_bytes = std::min(at, len); }
+};
+
+namespace {
+
+// Between messages a context under a replaced policy moves to the current
+// one, so pipelining neither keeps a client on an old policy nor keeps that
+// policy alive.
+void follow_reload(ContextPool& contexts, int32_t index, ParseContext& ctx, const PolicySnapshot& snap) noexcept {
+  if (ctx.generation != snap.generation && !ctx.buffering && ctx.requests->idle()) {
+    contexts.renew_requests(index, snap.policy, snap.generation);
+  }
+}
+
+}  // namespace
+
+RequestPath::RequestPath(limiter::LimiterState& limiter, ContextPool& contexts, AnswerStore& answers,
+                         WorkerCounters& counters, uint64_t trace_seed)
+    : limiter_(limiter),
+      contexts_(contexts),
+      answers_(answers),
+      counters_(counters),
+      scratch_(std::make_unique<limiter::DecisionScratch>()) {
+  scratch_->trace_seed = trace_seed;
+}
+
+void RequestPath::set_insert_fields(bool on) noexcept {
+  insert_fields_ = on;
+  // Without insertion admitted responses pass unchanged: their fields need
+  // not be rendered.
+  scratch_->render_admitted_fields = on;
+}
+
+RequestPlan RequestPath::parse(TcpFlow& flow, ParseContext& ctx, const PolicySnapshot& snap,
+                               std::span<const char> payload, RequestCursor& cur, KeepOpenRoom& room,
+                               time::Nanos now) noexcept {
+  RequestPlan plan;
+  const uint32_t len = static_cast<uint32_t>(payload.size());
+  plan.forward_bytes = len;
+  // On a later call for the same segment the stream is inside a message
+  // (a head was just decided), so this changes nothing then.
+  follow_reload(contexts_, flow.context, ctx, snap);
+  Pass p{flow,     ctx,     snap,           cur, room, plan, now, payload.data() + cur.skip, len - cur.skip, len,
+         cur.seq + len, ctx.policy, &*ctx.requests};
+
+  // Until the stream needs more bytes: it reports the end of a message
+  // without a body (and a pending switch) on a call of its own.
+  for (;;) {
+    if (p.rs->idle() && cur.off == p.n) break;
+    if (p.rs->idle() && ctx.responses.outstanding() >= http::ResponseStream::kMaxOutstanding) {
+      // Too many pipelined requests unanswered: hold the rest back, uncharged.
+      counters_.backpressure.add();
+      flow.client_next = p.seq_of(cur.off);
+      p.cut(cur.skip + cur.off);
+      plan.stop = RequestPlan::Stop::kPaused;
+      return plan;
+    }
+    std::span<const char> piece;
+    if (ctx.buffering && cur.off < p.n) {
+      const size_t take = std::min<size_t>(ctx.head_capacity - ctx.head_len, p.n - cur.off);
+      if (take == 0) {
+        refuse_unparsable(p, http::ParseError::kHeadTooLarge);
+        return plan;
+      }
+      std::memcpy(ctx.head.get() + ctx.head_len, p.bytes + cur.off, take);
+      piece = {ctx.head.get() + ctx.head_len, take};
+      ctx.head_len += take;
+    } else if (!ctx.buffering) {
+      piece = {p.bytes + cur.off, p.n - cur.off};
+    }
+    const http::StreamStep st = p.rs->next(piece);
+    switch (st.event) {
+      case http::StreamEvent::kNeedMore:
+        if (on_need_more(p) == Next::kReturn) return plan;
+        break;
+      case http::StreamEvent::kHead:
+        if (on_head(p, st) == Next::kReturn) return plan;
+        continue;
+      case http::StreamEvent::kMessageEnd:
+        on_message_end(p, st);
+        continue;
+      case http::StreamEvent::kAwaitSwitch:
+        // Nothing after an Upgrade or CONNECT request goes through until the
+        // origin has said whether it switches.
+        cur.off += static_cast<uint32_t>(st.consumed);
+        flow.client_next = p.seq_of(cur.off);
+        p.cut(cur.skip + cur.off);
+        plan.stop = RequestPlan::Stop::kPaused;
+        return plan;
+      case http::StreamEvent::kPassThrough:
+        counters_.pass_through.add();
+        plan.stop = RequestPlan::Stop::kPassThrough;
+        return plan;
+      case http::StreamEvent::kError:
+        refuse_unparsable(p, st.error);
+        return plan;
+    }
+    break;  // kNeedMore: every byte is parsed
+  }
+  if (ctx.absorbing) absorbed_to(p, p.end);
+  flow.client_next = p.end;
+  return plan;
+}
+
+RequestPath::Next RequestPath::on_need_more(Pass& p) noexcept {
+  ParseContext& ctx = p.ctx;
+  RequestCursor& cur = p.cur;
+  if (!ctx.buffering && p.rs->head_in_progress()) {
+    // The head goes on in the next segment, and its views point into this
+    // one, which is forwarded now: feed it again from a copy.
+    const size_t part = p.n - cur.head_start;
+    if (part >= ctx.head_capacity) {
+      refuse_unparsable(p, http::ParseError::kHeadTooLarge);
+      return Next::kReturn;
+    }
+    std::memcpy(ctx.head.get(), p.bytes + cur.head_start, part);
+    ctx.head_len = part;
+    ctx.buffering = true;
+    cur.head_began_here = false;
+    p.flow.held_seq = p.seq_of(cur.head_start);
+    p.rs->restart_head();
+    const http::StreamStep again = p.rs->next({ctx.head.get(), part});
+    if (again.event == http::StreamEvent::kError) {
+      refuse_unparsable(p, again.error);
+      return Next::kReturn;
+    }
+    // Forward what came before the head; hold the head.
+    p.cut(cur.skip + cur.head_start);
+  } else if (ctx.buffering) {
+    p.plan.forward_bytes = 0;  // all of it belongs to the held head
+  }
+  cur.off = p.n;
+  if (!ctx.buffering) return Next::kContinue;
+  p.flow.client_next = p.end;
+  p.plan.stop = RequestPlan::Stop::kHeld;
+  return Next::kReturn;
+}
+
+RequestPath::Next RequestPath::on_head(Pass& p, const http::StreamStep& st) noexcept {
+  ParseContext& ctx = p.ctx;
+  p.cur.off += static_cast<uint32_t>(st.consumed);
+  counters_.requests.add();
+  const limiter::ConnectionFacts conn{p.flow.key.client, p.flow.key.origin, p.flow.key.origin_port};
+  const limiter::Decision d = limiter::decide(*p.policy, limiter_, p.rs->head(), conn, p.now, *scratch_);
+  const bool answered = d.verdict == limiter::Verdict::kRefuse || d.verdict == limiter::Verdict::kAnswer;
+  const bool release = ctx.buffering && !answered;
+  if (release) ctx.buffering = false;  // the held part goes to the origin ahead of this segment
+  ctx.head_len = 0;
+  switch (d.verdict) {
+    case limiter::Verdict::kForward:
+      counters_.forwarded.add();
+      break;
+    case limiter::Verdict::kExempt:
+      counters_.exempt.add();
+      break;
+    case limiter::Verdict::kAdmit:
+      counters_.admitted.add();
+      if (d.shadow_refusal) counters_.shadow_refusals.add();
+      count_admitted(d);
+      break;
+    case limiter::Verdict::kRefuse:
+      counters_.refused.add();
+      count_refused(d);
+      break;
+    case limiter::Verdict::kAnswer:
+      counters_.answered.add();
+      if (d.rule >= 0) counters_.rules[rule_slot(d.rule)].answered.add();
+      break;
+  }
+  if (answered) {
+    if (keep_open(p, d)) return Next::kContinue;
+    answer_and_close(p, d);
+    return Next::kReturn;
+  }
+  forward_request(p, d);
+  if (!release) return Next::kContinue;
+  // The held bytes must leave before anything else is parsed: the next head
+  // held back would be copied over them.
+  p.plan.stop = RequestPlan::Stop::kReleaseHeld;
+  return Next::kReturn;
+}
+
+void RequestPath::forward_request(Pass& p, const limiter::Decision& d) noexcept {
+  ParseContext& ctx = p.ctx;
+  // Room was checked when this head began.
+  (void)ctx.responses.expect(http::request_kind(p.rs->head()));
+  ++ctx.requests_forwarded;
+  ctx.push_usage(d);
+  if (insert_fields_) {
+    const bool fields = d.verdict == limiter::Verdict::kAdmit && !d.fields.empty();
+    if (fields && d.fields.size() > kMaxInsertedFields) counters_.fields_skipped.add();
+    ctx.push_response_fields(fields ? d.fields : std::string_view());
+  }
+}
+
+void RequestPath::on_message_end(Pass& p, const http::StreamStep& st) noexcept {
+  ParseContext& ctx = p.ctx;
+  RequestCursor& cur = p.cur;
+  cur.off += static_cast<uint32_t>(st.consumed);
+  if (ctx.absorbing) {
+    absorbed_to(p, p.seq_of(cur.off));
+    ctx.absorbing = false;
+  }
+  cur.head_start = cur.off;
+  cur.head_began_here = true;
+  follow_reload(contexts_, p.flow.context, ctx, p.snap);
+  p.policy = ctx.policy;
+  p.rs = &*ctx.requests;
+}
+
+// A refusal (or other answer) that keeps the connection open: the request's
+// bytes so far are cut out of the stream to the origin, the rest of them as
+// they come (absorbing), and the answer goes to the client once the
+// responses to the requests before it are out. False when the answer closes
+// the connection instead (the policy or the request says so, or the flow
+// has as many edits in flight as it can keep).
+bool RequestPath::keep_open(Pass& p, const limiter::Decision& d) noexcept {
+  ParseContext& ctx = p.ctx;
+  if (p.room.answers == 0 || !d.keep_alive || d.response.empty()) return false;
+  KeptRefusal a;
+  a.from = ctx.buffering ? p.flow.held_seq : p.seq_of(p.cur.head_began_here ? p.cur.head_start : 0);
+  a.to = p.seq_of(p.cur.off);
+  if (p.room.bounded && seq_lt(a.from, p.room.earliest)) return false;
+  a.after = ctx.requests_forwarded;
+  a.pos = answers_.put(d.response);
+  a.len = static_cast<uint16_t>(std::min(d.response.size(), kMaxAnswerBytes));
+  p.plan.refusals[p.plan.kept++] = a;
+  --p.room.answers;
+  p.room.earliest = a.to;
+  p.room.bounded = true;
+  ctx.absorbing = true;
+  ctx.buffering = false;
+  ctx.head_len = 0;
+  counters_.answers_kept_open.add();
+  return true;
+}
+
+// The refused request being absorbed is cut out up to client sequence `upto`.
+void RequestPath::absorbed_to(Pass& p, uint32_t upto) noexcept {
+  if (p.plan.kept != 0) {
+    p.plan.refusals[p.plan.kept - 1u].to = upto;
+  } else {
+    p.plan.absorbed = true;
+    p.plan.absorbed_to = upto;
+  }
+  p.room.earliest = upto;
+}
+
+void RequestPath::answer_and_close(Pass& p, const limiter::Decision& d) noexcept {
+  const bool held = p.ctx.buffering;
+  const uint32_t keep = held ? 0 : p.cur.skip + (p.cur.head_began_here ? p.cur.head_start : 0);
+  p.plan.stop = RequestPlan::Stop::kAnswerClose;
+  p.plan.answer = d.response;
+  p.plan.reset_seq = held ? p.flow.held_seq : p.cur.seq + keep;
+  p.flow.client_next = p.end;
+  p.ctx.buffering = false;
+  p.cut(keep);
+}
+
+void RequestPath::refuse_unparsable(Pass& p, http::ParseError e) noexcept {
+  counters_.parse_errors.add();
+  answer_and_close(p, limiter::answer_parse_error(*p.policy, e, *scratch_));
+}
+
+void RequestPath::count_admitted(const limiter::Decision& d) noexcept {
+  if (d.rule < 0) return;  // kAdmit and kRefuse always name their rule
+  counters_.rules[rule_slot(d.rule)].admitted.add();
+  // Only one admission in 16 is offered to the busiest keys, weighted 16:
+  // the admitted path stays a counter increment most of the time, and a key
+  // busy enough to matter is sampled often enough to show.
+  if ((++admissions_ & (kAdmissionSample - 1)) == 0) {
+    counters_.busy.record(static_cast<uint16_t>(d.rule), d.label, kAdmissionSample);
+  }
+}
+
+void RequestPath::count_refused(const limiter::Decision& d) noexcept {
+  if (d.rule < 0) return;
+  counters_.rules[rule_slot(d.rule)].refused.add();
+  counters_.busy.record(static_cast<uint16_t>(d.rule), d.label, 1);
+}
+
+}  // namespace sluice::dataplane

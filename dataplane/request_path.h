@@ -1,0 +1,158 @@
+// The request path: a client segment's new bytes parsed into requests, each
+// head decided by the limiter, and a plan for the segment returned. It
+// writes no packet and edits no stream; the flow engine applies the plan
+// (through the stream editor and the answer sender). Its unit tests feed it
+// bytes and read plans, with no TCP in sight.
+//
+// A plan says, in the client's sequence numbers where a position is meant:
+// how much of the segment goes to the origin now (the rest is cut off: a
+// refused request's, one held back, or the client's to send again), whether
+// a head split across segments is held (and acknowledged to the client in
+// the origin's name) or, now admitted, released to the origin ahead of the
+// segment, which refused requests are cut out of a kept-open connection
+// ([from, to), answered after response k), and whether the connection is
+// answered and closed, or leaves HTTP.
+//
+// Owns: the DecisionScratch; the per-rule counting of decisions. Touches: the
+// request half of the flow's parse context (request stream, head buffer,
+// buffering and absorbing, the queues of what each forwarded request's
+// response gets), the flow's client_next and held_seq, the bucket table
+// (through limiter::decide), and the AnswerStore (a kept-open answer's text is
+// put there when it is decided, since the next decision reuses the scratch).
+//
+// Choices a reader should know:
+// - A head that arrives in one segment costs no copy; its views point into
+//   the segment. A head split across segments is copied into the context and
+//   held, its segments dropped and acknowledged; once it is complete and
+//   admitted, the held bytes go to the origin as segments of their own ahead
+//   of the completing one. A refused request never reaches the origin, not
+//   even in part.
+// - Back-pressure: at most http::ResponseStream::kMaxOutstanding requests
+//   may await responses on one connection; past that the rest of a
+//   pipelined segment is cut off, uncharged, for the client to send again.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "answer_store.h"
+#include "limiter/decide.h"
+#include "parse_context.h"
+#include "policy_snapshot.h"
+#include "tcp_flow.h"
+#include "worker_counters.h"
+
+namespace sluice::dataplane {
+
+// How many more refusals the flow's edits can keep open (each needs a kept
+// answer, a removal in the client-to-origin shift and an insertion in the
+// origin-to-client one), and where the next removal may start. The stream
+// editor works it out before the segment is parsed.
+struct KeepOpenRoom {
+  unsigned answers = 0;
+  uint32_t earliest = 0;  // when `bounded`: a removal may not start before this client byte
+  bool bounded = false;
+};
+
+// A refusal answered on a connection that stays open: the request's bytes
+// [from, to) are cut out of the client's stream (`to` grows while its body
+// arrives), and its answer (pos, len in the AnswerStore) goes to the client
+// once `after` responses have ended. Trivial, so a plan's array of them is
+// not written until used.
+struct KeptRefusal {
+  uint32_t from;
+  uint32_t to;
+  uint32_t after;
+  uint16_t len;
+  uint64_t pos;
+};
+
+struct RequestPlan {
+  // Why parsing stopped.
+  enum class Stop : uint8_t {
+    kEnd,          // every new byte was parsed
+    kReleaseHeld,  // a held head was admitted: its held bytes [held_seq, segment start) go to the origin
+                   // ahead of the segment, then parsing goes on (call parse() again with the same cursor)
+    kHeld,         // the rest of the segment belongs to a head held back: the client is acknowledged
+    kPaused,       // the rest waits: a protocol switch is pending, or too many requests are unanswered
+    kAnswerClose,  // refused (or answered) and the connection closes: `answer`, the origin reset at reset_seq
+    kPassThrough,  // the connection left HTTP: bridged from here on
+  };
+  Stop stop = Stop::kEnd;
+  // The segment's payload bytes that go to the origin now, from its start;
+  // past them it is cut (a FIN after the cut is not sent). 0: dropped.
+  uint32_t forward_bytes = 0;
+  // The last kept-open refusal of an earlier segment is still absorbing its
+  // body: its removal now ends at absorbed_to.
+  bool absorbed = false;
+  uint32_t absorbed_to = 0;
+  // Refusals cut out of the stream, in request order (the last may still be
+  // absorbing its body).
+  uint8_t kept = 0;
+  std::array<KeptRefusal, http::ResponseStream::kMaxOutstanding> refusals;
+  // kAnswerClose: the answer (in the scratch: apply it before the next
+  // parse()) and the client byte at which the origin's stream stops.
+  std::span<const char> answer;
+  uint32_t reset_seq = 0;
+};
+
+// Where a segment's parse stands; kept across parse() calls on one segment.
+struct RequestCursor {
+  uint32_t seq = 0;         // the sequence number of the segment's first payload byte
+  uint32_t skip = 0;        // payload bytes parsed before (a retransmitted prefix)
+  uint32_t off = 0;         // new bytes parsed so far
+  uint32_t head_start = 0;  // where the head being parsed began in the new bytes, if it began in them
+  bool head_began_here = true;
+};
+
+class RequestPath {
+ public:
+  RequestPath(limiter::LimiterState& limiter, ContextPool& contexts, AnswerStore& answers, WorkerCounters& counters,
+              uint64_t trace_seed);
+
+  // A cursor for a segment whose payload starts at client sequence `seq`,
+  // the flow's parse standing at flow.client_next (inside or at its start).
+  [[nodiscard]] static RequestCursor cursor(const TcpFlow& flow, const ParseContext& ctx, uint32_t seq) noexcept {
+    return RequestCursor{seq, flow.client_next - seq, 0, 0, !ctx.buffering};
+  }
+
+  // Parses the segment's new bytes (`payload` is the whole payload) under
+  // the context's policy (moved to `snap`'s between messages), deciding each
+  // head. `room` is used up by each refusal kept open.
+  [[nodiscard]] RequestPlan parse(TcpFlow& flow, ParseContext& ctx, const PolicySnapshot& snap,
+                                  std::span<const char> payload, RequestCursor& cur, KeepOpenRoom& room,
+                                  time::Nanos now) noexcept;
+
+  // Whether admitted requests' responses get the decision's rate-limit
+  // fields (rendered only then).
+  void set_insert_fields(bool on) noexcept;
+
+ private:
+  struct Pass;
+  enum class Next : uint8_t { kContinue, kReturn };
+  Next on_need_more(Pass& p) noexcept;
+  Next on_head(Pass& p, const http::StreamStep& st) noexcept;
+  void on_message_end(Pass& p, const http::StreamStep& st) noexcept;
+  // The head just parsed is forwarded: count it, and queue what its response gets.
+  void forward_request(Pass& p, const limiter::Decision& d) noexcept;
+  [[nodiscard]] bool keep_open(Pass& p, const limiter::Decision& d) noexcept;
+  void absorbed_to(Pass& p, uint32_t upto) noexcept;
+  void answer_and_close(Pass& p, const limiter::Decision& d) noexcept;
+  void refuse_unparsable(Pass& p, http::ParseError e) noexcept;
+  void count_admitted(const limiter::Decision& d) noexcept;
+  void count_refused(const limiter::Decision& d) noexcept;
+
+  static constexpr uint32_t kAdmissionSample = 16;  // a power of two
+
+  limiter::LimiterState& limiter_;
+  ContextPool& contexts_;
+  AnswerStore& answers_;
+  WorkerCounters& counters_;
+  std::unique_ptr<limiter::DecisionScratch> scratch_;
+  bool insert_fields_ = true;
+  uint32_t admissions_ = 0;  // picks which admissions reach counters_.busy
+};
+
+}  // namespace sluice::dataplane

@@ -1,0 +1,128 @@
+// Flows opened, tracked and expired; see tcp_tracker.h.
+#include "tcp_tracker.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace sluice::dataplane {
+
+namespace flag = tcp_flag;
+
+TcpTracker::TcpTracker(size_t flows, const FlowTimeouts& timeouts, ContextLender& lender, WorkerCounters& counters)
+    : flows_(flows), timeouts_(timeouts), lender_(lender), counters_(counters) {}
+
+bool TcpTracker::client_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
+                            time::Nanos now) noexcept {
+  if (flow != nullptr && flow->client_isn == v.seq) {
+    // The SYN again (retransmitted, duplicated or replayed), in whatever
+    // state the flow is: it changes nothing.
+    flow->last_seen = now;
+    return true;
+  }
+  if (flow != nullptr && flow->state != FlowState::kSynSent && flow->state != FlowState::kSynReceived &&
+      flow->state != FlowState::kClosed && flow->state != FlowState::kAnswered) {
+    // A SYN with another sequence number on a live connection (see the
+    // header): the appliance keeps tracking it as it is.
+    flow->last_seen = now;
+    return true;
+  }
+  if (flow != nullptr) {
+    // The client reuses the ports of a connection that is over (or whose
+    // handshake it abandoned): a new connection, tracked from scratch.
+    lender_.give_back(*flow);
+    const FlowKey key = flow->key;
+    const uint64_t hash = flow->hash;
+    *flow = TcpFlow{};
+    flow->key = key;
+    flow->hash = hash;
+  } else {
+    flow = flows_.insert(sf.key, sf.hash);
+    if (flow == nullptr) {
+      counters_.flow_table_full.add();
+      return false;
+    }
+  }
+  start_flow(*flow, frame, v);
+  flow->last_seen = now;
+  counters_.flows_created.add();
+  return true;
+}
+
+void TcpTracker::start_flow(TcpFlow& flow, const uint8_t* frame, const FrameView& v) noexcept {
+  flow.state = FlowState::kSynSent;
+  flow.ip_version = v.ip_version;
+  flow.client_isn = v.seq;
+  flow.client_mss = v.options.mss != 0 ? v.options.mss : 536;
+  flow.timestamps = v.options.has_timestamp;
+  flow.client_tsval = v.options.tsval;
+  flow.l2_to_origin_len = static_cast<uint8_t>(std::min<size_t>(v.l3_offset, kMaxL2Header));
+  std::memcpy(flow.l2_to_origin, frame, flow.l2_to_origin_len);
+}
+
+void TcpTracker::client_seen(TcpFlow& flow, const FrameView& v, time::Nanos now) noexcept {
+  flow.last_seen = now;
+  if (v.options.has_timestamp && seq_lt(flow.client_tsval, v.options.tsval)) flow.client_tsval = v.options.tsval;
+}
+
+bool TcpTracker::established_by(TcpFlow& flow, const FrameView& v) noexcept {
+  if (!v.has(flag::kAck) || v.ack != flow.origin_isn + 1) return false;
+  flow.state = FlowState::kEstablished;
+  flow.client_next = flow.client_isn + 1;
+  flow.origin_next = flow.origin_isn + 1;
+  counters_.flows_established.add();
+  return true;
+}
+
+void TcpTracker::origin_syn(TcpFlow& flow, const uint8_t* frame, const FrameView& v, time::Nanos now) noexcept {
+  flow.last_seen = now;
+  if (!v.has(flag::kAck) || flow.state != FlowState::kSynSent || v.ack != flow.client_isn + 1) return;
+  flow.origin_isn = v.seq;
+  flow.origin_ack = v.ack;
+  flow.origin_tsval = v.options.tsval;
+  flow.origin_window = v.window;
+  flow.origin_mss = v.options.mss != 0 ? v.options.mss : 536;
+  flow.state = FlowState::kSynReceived;
+  flow.timestamps = flow.timestamps && v.options.has_timestamp;
+  flow.l2_to_client_len = static_cast<uint8_t>(std::min<size_t>(v.l3_offset, kMaxL2Header));
+  std::memcpy(flow.l2_to_client, frame, flow.l2_to_client_len);
+}
+
+void TcpTracker::origin_seen(TcpFlow& flow, const FrameView& v, time::Nanos now) noexcept {
+  flow.last_seen = now;
+  if (v.options.has_timestamp && seq_lt(flow.origin_tsval, v.options.tsval)) flow.origin_tsval = v.options.tsval;
+  if (!seq_lt(v.seq, flow.origin_next)) flow.origin_window = v.window;  // not from a late, older segment
+  if (v.has(flag::kAck) && seq_lt(flow.origin_ack, v.ack)) flow.origin_ack = v.ack;
+}
+
+void TcpTracker::reset(TcpFlow& flow) noexcept {
+  flow.state = FlowState::kClosed;
+  lender_.give_back(flow);
+}
+
+void TcpTracker::client_fin(TcpFlow& flow) noexcept {
+  flow.client_fin = true;
+  close_if_finished(flow);
+}
+
+void TcpTracker::origin_fin(TcpFlow& flow) noexcept {
+  flow.origin_fin = true;
+  close_if_finished(flow);
+}
+
+void TcpTracker::close_if_finished(TcpFlow& flow) noexcept {
+  // Both sides have closed: keep the flow only briefly, for the last ACKs.
+  if (flow.client_fin && flow.origin_fin &&
+      (flow.state == FlowState::kEstablished || flow.state == FlowState::kPassThrough)) {
+    flow.state = FlowState::kClosed;
+    lender_.give_back(flow);
+  }
+}
+
+void TcpTracker::sweep(time::Nanos now, size_t slots) noexcept {
+  flows_.sweep(now, timeouts_, slots, [&](TcpFlow& f) {
+    lender_.give_back(f);
+    counters_.flows_expired.add();
+  });
+}
+
+}  // namespace sluice::dataplane

@@ -1,0 +1,71 @@
+// The TCP tracker: a worker's flows and where each is in its life. It opens a
+// flow on the client's SYN (only flows whose handshake it saw both ways are
+// parsed), notes each end's latest timestamps, window and acknowledgement,
+// marks FINs and resets, and expires idle flows a few slots per loop pass.
+//
+// Choices a reader should know:
+// - A SYN on a live connection changes nothing (the origin answers it with a
+//   challenge ACK and keeps the connection, RFC 5961 4.2); starting over
+//   would let one stray SYN take a connection out of the limiter.
+// - Timestamps only move forward: a late, older segment must not make the
+//   appliance's own segments fail the peer's PAWS check (RFC 7323 5.3).
+// - A full flow table drops new SYNs (fail closed: an untracked connection
+//   would never be limited).
+//
+// Owns: the FlowTable. Touches: a flow's TCP state (state, ISNs, MSSs,
+// timestamps, window, FINs, last_seen, L2 headers); gives a flow's context
+// back when the flow closes or expires.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "context_lender.h"
+#include "flow_table.h"
+#include "frame.h"
+#include "service_frame.h"
+#include "worker_counters.h"
+
+namespace sluice::dataplane {
+
+class TcpTracker {
+ public:
+  TcpTracker(size_t flows, const FlowTimeouts& timeouts, ContextLender& lender, WorkerCounters& counters);
+
+  [[nodiscard]] TcpFlow* find(const FlowKey& key, uint64_t hash) noexcept { return flows_.find(key, hash); }
+  void prefetch(uint64_t hash) const noexcept { flows_.prefetch(hash); }
+  [[nodiscard]] const FlowTable& flows() const noexcept { return flows_; }
+
+  // A client's SYN (without ACK) to a service port, `flow` its flow if one
+  // is tracked. False: drop it (the table is full).
+  [[nodiscard]] bool client_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
+                                time::Nanos now) noexcept;
+  // Any other segment of a tracked flow from the client.
+  void client_seen(TcpFlow& flow, const FrameView& v, time::Nanos now) noexcept;
+  // True when `v` is the client's ACK of the origin's SYN-ACK on a flow in
+  // kSynReceived: the flow is established and its payload parsed from here.
+  [[nodiscard]] bool established_by(TcpFlow& flow, const FrameView& v) noexcept;
+  // The origin's SYN-ACK (or a stray SYN) on a tracked flow.
+  void origin_syn(TcpFlow& flow, const uint8_t* frame, const FrameView& v, time::Nanos now) noexcept;
+  // Any other segment of a tracked flow from the origin.
+  void origin_seen(TcpFlow& flow, const FrameView& v, time::Nanos now) noexcept;
+  // A RST either way: closed, kept briefly for stragglers.
+  void reset(TcpFlow& flow) noexcept;
+  // A FIN from either end went through; both: closed.
+  void client_fin(TcpFlow& flow) noexcept;
+  void origin_fin(TcpFlow& flow) noexcept;
+
+  // Expires idle flows, looking at up to `slots` slots.
+  void sweep(time::Nanos now, size_t slots) noexcept;
+
+ private:
+  void start_flow(TcpFlow& flow, const uint8_t* frame, const FrameView& v) noexcept;
+  void close_if_finished(TcpFlow& flow) noexcept;
+
+  FlowTable flows_;
+  FlowTimeouts timeouts_;
+  ContextLender& lender_;
+  WorkerCounters& counters_;
+};
+
+}  // namespace sluice::dataplane
