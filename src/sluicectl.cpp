@@ -527,108 +527,143 @@ int top(const std::string& socket_path, const Args& a, bool json) {
   return kOk;
 }
 
-}  // namespace
+// ------------------------------------------------------------ command line
 
-int main(int argc, char** argv) {
-  std::string socket_path = std::getenv("SLUICE_CONTROL_SOCKET") ? std::getenv("SLUICE_CONTROL_SOCKET") : kDefaultSocket;
+// What the command line says: the global options, the command's words and
+// the options after them (checked against the command once it is known).
+struct CommandLine {
+  std::string socket_path;
   bool json = false, help = false;
   std::vector<std::string> words;
-  std::vector<std::pair<std::string, std::string>> flags;
+  std::vector<std::pair<std::string, std::string>> flags;  // in the order given
+};
+
+// "--NAME VALUE" or "--NAME=VALUE" at argv[i]; `i` moves past a separate
+// VALUE. An exit code when it is a usage error.
+std::optional<int> read_long_option(int argc, char** argv, int& i, CommandLine& line) {
+  const std::string_view a = argv[i];
+  std::string name(a.substr(2)), value;
+  const size_t eq = name.find('=');
+  if (eq != std::string::npos) {
+    value = name.substr(eq + 1);
+    name.resize(eq);
+  } else if (name == "socket" || name == "budget" || name == "bucket" || name == "interval" || name == "count") {
+    if (i + 1 >= argc) return usage_error("--" + name + " needs a value");
+    value = argv[++i];
+  } else {
+    return usage_error("unknown option '" + std::string(a) + "'");
+  }
+  if (name == "socket") {
+    if (value.empty()) return usage_error("--socket needs a path");
+    line.socket_path = value;
+  } else {
+    line.flags.emplace_back(name, value);
+  }
+  return std::nullopt;
+}
+
+// An exit code when sluicectl is done before any command runs: --version,
+// or a usage error (reported in the order the arguments come).
+std::optional<int> read_command_line(int argc, char** argv, CommandLine& line) {
+  line.socket_path = std::getenv("SLUICE_CONTROL_SOCKET") ? std::getenv("SLUICE_CONTROL_SOCKET") : kDefaultSocket;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "-h" || a == "--help") {
-      help = true;
+      line.help = true;
     } else if (a == "--version") {
       std::printf("sluicectl %s (control protocol %d)\n", SLUICE_VERSION, sluice::control::kProtocolVersion);
       return kOk;
     } else if (a == "--json") {
-      json = true;
+      line.json = true;
     } else if (a.size() > 2 && a.substr(0, 2) == "--") {
-      std::string name(a.substr(2)), value;
-      const size_t eq = name.find('=');
-      if (eq != std::string::npos) {
-        value = name.substr(eq + 1);
-        name.resize(eq);
-      } else if (name == "socket" || name == "budget" || name == "bucket" || name == "interval" || name == "count") {
-        if (i + 1 >= argc) return usage_error("--" + name + " needs a value");
-        value = argv[++i];
-      } else {
-        return usage_error("unknown option '" + std::string(a) + "'");
-      }
-      if (name == "socket") {
-        if (value.empty()) return usage_error("--socket needs a path");
-        socket_path = value;
-      } else {
-        flags.emplace_back(name, value);
-      }
+      if (const std::optional<int> done = read_long_option(argc, argv, i, line)) return done;
     } else if (a.size() > 1 && a[0] == '-') {
       return usage_error("unknown option '" + std::string(a) + "'");
     } else {
-      words.emplace_back(a);
+      line.words.emplace_back(a);
     }
   }
-  if (words.empty()) {
-    if (help) {
-      print_help();
-      return kOk;
-    }
-    return usage_error("which command? (status, stats, top, runs, run, credentials, credential, usage, bucket, policy)");
-  }
+  return std::nullopt;
+}
 
-  // The command whose words the line starts with (the longest match).
+// The command whose words the line starts with (the longest match), or null.
+const Command* find_command(const std::vector<std::string>& words) {
   const Command* command = nullptr;
   for (const Command& c : kCommands) {
     if (c.words.size() > words.size()) continue;
     if (!std::equal(c.words.begin(), c.words.end(), words.begin())) continue;
     if (command == nullptr || c.words.size() > command->words.size()) command = &c;
   }
-  if (command == nullptr) {
-    std::string subs;
-    for (const Command& c : kCommands) {
-      if (c.words.size() > 1 && c.words[0] == words[0]) subs += (subs.empty() ? "" : ", ") + std::string(c.words[1]);
-    }
-    if (!subs.empty()) {
-      if (help) {
-        for (const Command& c : kCommands) {
-          if (c.words[0] != words[0]) continue;
-          std::printf("sluicectl %s%s%.*s\n  %.*s\n", words_of(c).c_str(), c.synopsis.empty() ? "" : " ",
-                      static_cast<int>(c.synopsis.size()), c.synopsis.data(), static_cast<int>(c.help.size()),
-                      c.help.data());
-        }
-        return kOk;
-      }
-      return usage_error(words.size() == 1 ? words[0] + " what? (" + subs + ")"
-                                           : "unknown " + words[0] + " command '" + words[1] + "' (" + subs + ")");
-    }
-    return usage_error("unknown command '" + words[0] + "'");
+  return command;
+}
+
+// Words that name no command. When the first one names a group ("run"),
+// the group's commands: their help with --help, else a usage error that
+// lists them.
+int no_such_command(const std::vector<std::string>& words, bool help) {
+  std::string subs;
+  for (const Command& c : kCommands) {
+    if (c.words.size() > 1 && c.words[0] == words[0]) subs += (subs.empty() ? "" : ", ") + std::string(c.words[1]);
   }
-  const std::string name = words_of(*command);
+  if (subs.empty()) return usage_error("unknown command '" + words[0] + "'");
   if (help) {
-    std::printf("sluicectl %s%s%.*s [--json]\n  %.*s\n", name.c_str(), command->synopsis.empty() ? "" : " ",
-                static_cast<int>(command->synopsis.size()), command->synopsis.data(),
-                static_cast<int>(command->help.size()), command->help.data());
+    for (const Command& c : kCommands) {
+      if (c.words[0] != words[0]) continue;
+      std::printf("sluicectl %s%s%.*s\n  %.*s\n", words_of(c).c_str(), c.synopsis.empty() ? "" : " ",
+                  static_cast<int>(c.synopsis.size()), c.synopsis.data(), static_cast<int>(c.help.size()),
+                  c.help.data());
+    }
     return kOk;
   }
-  Args args;
-  args.positional.assign(words.begin() + static_cast<std::ptrdiff_t>(command->words.size()), words.end());
-  if (args.positional.size() < command->min_args || args.positional.size() > command->max_args) {
-    const std::string syn(command->synopsis);
+  return usage_error(words.size() == 1 ? words[0] + " what? (" + subs + ")"
+                                       : "unknown " + words[0] + " command '" + words[1] + "' (" + subs + ")");
+}
+
+void print_command_help(const Command& command) {
+  std::printf("sluicectl %s%s%.*s [--json]\n  %.*s\n", words_of(command).c_str(), command.synopsis.empty() ? "" : " ",
+              static_cast<int>(command.synopsis.size()), command.synopsis.data(),
+              static_cast<int>(command.help.size()), command.help.data());
+}
+
+// The words after the command's and the options given, checked against
+// what the command takes. An exit code when it is a usage error.
+std::optional<int> bind_args(const Command& command, const CommandLine& line, Args& args) {
+  const std::string name = words_of(command);
+  args.positional.assign(line.words.begin() + static_cast<std::ptrdiff_t>(command.words.size()), line.words.end());
+  if (args.positional.size() < command.min_args || args.positional.size() > command.max_args) {
+    const std::string syn(command.synopsis);
     return usage_error("'" + name + "' takes " + (syn.empty() ? "no arguments" : syn) +
-                       (args.positional.size() > command->max_args && !args.positional.empty()
+                       (args.positional.size() > command.max_args && !args.positional.empty()
                             ? ", got '" + args.positional.back() + "'"
                             : ""));
   }
-  for (const auto& [flag, value] : flags) {
-    if (std::find(command->flags.begin(), command->flags.end(), flag) == command->flags.end()) {
+  for (const auto& [flag, value] : line.flags) {
+    if (std::find(command.flags.begin(), command.flags.end(), flag) == command.flags.end()) {
       return usage_error("'" + name + "' has no option --" + flag);
     }
     args.flags[flag] = value;
   }
-  if (command->print == nullptr) return top(socket_path, args, json);
+  return std::nullopt;
+}
 
+// The daemon said no: its reasons on stderr (each error line, then the
+// refusal), and with --json its answer as is on stdout.
+int refused(const JsonValue& answer, const std::string& response, bool json) {
+  const JsonValue* e = answer.get("error");
+  if (const JsonValue* errors = answer.get("errors"); errors && errors->array() && !json) {
+    for (const JsonValue& line : *errors->array()) std::fprintf(stderr, "%s\n", num(&line).c_str());
+  }
+  std::fprintf(stderr, "sluicectl: sluiced refused: %s (%s)\n", e ? num(e->get("message")).c_str() : "no reason given",
+               e ? num(e->get("code")).c_str() : "?");
+  if (json) std::printf("%s\n", response.c_str());
+  return kRefused;
+}
+
+// One request, one answer, printed.
+int run_command(const std::string& socket_path, const Command& command, const Args& args, bool json) {
   JsonWriter w;
-  w.begin_object().key("v").value(sluice::control::kProtocolVersion).key("cmd").value(command->cmd);
-  if (const std::string err = command->build(args, w); !err.empty()) return usage_error(err);
+  w.begin_object().key("v").value(sluice::control::kProtocolVersion).key("cmd").value(command.cmd);
+  if (const std::string err = command.build(args, w); !err.empty()) return usage_error(err);
   w.end_object();
   std::string response;
   if (const int rc = call(socket_path, w.str(), response); rc != kOk) return rc;
@@ -637,19 +672,36 @@ int main(int argc, char** argv) {
   if (!parsed || parsed->object() == nullptr) return unreachable("sluiced answered something that is not JSON: " + error);
   const JsonValue* ok = parsed->get("ok");
   if (ok == nullptr || !std::holds_alternative<bool>(ok->v) || !std::get<bool>(ok->v)) {
-    const JsonValue* e = parsed->get("error");
-    if (const JsonValue* errors = parsed->get("errors"); errors && errors->array() && !json) {
-      for (const JsonValue& line : *errors->array()) std::fprintf(stderr, "%s\n", num(&line).c_str());
-    }
-    std::fprintf(stderr, "sluicectl: sluiced refused: %s (%s)\n", e ? num(e->get("message")).c_str() : "no reason given",
-                 e ? num(e->get("code")).c_str() : "?");
-    if (json) std::printf("%s\n", response.c_str());
-    return kRefused;
+    return refused(*parsed, response, json);
   }
   if (json) {
     std::printf("%s\n", response.c_str());
   } else {
-    command->print(*parsed);
+    command.print(*parsed);
   }
   return kOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CommandLine line;
+  if (const std::optional<int> done = read_command_line(argc, argv, line)) return *done;
+  if (line.words.empty()) {
+    if (line.help) {
+      print_help();
+      return kOk;
+    }
+    return usage_error("which command? (status, stats, top, runs, run, credentials, credential, usage, bucket, policy)");
+  }
+  const Command* command = find_command(line.words);
+  if (command == nullptr) return no_such_command(line.words, line.help);
+  if (line.help) {
+    print_command_help(*command);
+    return kOk;
+  }
+  Args args;
+  if (const std::optional<int> bad = bind_args(*command, line, args)) return *bad;
+  if (command->print == nullptr) return top(line.socket_path, args, line.json);
+  return run_command(line.socket_path, *command, args, line.json);
 }

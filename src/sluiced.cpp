@@ -1,11 +1,15 @@
 // sluiced: the appliance. Loads the policy, brings up the EAL and the two
 // ports, starts one worker per lcore, and runs until SIGINT or SIGTERM, then
 // stops the workers, prints what they counted and releases everything.
+//
+// Start-up is a sequence of steps (Appliance::start), each acquiring into
+// members of Appliance that own what they hold (sluiced_guards.h). The
+// members are declared in the order the steps acquire them, so whatever ends
+// a run (a step that fails, an exception, a signal) releases exactly what was
+// acquired, once, in reverse order. A start-up failure is reported after that
+// release: one line on stderr and its own exit code (sluiced --help).
 #include <grp.h>
 #include <net/if.h>
-#include <signal.h>
-#include <unistd.h>
-
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -13,14 +17,18 @@
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
 #include <rte_rcu_qsbr.h>
-#include <rte_ring.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,39 +50,42 @@
 #include "limiter/compiled_policy.h"
 #include "limiter/credential_slots.h"
 #include "sluiced_commands.h"
+#include "sluiced_guards.h"
 #include "sluiced_metrics.h"
 #include "sluiced_options.h"
 #include "sluiced_policy.h"
+#include "sluiced_signals.h"
 
 namespace {
 
 using namespace sluice;
-using sluiced::ExitCode;
-using sluiced::LoadedPolicy;
 using sluiced::digest_hex;
+using sluiced::ExitCode;
 using sluiced::load_policy;
+using sluiced::LoadedPolicy;
 using sluiced::port_list;
-
-std::atomic<bool> g_stop{false};  // set by the signal handler; async-signal-safe
-std::atomic<bool> g_reload{false};  // SIGHUP: reload the policy file
-volatile sig_atomic_t g_signal = 0;
 
 // Bucket kinds the shared table has room for over a run (each reload that
 // names a new bucket takes one).
 constexpr uint16_t kMaxBucketKinds = 256;
+// Entries of each worker's hand-off ring.
+constexpr unsigned kRingSize = 4096;
 
-void on_signal(int sig) {
-  if (sig == SIGHUP) {
-    g_reload.store(true, std::memory_order_relaxed);
-    return;
-  }
-  g_signal = sig;
-  g_stop.store(true, std::memory_order_relaxed);
-}
+// What keeps sluiced from starting: its exit code and the line that says why.
+struct Failure {
+  ExitCode code;
+  std::string message;
+};
+// Empty: the step is done.
+using Status = std::optional<Failure>;
 
 int fail(ExitCode code, const std::string& msg) {
   std::fprintf(stderr, "sluiced: %s\n", msg.c_str());
   return static_cast<int>(code);
+}
+
+int report(const Failure& f) {
+  return fail(f.code, f.message);
 }
 
 // A policy file as this sluiced runs it: --service-ports wins over the
@@ -93,16 +104,22 @@ LoadedPolicy load_with_ports(const sluiced::Options& o, const std::string& file,
   return loaded;
 }
 
-int policy_unusable(const LoadedPolicy& loaded, const std::string& file) {
+// Prints the policy's errors, each a line; the failure that follows them.
+[[nodiscard]] Failure policy_unusable(const LoadedPolicy& loaded, const std::string& file) {
   for (const std::string& e : loaded.errors) std::fprintf(stderr, "%s\n", e.c_str());
-  return fail(ExitCode::kConfig, "the policy " + file + " is not usable; nothing started");
+  return {ExitCode::kConfig, "the policy " + file + " is not usable; nothing started"};
+}
+
+// Words of a TB07 credential record: the policy's slots and a header, even.
+[[nodiscard]] unsigned record_words(const limiter::CompiledPolicy& p) {
+  return std::max(2u, (p.max_slots + 1) & ~1u);
 }
 
 // --check-config: the policy alone, hashed with a throw-away secret (the
 // anonymous tokens' digests are all that depends on it).
 int check_config(const sluiced::Options& o) {
   const LoadedPolicy loaded = load_with_ports(o, o.config, limiter::KeyHasher::random());
-  if (!loaded.snapshot) return policy_unusable(loaded, o.config);
+  if (!loaded.snapshot) return report(policy_unusable(loaded, o.config));
   const dataplane::PolicySnapshot& snap = *loaded.snapshot;
   std::printf("%s: ok: policy '%s', digest %016" PRIx64 ", %zu rules, %zu buckets, service ports %s\n",
               o.config.c_str(), snap.policy.source.name.c_str(), snap.policy.digest, snap.policy.rules.size(),
@@ -110,422 +127,575 @@ int check_config(const sluiced::Options& o) {
   return 0;
 }
 
-int run(const sluiced::Options& o) {
-  const limiter::KeyHasher bucket_hasher = limiter::KeyHasher::random();
-
-  // The cheap checks first, so a typo costs nothing and touches no state:
-  // the policy (compiled here with a throw-away secret), the interfaces.
+// The cheap checks first, so a typo costs nothing and touches no state: the
+// policy (compiled here with a throw-away secret), the interfaces.
+[[nodiscard]] Status preflight(const sluiced::Options& o) {
   if (const LoadedPolicy checked = load_with_ports(o, o.config, limiter::KeyHasher::random()); !checked.snapshot) {
     return policy_unusable(checked, o.config);
   }
-  if (o.af_packet) {
-    for (const std::string& ifname : {o.client_if, o.origin_if}) {
-      if (if_nametoindex(ifname.c_str()) == 0) {
-        return fail(ExitCode::kInterface, "interface '" + ifname + "' does not exist in this network namespace");
-      }
+  if (!o.af_packet) return std::nullopt;
+  for (const std::string& ifname : {o.client_if, o.origin_if}) {
+    if (if_nametoindex(ifname.c_str()) == 0) {
+      return Failure{ExitCode::kInterface, "interface '" + ifname + "' does not exist in this network namespace"};
     }
-    if (geteuid() != 0) return fail(ExitCode::kEal, "--af-packet needs root (raw sockets on both interfaces)");
   }
+  if (geteuid() != 0) return Failure{ExitCode::kEal, "--af-packet needs root (raw sockets on both interfaces)"};
+  return std::nullopt;
+}
 
-  // The state directory: credential digests must match the credential map's
-  // across restarts, so they are keyed with a secret kept there; live runs
-  // are journalled there.
-  if (const std::string err = control::prepare_state_dir(o.state_dir); !err.empty()) {
-    return fail(ExitCode::kState, "--state-dir " + o.state_dir + ": " + err);
-  }
-  control::StateDirLock state_lock;
-  if (const std::string err = state_lock.acquire(o.state_dir); !err.empty()) {
-    return fail(ExitCode::kState, "--state-dir: " + err);
-  }
-  const control::Secret secret = control::load_or_create_secret(o.state_dir, "credential.secret");
-  if (!secret.error.empty()) return fail(ExitCode::kState, secret.error);
-  const limiter::KeyHasher credential_hasher{std::span<const uint8_t, limiter::KeyHasher::kSecretSize>(secret.bytes)};
-  control::RunJournal journal;
-  control::RunJournal::Replay replay = journal.open(o.state_dir);
-  if (!replay.error.empty()) return fail(ExitCode::kState, replay.error);
-  for (const std::string& w : replay.warnings) std::fprintf(stderr, "sluiced: warning: %s\n", w.c_str());
-
-  LoadedPolicy loaded = load_with_ports(o, o.config, credential_hasher);
-  if (!loaded.snapshot) return policy_unusable(loaded, o.config);  // changed since the check above
-  dataplane::PolicySnapshot& snap = *loaded.snapshot;
-
-  // The EAL's own command line.
+// The EAL's own command line: the operator's with --ports; with --af-packet,
+// ours (no huge pages, the two interfaces as virtual devices).
+[[nodiscard]] std::vector<std::string> eal_arguments(const sluiced::Options& o) {
   std::vector<std::string> eal = {"sluiced"};
-  if (o.af_packet) {
-    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    // A prefix of its own puts the telemetry socket at a known place:
-    // /var/run/dpdk/sluice/dpdk_telemetry.v2.
-    eal.insert(eal.end(), {"--no-huge", "--no-shconf", "--no-pci", "-m", std::to_string(o.memory_mb),
-                           "--log-level", "*:warning", "--file-prefix", "sluice"});
-    // Every lcore may run on every CPU: with AF_PACKET the box is usually
-    // shared (CI, a demo), and the kernel places the threads best.
-    eal.push_back("--lcores=(0-" + std::to_string(o.workers) + ")@(0-" + std::to_string(cpus > 0 ? cpus - 1 : 0) + ")");
-    const std::string q = ",qpairs=" + std::to_string(o.workers);
-    eal.push_back("--vdev=net_af_packet0,iface=" + o.client_if + q);
-    eal.push_back("--vdev=net_af_packet1,iface=" + o.origin_if + q);
-  } else {
+  if (!o.af_packet) {
     eal.insert(eal.end(), o.eal_args.begin(), o.eal_args.end());
+    return eal;
   }
-  std::vector<char*> argv;
-  for (std::string& s : eal) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  if (rte_eal_init(static_cast<int>(argv.size() - 1), argv.data()) < 0) {
-    return fail(ExitCode::kEal, std::string("DPDK would not start: ") + rte_strerror(rte_errno));
-  }
-  auto cleanup_eal = [] { rte_eal_cleanup(); };
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  // A prefix of its own puts the telemetry socket at a known place:
+  // /var/run/dpdk/sluice/dpdk_telemetry.v2.
+  eal.insert(eal.end(), {"--no-huge", "--no-shconf", "--no-pci", "-m", std::to_string(o.memory_mb), "--log-level",
+                         "*:warning", "--file-prefix", "sluice"});
+  // Every lcore may run on every CPU: with AF_PACKET the box is usually
+  // shared (CI, a demo), and the kernel places the threads best.
+  eal.push_back("--lcores=(0-" + std::to_string(o.workers) + ")@(0-" + std::to_string(cpus > 0 ? cpus - 1 : 0) + ")");
+  const std::string q = ",qpairs=" + std::to_string(o.workers);
+  eal.push_back("--vdev=net_af_packet0,iface=" + o.client_if + q);
+  eal.push_back("--vdev=net_af_packet1,iface=" + o.origin_if + q);
+  return eal;
+}
 
-  if (rte_lcore_count() < o.workers + 1) {
-    cleanup_eal();
-    return fail(ExitCode::kUsage, std::to_string(o.workers) + " workers need " + std::to_string(o.workers + 1) +
-                                      " lcores (one main), the EAL has " + std::to_string(rte_lcore_count()));
-  }
-  uint16_t client_port = o.client_port, origin_port = o.origin_port;
+// The client and origin port ids: the AF_PACKET devices the EAL made, or
+// the ones --ports names.
+[[nodiscard]] Status resolve_ports(const sluiced::Options& o, uint16_t& client, uint16_t& origin) {
+  client = o.client_port;
+  origin = o.origin_port;
   if (o.af_packet) {
-    if (rte_eth_dev_get_port_by_name("net_af_packet0", &client_port) != 0 ||
-        rte_eth_dev_get_port_by_name("net_af_packet1", &origin_port) != 0) {
-      cleanup_eal();
-      return fail(ExitCode::kInterface, "the AF_PACKET ports did not come up (is the interface up?)");
+    if (rte_eth_dev_get_port_by_name("net_af_packet0", &client) != 0 ||
+        rte_eth_dev_get_port_by_name("net_af_packet1", &origin) != 0) {
+      return Failure{ExitCode::kInterface, "the AF_PACKET ports did not come up (is the interface up?)"};
     }
-  } else {
-    for (uint16_t p : {client_port, origin_port}) {
-      if (!rte_eth_dev_is_valid_port(p)) {
-        cleanup_eal();
-        return fail(ExitCode::kInterface, "DPDK port " + std::to_string(p) + " does not exist (" +
-                                              std::to_string(rte_eth_dev_count_avail()) + " ports available)");
-      }
+    return std::nullopt;
+  }
+  for (uint16_t p : {client, origin}) {
+    if (!rte_eth_dev_is_valid_port(p)) {
+      return Failure{ExitCode::kInterface, "DPDK port " + std::to_string(p) + " does not exist (" +
+                                               std::to_string(rte_eth_dev_count_avail()) + " ports available)"};
     }
   }
+  return std::nullopt;
+}
 
-  const dataplane::PortSetup port_setup{static_cast<uint16_t>(o.workers), 1024, 1024};
-  const unsigned ring_size = 4096;
-  const unsigned mbufs = o.workers * (2 * (port_setup.rx_descriptors + port_setup.tx_descriptors) + ring_size +
-                                      4 * dataplane::kBurst) + 4096;
-  rte_mempool* pool = rte_pktmbuf_pool_create("sluice_mbufs", mbufs, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
-                                              static_cast<int>(rte_socket_id()));
-  if (pool == nullptr) {
-    cleanup_eal();
-    return fail(ExitCode::kNoMemory, "no memory for " + std::to_string(mbufs) +
-                                         " packet buffers; raise --memory (or the huge pages) or lower --workers");
-  }
-  dataplane::PortInfo ports[2];
-  for (int i = 0; i < 2; ++i) {
-    const std::string err = dataplane::start_port(i == 0 ? client_port : origin_port, port_setup, pool, ports[i]);
-    if (!err.empty()) {
-      if (i == 1) dataplane::stop_port(client_port);
-      cleanup_eal();
-      return fail(ExitCode::kInterface, err);
-    }
-  }
-  auto stop_ports = [&] {
-    dataplane::stop_port(client_port);
-    dataplane::stop_port(origin_port);
-  };
+// Everything the appliance runs on, each member owning what it holds. The
+// members are declared in the order start() acquires them: destruction
+// releases them in reverse, whichever step got last.
+class Appliance {
+ public:
+  explicit Appliance(const sluiced::Options& o) : o_(o) {}
+  Appliance(const Appliance&) = delete;
+  Appliance& operator=(const Appliance&) = delete;
 
-  // The limiter's shared state.
-  std::unique_ptr<limiter::BucketTable> buckets, records;
-  std::unique_ptr<limiter::DigestMap> runs, users;
+  // Acquires everything, step by step, and prints the start-up summary. On
+  // failure, what was acquired stays held until the object ends.
+  [[nodiscard]] Status start();
+  // Runs the workers and the control plane until SIGINT or SIGTERM, then
+  // stops them and prints what the workers counted.
+  void serve();
+
+ private:
+  // The steps of start(), in order.
+  [[nodiscard]] Status open_state_dir();
+  [[nodiscard]] Status load_running_policy();
+  [[nodiscard]] Status start_eal();
+  [[nodiscard]] Status start_ports();
+  [[nodiscard]] Status create_tables();
+  [[nodiscard]] Status create_rcu_and_rings();
+  void start_publisher();
+  [[nodiscard]] Status create_workers();
+  [[nodiscard]] Status open_control();
+  [[nodiscard]] Status restore_state();
+  void build_control_plane();
+  void register_telemetry();
+  void print_summary() const;
+
+  // The steps of serve().
+  void start_running();
+  void poll_until_stopped();
+  void stop_running() noexcept;
+  void print_counters() const;
+
+  [[nodiscard]] dataplane::WorkerSetup worker_setup(unsigned index, const dataplane::PolicySnapshot& first) const;
+  [[nodiscard]] std::function<void()> wait_for_readers() const;
+  [[nodiscard]] limiter::BucketTable::IdlePredicate idle_buckets() const;
+  [[nodiscard]] limiter::BucketTable::IdlePredicate idle_credential_records() const;
+  [[nodiscard]] std::vector<std::string> reload(const std::string& file);
+  void reload_on_sighup();
+  void collect_retired_policies();
+  [[nodiscard]] control::TelemetrySource telemetry_source();
+  [[nodiscard]] std::vector<std::pair<std::string, uint64_t>> telemetry_stats() const;
+
+  const sluiced::Options& o_;
+  const limiter::KeyHasher bucket_hasher_ = limiter::KeyHasher::random();
+  // What SIGINT, SIGTERM and SIGHUP ask for. Its `stop` is the flag every
+  // worker and thread polls, so it comes before all of them and outlives
+  // them.
+  sluiced::SignalRequests requests_;
+  // Installed by start_running(), released last of all: a second signal
+  // while everything else is released is recorded, not acted on (a second
+  // Ctrl-C must not cut the EAL's clean-up short).
+  sluiced::SignalHandling signal_handling_;
+
+  // Acquired by open_state_dir() and load_running_policy().
+  control::StateDirLock state_lock_;
+  std::optional<limiter::KeyHasher> credential_hasher_;  // keyed with the state directory's secret
+  control::RunJournal journal_;
+  std::vector<control::LiveRun> replayed_runs_;
+  LoadedPolicy loaded_;  // its snapshot goes to the publisher
+  // By start_eal() and start_ports().
+  sluiced::Eal eal_;
+  sluiced::Mempool pool_;
+  sluiced::StartedPorts ports_;
+  // By create_tables(): the limiter's shared state.
+  std::unique_ptr<limiter::BucketTable> buckets_, records_;
+  std::unique_ptr<limiter::DigestMap> runs_, users_;
+  std::optional<limiter::LimiterState> limiter_;
+  std::optional<time::TscClock> clock_;
+  std::atomic<const dataplane::PolicySnapshot*> published_{nullptr};
+  // By create_rcu_and_rings(), start_publisher() and create_workers().
+  sluiced::RcuVariable qsbr_;
+  sluiced::HandOffRings inboxes_;
+  std::optional<control::PolicyPublisher> publisher_;
+  std::unique_ptr<dataplane::WorkerCounters[]> counters_;
+  std::vector<std::unique_ptr<dataplane::Worker>> workers_;
+  // By open_control(), restore_state(), build_control_plane() and register_telemetry().
+  control::ControlServer control_server_;
+  control::MetricsServer metrics_server_;
+  std::optional<control::RunRegistry> run_registry_;
+  std::optional<control::CredentialRegistry> credential_registry_;
+  std::optional<control::Reclaimer> reclaimer_;
+  sluiced::Daemon daemon_;
+  control::CommandTable commands_;
+  sluiced::TelemetryRegistration telemetry_;
+  // By start_running(); stop_running() releases them.
+  sluiced::LaunchedWorkers launched_;
+  sluiced::ServiceThread control_thread_, metrics_thread_, reclaimer_thread_;
+};
+
+Status Appliance::start() {
+  if (Status failed = open_state_dir()) return failed;
+  if (Status failed = load_running_policy()) return failed;
+  if (Status failed = start_eal()) return failed;
+  if (Status failed = start_ports()) return failed;
+  if (Status failed = create_tables()) return failed;
+  if (Status failed = create_rcu_and_rings()) return failed;
+  start_publisher();
+  if (Status failed = create_workers()) return failed;
+  if (Status failed = open_control()) return failed;
+  if (Status failed = restore_state()) return failed;
+  build_control_plane();
+  register_telemetry();
+  if (!o_.quiet) print_summary();
+  return std::nullopt;
+}
+
+void Appliance::serve() {
+  start_running();
+  poll_until_stopped();
+  // The counters are final only once the workers are stopped; the rest
+  // (signal handling included) is released when the appliance ends.
+  stop_running();
+  if (!o_.quiet) print_counters();
+}
+
+// The state directory: credential digests must match the credential map's
+// across restarts, so they are keyed with a secret kept there; live runs
+// are journalled there.
+Status Appliance::open_state_dir() {
+  if (const std::string err = control::prepare_state_dir(o_.state_dir); !err.empty()) {
+    return Failure{ExitCode::kState, "--state-dir " + o_.state_dir + ": " + err};
+  }
+  if (const std::string err = state_lock_.acquire(o_.state_dir); !err.empty()) {
+    return Failure{ExitCode::kState, "--state-dir: " + err};
+  }
+  const control::Secret secret = control::load_or_create_secret(o_.state_dir, "credential.secret");
+  if (!secret.error.empty()) return Failure{ExitCode::kState, secret.error};
+  credential_hasher_.emplace(std::span<const uint8_t, limiter::KeyHasher::kSecretSize>(secret.bytes));
+  control::RunJournal::Replay replay = journal_.open(o_.state_dir);
+  if (!replay.error.empty()) return Failure{ExitCode::kState, replay.error};
+  for (const std::string& w : replay.warnings) std::fprintf(stderr, "sluiced: warning: %s\n", w.c_str());
+  replayed_runs_ = std::move(replay.live);
+  return std::nullopt;
+}
+
+// Compiled again with the credential hasher the workers use.
+Status Appliance::load_running_policy() {
+  loaded_ = load_with_ports(o_, o_.config, *credential_hasher_);
+  if (!loaded_.snapshot) return policy_unusable(loaded_, o_.config);  // changed since preflight
+  return std::nullopt;
+}
+
+Status Appliance::start_eal() {
+  if (!eal_.init(eal_arguments(o_))) {
+    return Failure{ExitCode::kEal, std::string("DPDK would not start: ") + rte_strerror(rte_errno)};
+  }
+  if (rte_lcore_count() < o_.workers + 1) {
+    return Failure{ExitCode::kUsage, std::to_string(o_.workers) + " workers need " + std::to_string(o_.workers + 1) +
+                                         " lcores (one main), the EAL has " + std::to_string(rte_lcore_count())};
+  }
+  return std::nullopt;
+}
+
+// The packet buffers, then both ports, one queue pair per worker.
+Status Appliance::start_ports() {
+  uint16_t client = 0, origin = 0;
+  if (Status failed = resolve_ports(o_, client, origin)) return failed;
+  const dataplane::PortSetup setup{static_cast<uint16_t>(o_.workers), 1024, 1024};
+  const unsigned mbufs =
+      o_.workers * (2 * (setup.rx_descriptors + setup.tx_descriptors) + kRingSize + 4 * dataplane::kBurst) + 4096;
+  pool_.reset(rte_pktmbuf_pool_create("sluice_mbufs", mbufs, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                      static_cast<int>(rte_socket_id())));
+  if (!pool_) {
+    return Failure{ExitCode::kNoMemory, "no memory for " + std::to_string(mbufs) +
+                                            " packet buffers; raise --memory (or the huge pages) or lower --workers"};
+  }
+  if (std::string err = ports_.start(client, origin, setup, pool_.get()); !err.empty()) {
+    return Failure{ExitCode::kInterface, std::move(err)};
+  }
+  return std::nullopt;
+}
+
+// The limiter's shared state, and the clock the workers and the reclaimer
+// read.
+Status Appliance::create_tables() {
   try {
-    buckets = std::make_unique<limiter::BucketTable>(limiter::BucketTable::Options{
-        .capacity = o.buckets, .bucket_kinds = kMaxBucketKinds});
-    records = std::make_unique<limiter::BucketTable>(limiter::BucketTable::Options{
-        .capacity = std::max<size_t>(o.buckets / 16, 4096), .bucket_kinds = 1,
-        .words = std::max(2u, (snap.policy.max_slots + 1) & ~1u)});
-    runs = std::make_unique<limiter::DigestMap>(o.runs);
-    users = std::make_unique<limiter::DigestMap>(o.credentials);
+    buckets_ = std::make_unique<limiter::BucketTable>(
+        limiter::BucketTable::Options{.capacity = o_.buckets, .bucket_kinds = kMaxBucketKinds});
+    records_ = std::make_unique<limiter::BucketTable>(
+        limiter::BucketTable::Options{.capacity = std::max<size_t>(o_.buckets / 16, 4096),
+                                      .bucket_kinds = 1,
+                                      .words = record_words(loaded_.snapshot->policy)});
+    runs_ = std::make_unique<limiter::DigestMap>(o_.runs);
+    users_ = std::make_unique<limiter::DigestMap>(o_.credentials);
   } catch (const std::bad_alloc&) {
-    stop_ports();
-    cleanup_eal();
-    return fail(ExitCode::kNoMemory, "no memory for " + std::to_string(o.buckets) + " buckets; lower --buckets");
+    return Failure{ExitCode::kNoMemory, "no memory for " + std::to_string(o_.buckets) + " buckets; lower --buckets"};
   }
-  limiter::LimiterState state{*buckets, *records, *runs, *users, bucket_hasher, credential_hasher};
+  limiter_.emplace(limiter::LimiterState{*buckets_, *records_, *runs_, *users_, bucket_hasher_, *credential_hasher_});
+  clock_.emplace();
+  return std::nullopt;
+}
 
-  time::TscClock clock;
-  std::atomic<const dataplane::PolicySnapshot*> published{nullptr};
-
-  const size_t qsbr_size = rte_rcu_qsbr_get_memsize(o.workers);
-  auto* qsbr = static_cast<rte_rcu_qsbr*>(rte_zmalloc("sluice_qsbr", qsbr_size, RTE_CACHE_LINE_SIZE));
-  if (qsbr == nullptr || rte_rcu_qsbr_init(qsbr, o.workers) != 0) {
-    stop_ports();
-    cleanup_eal();
-    return fail(ExitCode::kNoMemory, "no memory for the RCU state");
+// The RCU variable that tells when every worker has moved past a change,
+// and the rings workers hand frames over through.
+Status Appliance::create_rcu_and_rings() {
+  const size_t qsbr_size = rte_rcu_qsbr_get_memsize(o_.workers);
+  qsbr_.reset(static_cast<rte_rcu_qsbr*>(rte_zmalloc("sluice_qsbr", qsbr_size, RTE_CACHE_LINE_SIZE)));
+  if (!qsbr_ || rte_rcu_qsbr_init(qsbr_.get(), o_.workers) != 0) {
+    return Failure{ExitCode::kNoMemory, "no memory for the RCU state"};
   }
-  std::vector<rte_ring*> inboxes(o.workers, nullptr);
-  if (o.workers > 1) {
-    for (unsigned i = 0; i < o.workers; ++i) {
-      inboxes[i] = rte_ring_create(("sluice_inbox" + std::to_string(i)).c_str(), ring_size,
-                                   static_cast<int>(rte_socket_id()), RING_F_SC_DEQ);
-      if (inboxes[i] == nullptr) {
-        stop_ports();
-        cleanup_eal();
-        return fail(ExitCode::kNoMemory, "no memory for the hand-off rings");
-      }
-    }
+  if (!inboxes_.create(o_.workers, kRingSize, static_cast<int>(rte_socket_id()))) {
+    return Failure{ExitCode::kNoMemory, "no memory for the hand-off rings"};
   }
+  return std::nullopt;
+}
 
-  control::PolicyPublisher publisher(
-      published, qsbr,
-      {snap.policy.stream.head.max_head_bytes, snap.policy.stream.head.max_fields,
-       std::max(2u, (snap.policy.max_slots + 1) & ~1u), kMaxBucketKinds});
-  const uint32_t start_max_head = snap.policy.stream.head.max_head_bytes;
-  const uint16_t start_max_fields = snap.policy.stream.head.max_fields;
-  publisher.start(std::move(loaded.snapshot), o.config);
-  // Loads, checks and publishes a policy file; the reasons it was refused,
-  // each a line, or nothing.
-  auto reload_from = [&](const std::string& file) -> std::vector<std::string> {
-    LoadedPolicy next = load_with_ports(o, file, credential_hasher);
-    if (!next.snapshot) return next.errors;
-    return publisher.reload(std::move(next.snapshot), file);
-  };
+// The tables and buffers are sized for the first policy; a reload that
+// needs more is refused until a restart.
+void Appliance::start_publisher() {
+  const limiter::CompiledPolicy& p = loaded_.snapshot->policy;
+  publisher_.emplace(published_, qsbr_.get(),
+                     control::PolicyPublisher::Limits{p.stream.head.max_head_bytes, p.stream.head.max_fields,
+                                                      record_words(p), kMaxBucketKinds});
+  publisher_->start(std::move(loaded_.snapshot), o_.config);
+}
 
-  const dataplane::WorkerShared shared{&published, qsbr, inboxes, &g_stop, &clock};
-  auto counters = std::make_unique<dataplane::WorkerCounters[]>(o.workers);
-  std::vector<std::unique_ptr<dataplane::Worker>> workers;
+Status Appliance::create_workers() {
+  const std::shared_ptr<const dataplane::PolicySnapshot> first = publisher_->current();
+  const dataplane::WorkerShared shared{&published_, qsbr_.get(), inboxes_.rings(), &requests_.stop, &*clock_};
+  counters_ = std::make_unique<dataplane::WorkerCounters[]>(o_.workers);
   try {
-    for (unsigned i = 0; i < o.workers; ++i) {
-      dataplane::WorkerSetup ws;
-      ws.index = i;
-      ws.workers = o.workers;
-      ws.client_port = client_port;
-      ws.origin_port = origin_port;
-      ws.pool = pool;
-      ws.idle_sleep_us = o.idle_sleep_us.value_or(o.af_packet ? 20 : 0);
-      ws.engine.flows = o.flows;
-      ws.engine.contexts = o.contexts;
-      ws.engine.timeouts.idle = time::Nanos{o.idle_timeout_s} * time::kNanosPerSecond;
-      ws.engine.timeouts.half_open = time::Nanos{o.half_open_timeout_s} * time::kNanosPerSecond;
-      ws.engine.max_head_bytes = start_max_head;
-      ws.engine.max_fields = start_max_fields;
-      workers.push_back(std::make_unique<dataplane::Worker>(ws, shared, state, counters[i]));
+    for (unsigned i = 0; i < o_.workers; ++i) {
+      workers_.push_back(std::make_unique<dataplane::Worker>(worker_setup(i, *first), shared, *limiter_, counters_[i]));
     }
   } catch (const std::bad_alloc&) {
-    stop_ports();
-    cleanup_eal();
-    return fail(ExitCode::kNoMemory, "no memory for the flow tables; lower --flows or --contexts");
+    return Failure{ExitCode::kNoMemory, "no memory for the flow tables; lower --flows or --contexts"};
   }
+  return std::nullopt;
+}
 
-  // The control socket, before anything runs: a box that cannot be operated
-  // does not start.
+dataplane::WorkerSetup Appliance::worker_setup(unsigned index, const dataplane::PolicySnapshot& first) const {
+  dataplane::WorkerSetup ws;
+  ws.index = index;
+  ws.workers = o_.workers;
+  ws.client_port = ports_.client();
+  ws.origin_port = ports_.origin();
+  ws.pool = pool_.get();
+  ws.idle_sleep_us = o_.idle_sleep_us.value_or(o_.af_packet ? 20 : 0);
+  ws.engine.flows = o_.flows;
+  ws.engine.contexts = o_.contexts;
+  ws.engine.timeouts.idle = time::Nanos{o_.idle_timeout_s} * time::kNanosPerSecond;
+  ws.engine.timeouts.half_open = time::Nanos{o_.half_open_timeout_s} * time::kNanosPerSecond;
+  ws.engine.max_head_bytes = first.policy.stream.head.max_head_bytes;
+  ws.engine.max_fields = first.policy.stream.head.max_fields;
+  return ws;
+}
+
+// The control socket, before anything runs: a box that cannot be operated
+// does not start.
+Status Appliance::open_control() {
   gid_t control_gid = static_cast<gid_t>(-1);
-  if (!o.control_group.empty()) {
-    const group* g = getgrnam(o.control_group.c_str());
-    if (g == nullptr) {
-      stop_ports();
-      cleanup_eal();
-      return fail(ExitCode::kUsage, "--control-group: no group named '" + o.control_group + "'");
-    }
+  if (!o_.control_group.empty()) {
+    const group* g = getgrnam(o_.control_group.c_str());
+    if (g == nullptr) return Failure{ExitCode::kUsage, "--control-group: no group named '" + o_.control_group + "'"};
     control_gid = g->gr_gid;
   }
-  control::ControlServer control_server;
-  if (const std::string err = control_server.open(o.control_socket, control_gid); !err.empty()) {
-    stop_ports();
-    cleanup_eal();
-    return fail(ExitCode::kControl, err);
+  if (const std::string err = control_server_.open(o_.control_socket, control_gid); !err.empty()) {
+    return Failure{ExitCode::kControl, err};
   }
-  control::MetricsServer metrics_server;
-  if (!o.metrics.empty()) {
-    if (const std::string err = metrics_server.open(o.metrics); !err.empty()) {
-      stop_ports();
-      cleanup_eal();
-      return fail(ExitCode::kControl, err);
+  if (!o_.metrics.empty()) {
+    if (const std::string err = metrics_server_.open(o_.metrics); !err.empty()) {
+      return Failure{ExitCode::kControl, err};
     }
   }
-  // What the control plane owns and publishes to the workers: live runs,
-  // credentials, and the reclamation of idle buckets.
-  auto wait_for_readers = [qsbr] { rte_rcu_qsbr_synchronize(qsbr, RTE_QSBR_THRID_INVALID); };
-  control::RunRegistry run_registry(*runs, credential_hasher, &journal, wait_for_readers);
-  for (const std::string& w : run_registry.restore(replay.live)) std::fprintf(stderr, "sluiced: warning: %s\n", w.c_str());
-  control::CredentialRegistry credential_registry(*users, credential_hasher, o.state_dir, wait_for_readers);
-  if (const std::vector<std::string> errors = credential_registry.restore(); !errors.empty()) {
-    for (const std::string& e : errors) std::fprintf(stderr, "%s\n", e.c_str());
-    stop_ports();
-    cleanup_eal();
-    return fail(ExitCode::kState, "the credential map in " + o.state_dir + " is not usable; fix or remove it");
-  }
-  control::Reclaimer reclaimer(
-      {{"buckets", buckets.get(),
-        [&] {
-          std::shared_ptr<const dataplane::PolicySnapshot> p = publisher.current();
-          const time::Nanos now = clock.now();
-          return limiter::BucketTable::IdlePredicate([p, now](uint16_t kind, const uint64_t* words) {
-            return limiter::bucket_idle(p->policy, kind, words, now);
-          });
-        }},
-       {"credential_slots", records.get(),
-        [&] {
-          std::shared_ptr<const dataplane::PolicySnapshot> p = publisher.current();
-          const time::Nanos now = clock.now();
-          time::Nanos quiet = 0;
-          for (const limiter::CompiledRule& r : p->policy.rules) quiet = std::max(quiet, r.slots_quiet);
-          const unsigned slots = std::max(1u, p->policy.max_slots);
-          return limiter::BucketTable::IdlePredicate([slots, quiet, now](uint16_t, const uint64_t* words) {
-            return limiter::credential_record_idle(words, slots, quiet, now);
-          });
-        }}},
-      wait_for_readers);
+  return std::nullopt;
+}
 
-  sluiced::Daemon daemon;
-  daemon.workers = o.workers;
-  daemon.counters = counters.get();
-  daemon.ports = ports;
-  daemon.started = std::chrono::steady_clock::now();
-  daemon.state_dir = o.state_dir;
-  daemon.publisher = &publisher;
-  daemon.limiter = &state;
-  daemon.clock = &clock;
-  daemon.runs = &run_registry;
-  daemon.credentials = &credential_registry;
-  daemon.reclaimer = &reclaimer;
-  daemon.check_policy = [&](const std::string& file) { return load_with_ports(o, file, credential_hasher); };
-  daemon.reload_policy = reload_from;
-  control::CommandTable commands;
-  sluiced::add_commands(commands, daemon);
-  // The same counters on DPDK's telemetry socket (dpdk-telemetry.py).
-  control::TelemetrySource telemetry;
-  telemetry.stats = [&] {
-    std::vector<std::pair<std::string, uint64_t>> out;
-#define SLUICE_TELEMETRY_COUNTER(name, help)                                  \
-  {                                                                           \
-    uint64_t total = 0;                                                       \
-    for (unsigned i = 0; i < o.workers; ++i) total += counters[i].name.get(); \
-    out.emplace_back(#name, total);                                           \
+// What the control plane owns and publishes to the workers: the live runs
+// and the credential map, as the state directory kept them.
+Status Appliance::restore_state() {
+  run_registry_.emplace(*runs_, *credential_hasher_, &journal_, wait_for_readers());
+  for (const std::string& w : run_registry_->restore(replayed_runs_)) {
+    std::fprintf(stderr, "sluiced: warning: %s\n", w.c_str());
   }
-    SLUICE_WORKER_COUNTERS(SLUICE_TELEMETRY_COUNTER)
-#undef SLUICE_TELEMETRY_COUNTER
-    uint64_t flows = 0;
-    for (unsigned i = 0; i < o.workers; ++i) flows += counters[i].flows_active.load(std::memory_order_relaxed);
-    out.emplace_back("flows_active", flows);
-    out.emplace_back("runs_live", run_registry.size());
-    out.emplace_back("credentials", credential_registry.summary().credentials);
-    return out;
-  };
-  telemetry.status = [&] {
-    const std::shared_ptr<const dataplane::PolicySnapshot> cur_held = publisher.current();
-    const dataplane::PolicySnapshot& cur = *cur_held;
-    return std::vector<std::pair<std::string, std::string>>{
-        {"version", SLUICE_VERSION},
-        {"policy", cur.policy.source.name},
-        {"policy_digest", digest_hex(cur.policy.digest)},
-        {"policy_generation", std::to_string(cur.generation)},
-        {"workers", std::to_string(o.workers)},
-        {"control_socket", control_server.path()},
-        {"state_dir", o.state_dir}};
-  };
-  telemetry.runs = [&] {
-    std::vector<std::pair<std::string, uint64_t>> out;
-    for (const control::LiveRun& r : run_registry.list()) out.emplace_back(r.token, r.budget);
-    return out;
-  };
-  if (const std::string err = control::register_telemetry(std::move(telemetry)); !err.empty()) {
+  credential_registry_.emplace(*users_, *credential_hasher_, o_.state_dir, wait_for_readers());
+  if (const std::vector<std::string> errors = credential_registry_->restore(); !errors.empty()) {
+    for (const std::string& e : errors) std::fprintf(stderr, "%s\n", e.c_str());
+    return Failure{ExitCode::kState, "the credential map in " + o_.state_dir + " is not usable; fix or remove it"};
+  }
+  return std::nullopt;
+}
+
+std::function<void()> Appliance::wait_for_readers() const {
+  return [qsbr = qsbr_.get()] { rte_rcu_qsbr_synchronize(qsbr, RTE_QSBR_THRID_INVALID); };
+}
+
+// The reclamation of idle buckets, and the commands the control socket
+// serves, over what the daemon owns.
+void Appliance::build_control_plane() {
+  reclaimer_.emplace(
+      std::vector<control::Reclaimer::Table>{
+          {"buckets", buckets_.get(), [this] { return idle_buckets(); }},
+          {"credential_slots", records_.get(), [this] { return idle_credential_records(); }}},
+      wait_for_readers());
+  daemon_.workers = o_.workers;
+  daemon_.counters = counters_.get();
+  daemon_.ports = ports_.info();
+  daemon_.started = std::chrono::steady_clock::now();
+  daemon_.state_dir = o_.state_dir;
+  daemon_.publisher = &*publisher_;
+  daemon_.limiter = &*limiter_;
+  daemon_.clock = &*clock_;
+  daemon_.runs = &*run_registry_;
+  daemon_.credentials = &*credential_registry_;
+  daemon_.reclaimer = &*reclaimer_;
+  daemon_.check_policy = [this](const std::string& file) { return load_with_ports(o_, file, *credential_hasher_); };
+  daemon_.reload_policy = [this](const std::string& file) { return reload(file); };
+  sluiced::add_commands(commands_, daemon_);
+}
+
+// Asked once per reclaimer step, so they follow the policy published now.
+limiter::BucketTable::IdlePredicate Appliance::idle_buckets() const {
+  std::shared_ptr<const dataplane::PolicySnapshot> p = publisher_->current();
+  const time::Nanos now = clock_->now();
+  return limiter::BucketTable::IdlePredicate(
+      [p, now](uint16_t kind, const uint64_t* words) { return limiter::bucket_idle(p->policy, kind, words, now); });
+}
+
+limiter::BucketTable::IdlePredicate Appliance::idle_credential_records() const {
+  std::shared_ptr<const dataplane::PolicySnapshot> p = publisher_->current();
+  const time::Nanos now = clock_->now();
+  time::Nanos quiet = 0;
+  for (const limiter::CompiledRule& r : p->policy.rules) quiet = std::max(quiet, r.slots_quiet);
+  const unsigned slots = std::max(1u, p->policy.max_slots);
+  return limiter::BucketTable::IdlePredicate([slots, quiet, now](uint16_t, const uint64_t* words) {
+    return limiter::credential_record_idle(words, slots, quiet, now);
+  });
+}
+
+// Loads, checks and publishes a policy file; the reasons it was refused,
+// each a line, or nothing.
+std::vector<std::string> Appliance::reload(const std::string& file) {
+  LoadedPolicy next = load_with_ports(o_, file, *credential_hasher_);
+  if (!next.snapshot) return next.errors;
+  return publisher_->reload(std::move(next.snapshot), file);
+}
+
+// The same counters on DPDK's telemetry socket (dpdk-telemetry.py).
+void Appliance::register_telemetry() {
+  if (const std::string err = telemetry_.register_source(telemetry_source()); !err.empty()) {
     std::fprintf(stderr, "sluiced: warning: no telemetry commands: %s\n", err.c_str());
   }
-  const control::ControlServer::Handler handler = [&](const control::JsonValue& request) {
-    return commands.dispatch(request);
+}
+
+control::TelemetrySource Appliance::telemetry_source() {
+  control::TelemetrySource telemetry;
+  telemetry.stats = [this] { return telemetry_stats(); };
+  telemetry.status = [this] {
+    const std::shared_ptr<const dataplane::PolicySnapshot> cur_held = publisher_->current();
+    const dataplane::PolicySnapshot& cur = *cur_held;
+    return std::vector<std::pair<std::string, std::string>>{{"version", SLUICE_VERSION},
+                                                            {"policy", cur.policy.source.name},
+                                                            {"policy_digest", digest_hex(cur.policy.digest)},
+                                                            {"policy_generation", std::to_string(cur.generation)},
+                                                            {"workers", std::to_string(o_.workers)},
+                                                            {"control_socket", control_server_.path()},
+                                                            {"state_dir", o_.state_dir}};
   };
+  telemetry.runs = [this] {
+    std::vector<std::pair<std::string, uint64_t>> out;
+    for (const control::LiveRun& r : run_registry_->list()) out.emplace_back(r.token, r.budget);
+    return out;
+  };
+  return telemetry;
+}
 
-  if (!o.quiet) {
-    std::printf("sluiced %s\n", SLUICE_VERSION);
-    for (int i = 0; i < 2; ++i) {
-      const auto& p = ports[i];
-      std::printf("  %s port %u: %s (%s) mac %s link %s%s, %u queue%s%s\n", i == 0 ? "client" : "origin", p.id,
-                  p.name.c_str(), p.driver.c_str(), p.mac.c_str(), p.link_up ? "up" : "down",
-                  p.speed_mbps != 0 && p.link_up ? (" " + std::to_string(p.speed_mbps) + " Mb/s").c_str() : "",
-                  o.workers, o.workers == 1 ? "" : "s", p.rss ? ", symmetric RSS" : "");
-    }
-    std::printf("  workers: %u (flows %zu, contexts %zu each), buckets %zu\n", o.workers, o.flows, o.contexts,
-                buckets->capacity());
-    std::printf("  policy: '%s' from %s, digest %016" PRIx64 ", %zu rules, %zu buckets, service ports %s\n",
-                snap.policy.source.name.c_str(), o.config.c_str(), snap.policy.digest, snap.policy.rules.size(),
-                snap.policy.buckets.size(), port_list(snap.service_ports).c_str());
-    std::printf("  clock: TSC%s\n", clock.invariant_tsc() ? " (invariant)" : " (not invariant: re-anchored every second)");
-    std::printf("  control: %s (sluicectl --socket %s status)\n", control_server.path().c_str(),
-                control_server.path().c_str());
-    if (!o.metrics.empty()) std::printf("  metrics: http://%s/metrics\n", o.metrics.c_str());
-    std::printf("  telemetry: %s/dpdk_telemetry.v2 (/sluice/stats, /sluice/status, /sluice/runs)\n",
-                rte_eal_get_runtime_dir());
-    std::printf("  state: %s (%zu live runs restored, %zu credentials)\n", o.state_dir.c_str(), run_registry.size(),
-                credential_registry.summary().credentials);
-    std::printf("sluiced: ready\n");
-    std::fflush(stdout);
+std::vector<std::pair<std::string, uint64_t>> Appliance::telemetry_stats() const {
+  std::vector<std::pair<std::string, uint64_t>> out;
+#define SLUICE_TELEMETRY_COUNTER(name, help)                                    \
+  {                                                                             \
+    uint64_t total = 0;                                                         \
+    for (unsigned i = 0; i < o_.workers; ++i) total += counters_[i].name.get(); \
+    out.emplace_back(#name, total);                                             \
   }
+  SLUICE_WORKER_COUNTERS(SLUICE_TELEMETRY_COUNTER)
+#undef SLUICE_TELEMETRY_COUNTER
+  uint64_t flows = 0;
+  for (unsigned i = 0; i < o_.workers; ++i) flows += counters_[i].flows_active.load(std::memory_order_relaxed);
+  out.emplace_back("flows_active", flows);
+  out.emplace_back("runs_live", run_registry_->size());
+  out.emplace_back("credentials", credential_registry_->summary().credentials);
+  return out;
+}
 
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGHUP, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  unsigned lcore = rte_get_next_lcore(-1, 1, 0);
-  for (unsigned i = 0; i < o.workers; ++i, lcore = rte_get_next_lcore(lcore, 1, 0)) {
-    rte_eal_remote_launch(
-        [](void* w) -> int {
-          static_cast<dataplane::Worker*>(w)->run();
-          return 0;
-        },
-        workers[i].get(), lcore);
+void Appliance::print_summary() const {
+  std::printf("sluiced %s\n", SLUICE_VERSION);
+  for (int i = 0; i < 2; ++i) {
+    const dataplane::PortInfo& p = ports_.info()[i];
+    std::printf("  %s port %u: %s (%s) mac %s link %s%s, %u queue%s%s\n", i == 0 ? "client" : "origin", p.id,
+                p.name.c_str(), p.driver.c_str(), p.mac.c_str(), p.link_up ? "up" : "down",
+                p.speed_mbps != 0 && p.link_up ? (" " + std::to_string(p.speed_mbps) + " Mb/s").c_str() : "",
+                o_.workers, o_.workers == 1 ? "" : "s", p.rss ? ", symmetric RSS" : "");
   }
+  std::printf("  workers: %u (flows %zu, contexts %zu each), buckets %zu\n", o_.workers, o_.flows, o_.contexts,
+              buckets_->capacity());
+  const std::shared_ptr<const dataplane::PolicySnapshot> snap = publisher_->current();
+  std::printf("  policy: '%s' from %s, digest %016" PRIx64 ", %zu rules, %zu buckets, service ports %s\n",
+              snap->policy.source.name.c_str(), o_.config.c_str(), snap->policy.digest, snap->policy.rules.size(),
+              snap->policy.buckets.size(), port_list(snap->service_ports).c_str());
+  std::printf("  clock: TSC%s\n",
+              clock_->invariant_tsc() ? " (invariant)" : " (not invariant: re-anchored every second)");
+  std::printf("  control: %s (sluicectl --socket %s status)\n", control_server_.path().c_str(),
+              control_server_.path().c_str());
+  if (!o_.metrics.empty()) std::printf("  metrics: http://%s/metrics\n", o_.metrics.c_str());
+  std::printf("  telemetry: %s/dpdk_telemetry.v2 (/sluice/stats, /sluice/status, /sluice/runs)\n",
+              rte_eal_get_runtime_dir());
+  std::printf("  state: %s (%zu live runs restored, %zu credentials)\n", o_.state_dir.c_str(), run_registry_->size(),
+              credential_registry_->summary().credentials);
+  std::printf("sluiced: ready\n");
+  std::fflush(stdout);
+}
 
-  std::thread control_thread([&] { control_server.serve(g_stop, handler); });
-  std::thread metrics_thread;
-  if (!o.metrics.empty()) {
-    metrics_thread = std::thread([&] { metrics_server.serve(g_stop, [&] { return sluiced::render_metrics(daemon); }); });
+// Signal handling first, so a signal from here on stops the appliance
+// cleanly; then the workers, then the control-plane threads.
+void Appliance::start_running() {
+  signal_handling_.install(requests_);
+  launched_.launch(workers_, requests_.stop);
+  control_thread_.start(requests_.stop, [this] {
+    control_server_.serve(requests_.stop,
+                          [this](const control::JsonValue& request) { return commands_.dispatch(request); });
+  });
+  if (!o_.metrics.empty()) {
+    metrics_thread_.start(requests_.stop, [this] {
+      metrics_server_.serve(requests_.stop, [this] { return sluiced::render_metrics(daemon_); });
+    });
   }
   // Every region of both tables once every 10 s: a bucket is dropped within
   // 10 s of becoming droppable (RF08's 10 minutes idle, TB07's quiet time).
-  std::thread reclaimer_thread([&] { reclaimer.serve(g_stop, std::chrono::seconds(10)); });
+  reclaimer_thread_.start(requests_.stop, [this] { reclaimer_->serve(requests_.stop, std::chrono::seconds(10)); });
+}
 
+// The main thread's own work while the appliance runs: SIGHUP's reloads,
+// the clock's anchor, and freeing the policies no request uses any more.
+void Appliance::poll_until_stopped() {
   auto last_anchor = std::chrono::steady_clock::now();
-  while (!g_stop.load(std::memory_order_relaxed)) {
+  while (!requests_.stop.load(std::memory_order_relaxed)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (g_reload.exchange(false)) {
-      const std::string file = publisher.file();
-      const std::vector<std::string> refused = reload_from(file);
-      if (refused.empty()) {
-        std::printf("sluiced: SIGHUP: policy '%s' reloaded from %s (generation %" PRIu64 ")\n",
-                    publisher.current()->policy.source.name.c_str(), file.c_str(), publisher.current()->generation);
-      } else {
-        for (const std::string& line : refused) std::fprintf(stderr, "%s\n", line.c_str());
-        std::fprintf(stderr, "sluiced: SIGHUP: %s not loaded; the running policy is unchanged\n", file.c_str());
-      }
-      std::fflush(stdout);
-    }
+    if (requests_.reload.exchange(false)) reload_on_sighup();
     if (std::chrono::steady_clock::now() - last_anchor >= std::chrono::seconds(1)) {
-      clock.reanchor();
+      clock_->reanchor();
       last_anchor = std::chrono::steady_clock::now();
-      // Retired policies no request in flight may still use.
-      uint64_t oldest = ~uint64_t{0};
-      for (unsigned i = 0; i < o.workers; ++i) {
-        oldest = std::min(oldest, counters[i].oldest_policy_generation.load(std::memory_order_relaxed));
-      }
-      (void)publisher.collect(oldest);
+      collect_retired_policies();
     }
   }
-  rte_eal_mp_wait_lcore();
-  control_thread.join();
-  reclaimer_thread.join();
-  if (metrics_thread.joinable()) metrics_thread.join();
-  control::unregister_telemetry();
+}
 
-  if (!o.quiet) {
-    std::printf("sluiced: stopping on %s\n", g_signal == SIGINT ? "SIGINT" : "SIGTERM");
-#define SLUICE_PRINT_COUNTER(name, help)                                                  \
-  {                                                                                       \
-    uint64_t total = 0;                                                                   \
-    for (unsigned i = 0; i < o.workers; ++i) total += counters[i].name.get();             \
-    if (total != 0) std::printf("  %-20s %12" PRIu64 "  %s\n", #name, total, help);       \
+void Appliance::reload_on_sighup() {
+  const std::string file = publisher_->file();
+  const std::vector<std::string> refused = reload(file);
+  if (refused.empty()) {
+    std::printf("sluiced: SIGHUP: policy '%s' reloaded from %s (generation %" PRIu64 ")\n",
+                publisher_->current()->policy.source.name.c_str(), file.c_str(), publisher_->current()->generation);
+  } else {
+    for (const std::string& line : refused) std::fprintf(stderr, "%s\n", line.c_str());
+    std::fprintf(stderr, "sluiced: SIGHUP: %s not loaded; the running policy is unchanged\n", file.c_str());
   }
-    SLUICE_WORKER_COUNTERS(SLUICE_PRINT_COUNTER)
+  std::fflush(stdout);
+}
+
+// Retired policies no request in flight may still use.
+void Appliance::collect_retired_policies() {
+  uint64_t oldest = ~uint64_t{0};
+  for (unsigned i = 0; i < o_.workers; ++i) {
+    oldest = std::min(oldest, counters_[i].oldest_policy_generation.load(std::memory_order_relaxed));
+  }
+  (void)publisher_->collect(oldest);
+}
+
+// In reverse order of start_running(); the signal handling stays until the
+// appliance ends.
+void Appliance::stop_running() noexcept {
+  reclaimer_thread_.stop();
+  metrics_thread_.stop();
+  control_thread_.stop();
+  launched_.stop();
+}
+
+void Appliance::print_counters() const {
+  std::printf("sluiced: stopping on %s\n",
+              requests_.signal.load(std::memory_order_relaxed) == SIGINT ? "SIGINT" : "SIGTERM");
+#define SLUICE_PRINT_COUNTER(name, help)                                            \
+  {                                                                                 \
+    uint64_t total = 0;                                                             \
+    for (unsigned i = 0; i < o_.workers; ++i) total += counters_[i].name.get();     \
+    if (total != 0) std::printf("  %-20s %12" PRIu64 "  %s\n", #name, total, help); \
+  }
+  SLUICE_WORKER_COUNTERS(SLUICE_PRINT_COUNTER)
 #undef SLUICE_PRINT_COUNTER
-    std::fflush(stdout);
-  }
-  workers.clear();
-  for (rte_ring* r : inboxes) rte_ring_free(r);
-  rte_free(qsbr);
-  stop_ports();
-  rte_mempool_free(pool);
-  cleanup_eal();
-  return 0;
+  std::fflush(stdout);
+}
+
+// Starts the appliance and serves until SIGINT or SIGTERM. What kept it from
+// starting is returned once everything it had acquired is released.
+[[nodiscard]] Status start_and_serve(const sluiced::Options& o) {
+  Appliance appliance(o);
+  if (Status failed = appliance.start()) return failed;
+  appliance.serve();
+  return std::nullopt;
+}
+
+int run(const sluiced::Options& o) {
+  Status failed = preflight(o);
+  if (!failed) failed = start_and_serve(o);
+  return failed ? report(*failed) : 0;
 }
 
 }  // namespace

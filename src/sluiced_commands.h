@@ -1,6 +1,6 @@
 // The commands sluiced's control socket serves (sluicectl's counterpart),
 // registered in a control::CommandTable. They read and change the daemon
-// through the references in `Daemon`, which sluiced's run() owns and keeps
+// through the references in `Daemon`, which sluiced's Appliance owns and keeps
 // alive for as long as the control thread serves.
 #pragma once
 

@@ -45,15 +45,123 @@ std::optional<std::vector<uint16_t>> parse_port_list(const std::string& s) {
   return ports;
 }
 
+namespace {
+
+// The options that take a value; each is applied by apply_setting or
+// apply_number.
+constexpr std::string_view kWithValue[] = {
+    "config", "check-config", "af-packet", "ports", "workers", "service-ports", "control-socket", "control-group", "metrics",
+    "state-dir", "runs", "credentials", "flows", "contexts", "buckets", "memory", "idle-sleep", "idle-timeout", "half-open-timeout"};
+
+// The numeric options (table sizes, memory, timers): "" or what is wrong
+// with the value.
+std::string apply_number(const std::string& name, const std::string& value, Options& o) {
+  if (name == "workers") {
+    if (!parse_number<unsigned>(value, o.workers, 1, 128)) return "--workers wants 1 to 128, got '" + value + "'";
+  } else if (name == "runs") {
+    if (!parse_number<size_t>(value, o.runs, 1, size_t{1} << 24)) return "--runs wants 1 to 16777216, got '" + value + "'";
+  } else if (name == "credentials") {
+    if (!parse_number<size_t>(value, o.credentials, 1, size_t{1} << 24)) return "--credentials wants 1 to 16777216, got '" + value + "'";
+  } else if (name == "flows") {
+    if (!parse_number<size_t>(value, o.flows, 16, size_t{1} << 26)) return "--flows wants 16 to 67108864, got '" + value + "'";
+  } else if (name == "contexts") {
+    if (!parse_number<size_t>(value, o.contexts, 1, size_t{1} << 20)) return "--contexts wants 1 to 1048576, got '" + value + "'";
+  } else if (name == "buckets") {
+    if (!parse_number<size_t>(value, o.buckets, 1024, size_t{1} << 30)) return "--buckets wants 1024 to 1073741824, got '" + value + "'";
+  } else if (name == "memory") {
+    if (!parse_number<unsigned>(value, o.memory_mb, 64, 1 << 20)) return "--memory wants megabytes (at least 64), got '" + value + "'";
+  } else if (name == "idle-timeout") {
+    if (!parse_number<unsigned>(value, o.idle_timeout_s, 1, 86400)) return "--idle-timeout wants seconds (1 to 86400), got '" + value + "'";
+  } else if (name == "half-open-timeout") {
+    if (!parse_number<unsigned>(value, o.half_open_timeout_s, 1, 3600)) return "--half-open-timeout wants seconds (1 to 3600), got '" + value + "'";
+  } else if (name == "idle-sleep") {
+    unsigned us = 0;
+    if (!parse_number<unsigned>(value, us, 0, 1000000)) return "--idle-sleep wants microseconds (0 to 1000000), got '" + value + "'";
+    o.idle_sleep_us = us;
+  }
+  return {};
+}
+
+// What to run and where (the policy, the ports, the sockets, the state
+// directory), else a numeric option: "" or what is wrong with the value.
+std::string apply_setting(const std::string& name, const std::string& value, Options& o) {
+  if (name == "config") {
+    o.config = value;
+  } else if (name == "check-config") {
+    o.mode = Options::Mode::kCheckConfig;
+    o.config = value;
+  } else if (name == "af-packet") {
+    if (!split_pair(value, o.client_if, o.origin_if)) return "--af-packet wants CLIENT_IF:ORIGIN_IF, got '" + value + "'";
+    if (o.client_if == o.origin_if) return "--af-packet: the client and origin interfaces must differ";
+    o.af_packet = true;
+  } else if (name == "ports") {
+    std::string a, b;
+    if (!split_pair(value, a, b) || !parse_number<uint16_t>(a, o.client_port, 0, 1023) ||
+        !parse_number<uint16_t>(b, o.origin_port, 0, 1023)) {
+      return "--ports wants CLIENT_PORT:ORIGIN_PORT (DPDK port ids), got '" + value + "'";
+    }
+    if (o.client_port == o.origin_port) return "--ports: the client and origin ports must differ";
+    o.ports = true;
+  } else if (name == "service-ports") {
+    o.service_ports = parse_port_list(value);
+    if (!o.service_ports) return "--service-ports wants a list like 80,8080, got '" + value + "'";
+  } else if (name == "control-socket") {
+    if (value.empty()) return "--control-socket needs a path";
+    o.control_socket = value;
+  } else if (name == "metrics") {
+    if (value.empty()) return "--metrics needs ADDR:PORT";
+    o.metrics = value;
+  } else if (name == "control-group") {
+    if (value.empty()) return "--control-group needs a group name";
+    o.control_group = value;
+  } else if (name == "state-dir") {
+    if (value.empty()) return "--state-dir needs a directory";
+    o.state_dir = value;
+  } else {
+    return apply_number(name, value, o);
+  }
+  return {};
+}
+
+// "--name value" or "--name=value" at argv[i], applied to `o`; `i` moves
+// past a separate value. "" or what is wrong.
+std::string apply_option(int argc, const char* const* argv, int& i, Options& o) {
+  const std::string_view arg = argv[i];
+  if (arg.substr(0, 2) != "--") return "unexpected argument '" + std::string(arg) + "'";
+  std::string name(arg.substr(2));
+  std::string value;
+  bool has_value = false;
+  if (const size_t eq = name.find('='); eq != std::string::npos) {
+    value = name.substr(eq + 1);
+    name.resize(eq);
+    has_value = true;
+  }
+  bool known = false;
+  for (std::string_view k : kWithValue) known = known || k == name;
+  if (!known) return "unknown option '--" + name + "'";
+  if (!has_value) {
+    if (i + 1 >= argc) return "--" + name + " needs a value";
+    value = argv[++i];
+  }
+  return apply_setting(name, value, o);
+}
+
+// What the options ask for together: "" or what is wrong.
+std::string check_combination(const Options& o) {
+  if (o.mode == Options::Mode::kCheckConfig) return {};
+  if (o.config.empty()) return "--config FILE is required";
+  if (o.af_packet == o.ports) return "give exactly one of --af-packet CLIENT_IF:ORIGIN_IF or --ports A:B";
+  if (o.af_packet && !o.eal_args.empty()) return "EAL arguments after -- are for --ports; --af-packet sets its own";
+  return {};
+}
+
+}  // namespace
+
 ParseResult parse_options(int argc, const char* const* argv) {
   ParseResult r;
   Options& o = r.options;
-  auto fail = [&](std::string msg) {
-    r.error = std::move(msg);
-    return r;
-  };
   for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
+    const std::string_view arg = argv[i];
     if (arg == "--") {
       for (++i; i < argc; ++i) o.eal_args.emplace_back(argv[i]);
       break;
@@ -70,87 +178,10 @@ ParseResult parse_options(int argc, const char* const* argv) {
       o.quiet = true;
       continue;
     }
-    if (arg.substr(0, 2) != "--") return fail("unexpected argument '" + std::string(arg) + "'");
-    std::string name(arg.substr(2));
-    std::string value;
-    bool has_value = false;
-    if (const size_t eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name.resize(eq);
-      has_value = true;
-    }
-    static const std::string_view kWithValue[] = {
-        "config", "check-config", "af-packet", "ports", "workers", "service-ports", "control-socket", "control-group", "metrics",
-        "state-dir", "runs", "credentials", "flows", "contexts", "buckets", "memory", "idle-sleep", "idle-timeout", "half-open-timeout"};
-    bool known = false;
-    for (auto k : kWithValue) known = known || k == name;
-    if (!known) return fail("unknown option '--" + name + "'");
-    if (!has_value) {
-      if (i + 1 >= argc) return fail("--" + name + " needs a value");
-      value = argv[++i];
-    }
-    if (name == "config") {
-      o.config = value;
-    } else if (name == "check-config") {
-      o.mode = Options::Mode::kCheckConfig;
-      o.config = value;
-    } else if (name == "af-packet") {
-      if (!split_pair(value, o.client_if, o.origin_if)) {
-        return fail("--af-packet wants CLIENT_IF:ORIGIN_IF, got '" + value + "'");
-      }
-      if (o.client_if == o.origin_if) return fail("--af-packet: the client and origin interfaces must differ");
-      o.af_packet = true;
-    } else if (name == "ports") {
-      std::string a, b;
-      if (!split_pair(value, a, b) || !parse_number<uint16_t>(a, o.client_port, 0, 1023) ||
-          !parse_number<uint16_t>(b, o.origin_port, 0, 1023)) {
-        return fail("--ports wants CLIENT_PORT:ORIGIN_PORT (DPDK port ids), got '" + value + "'");
-      }
-      if (o.client_port == o.origin_port) return fail("--ports: the client and origin ports must differ");
-      o.ports = true;
-    } else if (name == "workers") {
-      if (!parse_number<unsigned>(value, o.workers, 1, 128)) return fail("--workers wants 1 to 128, got '" + value + "'");
-    } else if (name == "service-ports") {
-      o.service_ports = parse_port_list(value);
-      if (!o.service_ports) return fail("--service-ports wants a list like 80,8080, got '" + value + "'");
-    } else if (name == "control-socket") {
-      if (value.empty()) return fail("--control-socket needs a path");
-      o.control_socket = value;
-    } else if (name == "metrics") {
-      if (value.empty()) return fail("--metrics needs ADDR:PORT");
-      o.metrics = value;
-    } else if (name == "control-group") {
-      if (value.empty()) return fail("--control-group needs a group name");
-      o.control_group = value;
-    } else if (name == "state-dir") {
-      if (value.empty()) return fail("--state-dir needs a directory");
-      o.state_dir = value;
-    } else if (name == "runs") {
-      if (!parse_number<size_t>(value, o.runs, 1, size_t{1} << 24)) return fail("--runs wants 1 to 16777216, got '" + value + "'");
-    } else if (name == "credentials") {
-      if (!parse_number<size_t>(value, o.credentials, 1, size_t{1} << 24)) return fail("--credentials wants 1 to 16777216, got '" + value + "'");
-    } else if (name == "flows") {
-      if (!parse_number<size_t>(value, o.flows, 16, size_t{1} << 26)) return fail("--flows wants 16 to 67108864, got '" + value + "'");
-    } else if (name == "contexts") {
-      if (!parse_number<size_t>(value, o.contexts, 1, size_t{1} << 20)) return fail("--contexts wants 1 to 1048576, got '" + value + "'");
-    } else if (name == "buckets") {
-      if (!parse_number<size_t>(value, o.buckets, 1024, size_t{1} << 30)) return fail("--buckets wants 1024 to 1073741824, got '" + value + "'");
-    } else if (name == "memory") {
-      if (!parse_number<unsigned>(value, o.memory_mb, 64, 1 << 20)) return fail("--memory wants megabytes (at least 64), got '" + value + "'");
-    } else if (name == "idle-timeout") {
-      if (!parse_number<unsigned>(value, o.idle_timeout_s, 1, 86400)) return fail("--idle-timeout wants seconds (1 to 86400), got '" + value + "'");
-    } else if (name == "half-open-timeout") {
-      if (!parse_number<unsigned>(value, o.half_open_timeout_s, 1, 3600)) return fail("--half-open-timeout wants seconds (1 to 3600), got '" + value + "'");
-    } else if (name == "idle-sleep") {
-      unsigned us = 0;
-      if (!parse_number<unsigned>(value, us, 0, 1000000)) return fail("--idle-sleep wants microseconds (0 to 1000000), got '" + value + "'");
-      o.idle_sleep_us = us;
-    }
+    r.error = apply_option(argc, argv, i, o);
+    if (!r.error.empty()) return r;
   }
-  if (o.mode == Options::Mode::kCheckConfig) return r;
-  if (o.config.empty()) return fail("--config FILE is required");
-  if (o.af_packet == o.ports) return fail("give exactly one of --af-packet CLIENT_IF:ORIGIN_IF or --ports A:B");
-  if (o.af_packet && !o.eal_args.empty()) return fail("EAL arguments after -- are for --ports; --af-packet sets its own");
+  r.error = check_combination(o);
   return r;
 }
 
