@@ -1,0 +1,307 @@
+// The request path on its own (dataplane/request_path.h): a client
+// segment's bytes in, a plan out, with no TCP in sight. Each test feeds
+// bytes at client sequence numbers to a flow that has a parse context, runs
+// parse() as the flow engine does (again after a held head is released),
+// and reads what the plan asks: how much goes to the origin, what is held,
+// what is cut out of a kept-open connection, what is answered.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dataplane/request_path.h"
+#include "flow_harness.h"
+
+namespace sluice::test {
+namespace {
+
+using dataplane::KeepOpenRoom;
+using dataplane::RequestPlan;
+using Stop = dataplane::RequestPlan::Stop;
+
+// /tight: one request an hour; anything else: plenty. Refusals keep the
+// connection open (the default after_answer).
+constexpr std::string_view kKeepPolicy = R"(sluice: 1
+name: keep
+service_ports: [80]
+header_style: seed
+buckets:
+  tight: { rate: 1/hour, burst: 1 }
+  loose: { rate: 1000/min, burst: 1000 }
+rules:
+  - name: tight
+    path: /tight
+    key: client_ip
+    bucket: tight
+  - name: loose
+    key: client_ip
+    bucket: loose
+refusal:
+  status: 429
+  body: 'slow down'
+)";
+
+constexpr std::string_view kGet = "GET /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\n";
+constexpr std::string_view kTight = "GET /tight HTTP/1.1\r\nHost: api\r\n\r\n";
+constexpr std::string_view kLoose = "GET /loose HTTP/1.1\r\nHost: api\r\n\r\n";
+constexpr uint32_t kFirst = 1'000'001;  // the client's first byte
+
+// What the engine would do with one segment: every plan parse() returned
+// (more than one when a held head was released), with a closing answer's
+// text copied out of the scratch.
+struct Segment {
+  std::vector<RequestPlan> plans;
+  std::string answer;
+  [[nodiscard]] const RequestPlan& last() const { return plans.back(); }
+  [[nodiscard]] bool released_held() const {
+    return plans.size() > 1 && plans.front().stop == Stop::kReleaseHeld;
+  }
+};
+
+class RequestBench {
+ public:
+  explicit RequestBench(std::string_view policy = kSmallPolicy)
+      : w_(policy),
+        contexts_(1, w_.snapshot->policy.stream.head.max_head_bytes, w_.snapshot->policy.stream.head.max_fields),
+        answers_(1 << 16),
+        path_(*w_.state, contexts_, answers_, w_.counters, 7) {
+    path_.set_insert_fields(false);
+    flow_.key = dataplane::FlowKey{*net::parse_ip("198.18.0.10"), *net::parse_ip("198.18.0.20"), 40000, 80};
+    flow_.state = dataplane::FlowState::kEstablished;
+    flow_.client_next = kFirst;
+    flow_.context = contexts_.acquire();
+    contexts_.start(flow_.context, w_.snapshot->policy, w_.snapshot->generation);
+  }
+
+  // `bytes` as one segment from client sequence `seq` (default: the next
+  // byte to parse).
+  Segment feed(std::string_view bytes, std::optional<uint32_t> seq = {}) {
+    const uint32_t at = seq.value_or(flow_.client_next);
+    dataplane::RequestCursor cur = dataplane::RequestPath::cursor(flow_, ctx(), at);
+    Segment s;
+    for (;;) {
+      s.plans.push_back(path_.parse(flow_, ctx(), *w_.snapshot, bytes, cur, room, w_.now));
+      if (s.last().stop == Stop::kAnswerClose) s.answer.assign(s.last().answer.data(), s.last().answer.size());
+      if (s.last().stop != Stop::kReleaseHeld) return s;
+    }
+  }
+  // The text of a kept-open refusal's answer.
+  [[nodiscard]] std::string kept_answer(const dataplane::KeptRefusal& k) const {
+    const std::span<const char> a = answers_.get(k.pos, k.len);
+    return std::string(a.data(), a.size());
+  }
+  // The origin answered every request so far.
+  void answer_all() {
+    std::string responses;
+    for (size_t n = ctx().responses.outstanding(); n != 0; --n) responses += "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    std::string_view rest = responses;
+    for (;;) {
+      const http::ResponseStep st = ctx().responses.next(rest);
+      rest.remove_prefix(st.consumed);
+      if (st.event == http::ResponseEvent::kResponseEnd) (void)ctx().take_usage();
+      if (st.event != http::ResponseEvent::kHead && st.event != http::ResponseEvent::kResponseEnd) break;
+    }
+    ASSERT_EQ(ctx().responses.outstanding(), 0u);
+  }
+
+  [[nodiscard]] dataplane::ParseContext& ctx() { return contexts_.at(flow_.context); }
+  [[nodiscard]] dataplane::TcpFlow& flow() { return flow_; }
+  [[nodiscard]] dataplane::WorkerCounters& counters() { return w_.counters; }
+
+  KeepOpenRoom room{32, 0, false};
+
+ private:
+  EngineWorld w_;
+  dataplane::ContextPool contexts_;
+  dataplane::AnswerStore answers_;
+  dataplane::RequestPath path_;
+  dataplane::TcpFlow flow_;
+};
+
+uint32_t len(std::string_view s) { return static_cast<uint32_t>(s.size()); }
+
+TEST(RequestPath, AWholeAdmittedRequestGoesOnWhole) {
+  RequestBench b;
+  const Segment s = b.feed(kGet);
+  ASSERT_EQ(s.plans.size(), 1u);
+  EXPECT_EQ(s.last().stop, Stop::kEnd);
+  EXPECT_EQ(s.last().forward_bytes, len(kGet));
+  EXPECT_EQ(s.last().kept, 0u);
+  EXPECT_FALSE(s.last().absorbed);
+  EXPECT_EQ(b.flow().client_next, kFirst + len(kGet));
+  EXPECT_EQ(b.ctx().responses.outstanding(), 1u);  // its response is expected
+  EXPECT_EQ(b.counters().admitted.get(), 1u);
+}
+
+TEST(RequestPath, AHeadSplitAcrossSegmentsIsHeldThenReleasedAheadOfTheRest) {
+  RequestBench b;
+  const Segment first = b.feed(kGet.substr(0, 10));
+  EXPECT_EQ(first.last().stop, Stop::kHeld);
+  EXPECT_EQ(first.last().forward_bytes, 0u);  // nothing of it reaches the origin yet
+  EXPECT_EQ(b.flow().held_seq, kFirst);
+  EXPECT_EQ(b.flow().client_next, kFirst + 10);  // the held bytes count as parsed
+  EXPECT_EQ(b.counters().requests.get(), 0u);
+
+  const Segment second = b.feed(kGet.substr(10));
+  ASSERT_TRUE(second.released_held());  // the held 10 bytes go first
+  EXPECT_EQ(second.last().stop, Stop::kEnd);
+  EXPECT_EQ(second.last().forward_bytes, len(kGet) - 10);
+  EXPECT_EQ(b.counters().admitted.get(), 1u);
+}
+
+TEST(RequestPath, TheRequestBeforeAHeldHeadGoesOn) {
+  RequestBench b;
+  const std::string segment = std::string(kGet) + std::string(kGet.substr(0, 12));
+  const Segment s = b.feed(segment);
+  EXPECT_EQ(s.last().stop, Stop::kHeld);
+  EXPECT_EQ(s.last().forward_bytes, len(kGet));  // cut where the held head begins
+  EXPECT_EQ(b.flow().held_seq, kFirst + len(kGet));
+}
+
+TEST(RequestPath, TB14_ARefusalThatClosesIsCutAtItsHeadAndAnswered) {
+  RequestBench b;  // two a minute, after_answer: close
+  const std::string three = std::string(kGet) + std::string(kGet) + std::string(kGet);
+  const Segment s = b.feed(three);
+  EXPECT_EQ(s.last().stop, Stop::kAnswerClose);
+  EXPECT_EQ(s.last().forward_bytes, 2 * len(kGet));  // the two admitted go on
+  EXPECT_EQ(s.last().reset_seq, kFirst + 2 * len(kGet));
+  EXPECT_EQ(s.answer.rfind("HTTP/1.1 429 ", 0), 0u) << s.answer;
+  EXPECT_NE(s.answer.find("Connection: close"), std::string::npos);
+  EXPECT_EQ(b.flow().client_next, kFirst + len(three));  // consumed: never parsed again
+  EXPECT_EQ(b.counters().refused.get(), 1u);
+}
+
+TEST(RequestPath, TB14_ARefusalKeptOpenIsCutOutAndAnsweredAfterTheResponsesBeforeIt) {
+  RequestBench b(kKeepPolicy);
+  ASSERT_EQ(b.feed(kTight).last().stop, Stop::kEnd);  // spends /tight's one an hour
+  const std::string pipelined = std::string(kLoose) + std::string(kTight) + std::string(kLoose);
+  const uint32_t start = b.flow().client_next;
+  const Segment s = b.feed(pipelined);
+  EXPECT_EQ(s.last().stop, Stop::kEnd);
+  EXPECT_EQ(s.last().forward_bytes, len(pipelined));  // the cut is the editor's: a removal
+  ASSERT_EQ(s.last().kept, 1u);
+  const dataplane::KeptRefusal& k = s.last().refusals[0];
+  EXPECT_EQ(k.from, start + len(kLoose));
+  EXPECT_EQ(k.to, start + len(kLoose) + len(kTight));
+  EXPECT_EQ(k.after, 2u);  // after the responses to the first /tight and the first /loose
+  const std::string answer = b.kept_answer(k);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 429 ", 0), 0u) << answer;
+  EXPECT_EQ(answer.find("Connection: close"), std::string::npos);
+  EXPECT_EQ(b.ctx().responses.outstanding(), 3u);  // the refused one expects none
+  EXPECT_EQ(b.counters().answers_kept_open.get(), 1u);
+}
+
+TEST(RequestPath, AKeptOpenRefusalsBodyIsAbsorbedAsItArrives) {
+  RequestBench b(kKeepPolicy);
+  ASSERT_EQ(b.feed(kTight).last().stop, Stop::kEnd);
+  const std::string_view post = "POST /tight HTTP/1.1\r\nHost: api\r\nContent-Length: 10\r\n\r\n";
+  const uint32_t start = b.flow().client_next;
+  const Segment head = b.feed(std::string(post) + "01234");
+  ASSERT_EQ(head.last().kept, 1u);
+  EXPECT_EQ(head.last().refusals[0].from, start);
+  EXPECT_EQ(head.last().refusals[0].to, start + len(post) + 5);  // as far as the body came
+  EXPECT_TRUE(b.ctx().absorbing);
+
+  // The rest of the body, then an admitted request: the removal grows to the
+  // body's end, no further.
+  const Segment rest = b.feed(std::string("56789") + std::string(kLoose));
+  EXPECT_EQ(rest.last().kept, 0u);
+  EXPECT_TRUE(rest.last().absorbed);
+  EXPECT_EQ(rest.last().absorbed_to, start + len(post) + 10);
+  EXPECT_FALSE(b.ctx().absorbing);
+  EXPECT_EQ(rest.last().forward_bytes, 5 + len(kLoose));
+}
+
+TEST(RequestPath, WithNoRoomToKeepItOpenARefusalCloses) {
+  RequestBench b(kKeepPolicy);
+  ASSERT_EQ(b.feed(kTight).last().stop, Stop::kEnd);
+  b.room.answers = 0;  // the flow's edits are full, or contexts are scarce
+  const Segment s = b.feed(kTight);
+  EXPECT_EQ(s.last().stop, Stop::kAnswerClose);
+  EXPECT_EQ(s.last().forward_bytes, 0u);
+  EXPECT_EQ(s.answer.rfind("HTTP/1.1 429 ", 0), 0u) << s.answer;
+}
+
+TEST(RequestPath, ARemovalNeverStartsBeforeTheLastOne) {
+  RequestBench b(kKeepPolicy);
+  ASSERT_EQ(b.feed(kTight).last().stop, Stop::kEnd);
+  b.room = KeepOpenRoom{4, b.flow().client_next + 1000, true};  // an earlier removal ends further on
+  EXPECT_EQ(b.feed(kTight).last().stop, Stop::kAnswerClose);
+}
+
+TEST(RequestPath, PastThirtyTwoUnansweredRequestsTheRestWaitsUncharged) {
+  RequestBench wide(kKeepPolicy);  // a budget that admits them all
+  std::string many;
+  for (int i = 0; i < 33; ++i) many += kLoose;
+  const Segment s = wide.feed(many);
+  EXPECT_EQ(s.last().stop, Stop::kPaused);
+  EXPECT_EQ(s.last().forward_bytes, 32 * len(kLoose));
+  EXPECT_EQ(wide.flow().client_next, kFirst + 32 * len(kLoose));  // the 33rd is the client's to send again
+  EXPECT_EQ(wide.counters().requests.get(), 32u);
+  EXPECT_EQ(wide.counters().backpressure.get(), 1u);
+
+  // Answered, the 33rd goes on when it comes again.
+  wide.answer_all();
+  const Segment again = wide.feed(kLoose);
+  EXPECT_EQ(again.last().stop, Stop::kEnd);
+  EXPECT_EQ(again.last().forward_bytes, len(kLoose));
+}
+
+TEST(RequestPath, AMalformedHeadIsAnswered400AndCloses) {
+  RequestBench b;
+  const Segment s = b.feed("GET / HTTP/1.1\r\nBad Header\r\n\r\n");
+  EXPECT_EQ(s.last().stop, Stop::kAnswerClose);
+  EXPECT_EQ(s.last().forward_bytes, 0u);
+  EXPECT_EQ(s.answer.rfind("HTTP/1.1 400 ", 0), 0u) << s.answer;
+  EXPECT_EQ(b.counters().parse_errors.get(), 1u);
+}
+
+TEST(RequestPath, AHeldHeadPastTheLimitIsAnswered431) {
+  RequestBench b;
+  const size_t limit = b.ctx().head_capacity;
+  std::string head = "GET / HTTP/1.1\r\nX-Long: ";
+  ASSERT_EQ(b.feed(head).last().stop, Stop::kHeld);
+  const Segment s = b.feed(std::string(limit, 'x'));
+  EXPECT_EQ(s.last().stop, Stop::kAnswerClose);
+  EXPECT_EQ(s.answer.rfind("HTTP/1.1 431 ", 0), 0u) << s.answer;
+  EXPECT_EQ(s.last().reset_seq, kFirst);  // the origin never saw the held head
+}
+
+TEST(RequestPath, NothingAfterAnUpgradeGoesOnUntilTheOriginAnswers) {
+  RequestBench b;
+  const std::string_view upgrade = "GET /ws HTTP/1.1\r\nHost: api\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n";
+  const Segment s = b.feed(std::string(upgrade) + "more bytes");
+  EXPECT_EQ(s.last().stop, Stop::kPaused);
+  EXPECT_EQ(s.last().forward_bytes, len(upgrade));
+  EXPECT_EQ(b.flow().client_next, kFirst + len(upgrade));
+}
+
+TEST(RequestPath, ARetransmittedPrefixIsNotParsedAgain) {
+  RequestBench b;
+  ASSERT_EQ(b.feed(kGet).last().stop, Stop::kEnd);
+  // The first request again, with a new one after it: only the new one is
+  // parsed and charged; the segment goes on whole.
+  const Segment s = b.feed(std::string(kGet) + std::string(kGet), kFirst);
+  EXPECT_EQ(s.last().stop, Stop::kEnd);
+  EXPECT_EQ(s.last().forward_bytes, 2 * len(kGet));
+  EXPECT_EQ(b.counters().requests.get(), 2u);
+  EXPECT_EQ(b.flow().client_next, kFirst + 2 * len(kGet));
+}
+
+TEST(RequestPath, APipelinedRequestAfterAReleasedHeadIsParsedInTheSameSegment) {
+  RequestBench b;
+  ASSERT_EQ(b.feed(kGet.substr(0, 20)).last().stop, Stop::kHeld);
+  // The held head completes, and the next one begins and is held in turn:
+  // the first's held bytes leave before the second's are copied over them.
+  const Segment s = b.feed(std::string(kGet.substr(20)) + std::string(kGet.substr(0, 15)));
+  ASSERT_TRUE(s.released_held());
+  EXPECT_EQ(s.last().stop, Stop::kHeld);
+  EXPECT_EQ(s.last().forward_bytes, len(kGet) - 20);
+  EXPECT_EQ(b.flow().held_seq, kFirst + len(kGet));
+  EXPECT_EQ(b.counters().admitted.get(), 1u);
+}
+
+}  // namespace
+}  // namespace sluice::test
