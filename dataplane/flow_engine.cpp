@@ -19,7 +19,10 @@ void cut_payload(uint8_t* frame, FrameView& v, uint32_t keep, FrameResult& r) no
     return;
   }
   if (keep < v.payload_len) {
-    frame[v.l4_offset + 13] &= static_cast<uint8_t>(~flag::kFin);  // a FIN after the cut is not sent
+    // A FIN after the cut is not sent, nor counted: the client's side is
+    // still open.
+    frame[v.l4_offset + 13] &= static_cast<uint8_t>(~flag::kFin);
+    v.flags &= static_cast<uint8_t>(~flag::kFin);
     r.frame_len = trim_payload(frame, v, keep);
   }
 }

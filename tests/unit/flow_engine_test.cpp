@@ -354,6 +354,42 @@ TEST(FlowEngine, UpgradeSwitchesToPassThrough) {
   EXPECT_EQ(w.counters.pass_through.get(), 1u);
 }
 
+// A FIN cut off with the rest of a segment (here by back-pressure, past 32
+// unanswered requests) was not sent: the client's side is still open, so the
+// flow stays parsed, and the rest, sent again, is judged like any bytes. Were
+// the FIN counted, a flow whose origin had closed first would end up closed,
+// and the client's next bytes bridged unjudged.
+TEST(FlowEngine, AFinCutOffWithTheRestOfASegmentDoesNotCloseTheFlow) {
+  constexpr std::string_view kWide = R"(sluice: 1
+name: wide
+service_ports: [80]
+buckets:
+  all: { rate: 1000/min, burst: 1000 }
+rules:
+  - name: all
+    key: client_ip
+    bucket: all
+)";
+  EngineWorld w(kWide);
+  Connection c(w);
+  c.handshake();
+  ASSERT_TRUE(c.origin(flag::kAck | flag::kFin, "").forwarded());  // the origin closes its side first
+  std::string many;
+  for (int i = 0; i < 33; ++i) many += kGet;
+  const uint32_t start = c.client_seq_;
+  const Fed f = c.client(flag::kAck | flag::kPsh | flag::kFin, many);
+  ASSERT_TRUE(f.forwarded());
+  EXPECT_EQ(f.view.payload_len, 32 * kGet.size());
+  EXPECT_FALSE(f.view.has(flag::kFin));
+  EXPECT_EQ(w.counters.requests.get(), 32u);
+
+  // The 33rd again, with the FIN: still held back (32 are unanswered), not bridged.
+  const Fed again = c.client(flag::kAck | flag::kPsh | flag::kFin, kGet, start + 32 * static_cast<uint32_t>(kGet.size()));
+  EXPECT_TRUE(again.payload_withheld());
+  EXPECT_EQ(w.counters.requests.get(), 32u);
+  EXPECT_EQ(w.counters.backpressure.get(), 2u);
+}
+
 TEST(FlowEngine, FullFlowTableDropsNewSyns) {
   dataplane::EngineConfig config = EngineWorld::small_config();
   config.flows = 16;  // 14 usable (7/8)
