@@ -157,9 +157,9 @@ FrameResult FlowEngine::parse_requests(TcpFlow& flow, uint8_t* frame, FrameView&
                                        Nanos now, PacketSink& out) noexcept {
   ParseContext& ctx = lender_.context(flow);
   RequestCursor cur = RequestPath::cursor(flow, ctx, v.seq);
-  KeepOpenRoom room = editor_.keep_open_room(ctx);
+  const bool scarce = lender_.contexts_scarce();
   for (;;) {
-    const RequestPlan plan = requests_.parse(flow, ctx, snap, payload_of(frame, v), cur, room, now);
+    const RequestPlan plan = requests_.parse(flow, ctx, snap, payload_of(frame, v), cur, scarce, now);
     if (plan.stop != RequestPlan::Stop::kReleaseHeld) return apply(flow, ctx, frame, v, plan, out);
     editor_.release_held(flow, ctx, v, out);
   }
@@ -268,7 +268,7 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
   ParseContext& ctx = lender_.context(flow);
   const bool refusing = flow.state == FlowState::kRefusing;
   const ResponsePlan plan = responses_.frame(flow, ctx, v.seq, payload_of(frame, v), fin, now);
-  editor_.add_response_points(flow, ctx, plan);
+  if (plan.points != 0) editor_.add_response_points(flow, ctx, plan);
   FrameResult r = forward_frame(v);
   if (plan.answer_due) r.answer_after = &flow;
   if (plan.stop == ResponsePlan::Stop::kPassThrough || (plan.stop == ResponsePlan::Stop::kError && !refusing)) {

@@ -106,6 +106,15 @@ unsigned ParseContext::kept_unsent() const noexcept {
   return n;
 }
 
+unsigned ParseContext::kept_open_room() const noexcept {
+  const unsigned answers = static_cast<unsigned>(kept.size()) - kept_count;
+  const unsigned removals = SeqShift::kMaxEdits - to_origin.pending();
+  // Each kept answer, spliced in or not yet, takes an insertion of to_client.
+  const unsigned taken = to_client.pending() + kept_unsent();
+  const unsigned insertions = taken < SeqShift::kMaxEdits ? SeqShift::kMaxEdits - taken : 0;
+  return std::min({answers, removals, insertions});
+}
+
 ContextPool::ContextPool(size_t count, uint32_t max_head_bytes, uint16_t max_fields)
     : held_generation_(count, kNotHeld), max_head_bytes_(max_head_bytes) {
   contexts_.reserve(count);

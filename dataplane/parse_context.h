@@ -140,6 +140,17 @@ struct ParseContext {
   }
   // Kept answers not yet spliced in (each needs room for an edit of to_client).
   [[nodiscard]] unsigned kept_unsent() const noexcept;
+  // How many more refusals the edits can keep open: each takes a kept
+  // answer, a removal in to_origin and an insertion in to_client.
+  [[nodiscard]] unsigned kept_open_room() const noexcept;
+  // Where the last removal from the client's stream ends (a new one may not
+  // start before it), if there is one pending.
+  [[nodiscard]] bool last_removal_end(uint32_t& end) const noexcept {
+    if (to_origin.pending() == 0) return false;
+    const SeqShift::Edit& last = to_origin.edit(to_origin.pending() - 1);
+    end = last.at + last.removed;
+    return true;
+  }
 
   // The answer of a request refused on a connection that closes, until it
   // goes to the AnswerStore (last: 4 KiB most requests never touch).

@@ -13,8 +13,8 @@ struct RequestPath::Pass {
   ParseContext& ctx;
   const PolicySnapshot& snap;
   RequestCursor& cur;
-  KeepOpenRoom& room;
   RequestPlan& plan;
+  bool contexts_scarce;
   time::Nanos now;
   const char* bytes;  // the new bytes (after the skipped prefix)
   uint32_t n;         // how many
@@ -60,77 +60,6 @@ void RequestPath::set_insert_fields(bool on) noexcept {
   // Without insertion admitted responses pass unchanged: their fields need
   // not be rendered.
   scratch_->render_admitted_fields = on;
-}
-
-RequestPlan RequestPath::parse(TcpFlow& flow, ParseContext& ctx, const PolicySnapshot& snap,
-                               std::span<const char> payload, RequestCursor& cur, KeepOpenRoom& room,
-                               time::Nanos now) noexcept {
-  RequestPlan plan;
-  const uint32_t len = static_cast<uint32_t>(payload.size());
-  plan.forward_bytes = len;
-  // On a later call for the same segment the stream is inside a message
-  // (a head was just decided), so this changes nothing then.
-  follow_reload(contexts_, flow.context, ctx, snap);
-  Pass p{flow,     ctx,     snap,           cur, room, plan, now, payload.data() + cur.skip, len - cur.skip, len,
-         cur.seq + len, ctx.policy, &*ctx.requests};
-
-  // Until the stream needs more bytes: it reports the end of a message
-  // without a body (and a pending switch) on a call of its own.
-  for (;;) {
-    if (p.rs->idle() && cur.off == p.n) break;
-    if (p.rs->idle() && ctx.responses.outstanding() >= http::ResponseStream::kMaxOutstanding) {
-      // Too many pipelined requests unanswered: hold the rest back, uncharged.
-      counters_.backpressure.add();
-      flow.client_next = p.seq_of(cur.off);
-      p.cut(cur.skip + cur.off);
-      plan.stop = RequestPlan::Stop::kPaused;
-      return plan;
-    }
-    std::span<const char> piece;
-    if (ctx.buffering && cur.off < p.n) {
-      const size_t take = std::min<size_t>(ctx.head_capacity - ctx.head_len, p.n - cur.off);
-      if (take == 0) {
-        refuse_unparsable(p, http::ParseError::kHeadTooLarge);
-        return plan;
-      }
-      std::memcpy(ctx.head.get() + ctx.head_len, p.bytes + cur.off, take);
-      piece = {ctx.head.get() + ctx.head_len, take};
-      ctx.head_len += take;
-    } else if (!ctx.buffering) {
-      piece = {p.bytes + cur.off, p.n - cur.off};
-    }
-    const http::StreamStep st = p.rs->next(piece);
-    switch (st.event) {
-      case http::StreamEvent::kNeedMore:
-        if (on_need_more(p) == Next::kReturn) return plan;
-        break;
-      case http::StreamEvent::kHead:
-        if (on_head(p, st) == Next::kReturn) return plan;
-        continue;
-      case http::StreamEvent::kMessageEnd:
-        on_message_end(p, st);
-        continue;
-      case http::StreamEvent::kAwaitSwitch:
-        // Nothing after an Upgrade or CONNECT request goes through until the
-        // origin has said whether it switches.
-        cur.off += static_cast<uint32_t>(st.consumed);
-        flow.client_next = p.seq_of(cur.off);
-        p.cut(cur.skip + cur.off);
-        plan.stop = RequestPlan::Stop::kPaused;
-        return plan;
-      case http::StreamEvent::kPassThrough:
-        counters_.pass_through.add();
-        plan.stop = RequestPlan::Stop::kPassThrough;
-        return plan;
-      case http::StreamEvent::kError:
-        refuse_unparsable(p, st.error);
-        return plan;
-    }
-    break;  // kNeedMore: every byte is parsed
-  }
-  if (ctx.absorbing) absorbed_to(p, p.end);
-  flow.client_next = p.end;
-  return plan;
 }
 
 RequestPath::Next RequestPath::on_need_more(Pass& p) noexcept {
@@ -247,18 +176,29 @@ void RequestPath::on_message_end(Pass& p, const http::StreamStep& st) noexcept {
 // has as many edits in flight as it can keep).
 bool RequestPath::keep_open(Pass& p, const limiter::Decision& d) noexcept {
   ParseContext& ctx = p.ctx;
-  if (p.room.answers == 0 || !d.keep_alive || d.response.empty()) return false;
+  RequestPlan& plan = p.plan;
+  if (p.contexts_scarce || !d.keep_alive || d.response.empty()) return false;
+  // The edits' room, less what this segment's earlier refusals take.
+  if (ctx.kept_open_room() <= plan.kept) return false;
   KeptRefusal a;
   a.from = ctx.buffering ? p.flow.held_seq : p.seq_of(p.cur.head_began_here ? p.cur.head_start : 0);
   a.to = p.seq_of(p.cur.off);
-  if (p.room.bounded && seq_lt(a.from, p.room.earliest)) return false;
+  // A removal starts after the last one (SeqShift::add), wherever that is
+  // recorded yet.
+  uint32_t earliest = 0;
+  bool bounded = true;
+  if (plan.kept != 0) {
+    earliest = plan.refusals[plan.kept - 1u].to;
+  } else if (plan.absorbed) {
+    earliest = plan.absorbed_to;
+  } else {
+    bounded = ctx.last_removal_end(earliest);
+  }
+  if (bounded && seq_lt(a.from, earliest)) return false;
   a.after = ctx.requests_forwarded;
   a.pos = answers_.put(d.response);
   a.len = static_cast<uint16_t>(std::min(d.response.size(), kMaxAnswerBytes));
-  p.plan.refusals[p.plan.kept++] = a;
-  --p.room.answers;
-  p.room.earliest = a.to;
-  p.room.bounded = true;
+  plan.refusals[plan.kept++] = a;
   ctx.absorbing = true;
   ctx.buffering = false;
   ctx.head_len = 0;
@@ -274,7 +214,6 @@ void RequestPath::absorbed_to(Pass& p, uint32_t upto) noexcept {
     p.plan.absorbed = true;
     p.plan.absorbed_to = upto;
   }
-  p.room.earliest = upto;
 }
 
 void RequestPath::answer_and_close(Pass& p, const limiter::Decision& d) noexcept {
@@ -291,6 +230,77 @@ void RequestPath::answer_and_close(Pass& p, const limiter::Decision& d) noexcept
 void RequestPath::refuse_unparsable(Pass& p, http::ParseError e) noexcept {
   counters_.parse_errors.add();
   answer_and_close(p, limiter::answer_parse_error(*p.policy, e, *scratch_));
+}
+
+RequestPlan RequestPath::parse(TcpFlow& flow, ParseContext& ctx, const PolicySnapshot& snap,
+                               std::span<const char> payload, RequestCursor& cur, bool contexts_scarce,
+                               time::Nanos now) noexcept {
+  RequestPlan plan;
+  const uint32_t len = static_cast<uint32_t>(payload.size());
+  plan.forward_bytes = len;
+  // On a later call for the same segment the stream is inside a message
+  // (a head was just decided), so this changes nothing then.
+  follow_reload(contexts_, flow.context, ctx, snap);
+  Pass p{flow, ctx, snap, cur, plan, contexts_scarce, now, payload.data() + cur.skip, len - cur.skip, len,
+         cur.seq + len, ctx.policy, &*ctx.requests};
+
+  // Until the stream needs more bytes: it reports the end of a message
+  // without a body (and a pending switch) on a call of its own.
+  for (;;) {
+    if (p.rs->idle() && cur.off == p.n) break;
+    if (p.rs->idle() && ctx.responses.outstanding() >= http::ResponseStream::kMaxOutstanding) {
+      // Too many pipelined requests unanswered: hold the rest back, uncharged.
+      counters_.backpressure.add();
+      flow.client_next = p.seq_of(cur.off);
+      p.cut(cur.skip + cur.off);
+      plan.stop = RequestPlan::Stop::kPaused;
+      return plan;
+    }
+    std::span<const char> piece;
+    if (ctx.buffering && cur.off < p.n) {
+      const size_t take = std::min<size_t>(ctx.head_capacity - ctx.head_len, p.n - cur.off);
+      if (take == 0) {
+        refuse_unparsable(p, http::ParseError::kHeadTooLarge);
+        return plan;
+      }
+      std::memcpy(ctx.head.get() + ctx.head_len, p.bytes + cur.off, take);
+      piece = {ctx.head.get() + ctx.head_len, take};
+      ctx.head_len += take;
+    } else if (!ctx.buffering) {
+      piece = {p.bytes + cur.off, p.n - cur.off};
+    }
+    const http::StreamStep st = p.rs->next(piece);
+    switch (st.event) {
+      case http::StreamEvent::kNeedMore:
+        if (on_need_more(p) == Next::kReturn) return plan;
+        break;
+      case http::StreamEvent::kHead:
+        if (on_head(p, st) == Next::kReturn) return plan;
+        continue;
+      case http::StreamEvent::kMessageEnd:
+        on_message_end(p, st);
+        continue;
+      case http::StreamEvent::kAwaitSwitch:
+        // Nothing after an Upgrade or CONNECT request goes through until the
+        // origin has said whether it switches.
+        cur.off += static_cast<uint32_t>(st.consumed);
+        flow.client_next = p.seq_of(cur.off);
+        p.cut(cur.skip + cur.off);
+        plan.stop = RequestPlan::Stop::kPaused;
+        return plan;
+      case http::StreamEvent::kPassThrough:
+        counters_.pass_through.add();
+        plan.stop = RequestPlan::Stop::kPassThrough;
+        return plan;
+      case http::StreamEvent::kError:
+        refuse_unparsable(p, st.error);
+        return plan;
+    }
+    break;  // kNeedMore: every byte is parsed
+  }
+  if (ctx.absorbing) absorbed_to(p, p.end);
+  flow.client_next = p.end;
+  return plan;
 }
 
 void RequestPath::count_admitted(const limiter::Decision& d) noexcept {

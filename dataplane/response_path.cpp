@@ -3,6 +3,33 @@
 
 namespace sluice::dataplane {
 
+void ResponsePath::status_line(ParseContext& ctx, ResponsePlan& plan, uint32_t at) noexcept {
+  // A final response's fields go right after its status line (not an
+  // interim 1xx's; a 101 leaves HTTP and gets none).
+  const uint16_t code = ctx.responses.status_line_code();
+  if (code < 200 && code != 101) return;
+  const FieldText* fields = ctx.take_response_fields();
+  if (fields == nullptr || fields->len == 0 || code == 101) return;
+  plan.at[plan.points++] = ResponsePoint{ResponsePoint::Kind::kFields, at, 0, fields};
+}
+
+void ResponsePath::response_end(ParseContext& ctx, ResponsePlan& plan, uint32_t at, time::Nanos now) noexcept {
+  // DQ05: the tokens the origin reported for the request, charged to its
+  // minute now that it has ended.
+  const ParseContext::UsageNote* usage = ctx.take_usage();
+  if (usage != nullptr && usage->charge && ctx.responses.head().has_usage) {
+    limiter::report_usage(limiter_, usage->key, ctx.responses.head().usage, now);
+    counters_.usage_reported.add();
+  }
+  ++ctx.responses_ended;
+  // Kept answers to requests refused after this one go right after it.
+  if (ctx.kept_count != 0) {
+    plan.at[plan.points++] = ResponsePoint{ResponsePoint::Kind::kResponseEnd, at, ctx.responses_ended, nullptr};
+  }
+  if (ctx.responses.outstanding() == 0) ctx.requests->resolve_switch(false);
+}
+
+
 ResponsePlan ResponsePath::frame(TcpFlow& flow, ParseContext& ctx, uint32_t seq, std::span<const char> payload,
                                  bool fin, time::Nanos now) noexcept {
   ResponsePlan plan;
@@ -51,32 +78,6 @@ ResponsePlan ResponsePath::frame(TcpFlow& flow, ParseContext& ctx, uint32_t seq,
     }
   }
   return plan;
-}
-
-void ResponsePath::status_line(ParseContext& ctx, ResponsePlan& plan, uint32_t at) noexcept {
-  // A final response's fields go right after its status line (not an
-  // interim 1xx's; a 101 leaves HTTP and gets none).
-  const uint16_t code = ctx.responses.status_line_code();
-  if (code < 200 && code != 101) return;
-  const FieldText* fields = ctx.take_response_fields();
-  if (fields == nullptr || fields->len == 0 || code == 101) return;
-  plan.at[plan.points++] = ResponsePoint{ResponsePoint::Kind::kFields, at, 0, fields};
-}
-
-void ResponsePath::response_end(ParseContext& ctx, ResponsePlan& plan, uint32_t at, time::Nanos now) noexcept {
-  // DQ05: the tokens the origin reported for the request, charged to its
-  // minute now that it has ended.
-  const ParseContext::UsageNote* usage = ctx.take_usage();
-  if (usage != nullptr && usage->charge && ctx.responses.head().has_usage) {
-    limiter::report_usage(limiter_, usage->key, ctx.responses.head().usage, now);
-    counters_.usage_reported.add();
-  }
-  ++ctx.responses_ended;
-  // Kept answers to requests refused after this one go right after it.
-  if (ctx.kept_count != 0) {
-    plan.at[plan.points++] = ResponsePoint{ResponsePoint::Kind::kResponseEnd, at, ctx.responses_ended, nullptr};
-  }
-  if (ctx.responses.outstanding() == 0) ctx.requests->resolve_switch(false);
 }
 
 }  // namespace sluice::dataplane

@@ -66,8 +66,10 @@ class ResponsePath {
                                    bool fin, time::Nanos now) noexcept;
 
  private:
-  void status_line(ParseContext& ctx, ResponsePlan& plan, uint32_t at) noexcept;
-  void response_end(ParseContext& ctx, ResponsePlan& plan, uint32_t at, time::Nanos now) noexcept;
+  // Once per response: forced inline (see RequestPath's steps).
+  [[gnu::always_inline]] inline void status_line(ParseContext& ctx, ResponsePlan& plan, uint32_t at) noexcept;
+  [[gnu::always_inline]] inline void response_end(ParseContext& ctx, ResponsePlan& plan, uint32_t at,
+                                                  time::Nanos now) noexcept;
 
   limiter::LimiterState& limiter_;
   WorkerCounters& counters_;

@@ -76,24 +76,6 @@ void StreamEditor::send_to_client(TcpFlow& flow, PacketSink& out, uint32_t seq, 
   emitter_.emit(out, Side::kClient, s);
 }
 
-KeepOpenRoom StreamEditor::keep_open_room(const ParseContext& ctx) const noexcept {
-  KeepOpenRoom room;
-  if (lender_.contexts_scarce()) return room;
-  const unsigned kept = static_cast<unsigned>(ctx.kept.size()) - ctx.kept_count;
-  const unsigned removals = SeqShift::kMaxEdits - ctx.to_origin.pending();
-  // Each kept answer, spliced in or not yet, takes an insertion of to_client.
-  const unsigned taken = ctx.to_client.pending() + ctx.kept_unsent();
-  const unsigned insertions = taken < SeqShift::kMaxEdits ? SeqShift::kMaxEdits - taken : 0;
-  room.answers = std::min({kept, removals, insertions});
-  if (ctx.to_origin.pending() != 0) {
-    // A new removal starts after the last one (SeqShift::add).
-    const SeqShift::Edit& last = ctx.to_origin.edit(ctx.to_origin.pending() - 1);
-    room.earliest = last.at + last.removed;
-    room.bounded = true;
-  }
-  return room;
-}
-
 void StreamEditor::release_held(TcpFlow& flow, const ParseContext& ctx, const FrameView& v, PacketSink& out) noexcept {
   if (!seq_lt(flow.held_seq, v.seq)) return;
   const uint32_t count = v.seq - flow.held_seq;
@@ -116,7 +98,7 @@ EditOutcome StreamEditor::keep_open(TcpFlow& flow, ParseContext& ctx, const Requ
   }
   for (unsigned i = 0; i < plan.kept; ++i) {
     const KeptRefusal& k = plan.refusals[i];
-    (void)ctx.to_origin.add(k.from, k.to - k.from, 0);  // the room was the request path's to check
+    (void)ctx.to_origin.add(k.from, k.to - k.from, 0);  // the request path checked the room
     ParseContext::KeptAnswer a;
     a.from = k.from;
     a.to = k.to;

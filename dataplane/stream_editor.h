@@ -61,8 +61,6 @@ class StreamEditor {
   void send_to_client(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags,
                       std::span<const uint8_t> payload = {}) noexcept;
 
-  // What the request path may still keep open on this flow.
-  [[nodiscard]] KeepOpenRoom keep_open_room(const ParseContext& ctx) const noexcept;
   // A held head, admitted: its bytes [held_seq, v.seq) go to the origin as
   // segments of their own, ahead of segment `v`.
   void release_held(TcpFlow& flow, const ParseContext& ctx, const FrameView& v, PacketSink& out) noexcept;

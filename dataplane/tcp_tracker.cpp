@@ -59,11 +59,6 @@ void TcpTracker::start_flow(TcpFlow& flow, const uint8_t* frame, const FrameView
   std::memcpy(flow.l2_to_origin, frame, flow.l2_to_origin_len);
 }
 
-void TcpTracker::client_seen(TcpFlow& flow, const FrameView& v, time::Nanos now) noexcept {
-  flow.last_seen = now;
-  if (v.options.has_timestamp && seq_lt(flow.client_tsval, v.options.tsval)) flow.client_tsval = v.options.tsval;
-}
-
 bool TcpTracker::established_by(TcpFlow& flow, const FrameView& v) noexcept {
   if (!v.has(flag::kAck) || v.ack != flow.origin_isn + 1) return false;
   flow.state = FlowState::kEstablished;
@@ -85,13 +80,6 @@ void TcpTracker::origin_syn(TcpFlow& flow, const uint8_t* frame, const FrameView
   flow.timestamps = flow.timestamps && v.options.has_timestamp;
   flow.l2_to_client_len = static_cast<uint8_t>(std::min<size_t>(v.l3_offset, kMaxL2Header));
   std::memcpy(flow.l2_to_client, frame, flow.l2_to_client_len);
-}
-
-void TcpTracker::origin_seen(TcpFlow& flow, const FrameView& v, time::Nanos now) noexcept {
-  flow.last_seen = now;
-  if (v.options.has_timestamp && seq_lt(flow.origin_tsval, v.options.tsval)) flow.origin_tsval = v.options.tsval;
-  if (!seq_lt(v.seq, flow.origin_next)) flow.origin_window = v.window;  // not from a late, older segment
-  if (v.has(flag::kAck) && seq_lt(flow.origin_ack, v.ack)) flow.origin_ack = v.ack;
 }
 
 void TcpTracker::reset(TcpFlow& flow) noexcept {

@@ -41,14 +41,22 @@ class TcpTracker {
   [[nodiscard]] bool client_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
                                 time::Nanos now) noexcept;
   // Any other segment of a tracked flow from the client.
-  void client_seen(TcpFlow& flow, const FrameView& v, time::Nanos now) noexcept;
+  void client_seen(TcpFlow& flow, const FrameView& v, time::Nanos now) noexcept {
+    flow.last_seen = now;
+    if (v.options.has_timestamp && seq_lt(flow.client_tsval, v.options.tsval)) flow.client_tsval = v.options.tsval;
+  }
   // True when `v` is the client's ACK of the origin's SYN-ACK on a flow in
   // kSynReceived: the flow is established and its payload parsed from here.
   [[nodiscard]] bool established_by(TcpFlow& flow, const FrameView& v) noexcept;
   // The origin's SYN-ACK (or a stray SYN) on a tracked flow.
   void origin_syn(TcpFlow& flow, const uint8_t* frame, const FrameView& v, time::Nanos now) noexcept;
   // Any other segment of a tracked flow from the origin.
-  void origin_seen(TcpFlow& flow, const FrameView& v, time::Nanos now) noexcept;
+  void origin_seen(TcpFlow& flow, const FrameView& v, time::Nanos now) noexcept {
+    flow.last_seen = now;
+    if (v.options.has_timestamp && seq_lt(flow.origin_tsval, v.options.tsval)) flow.origin_tsval = v.options.tsval;
+    if (!seq_lt(v.seq, flow.origin_next)) flow.origin_window = v.window;  // not from a late, older segment
+    if (v.has(tcp_flag::kAck) && seq_lt(flow.origin_ack, v.ack)) flow.origin_ack = v.ack;
+  }
   // A RST either way: closed, kept briefly for stragglers.
   void reset(TcpFlow& flow) noexcept;
   // A FIN from either end went through; both: closed.

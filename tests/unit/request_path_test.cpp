@@ -17,7 +17,6 @@
 namespace sluice::test {
 namespace {
 
-using dataplane::KeepOpenRoom;
 using dataplane::RequestPlan;
 using Stop = dataplane::RequestPlan::Stop;
 
@@ -82,7 +81,7 @@ class RequestBench {
     dataplane::RequestCursor cur = dataplane::RequestPath::cursor(flow_, ctx(), at);
     Segment s;
     for (;;) {
-      s.plans.push_back(path_.parse(flow_, ctx(), *w_.snapshot, bytes, cur, room, w_.now));
+      s.plans.push_back(path_.parse(flow_, ctx(), *w_.snapshot, bytes, cur, contexts_scarce, w_.now));
       if (s.last().stop == Stop::kAnswerClose) s.answer.assign(s.last().answer.data(), s.last().answer.size());
       if (s.last().stop != Stop::kReleaseHeld) return s;
     }
@@ -110,7 +109,7 @@ class RequestBench {
   [[nodiscard]] dataplane::TcpFlow& flow() { return flow_; }
   [[nodiscard]] dataplane::WorkerCounters& counters() { return w_.counters; }
 
-  KeepOpenRoom room{32, 0, false};
+  bool contexts_scarce = false;
 
  private:
   EngineWorld w_;
@@ -214,21 +213,44 @@ TEST(RequestPath, AKeptOpenRefusalsBodyIsAbsorbedAsItArrives) {
   EXPECT_EQ(rest.last().forward_bytes, 5 + len(kLoose));
 }
 
-TEST(RequestPath, WithNoRoomToKeepItOpenARefusalCloses) {
+TEST(RequestPath, WithContextsScarceARefusalCloses) {
   RequestBench b(kKeepPolicy);
   ASSERT_EQ(b.feed(kTight).last().stop, Stop::kEnd);
-  b.room.answers = 0;  // the flow's edits are full, or contexts are scarce
+  b.contexts_scarce = true;  // under a quarter of the pool free
   const Segment s = b.feed(kTight);
   EXPECT_EQ(s.last().stop, Stop::kAnswerClose);
   EXPECT_EQ(s.last().forward_bytes, 0u);
   EXPECT_EQ(s.answer.rfind("HTTP/1.1 429 ", 0), 0u) << s.answer;
 }
 
+TEST(RequestPath, WithTheFlowsEditsFullARefusalCloses) {
+  RequestBench b(kKeepPolicy);
+  ASSERT_EQ(b.feed(kTight).last().stop, Stop::kEnd);
+  // As many removals pending as a shift keeps (earlier kept-open refusals
+  // whose bytes the origin has not yet acknowledged).
+  for (uint32_t i = 0; i < dataplane::SeqShift::kMaxEdits; ++i) ASSERT_TRUE(b.ctx().to_origin.add(kFirst - 1000 + i * 10, 5, 0));
+  EXPECT_EQ(b.feed(kTight).last().stop, Stop::kAnswerClose);
+}
+
 TEST(RequestPath, ARemovalNeverStartsBeforeTheLastOne) {
   RequestBench b(kKeepPolicy);
   ASSERT_EQ(b.feed(kTight).last().stop, Stop::kEnd);
-  b.room = KeepOpenRoom{4, b.flow().client_next + 1000, true};  // an earlier removal ends further on
+  // A removal pending that ends further on than the next request starts.
+  ASSERT_TRUE(b.ctx().to_origin.add(b.flow().client_next - 10, 1000, 0));
   EXPECT_EQ(b.feed(kTight).last().stop, Stop::kAnswerClose);
+}
+
+TEST(RequestPath, TwoRefusalsInOneSegmentAreBothKeptOpen) {
+  RequestBench b(kKeepPolicy);
+  ASSERT_EQ(b.feed(kTight).last().stop, Stop::kEnd);
+  const uint32_t start = b.flow().client_next;
+  const Segment s = b.feed(std::string(kTight) + std::string(kLoose) + std::string(kTight));
+  ASSERT_EQ(s.last().kept, 2u);
+  EXPECT_EQ(s.last().refusals[0].from, start);
+  EXPECT_EQ(s.last().refusals[0].to, start + len(kTight));
+  EXPECT_EQ(s.last().refusals[0].after, 1u);
+  EXPECT_EQ(s.last().refusals[1].from, start + len(kTight) + len(kLoose));
+  EXPECT_EQ(s.last().refusals[1].after, 2u);  // after the /loose between them
 }
 
 TEST(RequestPath, PastThirtyTwoUnansweredRequestsTheRestWaitsUncharged) {
