@@ -226,21 +226,24 @@ FrameResult FlowEngine::origin_segment(TcpFlow& flow, uint8_t* frame, FrameView&
     tracker_.reset(flow);
     return forward_frame(v);
   }
-  if (v.has(flag::kFin) && (flow.state == FlowState::kEstablished || flow.state == FlowState::kPassThrough)) {
-    const FrameResult r = flow.state == FlowState::kEstablished ? origin_data(flow, frame, v, now) : forward_frame(v);
-    if (r.action == FrameAction::kForward) tracker_.origin_fin(flow);
-    return r;
-  }
+  // The origin's FIN counts where the flow is open both ways; a refusing
+  // flow's answer is still to follow it.
+  const bool closing =
+      v.has(flag::kFin) && (flow.state == FlowState::kEstablished || flow.state == FlowState::kPassThrough);
+  FrameResult r = forward_frame(v);
   switch (flow.state) {
     case FlowState::kEstablished:
     case FlowState::kRefusing:
-      return origin_data(flow, frame, v, now);
+      r = origin_data(flow, frame, v, now);
+      break;
     case FlowState::kAnswered:
       sender_.reset_origin(flow, v, out);
       return drop_frame(v);
     default:
-      return forward_frame(v);
+      break;
   }
+  if (closing && r.action == FrameAction::kForward) tracker_.origin_fin(flow);
+  return r;
 }
 
 FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v, Nanos now) noexcept {

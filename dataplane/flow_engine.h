@@ -93,12 +93,15 @@ class FlowEngine {
   FrameResult from_client(TcpFlow* flow, const ServiceFrame& sf, uint8_t* frame, FrameView& v,
                           const PolicySnapshot& snap, time::Nanos now, PacketSink& out) noexcept;
   FrameResult client_reset(TcpFlow& flow, uint8_t* frame, FrameView& v) noexcept;
-  FrameResult client_segment(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
-                             time::Nanos now, PacketSink& out) noexcept;
-  FrameResult client_data(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
-                          time::Nanos now, PacketSink& out) noexcept;
-  // Once per request: forced inline into client_data (kept apart, the
-  // request path's code spreads over more instruction-cache lines).
+  // The steps every segment of a flow takes, forced inline into from_client
+  // and from_origin (kept apart, the per-segment code spreads over more
+  // instruction-cache lines, and a request's path is close to filling L1I).
+  [[gnu::always_inline]] inline FrameResult client_segment(TcpFlow& flow, uint8_t* frame, FrameView& v,
+                                                           const PolicySnapshot& snap, time::Nanos now,
+                                                           PacketSink& out) noexcept;
+  [[gnu::always_inline]] inline FrameResult client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
+                                                        const PolicySnapshot& snap, time::Nanos now,
+                                                        PacketSink& out) noexcept;
   [[gnu::always_inline]] inline FrameResult parse_requests(TcpFlow& flow, uint8_t* frame, FrameView& v,
                                                            const PolicySnapshot& snap, time::Nanos now,
                                                            PacketSink& out) noexcept;
@@ -106,9 +109,10 @@ class FlowEngine {
                                                   const RequestPlan& plan, PacketSink& out) noexcept;
   FrameResult from_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, uint32_t room, time::Nanos now,
                           PacketSink& out) noexcept;
-  FrameResult origin_segment(TcpFlow& flow, uint8_t* frame, FrameView& v, time::Nanos now,
-                             PacketSink& out) noexcept;
-  FrameResult origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v, time::Nanos now) noexcept;
+  [[gnu::always_inline]] inline FrameResult origin_segment(TcpFlow& flow, uint8_t* frame, FrameView& v,
+                                                           time::Nanos now, PacketSink& out) noexcept;
+  [[gnu::always_inline]] inline FrameResult origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
+                                                        time::Nanos now) noexcept;
   FrameResult abort(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept;
 
   WorkerCounters& counters_;
