@@ -27,6 +27,15 @@ void cut_payload(uint8_t* frame, FrameView& v, uint32_t keep, FrameResult& r) no
   }
 }
 
+// Where a segment's payload stands against a stream read up to `next`
+// (tcp_flow.h), repeats and gaps counted.
+Arrival counted_arrival(uint32_t next, const FrameView& v, WorkerCounters& counters) noexcept {
+  const Arrival a = arrival(next, v.seq, v.payload_len);
+  if (a == Arrival::kRepeat) counters.retransmits.add();
+  if (a == Arrival::kAhead) counters.out_of_order.add();
+  return a;
+}
+
 std::span<const char> payload_of(const uint8_t* frame, const FrameView& v) noexcept {
   return {reinterpret_cast<const char*>(frame + v.payload_offset), v.payload_len};
 }
@@ -131,20 +140,15 @@ FrameResult FlowEngine::client_segment(TcpFlow& flow, uint8_t* frame, FrameView&
 FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
                                     Nanos now, PacketSink& out) noexcept {
   if (v.payload_len == 0) return forward_frame(v);
-  switch (arrival(flow.client_next, v.seq, v.payload_len)) {
-    case Arrival::kRepeat:
-      counters_.retransmits.add();
-      if (flow.context >= 0 && lender_.context(flow).buffering && seq_lt(flow.held_seq, v.seq + v.payload_len)) {
-        // Bytes of a held head again: still held. Acknowledge them again.
-        editor_.send_to_client(flow, out, flow.origin_next, flow.client_next, flag::kAck);
-        return drop_frame(v);
-      }
-      return forward_frame(v);
-    case Arrival::kAhead:
-      counters_.out_of_order.add();
+  const Arrival a = counted_arrival(flow.client_next, v, counters_);
+  if (a == Arrival::kAhead) return drop_frame(v);
+  if (a == Arrival::kRepeat) {
+    if (flow.context >= 0 && lender_.context(flow).buffering && seq_lt(flow.held_seq, v.seq + v.payload_len)) {
+      // Bytes of a held head again: still held. Acknowledge them again.
+      editor_.send_to_client(flow, out, flow.origin_next, flow.client_next, flag::kAck);
       return drop_frame(v);
-    case Arrival::kNext:
-      break;
+    }
+    return forward_frame(v);
   }
   if (flow.context < 0 && !lender_.borrow(flow, snap)) {
     counters_.contexts_exhausted.add();
@@ -257,16 +261,9 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
     return forward_frame(v);
   }
   if (v.payload_len != 0) {
-    switch (arrival(flow.origin_next, v.seq, v.payload_len)) {
-      case Arrival::kRepeat:
-        counters_.retransmits.add();
-        return forward_frame(v);
-      case Arrival::kAhead:
-        counters_.out_of_order.add();
-        return drop_frame(v);
-      case Arrival::kNext:
-        break;
-    }
+    const Arrival a = counted_arrival(flow.origin_next, v, counters_);
+    if (a == Arrival::kAhead) return drop_frame(v);
+    if (a == Arrival::kRepeat) return forward_frame(v);
   }
   ParseContext& ctx = lender_.context(flow);
   const bool refusing = flow.state == FlowState::kRefusing;

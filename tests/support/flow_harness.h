@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -64,6 +65,30 @@ refusal:
   status: 429
   body: 'slow down'
 )";
+
+// /tight: one request an hour; anything else: plenty. Refusals keep the
+// connection open (the default after_answer).
+inline constexpr std::string_view kKeepPolicy = R"(sluice: 1
+name: keep
+service_ports: [80]
+header_style: seed
+buckets:
+  tight: { rate: 1/hour, burst: 1 }
+  loose: { rate: 1000/min, burst: 1000 }
+rules:
+  - name: tight
+    path: /tight
+    key: client_ip
+    bucket: tight
+  - name: loose
+    key: client_ip
+    bucket: loose
+refusal:
+  status: 429
+  body: 'slow down'
+)";
+inline constexpr std::string_view kTight = "GET /tight HTTP/1.1\r\nHost: api\r\n\r\n";
+inline constexpr std::string_view kLoose = "GET /loose HTTP/1.1\r\nHost: api\r\n\r\n";
 
 // A compiled policy and the shared limiter state behind an engine.
 struct EngineWorld {
@@ -147,6 +172,38 @@ inline std::vector<SentSegment> sent_to(const EngineWorld& w, dataplane::Side si
   }
   return out;
 }
+
+// One direction's byte stream as its receiver gets it, placed by sequence
+// number from every segment that reaches it (forwarded, or written by the
+// engine); bytes sent twice must agree.
+class StreamView {
+ public:
+  explicit StreamView(uint32_t first) : first_(first) {}
+  void add(uint32_t seq, std::string_view payload) {
+    for (size_t i = 0; i < payload.size(); ++i) {
+      const uint32_t at = seq + static_cast<uint32_t>(i) - first_;
+      auto [it, fresh] = bytes_.emplace(at, payload[i]);
+      if (!fresh && it->second != payload[i]) ADD_FAILURE() << "byte " << at << " sent twice, differently";
+    }
+  }
+  void add(const Fed& f) {
+    if (f.forwarded()) add(f.view.seq, f.payload());
+  }
+  // What the engine wrote towards `side`, from its `from`-th segment on.
+  void add_sent(const EngineWorld& w, dataplane::Side side, size_t from) {
+    for (const SentSegment& s : sent_to(w, side, from)) add(s.view.seq, s.payload());
+  }
+  // The bytes from the first on, up to the first hole.
+  [[nodiscard]] std::string contiguous() const {
+    std::string out;
+    for (auto it = bytes_.find(0); it != bytes_.end() && it->first == out.size(); ++it) out += it->second;
+    return out;
+  }
+
+ private:
+  uint32_t first_;
+  std::map<uint32_t, char> bytes_;
+};
 
 // One TCP connection through the engine.
 class Connection {

@@ -22,29 +22,6 @@ using dataplane::FrameAction;
 using dataplane::Side;
 namespace flag = dataplane::tcp_flag;
 
-// /tight: one request an hour; anything else: plenty.
-constexpr std::string_view kKeepPolicy = R"(sluice: 1
-name: keep
-service_ports: [80]
-header_style: seed
-buckets:
-  tight: { rate: 1/hour, burst: 1 }
-  loose: { rate: 1000/min, burst: 1000 }
-rules:
-  - name: tight
-    path: /tight
-    key: client_ip
-    bucket: tight
-  - name: loose
-    key: client_ip
-    bucket: loose
-refusal:
-  status: 429
-  body: 'slow down'
-)";
-
-constexpr std::string_view kTight = "GET /tight HTTP/1.1\r\nHost: api\r\n\r\n";
-constexpr std::string_view kLoose = "GET /loose HTTP/1.1\r\nHost: api\r\n\r\n";
 constexpr std::string_view kOk = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
 constexpr std::string_view kOther = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nother";
 
@@ -52,37 +29,6 @@ bool is_kept_answer(std::string_view p) {
   return p.rfind("HTTP/1.1 429 ", 0) == 0 && p.find("\r\n\r\nslow down") != std::string_view::npos &&
          p.find("Connection: close") == std::string_view::npos;
 }
-
-// The origin's stream as the client receives it, placed by sequence number
-// from every segment that reaches the client (forwarded or the engine's own);
-// bytes sent twice must agree.
-class ClientView {
- public:
-  explicit ClientView(uint32_t first) : first_(first) {}
-  void add(uint32_t seq, std::string_view payload) {
-    for (size_t i = 0; i < payload.size(); ++i) {
-      const uint32_t at = seq + static_cast<uint32_t>(i) - first_;
-      auto [it, fresh] = bytes_.emplace(at, payload[i]);
-      if (!fresh && it->second != payload[i]) ADD_FAILURE() << "byte " << at << " sent twice, differently";
-    }
-  }
-  void add(const Fed& f) {
-    if (f.forwarded()) add(f.view.seq, f.payload());
-  }
-  void add_sent(const EngineWorld& w, size_t from) {
-    for (const SentSegment& s : sent_to(w, Side::kClient, from)) add(s.view.seq, s.payload());
-  }
-  // The bytes from the first on, up to the first hole.
-  [[nodiscard]] std::string contiguous() const {
-    std::string out;
-    for (auto it = bytes_.find(0); it != bytes_.end() && it->first == out.size(); ++it) out += it->second;
-    return out;
-  }
-
- private:
-  uint32_t first_;
-  std::map<uint32_t, char> bytes_;
-};
 
 // The connection's handshake, then /tight's one request an hour spent on
 // it, answered: the next /tight request on it is refused.
@@ -191,8 +137,8 @@ TEST(KeptAnswer, APipelinedRefusalIsAnsweredInRequestOrder) {
   const size_t before_resp = w.sink.sent.size();
   const Fed resp = c.origin(flag::kAck | flag::kPsh, both, {}, origin_got);
   EXPECT_EQ(resp.action, FrameAction::kDrop);  // written again with the answer in it
-  ClientView view(first_origin);
-  view.add_sent(w, before_resp);
+  StreamView view(first_origin);
+  view.add_sent(w, Side::kClient, before_resp);
   const std::string got = view.contiguous();
   ASSERT_GT(got.size(), both.size());
   EXPECT_EQ(got.substr(0, kOk.size()), kOk);
@@ -263,12 +209,12 @@ TEST(KeptAnswer, TB16_FieldsAndAKeptAnswerShareOneStream) {
   Connection c(w);
   c.handshake();
   const uint32_t first_origin = c.origin_seq_;
-  ClientView view(first_origin);
+  StreamView view(first_origin);
   size_t mark = w.sink.sent.size();
   ASSERT_TRUE(c.data(kTight).forwarded());
   view.add(c.respond(kOk));
   ASSERT_TRUE(c.data(kTight).payload_withheld());
-  view.add_sent(w, mark);
+  view.add_sent(w, Side::kClient, mark);
   std::string got = view.contiguous();
   ASSERT_TRUE(got.rfind("HTTP/1.1 200 OK\r\nRateLimit-Limit: 1\r\n", 0) == 0) << got;
   const size_t answer_at = got.find("HTTP/1.1 429 ");
@@ -282,7 +228,7 @@ TEST(KeptAnswer, TB16_FieldsAndAKeptAnswerShareOneStream) {
   ASSERT_TRUE(next.forwarded());
   EXPECT_EQ(next.view.ack, c.origin_seq_);
   view.add(c.origin(flag::kAck | flag::kPsh, kOther, {}, next.view.seq + next.view.payload_len));
-  view.add_sent(w, mark);
+  view.add_sent(w, Side::kClient, mark);
   got = view.contiguous();
   const std::string tail = got.substr(answer_at);
   const size_t second = tail.find("HTTP/1.1 200 OK\r\nRateLimit-Limit: 1000\r\n");

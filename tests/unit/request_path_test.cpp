@@ -20,31 +20,7 @@ namespace {
 using dataplane::RequestPlan;
 using Stop = dataplane::RequestPlan::Stop;
 
-// /tight: one request an hour; anything else: plenty. Refusals keep the
-// connection open (the default after_answer).
-constexpr std::string_view kKeepPolicy = R"(sluice: 1
-name: keep
-service_ports: [80]
-header_style: seed
-buckets:
-  tight: { rate: 1/hour, burst: 1 }
-  loose: { rate: 1000/min, burst: 1000 }
-rules:
-  - name: tight
-    path: /tight
-    key: client_ip
-    bucket: tight
-  - name: loose
-    key: client_ip
-    bucket: loose
-refusal:
-  status: 429
-  body: 'slow down'
-)";
-
 constexpr std::string_view kGet = "GET /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\n";
-constexpr std::string_view kTight = "GET /tight HTTP/1.1\r\nHost: api\r\n\r\n";
-constexpr std::string_view kLoose = "GET /loose HTTP/1.1\r\nHost: api\r\n\r\n";
 constexpr uint32_t kFirst = 1'000'001;  // the client's first byte
 
 // What the engine would do with one segment: every plan parse() returned

@@ -11,7 +11,6 @@
 // acknowledgements must map back onto the sender's bytes.
 #include <gtest/gtest.h>
 
-#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,28 +28,6 @@ namespace flag = dataplane::tcp_flag;
 
 constexpr uint32_t kClientIsn = 0xfffffe00;  // both streams wrap past 2^32 on the way
 constexpr uint32_t kOriginIsn = 0xffffff00;
-
-// A byte stream placed by sequence number; a byte sent twice must agree.
-class Reassembly {
- public:
-  explicit Reassembly(uint32_t first) : first_(first) {}
-  void add(uint32_t seq, std::string_view bytes) {
-    for (size_t i = 0; i < bytes.size(); ++i) {
-      const uint32_t at = seq + static_cast<uint32_t>(i) - first_;
-      auto [it, fresh] = bytes_.emplace(at, bytes[i]);
-      if (!fresh && it->second != bytes[i]) ADD_FAILURE() << "byte " << at << " sent twice, differently";
-    }
-  }
-  [[nodiscard]] std::string contiguous() const {
-    std::string out;
-    for (auto it = bytes_.find(0); it != bytes_.end() && it->first == out.size(); ++it) out += it->second;
-    return out;
-  }
-
- private:
-  uint32_t first_;
-  std::map<uint32_t, char> bytes_;
-};
 
 // One flow's editor, with the model's edits recorded.
 class EditorBench {
@@ -109,7 +86,7 @@ class EditorBench {
 
   // An origin segment with O[from, from + n), through the editor; what
   // reaches the client goes into `client`.
-  void origin_sends(const std::string& o, uint32_t from, uint32_t n, uint32_t room, bool again, Reassembly& client) {
+  void origin_sends(const std::string& o, uint32_t from, uint32_t n, uint32_t room, bool again, StreamView& client) {
     std::vector<uint8_t> frame = segment(Side::kOrigin, kOriginIsn + 1 + from, kClientIsn + 1, o.substr(from, n), room);
     dataplane::FrameView v = dataplane::parse_frame({frame.data(), frame.size() - room_extra_});
     FrameResult r{FrameAction::kForward, v.frame_len, nullptr};
@@ -132,7 +109,7 @@ class EditorBench {
   }
   // A client segment with C[from, from + n) acknowledging client number
   // `ack` of the origin's edited stream; what reaches the origin goes into `origin`.
-  void client_sends(const std::string& c, uint32_t from, uint32_t n, uint32_t ack, Reassembly& origin) {
+  void client_sends(const std::string& c, uint32_t from, uint32_t n, uint32_t ack, StreamView& origin) {
     std::vector<uint8_t> frame = segment(Side::kClient, kClientIsn + 1 + from, ack, c.substr(from, n), 0);
     dataplane::FrameView v = dataplane::parse_frame(frame);
     ASSERT_EQ(editor_.to_origin(flow_, frame.data(), v, v.seq, sink_), dataplane::EditOutcome::kDone);
@@ -231,7 +208,7 @@ void run_model(unsigned seed, uint16_t mss, bool timestamps, uint32_t room) {
   EditorBench b(mss, timestamps);
   m.record(b);
 
-  Reassembly client(kOriginIsn + 1), origin(kClientIsn + 1);
+  StreamView client(kOriginIsn + 1), origin(kClientIsn + 1);
   const auto o_cuts = cuts(rng, m.o.size(), seed % 2 ? 1400 : 200);
   for (const auto& [from, n] : o_cuts) b.origin_sends(m.o, from, n, room, false, client);
   // Retransmissions, some starting right at an insertion point: written
@@ -259,7 +236,7 @@ TEST(StreamEditor, AcknowledgementsMapBackOntoTheSendersBytes) {
   const Model m;
   EditorBench b(1460, true);
   m.record(b);
-  Reassembly client(kOriginIsn + 1), origin(kClientIsn + 1);
+  StreamView client(kOriginIsn + 1), origin(kClientIsn + 1);
   for (uint32_t at = 0; at < m.o.size(); at += 500) {
     b.origin_sends(m.o, at, std::min<uint32_t>(500, static_cast<uint32_t>(m.o.size()) - at), 0, false, client);
   }
