@@ -163,6 +163,41 @@ TEST(KeptAnswer, APipelinedRefusalIsAnsweredInRequestOrder) {
   EXPECT_EQ(later.view.seq, origin_got);
 }
 
+// A kept answer still owed to the client, overwritten in the answer store
+// by newer answers before it could be spliced in: the stream cannot be
+// written as promised, so both ends are reset and the origin's segment that
+// should have carried it goes nowhere.
+TEST(KeptAnswer, AnAnswerLostFromTheStoreEndsTheConnection) {
+  dataplane::EngineConfig config = EngineWorld::small_config();
+  config.answer_bytes = 8192;  // the least the store keeps: a few dozen answers
+  config.contexts = 16;
+  config.flows = 256;
+  EngineWorld w(kKeepPolicy, config);
+  Connection c(w);
+  ASSERT_NO_FATAL_FAILURE(spend_tight(c));
+  // /loose then /tight, pipelined: the 429 waits for /loose's response.
+  ASSERT_TRUE(c.data(std::string(kLoose) + std::string(kTight)).forwarded());
+  ASSERT_EQ(w.counters.answers_kept_open.get(), 1u);
+  // Other connections' refusals fill the store meanwhile.
+  for (uint16_t port = 41000; port < 41100; ++port) {
+    Connection other(w, false, port);
+    other.handshake();
+    ASSERT_TRUE(other.data(kTight).payload_withheld());
+  }
+  const size_t mark = w.sink.sent.size();
+  const size_t free_before = w.engine->contexts().free_count();
+  const Fed resp = c.respond(kOk);
+  EXPECT_FALSE(resp.forwarded());
+  EXPECT_EQ(w.counters.answers_lost.get(), 1u);
+  const auto to_client = sent_to(w, Side::kClient, mark);
+  const auto to_origin = sent_to(w, Side::kOrigin, mark);
+  ASSERT_EQ(to_client.size(), 1u);
+  ASSERT_EQ(to_origin.size(), 1u);
+  EXPECT_TRUE(to_client[0].view.has(flag::kRst));
+  EXPECT_TRUE(to_origin[0].view.has(flag::kRst));
+  EXPECT_EQ(w.engine->contexts().free_count(), free_before + 1);  // the flow's context is given back
+}
+
 // A refused request's body is cut out as it arrives, however it is split;
 // the appliance acknowledges it (once the answer is acknowledged), and the
 // request after it reaches the origin renumbered by head and body.
