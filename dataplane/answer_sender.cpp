@@ -84,8 +84,7 @@ void AnswerSender::abort(TcpFlow& flow, PacketSink& out) noexcept {
   lender_.give_back(flow);
 }
 
-void AnswerSender::to_origin(const TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack,
-                             uint8_t flags) noexcept {
+void AnswerSender::to_origin(const TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags) noexcept {
   SegmentSpec s = SegmentEmitter::from(flow, Side::kClient);
   s.seq = seq;
   s.ack = ack;

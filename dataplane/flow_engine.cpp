@@ -137,8 +137,8 @@ FrameResult FlowEngine::client_segment(TcpFlow& flow, uint8_t* frame, FrameView&
   return forward_frame(v);
 }
 
-FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
-                                    Nanos now, PacketSink& out) noexcept {
+FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap, Nanos now,
+                                    PacketSink& out) noexcept {
   if (v.payload_len == 0) return forward_frame(v);
   const Arrival a = counted_arrival(flow.client_next, v, counters_);
   if (a == Arrival::kAhead) return drop_frame(v);
@@ -169,8 +169,8 @@ FrameResult FlowEngine::parse_requests(TcpFlow& flow, uint8_t* frame, FrameView&
   }
 }
 
-FrameResult FlowEngine::apply(TcpFlow& flow, ParseContext& ctx, uint8_t* frame, FrameView& v,
-                              const RequestPlan& plan, PacketSink& out) noexcept {
+FrameResult FlowEngine::apply(TcpFlow& flow, ParseContext& ctx, uint8_t* frame, FrameView& v, const RequestPlan& plan,
+                              PacketSink& out) noexcept {
   if ((plan.absorbed || plan.kept != 0) && editor_.keep_open(flow, ctx, plan, out) != EditOutcome::kDone) {
     return abort(flow, v, out);
   }

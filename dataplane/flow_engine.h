@@ -45,10 +45,10 @@
 namespace sluice::dataplane {
 
 struct EngineConfig {
-  size_t flows = 65536;      // per worker
-  size_t contexts = 2048;    // per worker
-  size_t edit_holds = 8192;  // per worker: flows between requests with fields unacknowledged (edit_hold.h)
-  size_t answer_bytes = 8u << 20;  // answers kept for retransmitted refused requests, per worker
+  size_t flows = 65536;                 // per worker
+  size_t contexts = 2048;               // per worker
+  size_t edit_holds = 8192;             // per worker: flows between requests with fields unacknowledged (edit_hold.h)
+  size_t answer_bytes = 8u << 20;       // answers kept for retransmitted refused requests, per worker
   uint32_t max_head_bytes = 64 * 1024;  // context buffers; a policy may ask less, never more
   uint16_t max_fields = 128;
   FlowTimeouts timeouts;
@@ -60,11 +60,10 @@ struct EngineConfig {
 
 class FlowEngine {
  public:
-  FlowEngine(const EngineConfig& config, limiter::LimiterState& limiter, WorkerCounters& counters,
-             uint64_t trace_seed);
+  FlowEngine(const EngineConfig& config, limiter::LimiterState& limiter, WorkerCounters& counters, uint64_t trace_seed);
 
-  [[nodiscard]] FrameResult on_frame(const ServiceFrame& sf, uint8_t* frame, FrameView& v,
-                                     const PolicySnapshot& snap, time::Nanos now, PacketSink& out) noexcept;
+  [[nodiscard]] FrameResult on_frame(const ServiceFrame& sf, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
+                                     time::Nanos now, PacketSink& out) noexcept;
 
   void prefetch(const ServiceFrame& sf) const noexcept { tracker_.prefetch(sf.hash); }
 
@@ -109,8 +108,8 @@ class FlowEngine {
                                                   const RequestPlan& plan, PacketSink& out) noexcept;
   FrameResult from_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, uint32_t room, time::Nanos now,
                           PacketSink& out) noexcept;
-  [[gnu::always_inline]] inline FrameResult origin_segment(TcpFlow& flow, uint8_t* frame, FrameView& v,
-                                                           time::Nanos now, PacketSink& out) noexcept;
+  [[gnu::always_inline]] inline FrameResult origin_segment(TcpFlow& flow, uint8_t* frame, FrameView& v, time::Nanos now,
+                                                           PacketSink& out) noexcept;
   [[gnu::always_inline]] inline FrameResult origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
                                                         time::Nanos now) noexcept;
   FrameResult abort(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept;

@@ -241,8 +241,8 @@ RequestPlan RequestPath::parse(TcpFlow& flow, ParseContext& ctx, const PolicySna
   // On a later call for the same segment the stream is inside a message
   // (a head was just decided), so this changes nothing then.
   follow_reload(contexts_, flow.context, ctx, snap);
-  Pass p{flow, ctx, snap, cur, plan, contexts_scarce, now, payload.data() + cur.skip, len - cur.skip, len,
-         cur.seq + len, ctx.policy, &*ctx.requests};
+  Pass p{flow,           ctx, snap,          cur,        plan,          contexts_scarce, now, payload.data() + cur.skip,
+         len - cur.skip, len, cur.seq + len, ctx.policy, &*ctx.requests};
 
   // Until the stream needs more bytes: it reports the end of a message
   // without a body (and a pending switch) on a call of its own.

@@ -29,7 +29,6 @@ void ResponsePath::response_end(ParseContext& ctx, ResponsePlan& plan, uint32_t 
   if (ctx.responses.outstanding() == 0) ctx.requests->resolve_switch(false);
 }
 
-
 ResponsePlan ResponsePath::frame(TcpFlow& flow, ParseContext& ctx, uint32_t seq, std::span<const char> payload,
                                  bool fin, time::Nanos now) noexcept {
   ResponsePlan plan;

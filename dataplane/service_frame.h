@@ -17,8 +17,8 @@ enum class FrameAction : uint8_t { kForward, kDrop };
 
 struct FrameResult {
   FrameAction action = FrameAction::kForward;
-  uint32_t frame_len = 0;            // the frame's length after any cut
-  TcpFlow* answer_after = nullptr;   // send this flow's answer once the frame is on its way
+  uint32_t frame_len = 0;           // the frame's length after any cut
+  TcpFlow* answer_after = nullptr;  // send this flow's answer once the frame is on its way
 };
 
 [[nodiscard]] inline FrameResult forward_frame(const FrameView& v) noexcept {

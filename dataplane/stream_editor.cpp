@@ -141,8 +141,8 @@ void StreamEditor::add_fields(TcpFlow& flow, ParseContext& ctx, uint32_t at, con
   counters_.fields_inserted.add();
 }
 
-EditOutcome StreamEditor::to_client(TcpFlow& flow, uint8_t* frame, FrameView& v, uint32_t room,
-                                    uint32_t framed_before, PacketSink& out, FrameResult& r) noexcept {
+EditOutcome StreamEditor::to_client(TcpFlow& flow, uint8_t* frame, FrameView& v, uint32_t room, uint32_t framed_before,
+                                    PacketSink& out, FrameResult& r) noexcept {
   if (r.action != FrameAction::kForward || v.has(flag::kSyn)) return EditOutcome::kDone;
   if (flow.context >= 0 && v.payload_len != 0) {
     const SeqShift& shift = lender_.context(flow).to_client;
@@ -225,8 +225,8 @@ std::span<const char> StreamEditor::edit_bytes(const ParseContext& ctx, unsigned
   return {e.fields.bytes, e.fields.len};
 }
 
-EditOutcome StreamEditor::write_again(TcpFlow& flow, const uint8_t* frame, const FrameView& v,
-                                      uint32_t framed_before, PacketSink& out) noexcept {
+EditOutcome StreamEditor::write_again(TcpFlow& flow, const uint8_t* frame, const FrameView& v, uint32_t framed_before,
+                                      PacketSink& out) noexcept {
   const ParseContext& ctx = lender_.context(flow);
   const SeqShift& shift = ctx.to_client;
   const uint8_t* payload = frame + v.payload_offset;
@@ -306,7 +306,7 @@ unsigned StreamEditor::splice_kept_answers(ParseContext& ctx, uint32_t at, uint3
   for (unsigned i = 0; i < ctx.kept_count; ++i) {
     ParseContext::KeptAnswer& a = ctx.kept_at(i);
     if (a.sent) continue;
-    if (a.after != ended) break;  // waits for later responses, as do all after it
+    if (a.after != ended) break;                  // waits for later responses, as do all after it
     if (!ctx.to_client.add(at, 0, a.len)) break;  // room was reserved; never happens
     ParseContext::EditBytes& e = ctx.edit_bytes[ctx.to_client.pending() - 1];
     e.fields.len = 0;
@@ -342,8 +342,7 @@ EditOutcome StreamEditor::resend_kept_answers(TcpFlow& flow, ParseContext& ctx, 
   return EditOutcome::kDone;
 }
 
-EditOutcome StreamEditor::emit_kept_answer(TcpFlow& flow, const ParseContext::KeptAnswer& a,
-                                           PacketSink& out) noexcept {
+EditOutcome StreamEditor::emit_kept_answer(TcpFlow& flow, const ParseContext::KeptAnswer& a, PacketSink& out) noexcept {
   const std::span<const char> answer = answers_.get(a.pos, a.len);
   if (answer.size() != a.len) {
     counters_.answers_lost.add();

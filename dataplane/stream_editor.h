@@ -95,8 +95,8 @@ class StreamEditor {
   // client's MSS and the buffer's `room`. False (the frame untouched) if not.
   [[nodiscard]] bool edit_in_place(TcpFlow& flow, uint8_t* frame, FrameView& v, uint32_t room,
                                    uint32_t framed_before) noexcept;
-  [[nodiscard]] EditOutcome write_again(TcpFlow& flow, const uint8_t* frame, const FrameView& v,
-                                        uint32_t framed_before, PacketSink& out) noexcept;
+  [[nodiscard]] EditOutcome write_again(TcpFlow& flow, const uint8_t* frame, const FrameView& v, uint32_t framed_before,
+                                        PacketSink& out) noexcept;
   void renumber_to_client(const TcpFlow& flow, uint8_t* frame, FrameView& v) const noexcept;
   // Kept answers waiting for the `ended`-th response, spliced in at origin
   // sequence `at`. Returns how many.

@@ -4,6 +4,8 @@
 // parse() as the flow engine does (again after a held head is released),
 // and reads what the plan asks: how much goes to the origin, what is held,
 // what is cut out of a kept-open connection, what is answered.
+#include "dataplane/request_path.h"
+
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -11,7 +13,6 @@
 #include <string_view>
 #include <vector>
 
-#include "dataplane/request_path.h"
 #include "flow_harness.h"
 
 namespace sluice::test {
@@ -30,9 +31,7 @@ struct Segment {
   std::vector<RequestPlan> plans;
   std::string answer;
   [[nodiscard]] const RequestPlan& last() const { return plans.back(); }
-  [[nodiscard]] bool released_held() const {
-    return plans.size() > 1 && plans.front().stop == Stop::kReleaseHeld;
-  }
+  [[nodiscard]] bool released_held() const { return plans.size() > 1 && plans.front().stop == Stop::kReleaseHeld; }
 };
 
 class RequestBench {
@@ -70,7 +69,8 @@ class RequestBench {
   // The origin answered every request so far.
   void answer_all() {
     std::string responses;
-    for (size_t n = ctx().responses.outstanding(); n != 0; --n) responses += "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    for (size_t n = ctx().responses.outstanding(); n != 0; --n)
+      responses += "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
     std::string_view rest = responses;
     for (;;) {
       const http::ResponseStep st = ctx().responses.next(rest);
@@ -95,7 +95,9 @@ class RequestBench {
   dataplane::TcpFlow flow_;
 };
 
-uint32_t len(std::string_view s) { return static_cast<uint32_t>(s.size()); }
+uint32_t len(std::string_view s) {
+  return static_cast<uint32_t>(s.size());
+}
 
 TEST(RequestPath, AWholeAdmittedRequestGoesOnWhole) {
   RequestBench b;
@@ -204,7 +206,8 @@ TEST(RequestPath, WithTheFlowsEditsFullARefusalCloses) {
   ASSERT_EQ(b.feed(kTight).last().stop, Stop::kEnd);
   // As many removals pending as a shift keeps (earlier kept-open refusals
   // whose bytes the origin has not yet acknowledged).
-  for (uint32_t i = 0; i < dataplane::SeqShift::kMaxEdits; ++i) ASSERT_TRUE(b.ctx().to_origin.add(kFirst - 1000 + i * 10, 5, 0));
+  for (uint32_t i = 0; i < dataplane::SeqShift::kMaxEdits; ++i)
+    ASSERT_TRUE(b.ctx().to_origin.add(kFirst - 1000 + i * 10, 5, 0));
   EXPECT_EQ(b.feed(kTight).last().stop, Stop::kAnswerClose);
 }
 

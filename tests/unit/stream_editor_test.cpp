@@ -9,13 +9,14 @@
 // must see exactly O with the insertions, the origin exactly C without the
 // removal, every byte the same however often it is sent, and
 // acknowledgements must map back onto the sender's bytes.
+#include "dataplane/stream_editor.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <string>
 #include <vector>
 
-#include "dataplane/stream_editor.h"
 #include "flow_harness.h"
 
 namespace sluice::test {
@@ -226,9 +227,9 @@ void run_model(unsigned seed, uint16_t mss, bool timestamps, uint32_t room) {
 
 TEST(StreamEditor, BothStreamsArriveAsTheModelEditsThem) {
   for (unsigned seed = 1; seed <= 40; ++seed) {
-    run_model(seed, 1460, seed % 3 == 0, 0);       // written again
-    run_model(seed, 1460, seed % 3 == 0, 4096);    // grown in place where it fits
-    run_model(seed, 200, seed % 3 == 1, 4096);     // split at a small MSS
+    run_model(seed, 1460, seed % 3 == 0, 0);     // written again
+    run_model(seed, 1460, seed % 3 == 0, 4096);  // grown in place where it fits
+    run_model(seed, 200, seed % 3 == 1, 4096);   // split at a small MSS
   }
 }
 
