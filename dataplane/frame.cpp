@@ -1,5 +1,6 @@
 // Header walk: Ethernet, up to two VLAN tags, IPv4 (options allowed) or IPv6
-// (extension headers walked), TCP with its options.
+// (extension headers walked, however many the packet holds), TCP with its
+// options. What could carry TCP past the walk is kOpaque (frame.h).
 #include "frame.h"
 
 #include <array>
@@ -12,7 +13,24 @@ constexpr uint16_t kEtherIpv4 = 0x0800;
 constexpr uint16_t kEtherIpv6 = 0x86dd;
 constexpr uint16_t kEtherVlan = 0x8100;
 constexpr uint16_t kEtherQinQ = 0x88a8;
+constexpr uint16_t kEtherMpls = 0x8847;
+constexpr uint16_t kEtherMplsMulticast = 0x8848;
+constexpr uint16_t kEtherPppoeSession = 0x8864;
 constexpr uint8_t kProtoTcp = 6;
+
+// IP protocols (and IPv6 extension headers the walk does not follow) behind
+// which a TCP segment could reach a host that unwraps them: IP in IP, IPv6
+// in IP, GRE, ESP, AH, EtherIP, IPComp, L2TP, MPLS in IP; Mobility, HIP,
+// Shim6 and the experimental numbers.
+[[nodiscard]] constexpr bool opaque_protocol(uint8_t p) noexcept {
+  switch (p) {
+    case 4: case 41: case 47: case 50: case 51: case 97: case 108: case 115: case 137:
+    case 135: case 139: case 140: case 253: case 254:
+      return true;
+    default:
+      return false;
+  }
+}
 
 void parse_options(const uint8_t* p, size_t len, TcpOptions& o) noexcept {
   size_t i = 0;
@@ -61,6 +79,7 @@ struct L3 {
   size_t ip_end = 0;  // offset just past the IP packet: Ethernet padding is not part of it
   bool fragment = false;
   bool first_fragment = false;
+  bool opaque = false;  // a routing header with segments left: the destination is not the one read
 };
 
 // The helpers below each run once per frame from parse_frame: forced inline so
@@ -68,7 +87,8 @@ struct L3 {
 
 // Steps over the MAC addresses and at most two VLAN tags (802.1Q, QinQ) to
 // the EtherType that names the payload. False if the frame ends inside them;
-// `vlan_tags` counts the tags read until then.
+// `vlan_tags` counts the tags read until then. A third tag is left as the
+// EtherType: parse_frame() drops it.
 [[gnu::always_inline]] inline bool walk_l2(const uint8_t* f, size_t n, FrameView& v, uint16_t& type) noexcept {
   if (n < 14) return false;
   size_t off = 12;
@@ -100,12 +120,17 @@ struct L3 {
   return true;
 }
 
-// Follows hop-by-hop, routing, destination options and fragment headers (at
-// most 8) to the transport header. False if one does not fit in the packet.
+// Follows hop-by-hop, routing, destination options and fragment headers to
+// the transport header, however many there are: each is at least 8 bytes, so
+// the packet bounds the walk. An attacker's chain of nine is walked like a
+// client's one. False if a header does not fit in the packet.
 [[gnu::always_inline]] inline bool walk_ipv6_extensions(const uint8_t* f, L3& ip) noexcept {
-  for (int hops = 0; hops < 8; ++hops) {
+  for (;;) {
     if (ip.proto == 0 || ip.proto == 43 || ip.proto == 60) {
       if (ip.l4 + 8 > ip.ip_end) return false;
+      // A routing header with segments left sends the packet on to another
+      // address, and the transport checksum is over that one.
+      if (ip.proto == 43 && f[ip.l4 + 3] != 0) ip.opaque = true;
       const size_t len = (static_cast<size_t>(f[ip.l4 + 1]) + 1) * 8;
       ip.proto = f[ip.l4];
       ip.l4 += len;
@@ -116,12 +141,13 @@ struct L3 {
       ip.first_fragment = (frag & 0xfff8) == 0;
       ip.proto = f[ip.l4];
       ip.l4 += 8;
+      // Behind a later fragment are data, not headers.
+      if (!ip.first_fragment) return ip.l4 <= ip.ip_end;
     } else {
-      break;
+      // A header's stated length may run past the packet.
+      return ip.l4 <= ip.ip_end;
     }
   }
-  // A header's stated length may run past the packet.
-  return ip.l4 <= ip.ip_end;
 }
 
 [[gnu::always_inline]] inline bool read_ipv6(const uint8_t* f, size_t n, size_t off, FrameView& v, L3& ip) noexcept {
@@ -160,9 +186,12 @@ struct L3 {
 // fragment yields its ports only: the rest of the segment is not here, and a
 // header cut short in it is not a malformed frame.
 [[gnu::always_inline]] inline FrameKind read_l4(const uint8_t* f, const L3& ip, FrameView& v) noexcept {
-  if (ip.proto != kProtoTcp || (ip.fragment && !ip.first_fragment)) return FrameKind::kIpOther;
+  if (ip.fragment && !ip.first_fragment) return FrameKind::kIpOther;  // its first fragment was judged
+  if (ip.opaque || opaque_protocol(ip.proto)) return FrameKind::kOpaque;
+  if (ip.proto != kProtoTcp) return FrameKind::kIpOther;
   v.l4_offset = static_cast<uint16_t>(ip.l4);
-  if (ip.l4 + 4 > ip.ip_end) return ip.fragment ? FrameKind::kIpOther : FrameKind::kMalformed;
+  // A first fragment must show the ports, or nobody can tell whose it is.
+  if (ip.l4 + 4 > ip.ip_end) return ip.fragment ? FrameKind::kOpaque : FrameKind::kMalformed;
   v.sport = load16(f + ip.l4);
   v.dport = load16(f + ip.l4 + 2);
   if (ip.fragment) return FrameKind::kTcpFragment;
@@ -181,7 +210,9 @@ FrameView parse_frame(std::span<const uint8_t> frame) noexcept {
     return v;
   }
   if (type != kEtherIpv4 && type != kEtherIpv6) {
-    v.kind = FrameKind::kNonIp;
+    const bool may_carry_ip = type == kEtherVlan || type == kEtherQinQ || type == kEtherMpls ||
+                              type == kEtherMplsMulticast || type == kEtherPppoeSession;
+    v.kind = may_carry_ip ? FrameKind::kOpaque : FrameKind::kNonIp;
     return v;
   }
   L3 ip;

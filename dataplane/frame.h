@@ -12,12 +12,18 @@
 
 namespace sluice::dataplane {
 
+// Fail closed (dataplane/README.md, "What reaches the origin"): what may
+// carry a TCP segment to a service port that the appliance cannot read is
+// never bridged.
 enum class FrameKind : uint8_t {
-  kNonIp,        // ARP, LLDP, anything not IPv4/IPv6: bridged
-  kIpOther,      // IP but not TCP (ICMP, UDP, ...), or a non-first fragment: bridged
+  kNonIp,        // ARP, LLDP, STP, anything that cannot carry IP: bridged
+  kIpOther,      // IP with a transport other than TCP (ICMP, UDP, ...), or a later fragment: bridged
   kTcp,          // a whole TCP segment: `tcp` is valid
   kTcpFragment,  // the first fragment of a TCP segment: ports known, segment not whole
-  kMalformed,    // truncated or inconsistent headers: bridged untouched, never parsed
+  kOpaque,       // may hide TCP the appliance cannot read (ESP, AH, tunnels, an unknown IPv6
+                 // extension, a routing header still to be followed, a third VLAN tag, MPLS,
+                 // PPPoE, a first fragment too short for the ports): dropped
+  kMalformed,    // truncated or inconsistent headers: dropped, never parsed
 };
 
 namespace tcp_flag {

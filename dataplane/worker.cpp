@@ -93,9 +93,9 @@ bool Worker::receive(rte_mbuf* m, Side from, const PolicySnapshot& snap, Owned& 
   }
   if (m->nb_segs > 1 && rte_pktmbuf_linearize(m) != 0) {
     // A frame spread over several buffers is parsed from one; one that does
-    // not fit is bridged only if it is not TCP (checked below).
+    // not fit is bridged only if nothing in it could be TCP.
     FrameView first = parse_frame({rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m)});
-    if (first.kind == FrameKind::kTcp || first.kind == FrameKind::kTcpFragment || first.kind == FrameKind::kMalformed) {
+    if (first.kind != FrameKind::kNonIp && first.kind != FrameKind::kIpOther) {
       counters_.tx_dropped.add();
       rte_pktmbuf_free(m);
       return false;
@@ -111,9 +111,14 @@ bool Worker::receive(rte_mbuf* m, Side from, const PolicySnapshot& snap, Owned& 
       counters_.bridged_ip_other.add();
       forward(m, from);
       return false;
+    case FrameKind::kOpaque:
+      // Fail closed: it could carry a service-port segment nobody judged.
+      counters_.dropped_opaque.add();
+      rte_pktmbuf_free(m);
+      return false;
     case FrameKind::kMalformed:
-      counters_.bridged_malformed.add();
-      forward(m, from);
+      counters_.dropped_malformed.add();
+      rte_pktmbuf_free(m);
       return false;
     case FrameKind::kTcp:
     case FrameKind::kTcpFragment:

@@ -33,7 +33,8 @@ class Counter {
   X(bridged_non_ip, "non-IP frames bridged (ARP, LLDP, ...)")                                 \
   X(bridged_ip_other, "IP frames that are not TCP bridged (ICMP, UDP, later fragments)")      \
   X(bridged_tcp_other, "TCP frames to other ports bridged")                                   \
-  X(bridged_malformed, "frames with broken headers bridged untouched")                         \
+  X(dropped_opaque, "frames that could hide TCP the appliance cannot read dropped (ESP, AH, tunnels, ...)") \
+  X(dropped_malformed, "frames with broken headers dropped")                                   \
   X(service_frames, "TCP frames of service-port flows handled")                                \
   X(handed_off, "frames passed to the worker that owns their flow")                           \
   X(handoff_dropped, "frames dropped because the owner's hand-off ring was full")             \

@@ -149,6 +149,78 @@ TEST(Frame, Ipv6FragmentHeader) {
   EXPECT_EQ(parse_frame(with_ipv6_extension(plain, 44, {0, 0, 0x00, 0x08})).kind, FrameKind::kIpOther);  // offset 8
 }
 
+// Issue 13, case 2: nine destination options headers (and thirty) are walked
+// to the TCP header; before, the walk stopped at eight and the segment was
+// bridged as "other IP".
+TEST(Frame, Ipv6ExtensionChainsOfAnyLengthAreWalked) {
+  const auto plain = segment(6, 0, "GET / HTTP/1.1\r\n\r\n");
+  const FrameView before = parse_frame(plain);
+  for (int n : {8, 9, 30}) {
+    auto f = plain;
+    for (int i = 0; i < n; ++i) f = with_ipv6_extension(f, 60, {});
+    const FrameView v = parse_frame(f);
+    ASSERT_EQ(v.kind, FrameKind::kTcp) << n;
+    EXPECT_EQ(v.l4_offset, before.l4_offset + 8 * n) << n;
+    EXPECT_EQ(v.dport, 80) << n;
+    EXPECT_EQ(v.payload_len, before.payload_len) << n;
+    EXPECT_TRUE(tcp_checksum_ok(f.data(), v)) << n;
+  }
+}
+
+// Issue 13: what could carry TCP the walk cannot read is dropped (kOpaque),
+// never bridged: AH, ESP, tunnels, unknown IPv6 extensions, a routing header
+// still to be followed.
+TEST(Frame, WhatCouldHideTcpIsOpaque) {
+  const auto plain6 = segment(6, 0, "x");
+  EXPECT_EQ(parse_frame(with_ipv6_extension(plain6, 51, {})).kind, FrameKind::kOpaque);   // AH
+  EXPECT_EQ(parse_frame(with_ipv6_extension(plain6, 50, {})).kind, FrameKind::kOpaque);   // ESP
+  EXPECT_EQ(parse_frame(with_ipv6_extension(plain6, 135, {})).kind, FrameKind::kOpaque);  // Mobility
+  EXPECT_EQ(parse_frame(with_ipv6_extension(plain6, 253, {})).kind, FrameKind::kOpaque);  // experimental
+  EXPECT_EQ(parse_frame(with_ipv6_extension(plain6, 43, {0, 0, 4, 1})).kind, FrameKind::kOpaque);  // segments left 1
+  EXPECT_EQ(parse_frame(with_ipv6_extension(plain6, 43, {0, 0, 4, 0})).kind, FrameKind::kTcp);     // segments left 0
+  for (uint8_t proto : {4, 41, 47, 50, 51}) {
+    auto f = segment(4, 0, "x");
+    f[l2(0x0800).size() + 9] = proto;
+    EXPECT_EQ(parse_frame(f).kind, FrameKind::kOpaque) << int{proto};
+  }
+  for (uint16_t type : {0x8847, 0x8848, 0x8864}) {  // MPLS, PPPoE session
+    auto f = segment(4, 0, "x");
+    store16(&f[12], type);
+    EXPECT_EQ(parse_frame(f).kind, FrameKind::kOpaque) << type;
+  }
+  // A later IPv6 fragment's data are not headers, whatever they look like.
+  auto later = with_ipv6_extension(plain6, 44, {0, 0, 0x00, 0x08});
+  EXPECT_EQ(parse_frame(later).kind, FrameKind::kIpOther);
+}
+
+// Issue 13: a first fragment too short to show the ports cannot be placed:
+// dropped, not bridged.
+TEST(Frame, AFirstFragmentWithoutPortsIsOpaque) {
+  auto f = segment(4, 0, "");
+  const size_t ip = l2(0x0800).size();
+  f.resize(ip + 20 + 2);
+  store16(&f[ip + 2], 22);
+  f[ip + 6] = 0x20;  // MF, offset 0
+  EXPECT_EQ(parse_frame(f).kind, FrameKind::kOpaque);
+}
+
+// Issue 13: IPv4 options are walked over; the segment behind them is read and
+// its checksum still holds.
+TEST(Frame, Ipv4OptionsAreWalkedOver) {
+  const auto plain = segment(4, 0, "GET / HTTP/1.1\r\n\r\n");
+  const size_t ip = l2(0x0800).size();
+  auto f = plain;
+  f.insert(f.begin() + static_cast<std::ptrdiff_t>(ip + 20), {1, 1, 1, 0});  // NOP NOP NOP EOL
+  f[ip] = 0x46;
+  store16(&f[ip + 2], static_cast<uint16_t>(load16(&f[ip + 2]) + 4));
+  const FrameView v = parse_frame(f);
+  ASSERT_EQ(v.kind, FrameKind::kTcp);
+  EXPECT_EQ(v.l4_offset, parse_frame(plain).l4_offset + 4);
+  EXPECT_EQ(v.payload_len, parse_frame(plain).payload_len);
+  EXPECT_EQ(v.dport, 80);
+  EXPECT_TRUE(tcp_checksum_ok(f.data(), v));
+}
+
 TEST(Frame, TcpDataOffsetMustFitTheHeaderAndThePacket) {
   auto f = segment(4, 0, "hello");
   const size_t tcp = parse_frame(f).l4_offset;
@@ -172,12 +244,14 @@ TEST(Frame, ReadsSynOptions) {
   EXPECT_FALSE(v.options.has_timestamp);
 }
 
-TEST(Frame, VlanTagsPastTwoAreNotWalked) {
+// Issue 13: a third tag could hide a service-port segment from the walk, so
+// it is dropped (kOpaque), not bridged.
+TEST(Frame, VlanTagsPastTwoAreNotWalkedButDropped) {
   auto f = segment(4, 2, "x");
   const std::vector<uint8_t> tag = {0x81, 0x00, 0x00, 12};
   f.insert(f.begin() + 12, tag.begin(), tag.end());
   const FrameView v = parse_frame(f);
-  EXPECT_EQ(v.kind, FrameKind::kNonIp);
+  EXPECT_EQ(v.kind, FrameKind::kOpaque);
   EXPECT_EQ(v.vlan_tags, 2);
 
   std::vector<uint8_t> cut = l2(0x8100);
