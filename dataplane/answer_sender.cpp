@@ -44,11 +44,35 @@ void AnswerSender::send_answer(TcpFlow& flow, PacketSink& out) noexcept {
   counters_.answers_sent.add();
 }
 
+void AnswerSender::end_unframable(TcpFlow& flow, PacketSink& out) noexcept {
+  if (flow.state == FlowState::kRefusing) counters_.answers_abandoned.add();
+  // Where the origin's stream stands for it: a refused request, or a held
+  // head, was never forwarded. Should it expect another number, it answers
+  // with a challenge ACK and reset_origin() resets it at the exact one.
+  uint32_t origin_expects = flow.client_next;
+  if (flow.state == FlowState::kRefusing) origin_expects = flow.reset_seq;
+  else if (lender_.context(flow).buffering) origin_expects = flow.held_seq;
+  // An answer of no bytes: the FIN alone, at the first byte the client will
+  // not get; after_answer() treats the flow as any answered one.
+  flow.answer_seq = flow.origin_next;
+  flow.answer_ack = flow.client_next;
+  flow.answer_len = 0;
+  editor_.send_to_client(flow, out, flow.answer_seq, flow.answer_ack, flag::kFin | flag::kAck);
+  to_origin(flow, out, editor_.to_origin_seq(flow, origin_expects), flow.origin_next, flag::kRst | flag::kAck);
+  flow.state = FlowState::kAnswered;
+  lender_.give_back(flow);
+}
+
 void AnswerSender::after_answer(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept {
   if (v.payload_len != 0 && seq_lt(v.seq, flow.answer_ack)) {
-    // The refused request again: its answer was lost. Same answer, no charge.
-    counters_.answers_resent.add();
-    emit_answer(flow, out);
+    if (flow.answer_len == 0) {
+      // The connection was ended without an answer: its FIN again.
+      editor_.send_to_client(flow, out, flow.answer_seq, flow.answer_ack, flag::kFin | flag::kAck);
+    } else {
+      // The refused request again: its answer was lost. Same answer, no charge.
+      counters_.answers_resent.add();
+      emit_answer(flow, out);
+    }
   }
   if (v.has(flag::kFin)) {
     editor_.send_to_client(flow, out, flow.answer_seq + flow.answer_len + 1, v.seq + v.payload_len + 1, flag::kAck);

@@ -238,7 +238,7 @@ FrameResult FlowEngine::origin_segment(TcpFlow& flow, uint8_t* frame, FrameView&
   switch (flow.state) {
     case FlowState::kEstablished:
     case FlowState::kRefusing:
-      r = origin_data(flow, frame, v, now);
+      r = origin_data(flow, frame, v, now, out);
       break;
     case FlowState::kAnswered:
       sender_.reset_origin(flow, v, out);
@@ -250,7 +250,7 @@ FrameResult FlowEngine::origin_segment(TcpFlow& flow, uint8_t* frame, FrameView&
   return r;
 }
 
-FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v, Nanos now) noexcept {
+FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v, Nanos now, PacketSink& out) noexcept {
   const bool fin = v.has(flag::kFin);
   if (flow.context < 0) {
     // Nothing outstanding: bytes nobody asked for (an idle timeout's 408,
@@ -266,18 +266,26 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
     if (a == Arrival::kRepeat) return forward_frame(v);
   }
   ParseContext& ctx = lender_.context(flow);
-  const bool refusing = flow.state == FlowState::kRefusing;
   const ResponsePlan plan = responses_.frame(flow, ctx, v.seq, payload_of(frame, v), fin, now);
+  if (plan.stop == ResponsePlan::Stop::kError) {
+    // A response the appliance cannot frame (too long a head, too many
+    // fields, obs-fold: an origin that reflects input can be made to send
+    // one). Bridging the rest would let every later request on the
+    // connection through unjudged: the client keeps what came before this
+    // segment, then the connection ends.
+    sender_.end_unframable(flow, out);
+    return drop_frame(v);
+  }
   if (plan.points != 0) editor_.add_response_points(flow, ctx, plan);
   FrameResult r = forward_frame(v);
   if (plan.answer_due) r.answer_after = &flow;
-  if (plan.stop == ResponsePlan::Stop::kPassThrough || (plan.stop == ResponsePlan::Stop::kError && !refusing)) {
-    // A response the appliance cannot frame: the flow is bridged from here on.
+  if (plan.stop == ResponsePlan::Stop::kPassThrough) {
+    // The origin switched protocols (101, or 2xx to CONNECT) as the
+    // policy allowed: the flow is bridged from here on.
     flow.state = FlowState::kPassThrough;
     lender_.give_back(flow);
     return r;
   }
-  if (plan.stop == ResponsePlan::Stop::kError) return r;
   if (fin) flow.origin_fin = true;
   if (!flow.stream_edited) lender_.give_back_if_done(flow);  // an edited flow's: from_origin(), after the edits
   return r;

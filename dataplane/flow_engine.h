@@ -111,7 +111,7 @@ class FlowEngine {
   [[gnu::always_inline]] inline FrameResult origin_segment(TcpFlow& flow, uint8_t* frame, FrameView& v, time::Nanos now,
                                                            PacketSink& out) noexcept;
   [[gnu::always_inline]] inline FrameResult origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
-                                                        time::Nanos now) noexcept;
+                                                        time::Nanos now, PacketSink& out) noexcept;
   FrameResult abort(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept;
 
   WorkerCounters& counters_;

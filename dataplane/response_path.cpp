@@ -54,18 +54,17 @@ ResponsePlan ResponsePath::frame(TcpFlow& flow, ParseContext& ctx, uint32_t seq,
         if (ctx.responses.outstanding() == 0 && refusing) plan.answer_due = true;
         continue;
       }
-      flow.origin_next = end;
       if (st.event == http::ResponseEvent::kPassThrough) {
+        flow.origin_next = end;
         counters_.pass_through.add();
         ctx.requests->resolve_switch(true);
         plan.stop = ResponsePlan::Stop::kPassThrough;
         return plan;
       }
-      // kError: the responses cannot be framed any more. A pending answer
-      // goes out now rather than never.
+      // kError: the responses cannot be framed any more; origin_next stays
+      // where this segment's bytes begin, which the client will not get.
       counters_.response_errors.add();
       plan.stop = ResponsePlan::Stop::kError;
-      plan.answer_due = refusing;
       return plan;
     }
     flow.origin_next = end;

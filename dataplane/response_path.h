@@ -40,7 +40,7 @@ struct ResponsePlan {
   enum class Stop : uint8_t {
     kEnd,          // every new byte was framed
     kPassThrough,  // the origin switched protocols: the flow is bridged from here on
-    kError,        // the responses cannot be framed any more
+    kError,        // the responses cannot be framed any more: the connection ends (origin_next not advanced)
   };
   Stop stop = Stop::kEnd;
   // The flow was refusing (its closing answer waiting for earlier responses)

@@ -52,7 +52,7 @@ class Counter {
   X(answered, "requests answered by the appliance (400, 401, 404, 431, 501, 505)")            \
   X(shadow_refusals, "refusals of a shadow rule, forwarded (X01)")                             \
   X(parse_errors, "connections whose request stream could not be framed")                      \
-  X(response_errors, "connections whose response stream could not be framed (then bridged)") \
+  X(response_errors, "connections ended: a response could not be framed")        \
   X(answers_sent, "answers (429 and others) sent with FIN, origin reset")                      \
   X(answers_resent, "answers sent again for a retransmitted refused request")                  \
   X(answers_lost, "refused requests retransmitted after their answer was overwritten: reset")  \

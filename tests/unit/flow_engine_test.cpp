@@ -354,6 +354,69 @@ TEST(FlowEngine, UpgradeSwitchesToPassThrough) {
   EXPECT_EQ(w.counters.pass_through.get(), 1u);
 }
 
+// Issue 13, case 3: a response the appliance cannot frame (here obs-fold, as
+// an origin that reflects a request field into its response can be made to
+// send) ends the connection instead of switching it to pass-through, where
+// every later request on it went to the origin unjudged. The client keeps
+// the responses before that segment, then gets a FIN; the origin gets a RST;
+// later requests on the connection reach nobody and are not charged.
+TEST(FlowEngine, AnUnframableResponseEndsTheConnectionNotPassThrough) {
+  EngineWorld w(kKeepPolicy);
+  Connection c(w);
+  c.handshake();
+  ASSERT_TRUE(c.data(kLoose).forwarded());
+  ASSERT_TRUE(c.respond(kOk).forwarded());
+  ASSERT_TRUE(c.data(kLoose).forwarded());
+  const uint32_t cut_at = c.origin_seq_;
+  const size_t before = w.sink.sent.size();
+  const Fed bad = c.respond("HTTP/1.1 200 OK\r\nX-Reflected: a\r\n b\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_FALSE(bad.forwarded());
+  EXPECT_EQ(w.counters.response_errors.get(), 1u);
+  const auto to_client = sent_to(w, dataplane::Side::kClient, before);
+  ASSERT_EQ(to_client.size(), 1u);
+  EXPECT_TRUE(to_client[0].view.has(dataplane::tcp_flag::kFin));
+  EXPECT_EQ(to_client[0].view.payload_len, 0u);
+  EXPECT_EQ(to_client[0].view.seq, cut_at);
+  const auto to_origin = sent_to(w, dataplane::Side::kOrigin, before);
+  ASSERT_EQ(to_origin.size(), 1u);
+  EXPECT_TRUE(to_origin[0].view.has(dataplane::tcp_flag::kRst));
+  EXPECT_EQ(to_origin[0].view.seq, c.client_seq_);
+  EXPECT_EQ(w.engine->contexts().free_count(), w.engine->contexts().size());
+
+  // Requests after it, even many, reach nobody and are not charged.
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(c.data(kTight).forwarded());
+  EXPECT_EQ(w.counters.requests.get(), 2u);
+  EXPECT_EQ(w.counters.pass_through.get(), 0u);
+  // The client's FIN is acknowledged past the appliance's.
+  const size_t at_fin = w.sink.sent.size();
+  EXPECT_FALSE(c.client(dataplane::tcp_flag::kFin | dataplane::tcp_flag::kAck, "").forwarded());
+  const auto ack = sent_to(w, dataplane::Side::kClient, at_fin);
+  ASSERT_FALSE(ack.empty());
+  EXPECT_EQ(ack.back().view.seq, cut_at + 1);
+  EXPECT_EQ(ack.back().view.ack, c.client_seq_ + 1);
+}
+
+// The same on a connection that was waiting to answer a refused request: the
+// 429 would answer the wrong request in the client's eyes, so the connection
+// ends without it.
+TEST(FlowEngine, AnUnframableResponseBeforeARefusalEndsTheConnectionWithoutTheAnswer) {
+  EngineWorld w;  // kSmallPolicy: 2 a minute, refusals close
+  Connection c(w);
+  c.handshake();
+  ASSERT_TRUE(c.data(std::string(kGet) + std::string(kGet)).forwarded());
+  const Fed third = c.data(kGet);
+  EXPECT_TRUE(third.payload_withheld());
+  ASSERT_TRUE(c.respond(kOk).forwarded());
+  const size_t before = w.sink.sent.size();
+  EXPECT_FALSE(c.respond("HTTP/1.1 200 OK\r\nX-Reflected: a\r\n b\r\n\r\n").forwarded());
+  for (const SentSegment& s : sent_to(w, dataplane::Side::kClient, before)) {
+    EXPECT_EQ(s.view.payload_len, 0u) << s.payload();
+    EXPECT_TRUE(s.view.has(dataplane::tcp_flag::kFin));
+  }
+  EXPECT_EQ(w.counters.answers_sent.get(), 0u);
+  EXPECT_EQ(w.counters.answers_abandoned.get(), 1u);
+}
+
 // A FIN cut off with the rest of a segment (here by back-pressure, past 32
 // unanswered requests) was not sent: the client's side is still open, so the
 // flow stays parsed, and the rest, sent again, is judged like any bytes. Were
