@@ -150,6 +150,13 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
     }
     return forward_frame(v);
   }
+  if (seq_lt(v.seq, flow.client_next)) {
+    // Bytes already judged, then new ones. The judged copy is the one that
+    // counts: the origin got it, or (a held head) gets it from the context,
+    // never this segment's, which may differ. Only the new bytes go on.
+    counters_.overlaps_trimmed.add();
+    static_cast<void>(trim_front(frame, v, flow.client_next - v.seq));
+  }
   if (flow.context < 0 && !lender_.borrow(flow, snap)) {
     counters_.contexts_exhausted.add();
     return drop_frame(v);

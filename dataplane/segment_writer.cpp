@@ -92,4 +92,15 @@ uint32_t trim_payload(uint8_t* frame, FrameView& v, uint32_t keep) noexcept {
   return v.frame_len;
 }
 
+uint32_t trim_front(uint8_t* frame, FrameView& v, uint32_t drop) noexcept {
+  if (drop == 0 || drop >= v.payload_len) return v.frame_len;
+  const uint32_t keep = v.payload_len - drop;
+  std::memmove(frame + v.payload_offset, frame + v.payload_offset + drop, keep);
+  v.seq += drop;
+  store32(frame + v.l4_offset + 4, v.seq);
+  change_payload_length(frame, v, -static_cast<int32_t>(drop));
+  set_tcp_checksum(frame, v);
+  return v.frame_len;
+}
+
 }  // namespace sluice::dataplane

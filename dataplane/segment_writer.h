@@ -39,6 +39,11 @@ inline constexpr size_t kTimestampOptionBytes = 12;  // NOP, NOP, kind 8 length 
 // fixing the IP length and both checksums. Returns the new frame length.
 [[nodiscard]] uint32_t trim_payload(uint8_t* frame, FrameView& view, uint32_t keep) noexcept;
 
+// Cuts the first `drop` bytes (fewer than it has) off the TCP payload of the
+// segment in `frame`: the rest moves up, the sequence number moves on by
+// `drop`, lengths and checksums follow. Returns the new frame length.
+[[nodiscard]] uint32_t trim_front(uint8_t* frame, FrameView& view, uint32_t drop) noexcept;
+
 // The segment's payload is `delta` bytes longer (or shorter) than `view`
 // says: the IP length field, the IPv4 header checksum, view.payload_len and
 // view.frame_len follow. The TCP checksum is the caller's.

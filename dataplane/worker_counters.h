@@ -60,6 +60,7 @@ class Counter {
   X(answers_kept_open, "answers after which the connection stayed open (after_answer)")        \
   X(kept_answers_resent, "kept-open answers sent again: the client sent their request again") \
   X(retransmits, "client segments already parsed, forwarded again uncharged")                  \
+  X(overlaps_trimmed, "client segments that began with bytes already judged: those cut off")   \
   X(out_of_order, "segments ahead of the parsed stream dropped for the sender to retransmit")  \
   X(backpressure, "segments cut or dropped: too many responses outstanding")                   \
   X(contexts_exhausted, "segments dropped: no parse context free")                             \

@@ -175,6 +175,52 @@ TEST(FlowEngine, RetransmittedHeldBytesStayHeld) {
   EXPECT_EQ(w.counters.requests.get(), 1u);
 }
 
+// Issue 13, case 1: a held head's first part, then a longer segment at the
+// same sequence number whose first bytes differ ("/tight" where "/loose" was
+// judged). Before, the second copy was forwarded and the origin served the
+// path nobody judged, past its budget. Now the origin gets the judged bytes
+// and the decision is on them.
+TEST(FlowEngine, AnOverlapWithOtherBytesCannotChangeAHeldHead) {
+  EngineWorld w(kKeepPolicy);
+  Connection c(w);
+  c.handshake();
+  ASSERT_TRUE(c.data(kTight).forwarded());  // /tight's one request an hour
+  ASSERT_TRUE(c.respond(kOk).forwarded());
+  const size_t before = w.sink.sent.size();
+  const uint32_t seq = c.client_seq_;
+  StreamView origin(seq);
+  const std::string_view first = kLoose.substr(0, 18);  // "GET /loose HTTP/1."
+  origin.add(c.client(flag::kAck | flag::kPsh, first, seq));
+  const Fed second = c.client(flag::kAck | flag::kPsh, kTight, seq);
+  c.client_seq_ = seq + static_cast<uint32_t>(kTight.size());
+  origin.add(second);
+  origin.add_sent(w, Side::kOrigin, before);
+  EXPECT_EQ(origin.contiguous(), kLoose);
+  EXPECT_EQ(w.counters.overlaps_trimmed.get(), 1u);
+  EXPECT_EQ(w.counters.requests.get(), 2u);
+  EXPECT_EQ(w.counters.refused.get(), 0u);
+}
+
+// The same without a held head: a whole request, then a segment that repeats
+// its bytes differently and adds a new request. Only the new request goes on,
+// numbered where it begins.
+TEST(FlowEngine, AnOverlapWithOtherBytesCarriesOnlyItsNewBytes) {
+  EngineWorld w(kKeepPolicy);
+  Connection c(w);
+  c.handshake();
+  const uint32_t seq = c.client_seq_;
+  ASSERT_TRUE(c.data(kLoose).forwarded());
+  const std::string both = std::string(kTight) + std::string(kLoose);
+  const Fed f = c.client(flag::kAck | flag::kPsh, both, seq);
+  ASSERT_TRUE(f.forwarded());
+  EXPECT_EQ(f.view.seq, seq + kLoose.size());
+  EXPECT_EQ(f.payload(), kLoose);
+  EXPECT_TRUE(dataplane::tcp_checksum_ok(f.bytes.data(), f.view));
+  EXPECT_TRUE(dataplane::ipv4_checksum_ok(f.bytes.data(), f.view));
+  EXPECT_EQ(w.counters.requests.get(), 2u);
+  EXPECT_EQ(w.counters.overlaps_trimmed.get(), 1u);
+}
+
 TEST(FlowEngine, EarlierRequestInTheSegmentGoesOnWhenTheNextHeadIsHeld) {
   EngineWorld w;
   Connection c(w);
