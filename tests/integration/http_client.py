@@ -45,6 +45,11 @@ import time
 MAX_HEAD = 64 * 1024
 
 
+def set_max_head(n):
+    global MAX_HEAD
+    MAX_HEAD = n
+
+
 class ProtocolError(Exception):
     pass
 
@@ -478,10 +483,12 @@ def main():
     ap.add_argument("--idle-check", type=float, default=0.05,
                     help="seconds to watch for a close after the last response otherwise")
     ap.add_argument("--body-max", type=int, default=512, help="body bytes to print per response")
+    ap.add_argument("--max-head", type=int, default=MAX_HEAD, help="largest response head taken (bytes)")
     ap.add_argument("--all-header-lines", action="store_true", help="also print the header lines in order")
     ap.add_argument("--plan", help="JSON list of per-connection settings (see above); sets --connections")
     ap.add_argument("--out", help="write the JSON lines here instead of stdout")
     args = ap.parse_args()
+    set_max_head(args.max_head)
     plan = None
     if args.plan:
         try:

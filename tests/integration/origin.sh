@@ -103,6 +103,22 @@ http {
       add_trailer X-Pi-Usage-Tokens \$arg_tokens always;
       return 200 "ok\n";
     }
+    # An endpoint that reflects a request field into its response, ten
+    # times (issue 13): a client that sends 7000 bytes of X-Reflect makes
+    # its response head larger than the appliance will frame (64 KiB).
+    location /reflect/ {
+      add_header X-Reflect-0 \$http_x_reflect always;
+      add_header X-Reflect-1 \$http_x_reflect always;
+      add_header X-Reflect-2 \$http_x_reflect always;
+      add_header X-Reflect-3 \$http_x_reflect always;
+      add_header X-Reflect-4 \$http_x_reflect always;
+      add_header X-Reflect-5 \$http_x_reflect always;
+      add_header X-Reflect-6 \$http_x_reflect always;
+      add_header X-Reflect-7 \$http_x_reflect always;
+      add_header X-Reflect-8 \$http_x_reflect always;
+      add_header X-Reflect-9 \$http_x_reflect always;
+      return 200 "ok\n";
+    }
     location / { return 200 "ok\n"; }
   }
 

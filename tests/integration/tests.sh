@@ -50,6 +50,10 @@ tb-syn-replay                limiting  tb-small           1
 tb-stale-origin-segment      limiting  tb-small           1
 ctl-status-stats             limiting  tb-small           1
 ctl-reload                   limiting  tb-small           1
+wire-overlap-decoy           limiting  tb-small           1
+wire-ipv6-extension-chain    limiting  tb-small           1
+wire-ipv4-options            limiting  tb-small           1
+wire-unframable-response     limiting  tb-small           1
 tb-workers2-budget           limiting  tb-small           2
 '
 
@@ -847,6 +851,89 @@ replay() {  # replay MODE SOURCE COUNT [ARGS...]: replay.py; its statuses to $SL
   rc=$?
   note "replay $mode: status $rc, $(cat "$SLT_OUT/$mode.out"); $(tr '\n' ' ' <"$SLT_OUT/$mode.err" | tail -c 300)"
   [ "$rc" -eq 0 ] || fail "replay.py --mode $mode failed (status $rc): $(tail -c 300 "$SLT_OUT/$mode.err")"
+}
+
+# ================================================================ issue 13
+# Nothing walks past the limiter: each case below reached the origin beyond
+# its budget before. mangle.py rewrites the real client's frames on their way
+# into the appliance, as an attacker's own stack would send them; nginx's
+# access log is the witness. tb-small: the bare budget is 20 an hour, a 429
+# closes the connection.
+
+# Case 1, overlapping segments: before each request segment, a decoy at the
+# same sequence number whose 20 bytes are "GET /healthz HTTP/1." (TB18: an
+# exempt health check) where the real segment has "GET /ov/abcd HTTP/1.". The
+# appliance judges the first copy of each byte; the origin must get exactly
+# those, so it serves /healthz 25 times and /ov/abcd never (before: /ov/abcd
+# 25 times, past the budget of 20).
+t_wire_overlap_decoy() {
+  local s
+  s="$(src4)"
+  trap 'mangle_off' EXIT
+  mangle_on overlap-decoy --match 'GET /ov/' --decoy 'GET /healthz HTTP/1.' || fail "mangle.py did not start"
+  client ov --source "$s" --count 25 --path '/ov/abcd'
+  mangle_off
+  check_eq "decoys sent" "$(mangle_count decoys)" 25
+  check_eq "every request answered as the health check that was judged" "$(res statuses ov)" "200x25"
+  check_eq "the judged body" "$(res body ov 25)" healthy
+  check_eq "origin: the judged path, 25 times" "$(olog_count "$s" '$3 == "/healthz"')" 25
+  check_eq "origin: the path nobody judged, never" "$(olog_count "$s" '$3 ~ /^\/ov\//')" 0
+  finish
+}
+
+# Case 2, IPv6 extension chains: every client segment (the SYN too) carries
+# nine Destination Options headers. The appliance once walked eight and
+# bridged the segment unjudged (100 of 100 served against 60); now TB01's
+# budget holds: 20 admitted, then the 429 and the close.
+t_wire_ipv6_extension_chain() {
+  local s
+  s="$(src6)"
+  trap 'mangle_off' EXIT
+  mangle_on ipv6-dstopts --count 9 || fail "mangle.py did not start"
+  client x6 --host "$ORIGIN6" --source "$s" --count 25 --path '/x6/{i}'
+  mangle_off
+  check_range "client segments given the nine headers" "$(mangle_count rewritten)" 21 1000
+  check_eq "TB01 with nine extension headers: 20 admitted, then the 429" "$(res statuses x6)" "200x20 429."
+  check_olog "the 20 admitted only" "$s" 20
+  finish
+}
+
+# IPv4 options on every client segment (NOP NOP NOP EOL): walked over, the
+# segment judged like any other.
+t_wire_ipv4_options() {
+  local s
+  s="$(src4)"
+  trap 'mangle_off' EXIT
+  mangle_on ipv4-options || fail "mangle.py did not start"
+  client o4 --source "$s" --count 25 --path '/o4/{i}'
+  mangle_off
+  check_range "client segments given the options" "$(mangle_count rewritten)" 21 1000
+  check_eq "TB01 with IPv4 options: 20 admitted, then the 429" "$(res statuses o4)" "200x20 429."
+  check_olog "the 20 admitted only" "$s" 20
+  finish
+}
+
+# Case 3, a response the appliance cannot frame: /reflect/ copies X-Reflect
+# into ten response fields, so 7000 bytes of it make a 70 KB head (the
+# appliance frames up to 64 KiB). The connection once switched to
+# pass-through and every later request on it went unjudged; now it ends
+# there: the origin saw that one request only, and the client's budget
+# counts it (19 more admitted on a new connection, then the 429).
+t_wire_unframable_response() {
+  local s big
+  s="$(src4)"
+  big="$(head -c 7000 /dev/zero | tr '\0' r)"
+  # A client that takes heads of any size and goes on sending, as the
+  # attacker's would.
+  client rf --source "$s" --count 25 --path '/reflect/{i}' -H "X-Reflect: $big" --max-head 1000000 \
+    --body-max 16 --timeout 20
+  check_eq "no response on the connection, which ended" "$(res count rf 200)" 0
+  check_eq "the connection ended" "$(res expr rf 'all(e.get("peer_closed") or e.get("error") for e in E)')" True
+  check_olog "origin: the one request before the end" "$s" 1
+  client after --source "$s" --count 25 --path '/after/{i}'
+  check_eq "TB01 the rest of the budget: 19 admitted, then the 429" "$(res statuses after)" "200x19 429."
+  check_olog "origin: 1 + 19" "$s" 20
+  finish
 }
 
 # Two workers (--workers 2) share one budget table: 4 parallel connections

@@ -362,27 +362,8 @@ impair_on() {
           reorder "${reorder}%" loss "${loss}%" duplicate "${dup}%" || return 1
         ;;
       shim)
-        ip -n "$ns" link add sx0 type veth peer name sx1 || return 1
-        ip netns exec "$ns" sysctl -qw net.ipv6.conf.sx0.disable_ipv6=1 net.ipv6.conf.sx1.disable_ipv6=1 || return 1
-        slt_offloads_off "$ns" sx0 || return 1
-        slt_offloads_off "$ns" sx1 || return 1
-        ip -n "$ns" link set sx0 up || return 1
-        ip -n "$ns" link set sx1 promisc on up || return 1
-        rm -f "$SLT_TMP/impair-$ifc.stats"
-        ip netns exec "$ns" "$SLT_PY" "$SLT_HERE/impair.py" --in sx1 --out "$ifc" --loss "$loss" --dup "$dup" \
-          --reorder "$reorder" --delay-ms "$delay" --seed "$seed" --stats "$SLT_TMP/impair-$ifc.stats" \
-          >"$SLT_TMP/impair-$ifc.log" 2>&1 &
-        echo $! >"$SLT_TMP/impair-$ifc.pid"
-        slt_track_pid $!
-        local i
-        for ((i = 0; i < 50; i++)); do
-          [ -s "$SLT_TMP/impair-$ifc.stats" ] && break
-          sleep 0.1
-        done
-        [ -s "$SLT_TMP/impair-$ifc.stats" ] || { echo "impair.py did not start on $ifc:"; cat "$SLT_TMP/impair-$ifc.log"; return 1; }
-        tc -n "$ns" qdisc add dev "$ifc" clsact || return 1
-        tc -n "$ns" filter add dev "$ifc" egress protocol all prio 1 u32 match u32 0 0 \
-          action mirred egress redirect dev sx0 || return 1
+        slt_shim_start "$ns" "$ifc" impair impair.py --loss "$loss" --dup "$dup" --reorder "$reorder" \
+          --delay-ms "$delay" --seed "$seed" || return 1
         seed=2
         ;;
       *) echo "unknown SLUICE_IMPAIR='$kind' (auto, netem or shim)"; return 1 ;;
@@ -427,20 +408,74 @@ impair_off() {
     ns="${side%%:*}" ifc="${side##*:}"
     case "$SLT_IMPAIR_KIND" in
       netem) tc -n "$ns" qdisc del dev "$ifc" root 2>/dev/null ;;
-      shim)
-        tc -n "$ns" qdisc del dev "$ifc" clsact 2>/dev/null
-        pid="$(cat "$SLT_TMP/impair-$ifc.pid" 2>/dev/null)"
-        if [ -n "$pid" ]; then
-          kill -TERM "$pid" 2>/dev/null   # it sends what it still holds, writes its stats, exits
-          for ((i = 0; i < 30; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-          kill -KILL "$pid" 2>/dev/null
-          rm -f "$SLT_TMP/pids/$pid" "$SLT_TMP/impair-$ifc.pid"
-        fi
-        ip -n "$ns" link del sx0 2>/dev/null
-        ;;
+      shim) slt_shim_stop "$ns" "$ifc" impair ;;
     esac
   done
   SLT_IMPAIR_KIND=""
+}
+
+# ---------------------------------------------------------------- frame shims
+
+# slt_shim_start NS IFC NAME SCRIPT ARGS...: every frame leaving IFC (in NS)
+# goes through SCRIPT (impair.py, mangle.py) instead: tc mirred redirects it
+# to a veth (sx0) whose peer (sx1) the script reads; the script sends the
+# result on IFC with PACKET_QDISC_BYPASS, past the redirect. Its JSON stats
+# go to $SLT_TMP/NAME-IFC.stats (their first write says it is ready).
+slt_shim_start() {
+  local ns="$1" ifc="$2" name="$3" script="$4" i stats
+  shift 4
+  stats="$SLT_TMP/$name-$ifc.stats"
+  ip -n "$ns" link add sx0 type veth peer name sx1 || return 1
+  ip netns exec "$ns" sysctl -qw net.ipv6.conf.sx0.disable_ipv6=1 net.ipv6.conf.sx1.disable_ipv6=1 || return 1
+  slt_offloads_off "$ns" sx0 || return 1
+  slt_offloads_off "$ns" sx1 || return 1
+  ip -n "$ns" link set sx0 up || return 1
+  ip -n "$ns" link set sx1 promisc on up || return 1
+  rm -f "$stats"
+  ip netns exec "$ns" "$SLT_PY" "$SLT_HERE/$script" --in sx1 --out "$ifc" --stats "$stats" "$@" \
+    >"$SLT_TMP/$name-$ifc.log" 2>&1 &
+  echo $! >"$SLT_TMP/$name-$ifc.pid"
+  slt_track_pid $!
+  for ((i = 0; i < 50; i++)); do
+    [ -s "$stats" ] && break
+    sleep 0.1
+  done
+  [ -s "$stats" ] || { echo "$script did not start on $ifc:"; cat "$SLT_TMP/$name-$ifc.log"; return 1; }
+  tc -n "$ns" qdisc add dev "$ifc" clsact || return 1
+  tc -n "$ns" filter add dev "$ifc" egress protocol all prio 1 u32 match u32 0 0 \
+    action mirred egress redirect dev sx0 || return 1
+}
+
+# slt_shim_stop NS IFC NAME: the redirect removed, the script stopped (on
+# SIGTERM it sends what it holds and writes its stats), the veth deleted.
+slt_shim_stop() {
+  local ns="$1" ifc="$2" name="$3" pid i
+  tc -n "$ns" qdisc del dev "$ifc" clsact 2>/dev/null
+  pid="$(cat "$SLT_TMP/$name-$ifc.pid" 2>/dev/null)"
+  if [ -n "$pid" ]; then
+    kill -TERM "$pid" 2>/dev/null
+    for ((i = 0; i < 30; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null
+    rm -f "$SLT_TMP/pids/$pid" "$SLT_TMP/$name-$ifc.pid"
+  fi
+  ip -n "$ns" link del sx0 2>/dev/null
+}
+
+# The client's frames rewritten as an attacker's stack would send them
+# (mangle.py: ipv6-dstopts, ipv4-options, overlap-decoy):
+#   mangle_on MODE [ARGS...]     e.g. mangle_on ipv6-dstopts --count 9
+#   mangle_off
+#   mangle_count KEY             one of mangle.py's counters (frames, rewritten,
+#                                decoys), final once mangle_off has run
+mangle_on() {
+  local mode="$1"
+  shift
+  slt_shim_start "$NS_CLI" c0 mangle mangle.py --mode "$mode" "$@"
+}
+mangle_off() { slt_shim_stop "$NS_CLI" c0 mangle; }
+mangle_count() {
+  "$SLT_PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], "?"))' \
+    "$SLT_TMP/mangle-c0.stats" "$1" 2>/dev/null || echo "?"
 }
 
 # ---------------------------------------------------------------- by hand
