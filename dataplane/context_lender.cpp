@@ -11,6 +11,8 @@ bool ContextLender::borrow(TcpFlow& flow, const PolicySnapshot& snap) noexcept {
   if (flow.context < 0) return false;
   contexts_.start(flow.context, snap.policy, snap.generation);
   ParseContext& fresh = contexts_.at(flow.context);
+  // Between requests, every one answered: the origin has all the heads.
+  fresh.judged.reset(flow.client_next);
   fresh.to_client.reset(flow.to_client_base);
   fresh.to_origin.reset(flow.to_origin_base);
   fresh.responses.report_status_lines(report_status_lines_);

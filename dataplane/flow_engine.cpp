@@ -3,6 +3,7 @@
 // flow_engine.h for the rooms and dataplane/README.md for a request's walk.
 #include "flow_engine.h"
 
+#include "checksum.h"
 #include "segment_rewrite.h"
 
 namespace sluice::dataplane {
@@ -34,6 +35,13 @@ Arrival counted_arrival(uint32_t next, const FrameView& v, WorkerCounters& count
   if (a == Arrival::kRepeat) counters.retransmits.add();
   if (a == Arrival::kAhead) counters.out_of_order.add();
   return a;
+}
+
+void clear_urgent(uint8_t* frame, FrameView& v) noexcept {
+  v.flags &= static_cast<uint8_t>(~flag::kUrg);
+  frame[v.l4_offset + 13] = v.flags;
+  store16(frame + v.l4_offset + 18, 0);
+  set_tcp_checksum(frame, v);
 }
 
 std::span<const char> payload_of(const uint8_t* frame, const FrameView& v) noexcept {
@@ -140,15 +148,24 @@ FrameResult FlowEngine::client_segment(TcpFlow& flow, uint8_t* frame, FrameView&
 FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap, Nanos now,
                                     PacketSink& out) noexcept {
   if (v.payload_len == 0) return forward_frame(v);
+  if (v.has(flag::kUrg)) {
+    // Urgent data: the origin's stack would take the byte before the urgent
+    // pointer out of the stream it hands to the server, which would then read
+    // other bytes than were judged. Sent as ordinary data, it is read in line.
+    counters_.urgent_cleared.add();
+    clear_urgent(frame, v);
+  }
   const Arrival a = counted_arrival(flow.client_next, v, counters_);
   if (a == Arrival::kAhead) return drop_frame(v);
   if (a == Arrival::kRepeat) {
-    if (flow.context >= 0 && lender_.context(flow).buffering && seq_lt(flow.held_seq, v.seq + v.payload_len)) {
+    if (flow.context < 0) return forward_frame(v);  // the origin has every head before client_next
+    ParseContext& ctx = lender_.context(flow);
+    if (ctx.buffering && seq_lt(flow.held_seq, v.seq + v.payload_len)) {
       // Bytes of a held head again: still held. Acknowledge them again.
       editor_.send_to_client(flow, out, flow.origin_next, flow.client_next, flag::kAck);
       return drop_frame(v);
     }
-    return forward_frame(v);
+    return judged_repeat(ctx, frame, v);
   }
   if (seq_lt(v.seq, flow.client_next)) {
     // Bytes already judged, then new ones. The judged copy is the one that
@@ -162,6 +179,25 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
     return drop_frame(v);
   }
   return parse_requests(flow, frame, v, snap, now, out);
+}
+
+FrameResult FlowEngine::judged_repeat(ParseContext& ctx, uint8_t* frame, FrameView& v) noexcept {
+  // The origin may not have taken the first copy (it dropped the segment:
+  // a bad checksum, PAWS, a full window): the judged bytes go again, not
+  // whatever this copy carries.
+  char* payload = reinterpret_cast<char*>(frame + v.payload_offset);
+  switch (ctx.judged.check(v.seq, {payload, v.payload_len})) {
+    case RepeatCheck::kUnchanged:
+      break;
+    case RepeatCheck::kRewritten:
+      counters_.repeats_rewritten.add();
+      set_tcp_checksum(frame, v);
+      break;
+    case RepeatCheck::kUnverifiable:
+      counters_.repeats_dropped.add();
+      return drop_frame(v);
+  }
+  return forward_frame(v);
 }
 
 FrameResult FlowEngine::parse_requests(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
@@ -208,6 +244,11 @@ FrameResult FlowEngine::apply(TcpFlow& flow, ParseContext& ctx, uint8_t* frame, 
 FrameResult FlowEngine::from_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, uint32_t room, Nanos now,
                                     PacketSink& out) noexcept {
   if (flow == nullptr) return forward_frame(v);
+  if (flow->context >= 0 && v.has(flag::kAck)) {
+    // Heads the origin now has need no record.
+    JudgedHeads& judged = lender_.context(*flow).judged;
+    if (judged.heads() != 0) judged.acknowledged(editor_.to_client_ack(*flow, v.ack));
+  }
   const uint32_t framed_before = flow->origin_next;
   if (flow->stream_edited && room >= v.frame_len + 128) {
     // Where inserted fields would grow the segment: untouched buffer, so

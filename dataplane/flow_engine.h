@@ -112,6 +112,7 @@ class FlowEngine {
                                                            PacketSink& out) noexcept;
   [[gnu::always_inline]] inline FrameResult origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
                                                         time::Nanos now, PacketSink& out) noexcept;
+  FrameResult judged_repeat(ParseContext& ctx, uint8_t* frame, FrameView& v) noexcept;
   FrameResult abort(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept;
 
   WorkerCounters& counters_;

@@ -32,6 +32,7 @@ inline constexpr uint8_t kSyn = 0x02;
 inline constexpr uint8_t kRst = 0x04;
 inline constexpr uint8_t kPsh = 0x08;
 inline constexpr uint8_t kAck = 0x10;
+inline constexpr uint8_t kUrg = 0x20;
 }  // namespace tcp_flag
 
 struct TcpOptions {

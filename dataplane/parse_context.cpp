@@ -11,7 +11,8 @@ ParseContext::ParseContext(uint32_t max_head_bytes, uint16_t max_fields)
       field_capacity(max_fields),
       spill(std::make_unique<char[]>(max_head_bytes)),
       head(std::make_unique<char[]>(max_head_bytes + 1)),
-      head_capacity(max_head_bytes + 1) {}
+      head_capacity(max_head_bytes + 1),
+      judged(max_head_bytes + 1) {}
 
 void ParseContext::start(const limiter::CompiledPolicy& p, uint64_t g) noexcept {
   head_len = 0;

@@ -17,6 +17,7 @@
 
 #include "http/request_stream.h"
 #include "http/response_stream.h"
+#include "dataplane/judged_heads.h"
 #include "dataplane/seq_shift.h"
 #include "limiter/compiled_policy.h"
 #include "limiter/decide.h"
@@ -57,6 +58,9 @@ struct ParseContext {
   size_t head_capacity;
   size_t head_len = 0;
   bool buffering = false;  // the current head is being fed from `head`
+  // The heads forwarded since the flow borrowed the context, until the
+  // origin acknowledges them (a repeat of their bytes carries the judged ones).
+  JudgedHeads judged;
 
   std::optional<http::RequestStream> requests;
   // The policy `requests` was built for, and its snapshot's generation: the

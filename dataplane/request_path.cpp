@@ -132,12 +132,23 @@ RequestPath::Next RequestPath::on_head(Pass& p, const http::StreamStep& st) noex
     answer_and_close(p, d);
     return Next::kReturn;
   }
+  record_head(p, release);
   forward_request(p, d);
   if (!release) return Next::kContinue;
   // The held bytes must leave before anything else is parsed: the next head
   // held back would be copied over them.
   p.plan.stop = RequestPlan::Stop::kReleaseHeld;
   return Next::kReturn;
+}
+
+void RequestPath::record_head(Pass& p, bool held) noexcept {
+  const uint32_t end = p.seq_of(p.cur.off);
+  if (held) {
+    // Held: the whole head is in the context's copy, from its first byte.
+    p.ctx.judged.record(p.flow.held_seq, {p.ctx.head.get(), end - p.flow.held_seq});
+  } else {
+    p.ctx.judged.record(p.seq_of(p.cur.head_start), {p.bytes + p.cur.head_start, p.cur.off - p.cur.head_start});
+  }
 }
 
 void RequestPath::forward_request(Pass& p, const limiter::Decision& d) noexcept {

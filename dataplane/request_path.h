@@ -131,6 +131,9 @@ class RequestPath {
   [[gnu::always_inline]] inline void on_message_end(Pass& p, const http::StreamStep& st) noexcept;
   // The head just parsed is forwarded: count it, and queue what its response gets.
   [[gnu::always_inline]] inline void forward_request(Pass& p, const limiter::Decision& d) noexcept;
+  // A head about to be forwarded (`held`: from the context's copy) into the
+  // context's record of judged heads.
+  [[gnu::always_inline]] inline void record_head(Pass& p, bool held) noexcept;
   [[nodiscard]] bool keep_open(Pass& p, const limiter::Decision& d) noexcept;
   void absorbed_to(Pass& p, uint32_t upto) noexcept;
   void answer_and_close(Pass& p, const limiter::Decision& d) noexcept;

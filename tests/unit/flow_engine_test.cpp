@@ -221,6 +221,51 @@ TEST(FlowEngine, AnOverlapWithOtherBytesCarriesOnlyItsNewBytes) {
   EXPECT_EQ(w.counters.overlaps_trimmed.get(), 1u);
 }
 
+// Issue 13: the origin may drop a forwarded segment the appliance judged (a
+// bad checksum, PAWS, an option it refuses, a full window); the client then
+// sends the bytes again, as it likes. The repeat carries the judged head, its
+// checksum redone; once the origin has acknowledged the head, the record
+// forgets it and a repeat goes on as it came (the origin keeps its copy).
+TEST(FlowEngine, ARepeatOfAJudgedHeadCarriesTheJudgedBytes) {
+  EngineWorld w(kKeepPolicy);
+  Connection c(w);
+  c.handshake();
+  ASSERT_TRUE(c.data(kTight).forwarded());
+  ASSERT_TRUE(c.respond(kOk).forwarded());
+  const uint32_t seq = c.client_seq_;
+  ASSERT_TRUE(c.data(kLoose).forwarded());  // judged, forwarded, and (say) dropped by the origin
+  const Fed again = c.client(flag::kAck | flag::kPsh, kTight, seq);
+  ASSERT_TRUE(again.forwarded());
+  EXPECT_EQ(again.payload(), kLoose);
+  EXPECT_TRUE(dataplane::tcp_checksum_ok(again.bytes.data(), again.view));
+  EXPECT_EQ(w.counters.repeats_rewritten.get(), 1u);
+  EXPECT_EQ(w.counters.requests.get(), 2u);
+  // The origin acknowledges it (and answers): a repeat now changes nothing
+  // the origin executes, and goes on untouched.
+  ASSERT_TRUE(c.respond(kOk).forwarded());
+  const Fed late = c.client(flag::kAck | flag::kPsh, kTight, seq);
+  ASSERT_TRUE(late.forwarded());
+  EXPECT_EQ(late.payload(), kTight);
+  EXPECT_EQ(w.counters.repeats_rewritten.get(), 1u);
+}
+
+// Issue 13: with URG set, the origin's stack takes the byte before the
+// urgent pointer out of the stream its server reads ("GET /v1X/..." judged,
+// "GET /v1/..." served). The appliance sends such a segment on as ordinary
+// data: URG and the pointer cleared, checksum redone.
+TEST(FlowEngine, UrgentDataGoesOnAsOrdinaryData) {
+  EngineWorld w(kKeepPolicy);
+  Connection c(w);
+  c.handshake();
+  const Fed f = c.client(flag::kAck | flag::kPsh | flag::kUrg, kLoose);
+  ASSERT_TRUE(f.forwarded());
+  EXPECT_FALSE(f.view.has(flag::kUrg));
+  EXPECT_EQ(dataplane::load16(f.bytes.data() + f.view.l4_offset + 18), 0u);
+  EXPECT_TRUE(dataplane::tcp_checksum_ok(f.bytes.data(), f.view));
+  EXPECT_EQ(f.payload(), kLoose);
+  EXPECT_EQ(w.counters.urgent_cleared.get(), 1u);
+}
+
 TEST(FlowEngine, EarlierRequestInTheSegmentGoesOnWhenTheNextHeadIsHeld) {
   EngineWorld w;
   Connection c(w);
