@@ -63,12 +63,17 @@ class RequestStream {
   // fresh one started here without losing anything (the data plane lends its
   // parse buffers to a connection only while a message is in flight).
   [[nodiscard]] bool idle() const noexcept { return state_ == State::kHead && !parser_.started(); }
-  // Part of a head has been fed and the rest is still to come.
-  [[nodiscard]] bool head_in_progress() const noexcept { return state_ == State::kHead && parser_.started(); }
+  // Part of a head has been fed and the rest is still to come. An HTTP/2
+  // preface whose tail is still to come counts: none of it may reach an
+  // origin that would read its first line as HTTP/1.1.
+  [[nodiscard]] bool head_in_progress() const noexcept {
+    return (state_ == State::kHead && parser_.started()) || state_ == State::kPrefaceTail;
+  }
   // Forgets the part of a head fed so far, so it can be fed again from a copy
   // (the data plane copies a head split across segments into a buffer of its
   // own, since the views of the first part point into a segment it forwards).
   void restart_head() noexcept {
+    if (state_ == State::kPrefaceTail) state_ = State::kHead;  // the preface is fed again from its start
     if (state_ == State::kHead) parser_.reset();
   }
 
