@@ -300,6 +300,14 @@ RequestPlan RequestPath::parse(TcpFlow& flow, ParseContext& ctx, const PolicySna
         plan.stop = RequestPlan::Stop::kPaused;
         return plan;
       case http::StreamEvent::kPassThrough:
+        if (ctx.buffering) {
+          // An HTTP/2 preface held across segments goes to the origin ahead
+          // of this one; the next parse() finds the stream bridged.
+          ctx.buffering = false;
+          ctx.head_len = 0;
+          plan.stop = RequestPlan::Stop::kReleaseHeld;
+          return plan;
+        }
         counters_.pass_through.add();
         plan.stop = RequestPlan::Stop::kPassThrough;
         return plan;

@@ -2,6 +2,7 @@
 #include "http/field_semantics.h"
 
 #include "http/ascii_case.h"
+#include "http/host_name.h"
 #include "http/token_chars.h"
 
 namespace sluice::http {
@@ -104,6 +105,17 @@ ParseError FieldSemantics::finish(RequestHead& h) const noexcept {
     if (unknown_coding_) return ParseError::kUnknownTransferCoding;
   }
   if (h.version == Version::kHttp11 && !h.has(KnownField::kHost)) return ParseError::kMissingHost;
+  // RFC 9112 3.2: an invalid Host is a 400, even where an absolute-form
+  // authority overrides it: the origin may read either.
+  if (h.has(KnownField::kHost) && validate_host(h.value(KnownField::kHost)) != ParseError::kNone) {
+    return ParseError::kBadHost;
+  }
+  // RFC 9110 9.3.6: a CONNECT request has no content. Framing one as if it
+  // had would let the bytes after its head reach a tunnel unjudged, or an
+  // origin that reads them as the next request.
+  if (h.method_kind == Method::kConnect && (has_content_length_ || has_transfer_encoding_)) {
+    return ParseError::kConnectWithContent;
+  }
 
   if (has_transfer_encoding_) {
     h.body = BodyKind::kChunked;

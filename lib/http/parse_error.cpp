@@ -23,6 +23,7 @@ std::string_view to_string(ParseError e) noexcept {
     case ParseError::kNone: return "none";
     case ParseError::kBadMethod: return "bad_method";
     case ParseError::kBadTarget: return "bad_target";
+    case ParseError::kFragmentInTarget: return "fragment_in_target";
     case ParseError::kBadVersion: return "bad_version";
     case ParseError::kUnsupportedVersion: return "unsupported_version";
     case ParseError::kObsFold: return "obs_fold";
@@ -41,6 +42,9 @@ std::string_view to_string(ParseError e) noexcept {
     case ParseError::kBadChunk: return "bad_chunk";
     case ParseError::kMissingHost: return "missing_host";
     case ParseError::kDuplicateField: return "duplicate_field";
+    case ParseError::kBadHost: return "bad_host";
+    case ParseError::kConnectWithContent: return "connect_with_content";
+    case ParseError::kBadH2Preface: return "bad_h2_preface";
     case ParseError::kHeadTooLarge: return "head_too_large";
     case ParseError::kTooManyFields: return "too_many_fields";
     case ParseError::kConnectNotAllowed: return "connect_not_allowed";

@@ -13,6 +13,7 @@ enum class ParseError : uint8_t {
   // Request line.
   kBadMethod,           // method empty or not a token
   kBadTarget,           // request-target empty, or a byte outside VCHAR
+  kFragmentInTarget,    // '#' in the request-target: a target has no fragment (RFC 9112 3.2)
   kBadVersion,          // not "HTTP/" DIGIT "." DIGIT, or missing
   kUnsupportedVersion,  // well-formed but not 1.0 or 1.1
   // Field lines.
@@ -33,14 +34,17 @@ enum class ParseError : uint8_t {
   kTransferEncodingInHttp10,
   kBadChunk,  // malformed chunk size line, data terminator or trailer
   // Semantics that decide who answers.
-  kMissingHost,     // HTTP/1.1 without Host (RFC 9112 3.2)
-  kDuplicateField,  // a singleton field (Host, Authorization, ...) repeated
+  kMissingHost,         // HTTP/1.1 without Host (RFC 9112 3.2)
+  kDuplicateField,      // a singleton field (Host, Authorization, ...) repeated
+  kBadHost,             // Host, or an absolute-form or CONNECT authority, not host[:port] (RFC 9112 3.2)
+  kConnectWithContent,  // CONNECT with Content-Length or Transfer-Encoding (RFC 9110 9.3.6)
+  kBadH2Preface,        // "PRI * HTTP/2.0" not followed by the rest of the HTTP/2 preface
   // Limits.
   kHeadTooLarge,   // 431
   kTooManyFields,  // 431
   // Connection switches that the policy does not allow.
-  kConnectNotAllowed,     // 501
-  kUpgradeNotAllowed,     // 501
+  kConnectNotAllowed,           // 501
+  kUpgradeNotAllowed,           // 501
   kH2PriorKnowledgeNotAllowed,  // 505
 };
 

@@ -1,6 +1,8 @@
 // See request_stream.h.
 #include "http/request_stream.h"
 
+#include <string_view>
+
 namespace sluice::http {
 
 RequestStream::RequestStream(const FieldSet& fields, const StreamConfig& config, std::span<FieldLine> field_store,
@@ -13,14 +15,15 @@ StreamStep RequestStream::fail(ParseError e) noexcept {
   return {StreamEvent::kError, e, 0};
 }
 
-StreamStep RequestStream::on_head(size_t consumed) noexcept {
+StreamStep RequestStream::on_head(std::span<const char> piece, size_t consumed) noexcept {
   const RequestHead& h = parser_.head();
   if (h.version == Version::kHttp20Preface) {
     // Prior knowledge is only announced at the start of a connection.
     if (completed_ != 0) return fail(ParseError::kUnsupportedVersion);
     if (!config_.allow_h2_prior_knowledge) return fail(ParseError::kH2PriorKnowledgeNotAllowed);
-    state_ = State::kPassThrough;
-    return {StreamEvent::kPassThrough, ParseError::kNone, consumed};
+    preface_matched_ = 0;
+    state_ = State::kPrefaceTail;
+    return preface_tail(piece, consumed);
   }
   if (h.method_kind == Method::kConnect && !config_.allow_connect) return fail(ParseError::kConnectNotAllowed);
   if (h.upgrade && !config_.allow_upgrade) return fail(ParseError::kUpgradeNotAllowed);
@@ -32,6 +35,20 @@ StreamStep RequestStream::on_head(size_t consumed) noexcept {
   }
   state_ = State::kBody;
   return {StreamEvent::kHead, ParseError::kNone, consumed};
+}
+
+StreamStep RequestStream::preface_tail(std::span<const char> piece, size_t from) noexcept {
+  // The head-shaped part alone is no HTTP/2 connection: an origin that reads
+  // HTTP/1.1 answers "PRI" and goes on to whatever follows. Only the whole
+  // preface (RFC 9113 3.4) stops the judging.
+  static constexpr std::string_view kTail = "SM\r\n\r\n";
+  size_t i = from;
+  for (; preface_matched_ < kTail.size() && i < piece.size(); ++i, ++preface_matched_) {
+    if (piece[i] != kTail[preface_matched_]) return fail(ParseError::kBadH2Preface);
+  }
+  if (preface_matched_ < kTail.size()) return {StreamEvent::kNeedMore, ParseError::kNone, i};
+  state_ = State::kPassThrough;
+  return {StreamEvent::kPassThrough, ParseError::kNone, i};
 }
 
 StreamStep RequestStream::end_message(size_t consumed) noexcept {
@@ -51,8 +68,9 @@ StreamStep RequestStream::next(std::span<const char> piece) noexcept {
       const FeedResult r = parser_.feed(piece);
       if (r.status == HeadStatus::kError) return fail(r.error);
       if (r.status == HeadStatus::kIncomplete) return {StreamEvent::kNeedMore, ParseError::kNone, r.consumed};
-      return on_head(r.consumed);
+      return on_head(piece, r.consumed);
     }
+    case State::kPrefaceTail: return preface_tail(piece, 0);
     case State::kBody: {
       if (body_.done()) return end_message(0);
       const BodyStep r = body_.feed(piece);
@@ -72,6 +90,7 @@ void RequestStream::reset() noexcept {
   body_ = BodyFramer(config_.body);
   state_ = State::kHead;
   switch_pending_ = false;
+  preface_matched_ = 0;
   error_ = ParseError::kNone;
   completed_ = 0;
 }

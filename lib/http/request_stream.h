@@ -29,6 +29,7 @@ enum class StreamEvent : uint8_t {
   kMessageEnd,   // that request's body is complete
   kAwaitSwitch,  // an Upgrade or CONNECT request has ended: nothing more is consumed until resolve_switch()
   kPassThrough,  // the connection is no longer HTTP/1.1 and is not parsed any more: bridge it
+                 // (for HTTP/2 prior knowledge, only once the whole 24-byte preface is in)
   kError,        // see error; the connection cannot be framed any more and must be closed
 };
 
@@ -62,12 +63,17 @@ class RequestStream {
   // fresh one started here without losing anything (the data plane lends its
   // parse buffers to a connection only while a message is in flight).
   [[nodiscard]] bool idle() const noexcept { return state_ == State::kHead && !parser_.started(); }
-  // Part of a head has been fed and the rest is still to come.
-  [[nodiscard]] bool head_in_progress() const noexcept { return state_ == State::kHead && parser_.started(); }
+  // Part of a head has been fed and the rest is still to come. An HTTP/2
+  // preface whose tail is still to come counts: none of it may reach an
+  // origin that would read its first line as HTTP/1.1.
+  [[nodiscard]] bool head_in_progress() const noexcept {
+    return (state_ == State::kHead && parser_.started()) || state_ == State::kPrefaceTail;
+  }
   // Forgets the part of a head fed so far, so it can be fed again from a copy
   // (the data plane copies a head split across segments into a buffer of its
   // own, since the views of the first part point into a segment it forwards).
   void restart_head() noexcept {
+    if (state_ == State::kPrefaceTail) state_ = State::kHead;  // the preface is fed again from its start
     if (state_ == State::kHead) parser_.reset();
   }
 
@@ -75,10 +81,13 @@ class RequestStream {
   [[nodiscard]] uint64_t completed() const noexcept { return completed_; }
 
  private:
-  enum class State : uint8_t { kHead, kBody, kAwaitSwitch, kPassThrough, kFailed };
+  // kPrefaceTail: "PRI * HTTP/2.0\r\n\r\n" was read and allowed; the
+  // preface's last six bytes are still to come.
+  enum class State : uint8_t { kHead, kBody, kAwaitSwitch, kPrefaceTail, kPassThrough, kFailed };
 
   StreamStep fail(ParseError e) noexcept;
-  StreamStep on_head(size_t consumed) noexcept;
+  StreamStep on_head(std::span<const char> piece, size_t consumed) noexcept;
+  StreamStep preface_tail(std::span<const char> piece, size_t from) noexcept;
   StreamStep end_message(size_t consumed) noexcept;
 
   const StreamConfig& config_;
@@ -86,6 +95,7 @@ class RequestStream {
   BodyFramer body_;
   State state_ = State::kHead;
   bool switch_pending_ = false;
+  uint8_t preface_matched_ = 0;  // bytes of the preface's tail seen
   ParseError error_ = ParseError::kNone;
   uint64_t completed_ = 0;
 };

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstring>
 
+#include "http/host_name.h"
 #include "http/response_stream.h"
 #include "limiter/charge.h"
 #include "limiter/credential.h"
@@ -216,16 +217,15 @@ Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::Request
         else material = bytes_of(head.value(rule.key_field));
         break;
       case KeySpec::Kind::kHost: {
-        std::string_view host = head.authority.empty() ? head.value(http::KnownField::kHost) : head.authority;
-        if (host.empty() || host.size() > sizeof scratch.material) {
+        const std::string_view host = head.authority.empty() ? head.value(http::KnownField::kHost) : head.authority;
+        // Every spelling the origin treats as one host is one bucket: case,
+        // a trailing dot, the default port written out or left empty.
+        const size_t n = http::normalise_host(host, http::default_port(head), scratch.material);
+        if (n == 0) {
           missing = true;
           break;
         }
-        for (size_t i = 0; i < host.size(); ++i) {  // host names are case-insensitive
-          const char c = host[i];
-          scratch.material[i] = (c >= 'A' && c <= 'Z') ? static_cast<char>(c | 0x20) : c;
-        }
-        material = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(scratch.material), host.size());
+        material = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(scratch.material), n);
         break;
       }
       case KeySpec::Kind::kDestination:

@@ -80,6 +80,9 @@ inline HeadOutcome reference_parse(std::string_view in, http::HeadLimits limits 
       }
       if (!ok) return fail(classify_request_line_error(line));
       const std::string_view target = body.substr(sp1 + 1, sp2 - sp1 - 1);
+      // Read here, not left to finish_request_line: which bytes a target
+      // may hold is what this reading holds the library to.
+      if (target.find('#') != std::string_view::npos) return fail(ParseError::kFragmentInTarget);
       const size_t q = target.find('?');
       if (const ParseError e = finish_request_line(cursor, body.substr(0, sp1), target, q == std::string_view::npos ? SIZE_MAX : q,
                                                    body.substr(sp2 + 1));

@@ -47,6 +47,52 @@ TEST(DeploymentQuotas, DQ01_TheDeploymentCanComeFromOtherAttributes) {
   }
 }
 
+// Issue 13: a rule keyed on the host counts every spelling the origin reads
+// as that host in one bucket: case, one trailing dot, the default port
+// written out (with leading zeros) or left empty, the absolute-form authority.
+TEST(DeploymentQuotas, Issue13EverySpellingOfOneHostSharesItsBudget) {
+  Limiter l(kProfile, [](std::string t) {
+    t = patched(std::move(t), "key: { header: X-Pi-Deployment }", "key: host");
+    return patched(std::move(t), "    requests: 600\n", "    requests: 2\n");
+  });
+  auto on = [](const std::string& host, const std::string& target = "/v1/x") {
+    return "POST " + target + " HTTP/1.1\r\nHost: " + host;
+  };
+  const std::vector<std::string> spellings = {
+      on("API.example.com"),
+      on("api.example.com."),
+      on("api.example.com:80"),
+      on("api.example.com:080"),
+      on("api.example.com:"),
+      on("elsewhere", "http://Api.Example.Com.:0080/v1/x"),
+      on("elsewhere", "https://api.example.com:443/v1/x"),
+  };
+  // Any two spellings spend the budget of 2; every spelling is refused after.
+  for (size_t first = 0; first < spellings.size(); ++first) {
+    l.now += kMinute;
+    EXPECT_EQ(l.send(on("api.example.com")).verdict(), Verdict::kAdmit) << first;
+    EXPECT_EQ(l.send(spellings[first]).verdict(), Verdict::kAdmit) << spellings[first];
+    for (const std::string& s : spellings) EXPECT_EQ(l.send(s).status(), 429) << spellings[first] << " then " << s;
+    // Another port is another bucket, with its own two.
+    EXPECT_EQ(l.count_admitted(3, on("api.example.com:8080")), 2);
+    EXPECT_EQ(l.count_admitted(3, on("api.example.com:443")), 2);  // not the default for plain HTTP
+  }
+}
+
+// Issue 13: a host the appliance cannot read the way the origin does is never
+// keyed at all: 400 before any rule.
+TEST(DeploymentQuotas, Issue13AnInvalidHostIsABadRequestNotAKey) {
+  Limiter l(kProfile,
+            [](std::string t) { return patched(std::move(t), "key: { header: X-Pi-Deployment }", "key: host"); });
+  for (const std::string& host :
+       std::vector<std::string>{"a b", "a/b", "user@a", "a, b", "a:xx", "[::1", "[zz]", "a:65536", "a:123456"}) {
+    const Result r = l.send("POST /v1/x HTTP/1.1\r\nHost: " + host);
+    EXPECT_EQ(r.verdict(), Verdict::kAnswer) << host;
+    EXPECT_EQ(r.status(), 400) << host;
+  }
+  EXPECT_EQ(l.send("POST /v1/x#frag HTTP/1.1\r\nHost: api").status(), 400);
+}
+
 TEST(DeploymentQuotas, DQ02_RequestsAndTokensPerMinuteAreBothEnforced) {
   Limiter l(kProfile);
   EXPECT_EQ(l.count_admitted(700, chat("a")), 600);  // RPM

@@ -316,6 +316,90 @@ TEST(HeadParserRules, Http11NeedsExactlyOneHost) {
   EXPECT_EQ(parse_every_way("GET / HTTP/1.0\r\n\r\n").status, HeadStatus::kComplete);
 }
 
+// Issue 13: a request-target has no fragment (RFC 9112 3.2). Kept, '#' put
+// the fragment into the path the rules matched (or into the authority).
+TEST(HeadParserRules, Issue13FragmentInTargetIsRefused) {
+  for (const std::string& target : std::vector<std::string>{
+           "/v1/chat/completions#x", "/#", "/a?b=c#d", "/a#b?c", "#", "http://api.example.com#junk/v1/chat/completions",
+           "http://api.example.com/v1#x", "https://api.example.com?q#f"}) {
+    EXPECT_EQ(error_of("POST " + target + " HTTP/1.1\r\nHost: api.example.com\r\n\r\n"), ParseError::kFragmentInTarget)
+        << target;
+  }
+  EXPECT_EQ(error_of("CONNECT a#b:443 HTTP/1.1\r\nHost: a\r\n\r\n"), ParseError::kFragmentInTarget);
+  EXPECT_EQ(status_for(ParseError::kFragmentInTarget), 400);
+  EXPECT_EQ(to_string(ParseError::kFragmentInTarget), "fragment_in_target");
+  // '#' elsewhere in the head is no target's business.
+  EXPECT_EQ(parse_every_way("GET /a%23b HTTP/1.1\r\nHost: h\r\nX-Tag: #1\r\n\r\n").status, HeadStatus::kComplete);
+}
+
+// Issue 13: RFC 9112 3.2, a Host with an invalid value is a 400.
+TEST(HeadParserRules, Issue13InvalidHostIsRefused) {
+  for (const std::string& host :
+       std::vector<std::string>{"a b", "a/b", "user@a", "a, b", "a:xx", "a:1:2", "[::1", "[zz]", "[::1]x", "a:65536",
+                                "a:000080", ":80", "a?b", "a\"b", "a%zz", "a%4", "[fe80::1%25eth0]", "[v1.x]"}) {
+    EXPECT_EQ(error_of("GET / HTTP/1.1\r\nHost: " + host + "\r\n\r\n"), ParseError::kBadHost) << host;
+    // Also where the absolute-form authority overrides it: the origin may read either.
+    EXPECT_EQ(error_of("GET http://api.example/ HTTP/1.1\r\nHost: " + host + "\r\n\r\n"), ParseError::kBadHost) << host;
+    // And in HTTP/1.0, which needs no Host but may not send a bad one.
+    EXPECT_EQ(error_of("GET / HTTP/1.0\r\nHost: " + host + "\r\n\r\n"), ParseError::kBadHost) << host;
+  }
+  EXPECT_EQ(status_for(ParseError::kBadHost), 400);
+  EXPECT_EQ(to_string(ParseError::kBadHost), "bad_host");
+
+  for (const std::string& host : std::vector<std::string>{
+           "api.example.com", "API.Example.COM.", "api.example.com:80", "api.example.com:", "api.example.com:08080",
+           "127.0.0.1:65535", "[::1]", "[2001:db8::1]:443", "a-b_c~d!$&'()*+,;=", "%41pi.example"}) {
+    const HeadOutcome o = parse_every_way("GET / HTTP/1.1\r\nHost: " + host + "\r\n\r\n");
+    EXPECT_EQ(o.status, HeadStatus::kComplete) << host << ": " << to_string(o.error);
+  }
+  // An empty Host stays valid: HTTP/1.1 sends it when the target URI has no
+  // authority (RFC 9112 3.2).
+  EXPECT_EQ(parse_every_way("GET / HTTP/1.1\r\nHost:\r\n\r\n").status, HeadStatus::kComplete);
+}
+
+// Issue 13: the authority of an absolute-form target is held to the same
+// grammar, and wins over Host for the keys.
+TEST(HeadParserRules, Issue13InvalidAuthorityInAbsoluteFormIsRefused) {
+  for (const std::string& authority :
+       std::vector<std::string>{"a:xx", "a\"b", "[::1", "[zz]", "a:65536", "a:123456", ":80", "a%zz", "a;b:c"}) {
+    EXPECT_EQ(error_of("GET http://" + authority + "/v1 HTTP/1.1\r\nHost: h\r\n\r\n"), ParseError::kBadHost)
+        << authority;
+  }
+  // userinfo stays what it was: a bad target.
+  EXPECT_EQ(error_of("GET http://user@a/ HTTP/1.1\r\nHost: h\r\n\r\n"), ParseError::kBadTarget);
+  HeadOutcome o = parse_every_way("GET http://api.example:/v1 HTTP/1.1\r\nHost: h\r\n\r\n");
+  ASSERT_EQ(o.status, HeadStatus::kComplete);
+  EXPECT_EQ(o.authority, "api.example:");
+  o = parse_every_way("GET http://[::1]:8080/v1 HTTP/1.1\r\nHost: h\r\n\r\n");
+  ASSERT_EQ(o.status, HeadStatus::kComplete);
+  EXPECT_EQ(o.authority, "[::1]:8080");
+  EXPECT_EQ(o.path, "/v1");
+}
+
+// Issue 13: CONNECT names host and port, both valid, the port not empty
+// (RFC 9110 9.3.6).
+TEST(HeadParserRules, Issue13ConnectAuthorityNeedsAValidHostAndPort) {
+  for (const std::string& target :
+       std::vector<std::string>{"a:", "a:xx", "a:99999", "[::1]", "[::1]:", "a%zz:443", "a]:443", ":443"}) {
+    EXPECT_EQ(error_of("CONNECT " + target + " HTTP/1.1\r\nHost: a\r\n\r\n"), ParseError::kBadHost) << target;
+  }
+  const HeadOutcome o = parse_every_way("CONNECT [::1]:443 HTTP/1.1\r\nHost: [::1]:443\r\n\r\n");
+  ASSERT_EQ(o.status, HeadStatus::kComplete);
+  EXPECT_EQ(o.authority, "[::1]:443");
+}
+
+// Issue 13: a CONNECT request has no content (RFC 9110 9.3.6); framed as if
+// it had, its "body" would be tunnel bytes or a request nobody judged.
+TEST(HeadParserRules, Issue13ConnectWithContentLengthOrTransferEncodingIsRefused) {
+  const std::string connect = "CONNECT api.example:443 HTTP/1.1\r\nHost: api.example:443\r\n";
+  EXPECT_EQ(error_of(connect + "Content-Length: 5\r\n\r\n"), ParseError::kConnectWithContent);
+  EXPECT_EQ(error_of(connect + "Content-Length: 0\r\n\r\n"), ParseError::kConnectWithContent);
+  EXPECT_EQ(error_of(connect + "Transfer-Encoding: chunked\r\n\r\n"), ParseError::kConnectWithContent);
+  EXPECT_EQ(status_for(ParseError::kConnectWithContent), 400);
+  EXPECT_EQ(to_string(ParseError::kConnectWithContent), "connect_with_content");
+  EXPECT_EQ(parse_every_way(connect + "\r\n").status, HeadStatus::kComplete);
+}
+
 TEST(HeadParserRules, IdentityFieldsMustNotRepeat) {
   for (std::string_view name : {"Authorization", "Origin", "X-Real-IP", "CF-Connecting-IP"}) {
     const std::string n(name);

@@ -279,6 +279,49 @@ TEST(RequestPath, NothingAfterAnUpgradeGoesOnUntilTheOriginAnswers) {
   EXPECT_EQ(b.flow().client_next, kFirst + len(upgrade));
 }
 
+// Issue 13: HTTP/2 prior knowledge switches the flow only on the whole
+// 24-byte preface; its HTTP/1.1-shaped first part is held until then, so an
+// origin that reads HTTP/1.1 never sees a "PRI" it would answer and read on
+// after.
+const std::string kH2Policy = std::string(kSmallPolicy) + "limits:\n  allow_h2_prior_knowledge: true\n";
+constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+constexpr std::string_view kSettings = "\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+TEST(RequestPath, Issue13AWholeHttp2PrefaceIsBridged) {
+  RequestBench b(kH2Policy);
+  const Segment s = b.feed(std::string(kPreface) + std::string(kSettings));
+  EXPECT_EQ(s.last().stop, Stop::kPassThrough);
+  EXPECT_EQ(s.last().forward_bytes, len(kPreface) + len(kSettings));
+  EXPECT_EQ(b.counters().pass_through.get(), 1u);
+}
+
+TEST(RequestPath, Issue13AnHttp2PrefaceSplitAcrossSegmentsIsHeldUntilWhole) {
+  for (const uint32_t cut : {4u, 18u, 20u, 23u}) {
+    RequestBench b(kH2Policy);
+    const Segment first = b.feed(kPreface.substr(0, cut));
+    EXPECT_EQ(first.last().stop, Stop::kHeld) << cut;
+    EXPECT_EQ(first.last().forward_bytes, 0u) << cut;
+    EXPECT_EQ(b.flow().held_seq, kFirst) << cut;
+    const Segment second = b.feed(std::string(kPreface.substr(cut)) + std::string(kSettings));
+    ASSERT_TRUE(second.released_held()) << cut;  // the held part goes first
+    EXPECT_EQ(second.last().stop, Stop::kPassThrough) << cut;
+    EXPECT_EQ(second.last().forward_bytes, len(kPreface) - cut + len(kSettings)) << cut;
+    EXPECT_EQ(b.counters().pass_through.get(), 1u) << cut;
+  }
+}
+
+TEST(RequestPath, Issue13APrefaceHeadFollowedByAnythingElseIsAnswered400AndTheOriginSeesNone) {
+  RequestBench b(kH2Policy);
+  ASSERT_EQ(b.feed("PRI * HTTP/2.0\r\n\r\n").last().stop, Stop::kHeld);
+  const Segment s = b.feed(kGet);
+  EXPECT_EQ(s.last().stop, Stop::kAnswerClose);
+  EXPECT_EQ(s.last().forward_bytes, 0u);
+  EXPECT_EQ(s.answer.rfind("HTTP/1.1 400 ", 0), 0u) << s.answer;
+  EXPECT_EQ(s.last().reset_seq, kFirst);  // the origin never saw the held preface
+  EXPECT_EQ(b.counters().pass_through.get(), 0u);
+  EXPECT_EQ(b.counters().requests.get(), 0u);
+}
+
 TEST(RequestPath, ARetransmittedPrefixIsNotParsedAgain) {
   RequestBench b;
   ASSERT_EQ(b.feed(kGet).last().stop, Stop::kEnd);

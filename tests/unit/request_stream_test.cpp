@@ -151,12 +151,68 @@ TEST(RequestStream, Http2PriorKnowledge) {
   events = events_every_way(preface + "\x00\x00\x12\x04", config);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].event, StreamEvent::kPassThrough);
-  EXPECT_EQ(events[0].offset, 18u);  // right after the HTTP/1.1-shaped part of the preface
+  EXPECT_EQ(events[0].offset, 24u);  // right after the whole preface (issue 13), not its HTTP/1.1-shaped part
 
   // Only at the start of a connection.
   events = events_every_way("GET / HTTP/1.1\r\nHost: h\r\n\r\n" + preface, config);
   ASSERT_EQ(events.size(), 3u);
   EXPECT_EQ(events[2].error, ParseError::kUnsupportedVersion);
+}
+
+// Issue 13: "PRI * HTTP/2.0\r\n\r\n" alone is not the HTTP/2 preface. An
+// origin that reads HTTP/1.1 answers it and reads on; switching to pass-through
+// there let whatever followed reach it unjudged.
+TEST(RequestStream, Issue13H2PriorKnowledgeSwitchesOnlyOnTheWholePreface) {
+  StreamConfig config;
+  config.allow_h2_prior_knowledge = true;
+  const std::string head = "PRI * HTTP/2.0\r\n\r\n";
+
+  // Not yet: the head alone, or with part of the tail, waits for more.
+  for (const std::string& in : std::vector<std::string>{head, head + "S", head + "SM\r\n\r"}) {
+    const std::vector<StreamRecord> events = events_every_way(in, config);
+    EXPECT_TRUE(events.empty()) << in.size() << " bytes";
+  }
+
+  // Anything but the exact tail is a 400, and nothing after it is passed.
+  for (const std::string& tail : std::vector<std::string>{"GET /admin HTTP/1.1\r\nHost: h\r\n\r\n", "SM\r\n\r\r",
+                                                          "sm\r\n\r\n", "SM\n\r\n", "\r\n", "PRI * HTTP/2.0\r\n\r\n"}) {
+    const std::vector<StreamRecord> events = events_every_way(head + tail, config);
+    ASSERT_EQ(events.size(), 1u) << tail;
+    EXPECT_EQ(events[0].event, StreamEvent::kError) << tail;
+    EXPECT_EQ(events[0].error, ParseError::kBadH2Preface) << tail;
+  }
+  EXPECT_EQ(status_for(ParseError::kBadH2Preface), 400);
+  EXPECT_EQ(to_string(ParseError::kBadH2Preface), "bad_h2_preface");
+
+  // The whole preface switches, exactly after its 24th byte, however cut.
+  const std::vector<StreamRecord> events = events_every_way(head + "SM\r\n\r\n", config);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].event, StreamEvent::kPassThrough);
+  EXPECT_EQ(events[0].offset, 24u);
+
+  // Where the policy does not allow HTTP/2, the head-shaped part is refused
+  // as before (505), whatever follows.
+  for (const std::string& tail : std::vector<std::string>{"", "SM\r\n\r\n", "GET / HTTP/1.1\r\n"}) {
+    const std::vector<StreamRecord> refused = events_every_way(head + tail);
+    ASSERT_EQ(refused.size(), 1u);
+    EXPECT_EQ(refused[0].error, ParseError::kH2PriorKnowledgeNotAllowed);
+  }
+}
+
+// Issue 13: a CONNECT with Content-Length or Transfer-Encoding is refused
+// before its head is handed on, even where CONNECT is allowed.
+TEST(RequestStream, Issue13ConnectWithContentIsRefused) {
+  StreamConfig config;
+  config.allow_connect = true;
+  const std::string connect = "CONNECT api.example:443 HTTP/1.1\r\nHost: api.example:443\r\n";
+  for (const std::string& framing :
+       std::vector<std::string>{"Content-Length: 34\r\n", "Content-Length: 0\r\n", "Transfer-Encoding: chunked\r\n"}) {
+    const std::vector<StreamRecord> events =
+        events_every_way(connect + framing + "\r\nGET /admin HTTP/1.1\r\nHost: h\r\n\r\n", config);
+    ASSERT_EQ(events.size(), 1u) << framing;
+    EXPECT_EQ(events[0].event, StreamEvent::kError) << framing;
+    EXPECT_EQ(events[0].error, ParseError::kConnectWithContent) << framing;
+  }
 }
 
 TEST(RequestStream, CountsCompletedRequests) {

@@ -72,8 +72,37 @@ std::vector<Attack> attacks() {
   };
 }
 
-TEST(Smuggling, EveryAttackIsRefusedWithItsKindWholeAndCutAnywhere) {
-  for (const Attack& a : attacks()) {
+// Issue 13: what the appliance judges must be what the origin executes. A
+// fragment the origin cuts off, a Host two parsers split differently, a
+// CONNECT with a body: each is refused before any rule sees it.
+std::vector<Attack> issue13_attacks() {
+  return {
+      {"fragment_hides_path", "POST /v1/chat/completions#x HTTP/1.1\r\nHost: api\r\n\r\n",
+       ParseError::kFragmentInTarget},
+      {"fragment_in_authority", "GET http://api.example.com#junk/v1/chat/completions HTTP/1.1\r\nHost: api\r\n\r\n",
+       ParseError::kFragmentInTarget},
+      {"fragment_after_query", "GET /v1/a?x=1#/v1/b HTTP/1.1\r\nHost: api\r\n\r\n", ParseError::kFragmentInTarget},
+      {"host_with_space", "GET / HTTP/1.1\r\nHost: a b\r\n\r\n", ParseError::kBadHost},
+      {"host_with_path", "GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", ParseError::kBadHost},
+      {"host_with_userinfo", "GET / HTTP/1.1\r\nHost: user@a\r\n\r\n", ParseError::kBadHost},
+      {"host_list", "GET / HTTP/1.1\r\nHost: a, b\r\n\r\n", ParseError::kBadHost},
+      {"host_port_not_digits", "GET / HTTP/1.1\r\nHost: a:xx\r\n\r\n", ParseError::kBadHost},
+      {"host_port_too_large", "GET / HTTP/1.1\r\nHost: a:65536\r\n\r\n", ParseError::kBadHost},
+      {"host_port_six_digits", "GET / HTTP/1.1\r\nHost: a:000080\r\n\r\n", ParseError::kBadHost},
+      {"host_ipv6_unclosed", "GET / HTTP/1.1\r\nHost: [::1\r\n\r\n", ParseError::kBadHost},
+      {"host_ipv6_not_hex", "GET / HTTP/1.1\r\nHost: [zz]\r\n\r\n", ParseError::kBadHost},
+      {"host_bad_under_authority", "GET http://api/ HTTP/1.1\r\nHost: a b\r\n\r\n", ParseError::kBadHost},
+      {"authority_port_not_digits", "GET http://api:x/ HTTP/1.1\r\nHost: api\r\n\r\n", ParseError::kBadHost},
+      {"connect_content_length",
+       "CONNECT api:443 HTTP/1.1\r\nHost: api:443\r\nContent-Length: 31\r\n\r\nGET /admin HTTP/1.1\r\nHost: a\r\n\r\n",
+       ParseError::kConnectWithContent},
+      {"connect_chunked", "CONNECT api:443 HTTP/1.1\r\nHost: api:443\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+       ParseError::kConnectWithContent},
+  };
+}
+
+void expect_refused_whole_and_cut_anywhere(const std::vector<Attack>& list) {
+  for (const Attack& a : list) {
     test::HeadHarness h;
     const test::HeadOutcome whole = h.whole(a.bytes);
     EXPECT_EQ(whole.status, HeadStatus::kError) << a.name;
@@ -90,6 +119,23 @@ TEST(Smuggling, EveryAttackIsRefusedWithItsKindWholeAndCutAnywhere) {
     const std::vector<test::StreamRecord> events = test::run_stream(a.bytes, {});
     ASSERT_EQ(events.size(), 1u) << a.name;
     EXPECT_EQ(events[0].event, StreamEvent::kError) << a.name;
+  }
+}
+
+TEST(Smuggling, EveryAttackIsRefusedWithItsKindWholeAndCutAnywhere) {
+  expect_refused_whole_and_cut_anywhere(attacks());
+}
+
+TEST(Smuggling, Issue13FragmentsBadHostsAndConnectBodiesAreRefusedWholeAndCutAnywhere) {
+  expect_refused_whole_and_cut_anywhere(issue13_attacks());
+  for (const Attack& a : issue13_attacks()) EXPECT_EQ(status_for(a.expected), 400) << a.name;
+  // With CONNECT allowed too: the head never reaches the limiter.
+  StreamConfig config;
+  config.allow_connect = true;
+  for (const Attack& a : issue13_attacks()) {
+    const std::vector<test::StreamRecord> events = test::run_stream(a.bytes, {}, config);
+    ASSERT_EQ(events.size(), 1u) << a.name;
+    EXPECT_EQ(events[0].error, a.expected) << a.name;
   }
 }
 
