@@ -30,8 +30,8 @@ connection, each key optional and defaulting to the command line's:
   [{"count": 60, "path": "/a/{i}"}, {"count": 1, "method": "POST", "body": "x",
     "headers": ["CF-Connecting-IP: 198.19.6.1"], "mode": "pipeline"}]
 ("headers" are added to the -H ones). An entry's "each" is a list of
-per-request settings (keys path, method, body, headers), request i taking
-element (i-1) modulo its length:
+per-request settings (keys path, method, body, headers, host_header: the
+Host field's value), request i taking element (i-1) modulo its length:
   [{"count": 4, "each": [{"path": "/a"}, {"path": "/b", "headers": ["X: y"]}]}]
 """
 
@@ -254,7 +254,7 @@ def build_request(args, i, c, n):
     if args.each:
         per = args.each[(i - 1) % len(args.each)]
         args = argparse.Namespace(**vars(args))
-        for key in ("path", "method", "body"):
+        for key in ("path", "method", "body", "host_header"):
             if key in per:
                 setattr(args, key, per[key])
         args.plan_headers = args.plan_headers + list(per.get("headers", []))
@@ -312,7 +312,7 @@ def spec_for(args, plan, c):
     spec.each = []
     if plan is not None:
         entry = plan[c]
-        for key in ("count", "path", "method", "body", "mode"):
+        for key in ("count", "path", "method", "body", "mode", "host_header"):
             if key in entry:
                 setattr(spec, key, entry[key])
         spec.plan_headers = list(entry.get("headers", []))
@@ -496,7 +496,7 @@ def main():
             assert isinstance(plan, list) and plan and all(isinstance(e, dict) for e in plan)
         except (ValueError, AssertionError):
             ap.error("--plan must be a non-empty JSON list of objects")
-        unknown = set(k for e in plan for k in e) - {"count", "path", "method", "body", "mode", "headers", "each"}
+        unknown = set(k for e in plan for k in e) - {"count", "path", "method", "body", "mode", "headers", "each", "host_header"}
         if unknown:
             ap.error("--plan: unknown keys %s" % sorted(unknown))
         args.connections = len(plan)

@@ -178,6 +178,12 @@ make_policies() {
     'after_answer: keep-alive\n' 'after_answer: close\n' || return 1
   slt_policy_copy three-budgets tb-hourly three-budgets-hourly \
     '  bare:       { rate: 60/min, burst: 60 }\n' '  bare:       { rate: 60/hour, burst: 60 }\n' || return 1
+  # Issue 13: CONNECT and HTTP/2 prior knowledge allowed (so that their
+  # framing is what is refused), and /hk/ limited per Host.
+  slt_policy_copy three-budgets tb-strict three-budgets-strict \
+    'after_answer: keep-alive\n' 'after_answer: keep-alive\nlimits:\n  allow_connect: true\n  allow_h2_prior_knowledge: true\n' \
+    '  bare:       { rate: 60/min, burst: 60 }\n' '  bare:       { rate: 60/hour, burst: 60 }\n  per-host:   { rate: 5/hour, burst: 5 }\n' \
+    '  # TB01: everything else, per client address.\n' '  - name: per-host\n    path: "/hk/*"\n    key: host\n    bucket: per-host\n  # TB01: everything else, per client address.\n' || return 1
 }
 
 # slt_policy_copy SHIPPED COPY NEW-NAME [OLD NEW]...: config/SHIPPED.yaml to

@@ -55,6 +55,11 @@ wire-ipv6-extension-chain    limiting  tb-small           1
 wire-ipv4-options            limiting  tb-small           1
 wire-unframable-response     limiting  tb-small           1
 tb-workers2-budget           limiting  tb-small           2
+wire-fragment-in-target      limiting  tb-strict          1
+wire-invalid-host            limiting  tb-strict          1
+wire-host-key-spellings      limiting  tb-strict          1
+wire-connect-with-content    limiting  tb-strict          1
+wire-h2-preface-partial      limiting  tb-strict          1
 '
 
 SLT_TB14_BODY='{"error":{"code":"rate_limited","message":"Too many requests. Slow down and retry."}}'
@@ -933,6 +938,83 @@ t_wire_unframable_response() {
   client after --source "$s" --count 25 --path '/after/{i}'
   check_eq "TB01 the rest of the budget: 19 admitted, then the 429" "$(res statuses after)" "200x19 429."
   check_olog "origin: 1 + 19" "$s" 20
+  finish
+}
+
+# ---------------------------------------------------------------- tb-strict
+# (three-budgets with CONNECT and HTTP/2 prior knowledge allowed, and /hk/
+# limited to 5 an hour per Host.) The parser's cases: each answered 400 by
+# the appliance, the origin never sees them.
+
+# Case 4: RFC 9112 request targets have no fragment. "#x" kept in the path
+# matched no rule; in absolute form the junk went into the authority.
+t_wire_fragment_in_target() {
+  local s
+  s="$(src4)"
+  client fr --source "$s" --plan '[{"count": 1, "method": "POST", "body": "{}", "path": "/v1/chat/completions#x"},
+    {"count": 1, "path": "http://api.example.com#junk/v1/models"}, {"count": 1, "path": "/v1/models?q=1#"}]'
+  check_eq "'#' in the target: 400 and the close, three times" "$(res statuses fr)" "400. | 400. | 400."
+  check_olog "the origin saw none of them" "$s" 0
+  finish
+}
+
+# Case 5: RFC 9112 3.2, a Host that is not host[:port] is answered 400.
+t_wire_invalid_host() {
+  local s
+  s="$(src4)"
+  client ih --source "$s" --plan '[{"count": 1, "host_header": "a b"}, {"count": 1, "host_header": "a/b"},
+    {"count": 1, "host_header": "user@a"}, {"count": 1, "host_header": "a, b"}, {"count": 1, "host_header": "a:xx"},
+    {"count": 1, "host_header": "[::1"}, {"count": 1, "host_header": "a:65536"}, {"count": 1, "host_header": "api.example.com"}]'
+  check_eq "seven invalid Hosts: 400 each; a valid one: 200" "$(res statuses ih)" \
+    "400. | 400. | 400. | 400. | 400. | 400. | 400. | 200"
+  check_olog "the origin saw the valid one only" "$s" 1
+  finish
+}
+
+# Case 5: a rule keyed on the host (/hk/, 5 an hour) sees one host however
+# it is spelt: case, a trailing dot, the default port with or without
+# leading zeros, an empty port. Five spellings spend the budget, the sixth
+# request is refused; another port is another bucket. Before, each spelling
+# had a bucket of its own.
+t_wire_host_key_spellings() {
+  local s
+  s="$(src4)"
+  client hk --source "$s" --plan '[{"count": 7, "path": "/hk/{i}", "each": [
+    {"host_header": "api.example.com"}, {"host_header": "API.Example.COM"}, {"host_header": "api.example.com."},
+    {"host_header": "api.example.com:80"}, {"host_header": "api.example.com:0080"},
+    {"host_header": "api.example.com:"}, {"host_header": "api.example.com:8080"}]}]'
+  check_eq "five spellings admitted, the sixth refused (one bucket), another port admitted" \
+    "$(res expr hk '" ".join(str(r["status"]) for r in R)')" "200 200 200 200 200 429 200"
+  check_olog "the origin saw the six admitted" "$s" 6
+  finish
+}
+
+# Case 6: RFC 9110 9.3.6, a CONNECT request has no content. With CONNECT
+# allowed, one with Content-Length was framed as having a body.
+t_wire_connect_with_content() {
+  local s
+  s="$(src4)"
+  client cc --source "$s" --plan '[{"count": 1, "method": "CONNECT", "path": "198.18.0.20:80", "body": "hello"},
+    {"count": 1, "method": "CONNECT", "path": "198.18.0.20:80", "headers": ["Transfer-Encoding: chunked"]}]'
+  check_eq "CONNECT with Content-Length, with Transfer-Encoding: 400 each" "$(res statuses cc)" "400. | 400."
+  check_olog "the origin saw neither" "$s" 0
+  finish
+}
+
+# Case 6: with HTTP/2 prior knowledge allowed, "PRI * HTTP/2.0" and its
+# empty line once switched the connection to pass-through before the whole
+# 24-byte preface was seen; what followed went unjudged. A preface whose
+# last six bytes are not "SM\r\n\r\n" is answered 400 and never reaches
+# the origin, sent whole or in pieces.
+t_wire_h2_preface_partial() {
+  local s raw="$SLT_OUT/preface.bin"
+  s="$(src4)"
+  printf 'PRI * HTTP/2.0\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n' >"$raw"
+  client pw --source "$s" --raw-file "$raw" --count 1
+  client pp --source "$s" --raw-file "$raw" --count 1 --piece 9 --piece-delay 20 --nodelay
+  check_eq "a preface followed by a request: 400" "$(res statuses pw)" "400."
+  check_eq "the same in pieces: 400" "$(res statuses pp)" "400."
+  check_olog "the origin saw none of it" "$s" 0
   finish
 }
 
