@@ -50,8 +50,10 @@ void AnswerSender::end_unframable(TcpFlow& flow, PacketSink& out) noexcept {
   // head, was never forwarded. Should it expect another number, it answers
   // with a challenge ACK and reset_origin() resets it at the exact one.
   uint32_t origin_expects = flow.client_next;
-  if (flow.state == FlowState::kRefusing) origin_expects = flow.reset_seq;
-  else if (lender_.context(flow).buffering) origin_expects = flow.held_seq;
+  if (flow.state == FlowState::kRefusing)
+    origin_expects = flow.reset_seq;
+  else if (lender_.context(flow).buffering)
+    origin_expects = flow.held_seq;
   // An answer of no bytes: the FIN alone, at the first byte the client will
   // not get; after_answer() treats the flow as any answered one.
   flow.answer_seq = flow.origin_next;

@@ -157,16 +157,7 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
   }
   const Arrival a = counted_arrival(flow.client_next, v, counters_);
   if (a == Arrival::kAhead) return drop_frame(v);
-  if (a == Arrival::kRepeat) {
-    if (flow.context < 0) return forward_frame(v);  // the origin has every head before client_next
-    ParseContext& ctx = lender_.context(flow);
-    if (ctx.buffering && seq_lt(flow.held_seq, v.seq + v.payload_len)) {
-      // Bytes of a held head again: still held. Acknowledge them again.
-      editor_.send_to_client(flow, out, flow.origin_next, flow.client_next, flag::kAck);
-      return drop_frame(v);
-    }
-    return judged_repeat(ctx, frame, v);
-  }
+  if (a == Arrival::kRepeat) return client_repeat(flow, frame, v, out);
   if (seq_lt(v.seq, flow.client_next)) {
     // Bytes already judged, then new ones. The judged copy is the one that
     // counts: the origin got it, or (a held head) gets it from the context,
@@ -181,7 +172,14 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
   return parse_requests(flow, frame, v, snap, now, out);
 }
 
-FrameResult FlowEngine::judged_repeat(ParseContext& ctx, uint8_t* frame, FrameView& v) noexcept {
+FrameResult FlowEngine::client_repeat(TcpFlow& flow, uint8_t* frame, FrameView& v, PacketSink& out) noexcept {
+  if (flow.context < 0) return forward_frame(v);  // the origin has every head before client_next
+  ParseContext& ctx = lender_.context(flow);
+  if (ctx.buffering && seq_lt(flow.held_seq, v.seq + v.payload_len)) {
+    // Bytes of a held head again: still held. Acknowledge them again.
+    editor_.send_to_client(flow, out, flow.origin_next, flow.client_next, flag::kAck);
+    return drop_frame(v);
+  }
   // The origin may not have taken the first copy (it dropped the segment:
   // a bad checksum, PAWS, a full window): the judged bytes go again, not
   // whatever this copy carries.

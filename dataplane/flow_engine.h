@@ -110,9 +110,10 @@ class FlowEngine {
                           PacketSink& out) noexcept;
   [[gnu::always_inline]] inline FrameResult origin_segment(TcpFlow& flow, uint8_t* frame, FrameView& v, time::Nanos now,
                                                            PacketSink& out) noexcept;
-  [[gnu::always_inline]] inline FrameResult origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
-                                                        time::Nanos now, PacketSink& out) noexcept;
-  FrameResult judged_repeat(ParseContext& ctx, uint8_t* frame, FrameView& v) noexcept;
+  [[gnu::always_inline]] inline FrameResult origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v, time::Nanos now,
+                                                        PacketSink& out) noexcept;
+  // Client bytes parsed before, again: forwarded as they were judged.
+  FrameResult client_repeat(TcpFlow& flow, uint8_t* frame, FrameView& v, PacketSink& out) noexcept;
   FrameResult abort(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept;
 
   WorkerCounters& counters_;

@@ -22,15 +22,11 @@ constexpr uint8_t kProtoTcp = 6;
 // which a TCP segment could reach a host that unwraps them: IP in IP, IPv6
 // in IP, GRE, ESP, AH, EtherIP, IPComp, L2TP, MPLS in IP; Mobility, HIP,
 // Shim6 and the experimental numbers.
-[[nodiscard]] constexpr bool opaque_protocol(uint8_t p) noexcept {
-  switch (p) {
-    case 4: case 41: case 47: case 50: case 51: case 97: case 108: case 115: case 137:
-    case 135: case 139: case 140: case 253: case 254:
-      return true;
-    default:
-      return false;
-  }
-}
+inline constexpr std::array<bool, 256> kOpaqueProtocol = [] {
+  std::array<bool, 256> t{};
+  for (const uint8_t p : {4, 41, 47, 50, 51, 97, 108, 115, 137, 135, 139, 140, 253, 254}) t[p] = true;
+  return t;
+}();
 
 void parse_options(const uint8_t* p, size_t len, TcpOptions& o) noexcept {
   size_t i = 0;
@@ -187,7 +183,7 @@ struct L3 {
 // header cut short in it is not a malformed frame.
 [[gnu::always_inline]] inline FrameKind read_l4(const uint8_t* f, const L3& ip, FrameView& v) noexcept {
   if (ip.fragment && !ip.first_fragment) return FrameKind::kIpOther;  // its first fragment was judged
-  if (ip.opaque || opaque_protocol(ip.proto)) return FrameKind::kOpaque;
+  if (ip.opaque || kOpaqueProtocol[ip.proto]) return FrameKind::kOpaque;
   if (ip.proto != kProtoTcp) return FrameKind::kIpOther;
   v.l4_offset = static_cast<uint16_t>(ip.l4);
   // A first fragment must show the ports, or nobody can tell whose it is.

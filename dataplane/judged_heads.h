@@ -23,9 +23,9 @@
 namespace sluice::dataplane {
 
 enum class RepeatCheck : uint8_t {
-  kUnchanged,    // nothing in the segment differs from what was judged
-  kRewritten,    // bytes of recorded heads written back to the judged ones
-  kUnverifiable, // it reaches into a head let go of before the origin acknowledged it: drop it
+  kUnchanged,     // nothing in the segment differs from what was judged
+  kRewritten,     // bytes of recorded heads written back to the judged ones
+  kUnverifiable,  // it reaches into a head let go of before the origin acknowledged it: drop it
 };
 
 class JudgedHeads {

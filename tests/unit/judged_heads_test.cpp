@@ -1,11 +1,11 @@
 // The record of judged heads (issue 13): a repeat of forwarded bytes carries
 // the judged ones, whatever the copy says; what the record let go of before
 // the origin acknowledged it is not forwarded again.
+#include "dataplane/judged_heads.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
-
-#include "dataplane/judged_heads.h"
 
 namespace sluice::dataplane {
 namespace {
