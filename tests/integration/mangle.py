@@ -14,6 +14,10 @@ Modes (TCP frames to --port only; everything else passes unchanged):
                  once stopped at eight and bridged the segment unjudged.
   ipv4-options   every IPv4 segment carries 4 bytes of IP options
                  (NOP NOP NOP EOL); the header checksum is redone.
+  ipv4-fragments every IPv4 segment with payload goes as two fragments: the
+                 first 8 bytes of its TCP header (the ports), then the rest.
+                 A stack reassembles them; the appliance cannot judge a
+                 segment it never sees whole.
   overlap-decoy  before each segment whose payload starts with --match, a
                  decoy: the same segment cut to len(--decoy) bytes that are
                  --decoy instead. The appliance sees the decoy's bytes first;
@@ -106,6 +110,21 @@ def with_ipv4_options(frame, l3):
     return bytes(f)
 
 
+def fragments_of(frame, l3, l4):
+    """The IPv4 segment as two fragments: 8 bytes of transport header, then the rest."""
+    end = ip_end(frame, 4, l3)
+    ihl = l4 - l3
+    out = []
+    for start, stop, more in ((l4, l4 + 8, True), (l4 + 8, end, False)):
+        f = bytearray(frame[:l4]) + bytearray(frame[start:stop])
+        struct.pack_into("!H", f, l3 + 2, ihl + (stop - start))
+        struct.pack_into("!H", f, l3 + 6, (0x2000 if more else 0) | ((start - l4) // 8))
+        f[l3 + 10 : l3 + 12] = b"\0\0"
+        struct.pack_into("!H", f, l3 + 10, checksum(bytes(f[l3:l4])))
+        out.append(bytes(f))
+    return out
+
+
 def decoy_of(frame, v, l3, l4, decoy):
     """The segment cut to len(decoy) bytes of payload that are `decoy`."""
     end = ip_end(frame, v, l3)
@@ -127,7 +146,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--in", dest="inp", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--mode", choices=["ipv6-dstopts", "ipv4-options", "overlap-decoy"], required=True)
+    ap.add_argument("--mode", choices=["ipv6-dstopts", "ipv4-options", "ipv4-fragments", "overlap-decoy"],
+                    required=True)
     ap.add_argument("--port", type=int, default=80)
     ap.add_argument("--count", type=int, default=9, help="ipv6-dstopts: headers per segment")
     ap.add_argument("--match", default="", help="overlap-decoy: payload prefix of the segments to precede")
@@ -190,6 +210,10 @@ def main():
                     st["rewritten"] += 1
                 elif a.mode == "ipv4-options" and v == 4:
                     frame = with_ipv4_options(frame, l3)
+                    st["rewritten"] += 1
+                elif a.mode == "ipv4-fragments" and v == 4 and ip_end(frame, 4, l3) > l4 + (frame[l4 + 12] >> 4) * 4:
+                    first, frame = fragments_of(frame, l3, l4)
+                    send(first)
                     st["rewritten"] += 1
                 elif a.mode == "overlap-decoy":
                     start = l4 + (frame[l4 + 12] >> 4) * 4
