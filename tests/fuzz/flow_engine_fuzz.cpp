@@ -9,7 +9,7 @@
 // reports with the input):
 //   1. the origin receives exactly the client's stream without the refused
 //      requests: every byte it gets, at its place (first copy wins, as a
-//      receiving stack keeps it);
+//      receiving stack keeps it), and only once its request is decided;
 //   2. the client receives one well-formed response per request judged, in
 //      order: the origin's own (inserted RateLimit lines aside) or a 429;
 //   3. no request is charged twice: the engine's decision counters match the
@@ -425,6 +425,7 @@ class Network final : public dp::PacketSink {
   bool feed(Endpoint& e, uint32_t seq, uint32_t ack, uint8_t flags, std::string_view payload, uint16_t mss);
   void receive(Endpoint& e, const dp::FrameView& v, const uint8_t* frame);
   void origin_answers();
+  void check_decided_before(uint32_t origin_offset) const;
 
   // PacketSink: the engine's own segments reach their end at once.
   std::span<uint8_t> allocate(dp::Side, size_t len) noexcept override {
@@ -537,10 +538,13 @@ void Network::receive(Endpoint& e, const dp::FrameView& v, const uint8_t* frame)
     }
   }
   if (v.has(flag::kSyn)) return;
-  const uint32_t at = v.seq - (peer.isn + 1);
-  if (at > (1u << 30)) return;  // a copy from before what we track (cannot happen with our numbers)
+  // A late copy renumbered by the engine's base shift may start before the
+  // stream's first byte; the receiver ignores what lies before it.
+  const auto start = static_cast<int32_t>(v.seq - (peer.isn + 1));
+  const uint32_t skip = start < 0 ? std::min<uint32_t>(v.payload_len, static_cast<uint32_t>(-int64_t{start})) : 0;
+  const uint32_t at = static_cast<uint32_t>(start);
   const uint32_t acked = e.ack_sent - (peer.isn + 1);
-  for (uint32_t i = 0; i < v.payload_len; ++i) {
+  for (uint32_t i = skip; i < v.payload_len; ++i) {
     const char byte = static_cast<char>(frame[v.payload_offset + i]);
     auto [it, fresh] = e.got.emplace(at + i, byte);
     if (fresh && !to_client) {
@@ -549,6 +553,7 @@ void Network::receive(Endpoint& e, const dp::FrameView& v, const uint8_t* frame)
         fail("origin byte %u is '%c', the client's judged stream has %s", at + i, byte,
              at + i >= want.size() ? "nothing there" : std::string(1, want[at + i]).c_str());
       }
+      check_decided_before(at + i);
     } else if (!fresh && to_client && !overlaps_ && it->second != byte && at + i >= acked) {
       // Below what the client acknowledged a late copy may land renumbered
       // on other bytes (the engine folds acknowledged edits into its base
@@ -557,8 +562,20 @@ void Network::receive(Endpoint& e, const dp::FrameView& v, const uint8_t* frame)
     }
   }
   while (e.got.count(e.rcv_nxt)) ++e.rcv_nxt;
-  if (v.has(flag::kFin)) e.fin_at = at + v.payload_len;
+  if (v.has(flag::kFin) && start + static_cast<int64_t>(v.payload_len) >= 0) e.fin_at = at + v.payload_len;
   if (!to_client) origin_answers();
+}
+
+// No byte of a request reaches the origin before the engine has decided it:
+// by then it has parsed as many heads as there are requests up to this one.
+void Network::check_decided_before(uint32_t origin_offset) const {
+  size_t j = 0;
+  while (j < c_.reach_end.size() && origin_offset >= c_.reach_end[j]) ++j;
+  const size_t exchange = c_.reach_index[j];
+  if (w_.counters.requests.get() < exchange + 1) {
+    fail("origin byte %u (request %zu) arrives with %llu heads decided", origin_offset, exchange,
+         static_cast<unsigned long long>(w_.counters.requests.get()));
+  }
 }
 
 // The origin answers each request once it has it whole, in order.
@@ -776,7 +793,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 4096) return 0;
   FuzzedDataProvider in(data, size);
   const Conversation c = choose_conversation(in);
-  print_conversation(c);
+  if (g_verbose) print_conversation(c);
   World w(c.policy, c.insert_fields);
   Network net(w, c, g_overlaps);
   net.handshake();
