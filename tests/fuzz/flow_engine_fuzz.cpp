@@ -66,6 +66,12 @@ void trace(const char* fmt, ...) {
   va_end(ap);
 }
 
+std::string hex_byte(char c) {
+  char out[3];
+  std::snprintf(out, sizeof out, "%02x", static_cast<uint8_t>(c));
+  return out;
+}
+
 bool env_flag(const char* name, bool fallback) {
   const char* v = std::getenv(name);
   return v == nullptr || *v == '\0' ? fallback : std::strcmp(v, "0") != 0;
@@ -550,8 +556,8 @@ void Network::receive(Endpoint& e, const dp::FrameView& v, const uint8_t* frame)
     if (fresh && !to_client) {
       const std::string& want = c_.origin_expected;
       if (at + i >= want.size() || want[at + i] != byte) {
-        fail("origin byte %u is '%c', the client's judged stream has %s", at + i, byte,
-             at + i >= want.size() ? "nothing there" : std::string(1, want[at + i]).c_str());
+        fail("origin byte %u is 0x%02x, the client's judged stream has %s", at + i, static_cast<uint8_t>(byte),
+             at + i >= want.size() ? "nothing there" : ("0x" + hex_byte(want[at + i])).c_str());
       }
       check_decided_before(at + i);
     } else if (!fresh && to_client && !overlaps_ && it->second != byte && at + i >= acked) {
