@@ -84,9 +84,12 @@ enum class PolicyKind : uint8_t { kSmallClose, kKeep, kKeepExempt, kCount };
 
 std::string policy_text(PolicyKind k) {
   switch (k) {
-    case PolicyKind::kSmallClose: return std::string(test::kSmallPolicy);
-    case PolicyKind::kKeep: return std::string(test::kKeepPolicy);
-    default: return std::string(test::kKeepPolicy) + "exempt:\n  - path: /healthz\n";
+    case PolicyKind::kSmallClose:
+      return std::string(test::kSmallPolicy);
+    case PolicyKind::kKeep:
+      return std::string(test::kKeepPolicy);
+    default:
+      return std::string(test::kKeepPolicy) + "exempt:\n  - path: /healthz\n";
   }
 }
 
@@ -165,11 +168,11 @@ struct Conversation {
   uint16_t client_mss = 1460;
   uint32_t room = 0;  // ServiceFrame::room for frames fed (0: they may not grow)
   std::vector<Exchange> exchanges;
-  std::string client_stream;     // every request, as the client sends it
-  std::string origin_expected;   // the requests that reach the origin
-  std::vector<size_t> reach_end;  // where each of those ends in origin_expected
+  std::string client_stream;        // every request, as the client sends it
+  std::string origin_expected;      // the requests that reach the origin
+  std::vector<size_t> reach_end;    // where each of those ends in origin_expected
   std::vector<size_t> reach_index;  // and which exchange it is
-  size_t judged = 0;             // requests the engine decides (close: up to the refusal)
+  size_t judged = 0;                // requests the engine decides (close: up to the refusal)
 };
 
 std::string body_text(size_t n, char tag) {
@@ -193,8 +196,9 @@ std::string make_request(FuzzedDataProvider& in, size_t index, Exchange& ex) {
   static const char* const kPaths[] = {"/loose", "/tight", "/healthz"};
   const char* path = kPaths[in.ConsumeIntegralInRange<int>(0, 2)];
   const int method = in.ConsumeIntegralInRange<int>(0, 3);  // GET, HEAD, POST length, POST chunked
-  std::string head = std::string(method == 0 ? "GET " : method == 1 ? "HEAD " : "POST ") + path +
-                     " HTTP/1.1\r\nHost: api\r\nX-Request: " + std::to_string(index) + "\r\n";
+  static const char* const kMethods[] = {"GET ", "HEAD ", "POST ", "POST "};
+  std::string head =
+      std::string(kMethods[method]) + path + " HTTP/1.1\r\nHost: api\r\nX-Request: " + std::to_string(index) + "\r\n";
   ex.head = method == 1;
   if (method < 2) return head + "\r\n";
   const std::string body = body_text(in.ConsumeIntegralInRange<size_t>(0, 300), static_cast<char>('A' + index));
@@ -477,8 +481,8 @@ void Network::transmit(Endpoint& e, uint32_t off, uint32_t len, Delivery how, ui
   }
   std::string bytes = e.out.substr(off, len);
   for (uint32_t i = 0; i < len && mask != 0 && off + i < e.una; ++i) bytes[i] = static_cast<char>(bytes[i] ^ mask);
-  trace("%s sends [%u, %u)%s%s\n", e.side == dp::Side::kClient ? "client" : "origin", off, off + len,
-        fin ? " FIN" : "", mask ? " with acknowledged bytes changed" : "");
+  trace("%s sends [%u, %u)%s%s\n", e.side == dp::Side::kClient ? "client" : "origin", off, off + len, fin ? " FIN" : "",
+        mask ? " with acknowledged bytes changed" : "");
   feed(e, e.isn + 1 + off, e.ack(other(e).isn), flag::kAck | flag::kPsh | (fin ? flag::kFin : 0), bytes, 0);
 }
 
@@ -539,7 +543,8 @@ void Network::receive(Endpoint& e, const dp::FrameView& v, const uint8_t* frame)
   if (v.has(flag::kAck)) {
     const uint32_t acked = v.ack - (e.isn + 1);
     if (static_cast<int32_t>(acked - e.una) > 0) {
-      if (acked > e.nxt) fail("the %s's byte %u acknowledged, only %u sent", to_client ? "client" : "origin", acked, e.nxt);
+      if (acked > e.nxt)
+        fail("the %s's byte %u acknowledged, only %u sent", to_client ? "client" : "origin", acked, e.nxt);
       e.una = acked;
     }
   }
@@ -631,7 +636,8 @@ size_t check_responses(const Conversation& c, const std::string& got) {
       const size_t origin_head_len = ex.response.find("\r\n\r\n") + 4;
       const std::string seen = c.insert_fields ? without_fields(head) : head;
       if (seen != ex.response.substr(0, origin_head_len)) {
-        fail("response %zu: head\n%s\nexpected\n%s", whole, head.c_str(), ex.response.substr(0, origin_head_len).c_str());
+        fail("response %zu: head\n%s\nexpected\n%s", whole, head.c_str(),
+             ex.response.substr(0, origin_head_len).c_str());
       }
       body = ex.response.substr(origin_head_len);
     }
@@ -665,19 +671,18 @@ Expected expected_decisions(const Conversation& c) {
 // client sent (a request charged twice shows here); once the conversation
 // is over, each decision is the policy's.
 void check_charges(const Conversation& c, const dp::WorkerCounters& k, bool complete) {
-  const uint64_t decided =
-      k.admitted.get() + k.refused.get() + k.exempt.get() + k.forwarded.get() + k.answered.get();
-  if (decided != k.requests.get()) fail("%llu heads parsed, %llu decisions", (unsigned long long)k.requests.get(),
-                                        (unsigned long long)decided);
+  const uint64_t decided = k.admitted.get() + k.refused.get() + k.exempt.get() + k.forwarded.get() + k.answered.get();
+  if (decided != k.requests.get())
+    fail("%llu heads parsed, %llu decisions", (unsigned long long)k.requests.get(), (unsigned long long)decided);
   if (k.requests.get() > c.judged) {
-    fail("%llu heads parsed, the client sent %zu the engine should judge", (unsigned long long)k.requests.get(), c.judged);
+    fail("%llu heads parsed, the client sent %zu the engine should judge", (unsigned long long)k.requests.get(),
+         c.judged);
   }
   const Expected e = expected_decisions(c);
   if (k.admitted.get() > e.admitted || k.refused.get() > e.refused || k.exempt.get() > e.exempt) {
     fail("decisions admitted %llu refused %llu exempt %llu, the policy says at most %llu %llu %llu",
-         (unsigned long long)k.admitted.get(), (unsigned long long)k.refused.get(),
-         (unsigned long long)k.exempt.get(), (unsigned long long)e.admitted, (unsigned long long)e.refused,
-         (unsigned long long)e.exempt);
+         (unsigned long long)k.admitted.get(), (unsigned long long)k.refused.get(), (unsigned long long)k.exempt.get(),
+         (unsigned long long)e.admitted, (unsigned long long)e.refused, (unsigned long long)e.exempt);
   }
   if (complete && (k.admitted.get() != e.admitted || k.refused.get() != e.refused || k.exempt.get() != e.exempt)) {
     fail("conversation over, but not every request was decided as the policy says");
@@ -717,11 +722,21 @@ void script_step(Network& net, FuzzedDataProvider& in) {
   const uint32_t len = in.ConsumeIntegralInRange<uint32_t>(1, net.mss(e));
   const auto step = static_cast<Step>((op & 0x7f) % static_cast<uint8_t>(Step::kCount));
   switch (step) {
-    case Step::kNew: net.send_new(e, len, Delivery::kNow); break;
-    case Step::kNewLost: net.send_new(e, len, Delivery::kLost); break;
-    case Step::kNewLater: net.send_new(e, len, Delivery::kLater); break;
-    case Step::kRetransmit: net.retransmit(e, len); break;
-    case Step::kDuplicate: net.duplicate(e, in.ConsumeIntegral<uint16_t>(), len); break;
+    case Step::kNew:
+      net.send_new(e, len, Delivery::kNow);
+      break;
+    case Step::kNewLost:
+      net.send_new(e, len, Delivery::kLost);
+      break;
+    case Step::kNewLater:
+      net.send_new(e, len, Delivery::kLater);
+      break;
+    case Step::kRetransmit:
+      net.retransmit(e, len);
+      break;
+    case Step::kDuplicate:
+      net.duplicate(e, in.ConsumeIntegral<uint16_t>(), len);
+      break;
     case Step::kOverlapOther:
     case Step::kOverlapOtherLater: {
       const uint32_t back = in.ConsumeIntegral<uint16_t>();
@@ -729,9 +744,14 @@ void script_step(Network& net, FuzzedDataProvider& in) {
       net.overlap_other(e, back, len, mask, step == Step::kOverlapOtherLater ? Delivery::kLater : Delivery::kNow);
       break;
     }
-    case Step::kAck: net.pure_ack(e); break;
-    case Step::kDeliverLater: net.deliver_delayed(in.ConsumeIntegral<uint8_t>()); break;
-    case Step::kCount: break;
+    case Step::kAck:
+      net.pure_ack(e);
+      break;
+    case Step::kDeliverLater:
+      net.deliver_delayed(in.ConsumeIntegral<uint8_t>());
+      break;
+    case Step::kCount:
+      break;
   }
 }
 

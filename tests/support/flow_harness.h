@@ -51,7 +51,6 @@ class RecordingSink final : public dataplane::PacketSink {
   std::vector<uint8_t> buf_;
 };
 
-
 // A compiled policy and the shared limiter state behind an engine.
 struct EngineWorld {
   explicit EngineWorld(std::string_view policy_text = kSmallPolicy, dataplane::EngineConfig config = small_config()) {
