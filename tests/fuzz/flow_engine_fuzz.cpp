@@ -15,10 +15,13 @@
 //   3. no request is charged twice: the engine's decision counters match the
 //      policy's verdicts on the requests sent;
 //   4. bytes the engine already took (acknowledged to the client) and then
-//      sees again, different, never reach the origin in place of the first.
+//      sees again, different, never reach the origin in place of the first;
+//   5. once the network behaves, the conversation finishes: every request
+//      answered, every judged byte at the origin.
 // Environment: SLUICE_FUZZ_OVERLAP=0 stops generating retransmissions with
 // other bytes (check 4's attack; the engine before its fix fails it);
-// SLUICE_FUZZ_VERBOSE=1 prints each conversation and its segments.
+// SLUICE_FUZZ_LIVENESS=0 drops check 5; SLUICE_FUZZ_VERBOSE=1 prints each
+// conversation and its segments (for reading a failing input).
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <array>
