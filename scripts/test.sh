@@ -9,13 +9,15 @@
 #   5. the network-namespace integration suite against the real sluiced
 #      (tests/integration/run.sh: nginx origin, curl, keep-alive client,
 #      Chromium; every loop bounded, everything torn down);
-#   6. the libFuzzer target with its differential checks, for a bounded time
-#      (SLUICE_FUZZ_SECONDS, default 60).
+#   6. the libFuzzer targets, each for a bounded time: the head parser with
+#      its differential checks (SLUICE_FUZZ_SECONDS, default 60), then the
+#      flow engine segment by segment (SLUICE_FLOW_FUZZ_SECONDS, default 60).
 # Stops at the first failure, with a non-zero exit status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 fuzz_seconds="${SLUICE_FUZZ_SECONDS:-60}"
+flow_fuzz_seconds="${SLUICE_FLOW_FUZZ_SECONDS:-60}"
 scripts/install-deps.sh test
 
 step() { printf '\n== %s\n' "$*"; }
@@ -40,25 +42,43 @@ tests/integration/cli.sh build
 step "integration tests in network namespaces (tests/integration/run.sh)"
 tests/integration/run.sh build
 
+# Runs one libFuzzer target of build-fuzz/ for a bounded time from its own
+# corpus directory; on failure prints the log's tail and keeps the inputs
+# that failed in build-fuzz/crashes/. Prints the final statistics.
+#   run_fuzzer NAME SECONDS 'SEED_GLOB'|- [libFuzzer options...]
+run_fuzzer() {
+  local name="$1" seconds="$2" seeds="$3"
+  shift 3
+  local dir="$work/$name"
+  mkdir -p "$dir/corpus" "$dir/artifacts"
+  # shellcheck disable=SC2086 # the glob is meant to expand here
+  if [ "$seeds" != - ]; then cp $seeds "$dir/corpus/"; fi
+  if ! "./build-fuzz/tests/fuzz/$name" "$dir/corpus" "$@" -timeout=10 -rss_limit_mb=2048 \
+        -max_total_time="$seconds" -print_final_stats=1 \
+        -artifact_prefix="$dir/artifacts/" >"$dir/fuzz.log" 2>&1; then
+    tail -n 40 "$dir/fuzz.log"
+    for a in "$dir"/artifacts/*; do
+      [ -e "$a" ] || continue
+      mkdir -p build-fuzz/crashes && cp "$a" "build-fuzz/crashes/$name-$(basename "$a")"
+      echo "fuzz failure input kept in build-fuzz/crashes/$name-$(basename "$a")"
+    done
+    exit 1
+  fi
+  grep -E '^#[0-9]+' "$dir/fuzz.log" | tail -n 1 || true  # the coverage reached (cov:, ft:, corp:)
+  grep -E '^stat::number_of_executed_units|^stat::average_exec_per_sec|^Done' "$dir/fuzz.log" || true
+}
+
 step "fuzzing the head parser for ${fuzz_seconds}s (build-fuzz/)"
 CXX=clang++ scripts/build.sh build-fuzz --buildtype=debugoptimized -Dfuzz=true -Dtests=false -Dperf=false \
   -Db_sanitize=address,undefined -Dcpp_args=-fno-sanitize-recover=all -Db_lundef=false
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/corpus" "$work/artifacts"
-cp tests/data/heads/*.http "$work/corpus/"
-if ! ./build-fuzz/tests/fuzz/head_parser_fuzz "$work/corpus" \
-      -dict=tests/fuzz/http.dict -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
-      -max_total_time="$fuzz_seconds" -print_final_stats=1 \
-      -artifact_prefix="$work/artifacts/" >"$work/fuzz.log" 2>&1; then
-  tail -n 40 "$work/fuzz.log"
-  for a in "$work"/artifacts/*; do
-    [ -e "$a" ] || continue
-    mkdir -p build-fuzz/crashes && cp "$a" build-fuzz/crashes/
-    echo "fuzz failure input kept in build-fuzz/crashes/$(basename "$a")"
-  done
-  exit 1
-fi
-grep -E '^stat::number_of_executed_units|^Done' "$work/fuzz.log" || true
+run_fuzzer head_parser_fuzz "$fuzz_seconds" 'tests/data/heads/*.http' -dict=tests/fuzz/http.dict -max_len=8192
+
+# Retransmissions that carry other bytes than the first copy stay off until
+# the engine keeps the copy it judged (SLUICE_FUZZ_OVERLAP=1 turns them on).
+step "fuzzing the flow engine segment by segment for ${flow_fuzz_seconds}s (build-fuzz/)"
+SLUICE_FUZZ_OVERLAP="${SLUICE_FUZZ_OVERLAP:-0}" \
+  run_fuzzer flow_engine_fuzz "$flow_fuzz_seconds" - -max_len=4096
 
 step "all tests passed"

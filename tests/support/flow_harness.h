@@ -16,6 +16,7 @@
 #include "dataplane/checksum.h"
 #include "dataplane/flow_engine.h"
 #include "dataplane/segment_writer.h"
+#include "flow_policies.h"
 #include "limiter/compiled_policy.h"
 #include "limiter/decide.h"
 #include "policy/policy_loader.h"
@@ -49,46 +50,6 @@ class RecordingSink final : public dataplane::PacketSink {
  private:
   std::vector<uint8_t> buf_;
 };
-
-inline constexpr std::string_view kSmallPolicy = R"(sluice: 1
-name: small
-service_ports: [80]
-header_style: seed
-after_answer: close
-buckets:
-  per-ip: { rate: 2/min, burst: 2 }
-rules:
-  - name: per-ip
-    key: client_ip
-    bucket: per-ip
-refusal:
-  status: 429
-  body: 'slow down'
-)";
-
-// /tight: one request an hour; anything else: plenty. Refusals keep the
-// connection open (the default after_answer).
-inline constexpr std::string_view kKeepPolicy = R"(sluice: 1
-name: keep
-service_ports: [80]
-header_style: seed
-buckets:
-  tight: { rate: 1/hour, burst: 1 }
-  loose: { rate: 1000/min, burst: 1000 }
-rules:
-  - name: tight
-    path: /tight
-    key: client_ip
-    bucket: tight
-  - name: loose
-    key: client_ip
-    bucket: loose
-refusal:
-  status: 429
-  body: 'slow down'
-)";
-inline constexpr std::string_view kTight = "GET /tight HTTP/1.1\r\nHost: api\r\n\r\n";
-inline constexpr std::string_view kLoose = "GET /loose HTTP/1.1\r\nHost: api\r\n\r\n";
 
 // A compiled policy and the shared limiter state behind an engine.
 struct EngineWorld {
