@@ -3,6 +3,8 @@
 // flow_engine.h for the rooms and dataplane/README.md for a request's walk.
 #include "flow_engine.h"
 
+#include <algorithm>
+
 #include "checksum.h"
 #include "segment_rewrite.h"
 
@@ -133,6 +135,13 @@ FrameResult FlowEngine::client_segment(TcpFlow& flow, uint8_t* frame, FrameView&
     case FlowState::kRefusing:
       // The answer waits for earlier responses: the client's acknowledgements
       // of those go through, nothing it sends after the refused request does.
+      // What came before it, sent again, goes on again: the origin may have
+      // lost it.
+      if (v.payload_len != 0 && seq_lt(v.seq, flow.reset_seq)) {
+        FrameResult r = forward_frame(v);
+        cut_payload(frame, v, std::min(v.payload_len, flow.reset_seq - v.seq), r);
+        return judged_repeat(flow, frame, v, r);
+      }
       if (v.payload_len != 0 || v.has(flag::kFin)) return drop_frame(v);
       return forward_frame(v);
     case FlowState::kAnswered:
@@ -172,14 +181,32 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
   return parse_requests(flow, frame, v, snap, now, out);
 }
 
+void FlowEngine::ack_held(TcpFlow& flow, ParseContext& ctx, PacketSink& out) noexcept {
+  // Held bytes are acknowledged to the client in the origin's name, or it
+  // would send them again and again; but the acknowledgement covers every
+  // byte before them too, and those the origin may yet lose: it goes once
+  // the origin has them (from_origin() sends it then).
+  ctx.held_ack_owed = seq_lt(editor_.to_client_ack(flow, flow.origin_ack), flow.held_seq);
+  if (!ctx.held_ack_owed) editor_.send_to_client(flow, out, flow.origin_next, flow.client_next, flag::kAck);
+}
+
 FrameResult FlowEngine::client_repeat(TcpFlow& flow, uint8_t* frame, FrameView& v, PacketSink& out) noexcept {
   if (flow.context < 0) return forward_frame(v);  // the origin has every head before client_next
   ParseContext& ctx = lender_.context(flow);
+  FrameResult r = forward_frame(v);
   if (ctx.buffering && seq_lt(flow.held_seq, v.seq + v.payload_len)) {
-    // Bytes of a held head again: still held. Acknowledge them again.
-    editor_.send_to_client(flow, out, flow.origin_next, flow.client_next, flag::kAck);
-    return drop_frame(v);
+    // Bytes of a held head again: still held, and acknowledged again. What
+    // comes before them goes on: the origin may have lost it.
+    ack_held(flow, ctx, out);
+    if (!seq_lt(v.seq, flow.held_seq)) return drop_frame(v);
+    cut_payload(frame, v, flow.held_seq - v.seq, r);
   }
+  return judged_repeat(flow, frame, v, r);
+}
+
+FrameResult FlowEngine::judged_repeat(TcpFlow& flow, uint8_t* frame, FrameView& v, FrameResult r) noexcept {
+  if (flow.context < 0) return r;
+  ParseContext& ctx = lender_.context(flow);
   // The origin may not have taken the first copy (it dropped the segment:
   // a bad checksum, PAWS, a full window): the judged bytes go again, not
   // whatever this copy carries.
@@ -195,7 +222,7 @@ FrameResult FlowEngine::client_repeat(TcpFlow& flow, uint8_t* frame, FrameView& 
       counters_.repeats_dropped.add();
       return drop_frame(v);
   }
-  return forward_frame(v);
+  return r;
 }
 
 FrameResult FlowEngine::parse_requests(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
@@ -222,7 +249,7 @@ FrameResult FlowEngine::apply(TcpFlow& flow, ParseContext& ctx, uint8_t* frame, 
       lender_.give_back_if_done(flow);
       break;
     case RequestPlan::Stop::kHeld:
-      editor_.send_to_client(flow, out, flow.origin_next, flow.client_next, flag::kAck);
+      ack_held(flow, ctx, out);
       break;
     case RequestPlan::Stop::kAnswerClose:
       sender_.answer_later(flow, ctx, plan);
@@ -242,11 +269,7 @@ FrameResult FlowEngine::apply(TcpFlow& flow, ParseContext& ctx, uint8_t* frame, 
 FrameResult FlowEngine::from_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, uint32_t room, Nanos now,
                                     PacketSink& out) noexcept {
   if (flow == nullptr) return forward_frame(v);
-  if (flow->context >= 0 && v.has(flag::kAck)) {
-    // Heads the origin now has need no record.
-    JudgedHeads& judged = lender_.context(*flow).judged;
-    if (judged.heads() != 0) judged.acknowledged(editor_.to_client_ack(*flow, v.ack));
-  }
+  if (flow->context >= 0 && v.has(flag::kAck)) origin_acknowledged(*flow, v.ack, out);
   const uint32_t framed_before = flow->origin_next;
   if (flow->stream_edited && room >= v.frame_len + 128) {
     // Where inserted fields would grow the segment: untouched buffer, so
@@ -262,6 +285,19 @@ FrameResult FlowEngine::from_origin(TcpFlow* flow, uint8_t* frame, FrameView& v,
   // Only now: the edits this segment carries needed the context.
   lender_.give_back_if_done(*flow);
   return r;
+}
+
+void FlowEngine::origin_acknowledged(TcpFlow& flow, uint32_t ack, PacketSink& out) noexcept {
+  ParseContext& ctx = lender_.context(flow);
+  const bool owed = ctx.buffering && ctx.held_ack_owed;
+  if (ctx.judged.heads() == 0 && !owed) return;
+  const uint32_t acked = editor_.to_client_ack(flow, ack);
+  // Heads the origin now has need no record.
+  ctx.judged.acknowledged(acked);
+  if (owed && !seq_lt(acked, flow.held_seq)) {
+    ctx.held_ack_owed = false;
+    editor_.send_to_client(flow, out, flow.origin_next, flow.client_next, flag::kAck);
+  }
 }
 
 FrameResult FlowEngine::origin_segment(TcpFlow& flow, uint8_t* frame, FrameView& v, Nanos now,

@@ -114,6 +114,11 @@ class FlowEngine {
                                                         PacketSink& out) noexcept;
   // Client bytes parsed before, again: forwarded as they were judged.
   FrameResult client_repeat(TcpFlow& flow, uint8_t* frame, FrameView& v, PacketSink& out) noexcept;
+  void ack_held(TcpFlow& flow, ParseContext& ctx, PacketSink& out) noexcept;
+  // A repeat about to go on as `r` says, written back to the judged heads.
+  FrameResult judged_repeat(TcpFlow& flow, uint8_t* frame, FrameView& v, FrameResult r) noexcept;
+  // The origin's acknowledgement `ack` (its numbers) on a flow with a context.
+  void origin_acknowledged(TcpFlow& flow, uint32_t ack, PacketSink& out) noexcept;
   FrameResult abort(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept;
 
   WorkerCounters& counters_;

@@ -17,6 +17,7 @@ ParseContext::ParseContext(uint32_t max_head_bytes, uint16_t max_fields)
 void ParseContext::start(const limiter::CompiledPolicy& p, uint64_t g) noexcept {
   head_len = 0;
   buffering = false;
+  held_ack_owed = false;
   answer_len = 0;
   responses.reset();
   response_fields_front = response_fields_count = 0;

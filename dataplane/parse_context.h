@@ -58,6 +58,7 @@ struct ParseContext {
   size_t head_capacity;
   size_t head_len = 0;
   bool buffering = false;  // the current head is being fed from `head`
+  bool held_ack_owed = false;  // the held bytes' acknowledgement waits for the origin's of those before them
   // The heads forwarded since the flow borrowed the context, until the
   // origin acknowledges them (a repeat of their bytes carries the judged ones).
   JudgedHeads judged;

@@ -279,6 +279,39 @@ TEST(FlowEngine, EarlierRequestInTheSegmentGoesOnWhenTheNextHeadIsHeld) {
   EXPECT_EQ(w.counters.requests.get(), 2u);
 }
 
+// The acknowledgement of held bytes covers every byte before them too: sent
+// before the origin has those, it would leave a forwarded request the origin
+// lost (after the appliance) unrepeated for good. So it waits for the
+// origin's acknowledgement; a repeat meanwhile sends the part before the held
+// head on again (found by flow_engine_fuzz, a segment lost after the engine).
+TEST(FlowEngine, HeldBytesAreAcknowledgedOnceTheOriginHasWhatComesBefore) {
+  EngineWorld w;
+  Connection c(w);
+  c.handshake();
+  const uint32_t seq = c.client_seq_;
+  const std::string first_and_part = std::string(kGet) + std::string(kGet.substr(0, 12));
+  size_t before = w.sink.sent.size();
+  const Fed f = c.data(first_and_part);  // forwarded (kGet), then lost on the way to the origin
+  ASSERT_TRUE(f.forwarded());
+  EXPECT_EQ(f.payload(), kGet);
+  EXPECT_TRUE(sent_to(w, Side::kClient, before).empty()) << "no acknowledgement past what the origin has";
+  // The client sends it all again: the lost request goes on again, the held part does not.
+  before = w.sink.sent.size();
+  const Fed again = c.client(flag::kAck | flag::kPsh, first_and_part, seq);
+  ASSERT_TRUE(again.forwarded());
+  EXPECT_EQ(again.payload(), kGet);
+  EXPECT_TRUE(sent_to(w, Side::kClient, before).empty());
+  // The origin acknowledges it: now the held bytes are acknowledged.
+  before = w.sink.sent.size();
+  ASSERT_TRUE(c.origin(flag::kAck, "", std::nullopt, seq + static_cast<uint32_t>(kGet.size())).forwarded());
+  const auto acks = sent_to(w, Side::kClient, before);
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].view.ack, seq + first_and_part.size());
+  // And the head, completed, is judged once.
+  EXPECT_TRUE(c.data(kGet.substr(12)).forwarded());
+  EXPECT_EQ(w.counters.requests.get(), 2u);
+}
+
 TEST(FlowEngine, RetransmittedAdmittedBytesAreForwardedNotCharged) {
   EngineWorld w;
   Connection c(w);
