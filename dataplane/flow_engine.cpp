@@ -191,7 +191,7 @@ void FlowEngine::ack_held(TcpFlow& flow, ParseContext& ctx, PacketSink& out) noe
 }
 
 FrameResult FlowEngine::client_repeat(TcpFlow& flow, uint8_t* frame, FrameView& v, PacketSink& out) noexcept {
-  if (flow.context < 0) return forward_frame(v);  // the origin has every head before client_next
+  if (flow.context < 0) return forward_frame(v);  // the origin has every judged byte before client_next
   ParseContext& ctx = lender_.context(flow);
   FrameResult r = forward_frame(v);
   if (ctx.buffering && seq_lt(flow.held_seq, v.seq + v.payload_len)) {
@@ -290,9 +290,9 @@ FrameResult FlowEngine::from_origin(TcpFlow* flow, uint8_t* frame, FrameView& v,
 void FlowEngine::origin_acknowledged(TcpFlow& flow, uint32_t ack, PacketSink& out) noexcept {
   ParseContext& ctx = lender_.context(flow);
   const bool owed = ctx.buffering && ctx.held_ack_owed;
-  if (ctx.judged.heads() == 0 && !owed) return;
+  if (ctx.judged.ranges() == 0 && !owed) return;
   const uint32_t acked = editor_.to_client_ack(flow, ack);
-  // Heads the origin now has need no record.
+  // Judged bytes the origin now has need no record.
   ctx.judged.acknowledged(acked);
   if (owed && !seq_lt(acked, flow.held_seq)) {
     ctx.held_ack_owed = false;

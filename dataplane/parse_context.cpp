@@ -18,6 +18,7 @@ void ParseContext::start(const limiter::CompiledPolicy& p, uint64_t g) noexcept 
   head_len = 0;
   buffering = false;
   held_ack_owed = false;
+  judging_body = false;
   answer_len = 0;
   responses.reset();
   response_fields_front = response_fields_count = 0;

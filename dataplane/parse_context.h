@@ -17,7 +17,7 @@
 
 #include "http/request_stream.h"
 #include "http/response_stream.h"
-#include "dataplane/judged_heads.h"
+#include "dataplane/judged_bytes.h"
 #include "dataplane/seq_shift.h"
 #include "limiter/compiled_policy.h"
 #include "limiter/decide.h"
@@ -59,9 +59,11 @@ struct ParseContext {
   size_t head_len = 0;
   bool buffering = false;  // the current head is being fed from `head`
   bool held_ack_owed = false;  // the held bytes' acknowledgement waits for the origin's of those before them
-  // The heads forwarded since the flow borrowed the context, until the
-  // origin acknowledges them (a repeat of their bytes carries the judged ones).
-  JudgedHeads judged;
+  // The heads and chunked bodies forwarded since the flow borrowed the
+  // context, until the origin acknowledges them (a repeat of their bytes
+  // carries the judged ones).
+  JudgedBytes judged;
+  bool judging_body = false;  // the current request's chunked body goes into `judged` as it comes
 
   std::optional<http::RequestStream> requests;
   // The policy `requests` was built for, and its snapshot's generation: the

@@ -133,6 +133,7 @@ RequestPath::Next RequestPath::on_head(Pass& p, const http::StreamStep& st) noex
     return Next::kReturn;
   }
   record_head(p, release);
+  ctx.judging_body = p.rs->head().body == http::BodyKind::kChunked;
   forward_request(p, d);
   if (!release) return Next::kContinue;
   // The held bytes must leave before anything else is parsed: the next head
@@ -149,6 +150,14 @@ void RequestPath::record_head(Pass& p, bool held) noexcept {
   } else {
     p.ctx.judged.record(p.seq_of(p.cur.head_start), {p.bytes + p.cur.head_start, p.cur.off - p.cur.head_start});
   }
+}
+
+void RequestPath::record_body(Pass& p, const http::StreamStep& st) noexcept {
+  // A chunked body's size lines say where the next request begins: its
+  // bytes are judged as a head's are. (No body is ever held.)
+  const uint32_t n = st.event == http::StreamEvent::kNeedMore ? p.n - p.cur.off : static_cast<uint32_t>(st.consumed);
+  if (n != 0) p.ctx.judged.record(p.seq_of(p.cur.off), {p.bytes + p.cur.off, n});
+  if (st.event != http::StreamEvent::kNeedMore) p.ctx.judging_body = false;
 }
 
 void RequestPath::forward_request(Pass& p, const limiter::Decision& d) noexcept {
@@ -281,6 +290,7 @@ RequestPlan RequestPath::parse(TcpFlow& flow, ParseContext& ctx, const PolicySna
       piece = {p.bytes + cur.off, p.n - cur.off};
     }
     const http::StreamStep st = p.rs->next(piece);
+    if (ctx.judging_body) record_body(p, st);
     switch (st.event) {
       case http::StreamEvent::kNeedMore:
         if (on_need_more(p) == Next::kReturn) return plan;

@@ -134,6 +134,9 @@ class RequestPath {
   // A head about to be forwarded (`held`: from the context's copy) into the
   // context's record of judged heads.
   [[gnu::always_inline]] inline void record_head(Pass& p, bool held) noexcept;
+  // Bytes of a forwarded chunked body the stream just consumed, into the
+  // same record; the body's end (or an error) stops recording.
+  void record_body(Pass& p, const http::StreamStep& st) noexcept;
   [[nodiscard]] bool keep_open(Pass& p, const limiter::Decision& d) noexcept;
   void absorbed_to(Pass& p, uint32_t upto) noexcept;
   void answer_and_close(Pass& p, const limiter::Decision& d) noexcept;

@@ -62,8 +62,8 @@ class Counter {
   X(retransmits, "client segments already parsed, forwarded again uncharged")                  \
   X(overlaps_trimmed, "client segments that began with bytes already judged: those cut off")   \
   X(urgent_cleared, "client segments with urgent data sent on as ordinary data (URG cleared)") \
-  X(repeats_rewritten, "client segments repeating a judged head with other bytes: written back") \
-  X(repeats_dropped, "client segments repeating a head no longer recorded, unacknowledged: dropped") \
+  X(repeats_rewritten, "client segments repeating judged bytes with other bytes: written back") \
+  X(repeats_dropped, "client segments repeating judged bytes no longer recorded, unacknowledged: dropped") \
   X(out_of_order, "segments ahead of the parsed stream dropped for the sender to retransmit")  \
   X(backpressure, "segments cut or dropped: too many responses outstanding")                   \
   X(contexts_exhausted, "segments dropped: no parse context free")                             \

@@ -176,12 +176,15 @@ struct Conversation {
   uint16_t client_mss = 1460;
   uint32_t room = 0;  // ServiceFrame::room for frames fed (0: they may not grow)
   std::vector<Exchange> exchanges;
-  std::string client_stream;                         // every request, as the client sends it
-  std::string origin_expected;                       // the requests that reach the origin
-  std::vector<size_t> reach_end;                     // where each of those ends in origin_expected
-  std::vector<size_t> reach_index;                   // and which exchange it is
-  std::vector<std::pair<uint32_t, uint32_t>> heads;  // each request's head: [from, to) in client_stream
-  size_t judged = 0;                                 // requests the engine decides (close: up to the refusal)
+  std::string client_stream;        // every request, as the client sends it
+  std::string origin_expected;      // the requests that reach the origin
+  std::vector<size_t> reach_end;    // where each of those ends in origin_expected
+  std::vector<size_t> reach_index;  // and which exchange it is
+  // Each request's head, with its body if chunked (size lines frame the next
+  // request): [from, to) in client_stream. A Content-Length body's bytes are
+  // not judged.
+  std::vector<std::pair<uint32_t, uint32_t>> judged_ranges;
+  size_t judged = 0;  // requests the engine decides (close: up to the refusal)
 };
 
 std::string body_text(size_t n, char tag) {
@@ -273,8 +276,11 @@ Conversation choose_conversation(FuzzedDataProvider& in) {
   decide_fates(c);
   for (size_t i = 0; i < c.exchanges.size(); ++i) {
     const Exchange& ex = c.exchanges[i];
-    c.heads.emplace_back(static_cast<uint32_t>(c.client_stream.size()),
-                         static_cast<uint32_t>(c.client_stream.size() + ex.request.find("\r\n\r\n") + 4));
+    // What the engine judges of it: the head, and a chunked body whole.
+    const bool chunked = ex.request.find("Transfer-Encoding: chunked") != std::string::npos;
+    const size_t judged = chunked ? ex.request.size() : ex.request.find("\r\n\r\n") + 4;
+    c.judged_ranges.emplace_back(static_cast<uint32_t>(c.client_stream.size()),
+                                 static_cast<uint32_t>(c.client_stream.size() + judged));
     c.client_stream += ex.request;
     if (ex.fate == Fate::kAdmitted || ex.fate == Fate::kExempt) {
       c.origin_expected += ex.request;
@@ -409,8 +415,8 @@ class Network final : public dp::PacketSink {
     transmit(e, from, std::min(len, sent_bytes(e) - from), how, mask);
   }
   // A client range the engine forwarded but the origin may not have got
-  // (lost after the appliance), sent again with its heads' bytes changed:
-  // the engine judged the first copy, so the origin must get that one.
+  // (lost after the appliance), sent again with its judged bytes (heads,
+  // chunked bodies) changed: the origin must get the first copy.
   void repeat_other(uint32_t back, uint32_t len, uint8_t mask) {
     Endpoint& e = client_;
     if (!overlaps_ || e.reset || mask == 0 || client_forwarded_ <= e.una) return;
@@ -482,7 +488,7 @@ class Network final : public dp::PacketSink {
   std::vector<uint8_t> sink_buf_;
   size_t responses_sent_ = 0;      // requests the origin has answered
   uint32_t client_forwarded_ = 0;  // the client's stream up to here went through the engine whole
-  uint8_t head_mask_ = 0;          // repeat_other(): changes head bytes below client_forwarded_
+  uint8_t head_mask_ = 0;          // repeat_other(): changes judged bytes below client_forwarded_
   bool lose_after_ = false;        // the segment being fed is lost after the engine
 };
 
@@ -509,7 +515,7 @@ void Network::transmit(Endpoint& e, uint32_t off, uint32_t len, Delivery how, ui
   std::string bytes = e.out.substr(off, len);
   for (uint32_t i = 0; i < len && mask != 0 && off + i < e.una; ++i) bytes[i] = static_cast<char>(bytes[i] ^ mask);
   for (uint32_t i = 0; i < len && head_mask_ != 0 && off + i < client_forwarded_; ++i) {
-    for (const auto& [from, to] : c_.heads) {
+    for (const auto& [from, to] : c_.judged_ranges) {
       if (off + i >= from && off + i < to) bytes[i] = static_cast<char>(bytes[i] ^ head_mask_);
     }
   }
@@ -886,6 +892,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool complete = net.responses_seen == c.judged && net.origin().rcv_nxt == c.origin_expected.size();
   check_charges(c, w.counters, complete);
   if (g_liveness && !complete) {
+    if (g_verbose) {
+#define SLUICE_FUZZ_PRINT_COUNTER(name, help) \
+  if (w.counters.name.get() != 0) trace("  %s %llu\n", #name, static_cast<unsigned long long>(w.counters.name.get()));
+      SLUICE_WORKER_COUNTERS(SLUICE_FUZZ_PRINT_COUNTER)
+#undef SLUICE_FUZZ_PRINT_COUNTER
+    }
     fail("stalled: the client has %zu of %zu responses, the origin %u of %zu bytes", net.responses_seen, c.judged,
          net.origin().rcv_nxt, c.origin_expected.size());
   }

@@ -249,6 +249,28 @@ TEST(FlowEngine, ARepeatOfAJudgedHeadCarriesTheJudgedBytes) {
   EXPECT_EQ(w.counters.repeats_rewritten.get(), 1u);
 }
 
+// A chunked body's size lines say where the next request begins: a repeat
+// of a forwarded chunked body with other framing ("0\r\n\r\nGET ...", a
+// request smuggled past the limiter if the origin had dropped the first
+// copy) carries the judged body instead.
+TEST(FlowEngine, ARepeatOfAChunkedBodyCarriesTheJudgedFraming) {
+  EngineWorld w(kKeepPolicy);
+  Connection c(w);
+  c.handshake();
+  ASSERT_TRUE(c.data("POST /loose HTTP/1.1\r\nHost: api\r\nTransfer-Encoding: chunked\r\n\r\n").forwarded());
+  const uint32_t seq = c.client_seq_;
+  const std::string_view body = "5\r\nhello\r\n0\r\n\r\n";
+  ASSERT_TRUE(c.data(body).forwarded());
+  const std::string_view other = "0\r\n\r\nGET /tight";
+  ASSERT_EQ(other.size(), body.size());
+  const Fed again = c.client(flag::kAck | flag::kPsh, other, seq);
+  ASSERT_TRUE(again.forwarded());
+  EXPECT_EQ(again.payload(), body);
+  EXPECT_TRUE(dataplane::tcp_checksum_ok(again.bytes.data(), again.view));
+  EXPECT_EQ(w.counters.repeats_rewritten.get(), 1u);
+  EXPECT_EQ(w.counters.requests.get(), 1u);
+}
+
 // Issue 13: with URG set, the origin's stack takes the byte before the
 // urgent pointer out of the stream its server reads ("GET /v1X/..." judged,
 // "GET /v1/..." served). The appliance sends such a segment on as ordinary

@@ -1,6 +1,6 @@
-// The judged heads of a flow, kept until the origin acknowledges them; see
-// judged_heads.h.
-#include "judged_heads.h"
+// The judged bytes of a flow, kept until the origin acknowledges them; see
+// judged_bytes.h.
+#include "judged_bytes.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,39 +9,48 @@
 
 namespace sluice::dataplane {
 
-JudgedHeads::JudgedHeads(size_t capacity) : bytes_(std::make_unique<char[]>(capacity)), capacity_(capacity) {}
+JudgedBytes::JudgedBytes(size_t capacity) : bytes_(std::make_unique<char[]>(capacity)), capacity_(capacity) {}
 
-void JudgedHeads::reset(uint32_t seq) noexcept {
+void JudgedBytes::reset(uint32_t seq) noexcept {
   used_ = 0;
   front_ = count_ = 0;
   acked_ = let_go_to_ = seq;
 }
 
-void JudgedHeads::drop_front() noexcept {
-  const Entry& e = at(0);
-  const uint32_t end = e.seq + e.len;
-  // Let go of before the origin has it: a repeat of it can no longer be checked.
-  if (seq_lt(acked_, end) && seq_lt(let_go_to_, end)) let_go_to_ = end;
-  front_ = (front_ + 1) % kMaxHeads;
+void JudgedBytes::trim_front(uint32_t n) noexcept {
+  Entry& e = at(0);
+  e.seq += n;
+  e.off += n;
+  e.len -= n;
+  if (e.len != 0) return;
+  front_ = (front_ + 1) % kMaxRanges;
   if (--count_ == 0) used_ = 0;
 }
 
-void JudgedHeads::make_room(size_t len) noexcept {
-  if (count_ == kMaxHeads) drop_front();
+void JudgedBytes::let_go(uint32_t n) noexcept {
+  const uint32_t end = at(0).seq + n;
+  // Let go of before the origin has it: a repeat of it can no longer be checked.
+  if (seq_lt(acked_, end) && seq_lt(let_go_to_, end)) let_go_to_ = end;
+  trim_front(n);
+}
+
+void JudgedBytes::make_room(size_t len) noexcept {
+  if (count_ == kMaxRanges) let_go(at(0).len);
   while (used_ + len > capacity_) {
     if (count_ != 0 && at(0).off != 0) {
-      // The recorded heads to the front of the buffer.
+      // The recorded ranges to the front of the buffer.
       const uint32_t start = at(0).off;
       std::memmove(bytes_.get(), bytes_.get() + start, used_ - start);
       used_ -= start;
       for (unsigned i = 0; i < count_; ++i) at(i).off -= start;
       continue;
     }
-    drop_front();
+    // Only as much of the oldest as the new bytes need.
+    let_go(static_cast<uint32_t>(std::min<size_t>(used_ + len - capacity_, at(0).len)));
   }
 }
 
-void JudgedHeads::record(uint32_t seq, std::span<const char> first, std::span<const char> second) noexcept {
+void JudgedBytes::record(uint32_t seq, std::span<const char> first, std::span<const char> second) noexcept {
   const size_t len = first.size() + second.size();
   if (len == 0) return;
   if (len > capacity_) {
@@ -52,21 +61,31 @@ void JudgedHeads::record(uint32_t seq, std::span<const char> first, std::span<co
   make_room(len);
   std::memcpy(bytes_.get() + used_, first.data(), first.size());
   if (!second.empty()) std::memcpy(bytes_.get() + used_ + first.size(), second.data(), second.size());
-  entries_[(front_ + count_) % kMaxHeads] = Entry{seq, static_cast<uint32_t>(len), static_cast<uint32_t>(used_)};
+  if (count_ != 0) {
+    Entry& last = at(count_ - 1);
+    if (last.seq + last.len == seq && last.off + last.len == used_) {
+      // The stream goes on where the last range ended (a body's next
+      // piece, the next head): one range.
+      last.len += static_cast<uint32_t>(len);
+      used_ += len;
+      return;
+    }
+  }
+  entries_[(front_ + count_) % kMaxRanges] = Entry{seq, static_cast<uint32_t>(len), static_cast<uint32_t>(used_)};
   ++count_;
   used_ += len;
 }
 
-void JudgedHeads::acknowledged(uint32_t ack) noexcept {
+void JudgedBytes::acknowledged(uint32_t ack) noexcept {
   if (!seq_lt(acked_, ack)) return;
   acked_ = ack;
-  while (count_ != 0 && seq_le(at(0).seq + at(0).len, acked_)) {
-    front_ = (front_ + 1) % kMaxHeads;
-    if (--count_ == 0) used_ = 0;
+  while (count_ != 0 && seq_lt(at(0).seq, acked_)) {
+    const uint32_t have = acked_ - at(0).seq;
+    trim_front(have < at(0).len ? have : at(0).len);
   }
 }
 
-RepeatCheck JudgedHeads::check(uint32_t seq, std::span<char> payload) noexcept {
+RepeatCheck JudgedBytes::check(uint32_t seq, std::span<char> payload) noexcept {
   const uint32_t end = seq + static_cast<uint32_t>(payload.size());
   if (seq_lt(acked_, let_go_to_) && seq_lt(seq, let_go_to_) && seq_lt(acked_, end)) return RepeatCheck::kUnverifiable;
   RepeatCheck result = RepeatCheck::kUnchanged;
