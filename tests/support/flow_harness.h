@@ -179,6 +179,21 @@ class Connection {
     build_l2(l2_to_client_, cmac, omac);
   }
 
+  // Both sides' frames carry these VLAN tags (an 802.1ad outer tag first
+  // when there are two), as a trunk port would deliver them.
+  void set_vlan_tags(int tags) {
+    for (auto* l2 : {&l2_to_origin_, &l2_to_client_}) {
+      std::vector<uint8_t> tagged(l2->begin(), l2->begin() + 12);
+      for (int i = 0; i < tags; ++i) {
+        const uint8_t tpid_hi = (tags == 2 && i == 0) ? 0x88 : 0x81;
+        const uint8_t tpid_lo = (tags == 2 && i == 0) ? 0xa8 : 0x00;
+        tagged.insert(tagged.end(), {tpid_hi, tpid_lo, 0x00, static_cast<uint8_t>(10 + i)});
+      }
+      tagged.insert(tagged.end(), l2->end() - 2, l2->end());
+      *l2 = tagged;
+    }
+  }
+
   // The handshake; afterwards client_seq/origin_seq are the next bytes.
   void handshake(uint16_t mss = 1460) {
     Fed syn = client(dataplane::tcp_flag::kSyn, "", client_seq_ - 1, 0, mss);

@@ -271,6 +271,36 @@ TEST(FlowEngine, ARepeatOfAChunkedBodyCarriesTheJudgedFraming) {
   EXPECT_EQ(w.counters.requests.get(), 1u);
 }
 
+// Issue 13: service-port segments inside VLAN tags (802.1Q, and QinQ's two)
+// are judged like untagged ones, and what the appliance writes in the flow's
+// name (the 429 to the client, the RST to the origin) carries the same tags.
+TEST(FlowEngine, SegmentsInsideVlanTagsAreJudgedAndAnsweredInTheirTags) {
+  for (int tags = 1; tags <= 2; ++tags) {
+    EngineWorld w;  // kSmallPolicy: 2 a minute, refusals close
+    Connection c(w);
+    c.set_vlan_tags(tags);
+    c.handshake();
+    const Fed first = c.data(kGet);
+    ASSERT_TRUE(first.forwarded()) << tags;
+    EXPECT_EQ(first.view.vlan_tags, tags);
+    ASSERT_TRUE(c.respond(kOk).forwarded());
+    ASSERT_TRUE(c.data(kGet).forwarded());
+    ASSERT_TRUE(c.respond(kOk).forwarded());
+    const size_t before = w.sink.sent.size();
+    EXPECT_TRUE(c.data(kGet).payload_withheld()) << tags;
+    EXPECT_EQ(w.counters.refused.get(), 1u);
+    const auto to_client = sent_to(w, Side::kClient, before);
+    ASSERT_FALSE(to_client.empty());
+    EXPECT_EQ(to_client[0].payload().rfind("HTTP/1.1 429 ", 0), 0u);
+    EXPECT_EQ(to_client[0].view.vlan_tags, tags);
+    EXPECT_EQ(to_client[0].view.l3_offset, 14 + 4 * tags);
+    const auto to_origin = sent_to(w, Side::kOrigin, before);
+    ASSERT_FALSE(to_origin.empty());
+    EXPECT_TRUE(to_origin[0].view.has(flag::kRst));
+    EXPECT_EQ(to_origin[0].view.vlan_tags, tags);
+  }
+}
+
 // Issue 13: with URG set, the origin's stack takes the byte before the
 // urgent pointer out of the stream its server reads ("GET /v1X/..." judged,
 // "GET /v1/..." served). The appliance sends such a segment on as ordinary
