@@ -129,7 +129,8 @@ RequestPath::Next RequestPath::on_head(Pass& p, const http::StreamStep& st) noex
   }
   if (answered) {
     if (keep_open(p, d)) return Next::kContinue;
-    answer_and_close(p, d);
+    // Kept open it could not be: the answer goes with FIN, and says so.
+    answer_and_close(p, limiter::closing_answer(d, *scratch_));
     return Next::kReturn;
   }
   record_head(p, release);

@@ -367,6 +367,23 @@ Decision decide(const CompiledPolicy& policy, LimiterState& state, const http::R
   return finish(policy, state, plan(policy, state, head, conn, now, scratch), now, scratch);
 }
 
+Decision closing_answer(Decision d, DecisionScratch& scratch) noexcept {
+  static constexpr std::string_view kClose = "Connection: close\r\n";
+  if (!d.keep_alive || d.response.empty()) return d;
+  const size_t head_end = d.response.find("\r\n\r\n");
+  const size_t n = d.response.size();
+  if (head_end == std::string_view::npos || n + kClose.size() > sizeof scratch.response) return d;
+  // In the scratch, the field goes in after the head's last line: the rest
+  // (the empty line and the body) moves up to make room.
+  const size_t at = head_end + 2;
+  if (d.response.data() != scratch.response) std::memmove(scratch.response, d.response.data(), n);
+  std::memmove(scratch.response + at + kClose.size(), scratch.response + at, n - at);
+  std::memcpy(scratch.response + at, kClose.data(), kClose.size());
+  d.response = std::string_view(scratch.response, n + kClose.size());
+  d.keep_alive = false;
+  return d;
+}
+
 Decision answer_parse_error(const CompiledPolicy& policy, http::ParseError error, DecisionScratch& scratch) noexcept {
   const policy::ResponseTemplate* t = policy.bad_request;
   switch (http::status_for(error)) {

@@ -122,6 +122,14 @@ inline void prefetch(LimiterState& state, const Plan& p) noexcept {
 // answer special (HEAD, whose answer has no body; Upgrade, CONNECT).
 [[nodiscard]] bool answer_keeps_connection(const CompiledPolicy& policy, const http::RequestHead& head) noexcept;
 
+// The same answer for a connection that closes after it: `Connection:
+// close` added to its head. For a keep-alive answer (d.keep_alive) the data
+// plane cannot keep open after all (too few parse contexts, too many edits
+// in flight): an answer sent with FIN must say so, or the client's next
+// request meets the close with no answer (issue 14). An answer that already
+// closes comes back as it is.
+[[nodiscard]] Decision closing_answer(Decision d, DecisionScratch& scratch) noexcept;
+
 // The answer to a head the parser refused (400, 431, 501, 505).
 [[nodiscard]] Decision answer_parse_error(const CompiledPolicy& policy, http::ParseError error,
                                           DecisionScratch& scratch) noexcept;

@@ -199,6 +199,11 @@ TEST(RequestPath, WithContextsScarceARefusalCloses) {
   EXPECT_EQ(s.last().stop, Stop::kAnswerClose);
   EXPECT_EQ(s.last().forward_bytes, 0u);
   EXPECT_EQ(s.answer.rfind("HTTP/1.1 429 ", 0), 0u) << s.answer;
+  // Issue 14: sent with FIN, it says so; the body is whole after the head.
+  const size_t head_end = s.answer.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos);
+  EXPECT_NE(s.answer.substr(0, head_end + 2).find("\r\nConnection: close\r\n"), std::string::npos) << s.answer;
+  EXPECT_EQ(s.answer.substr(head_end + 4), "slow down");
 }
 
 TEST(RequestPath, WithTheFlowsEditsFullARefusalCloses) {
@@ -208,7 +213,9 @@ TEST(RequestPath, WithTheFlowsEditsFullARefusalCloses) {
   // whose bytes the origin has not yet acknowledged).
   for (uint32_t i = 0; i < dataplane::SeqShift::kMaxEdits; ++i)
     ASSERT_TRUE(b.ctx().to_origin.add(kFirst - 1000 + i * 10, 5, 0));
-  EXPECT_EQ(b.feed(kTight).last().stop, Stop::kAnswerClose);
+  const Segment s = b.feed(kTight);
+  EXPECT_EQ(s.last().stop, Stop::kAnswerClose);
+  EXPECT_NE(s.answer.find("\r\nConnection: close\r\n"), std::string::npos) << s.answer;
 }
 
 TEST(RequestPath, ARemovalNeverStartsBeforeTheLastOne) {

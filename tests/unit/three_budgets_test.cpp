@@ -266,6 +266,31 @@ TEST(ThreeBudgets, TB14_TheRefusalIsA429WithTheErrorEnvelopeAndNothingIsForwarde
   EXPECT_EQ(r.header("Connection"), "");
 }
 
+// Issue 14: a keep-alive answer the data plane cannot keep open after all
+// goes with FIN, so it must say so. closing_answer() adds `Connection:
+// close` to its head and changes nothing else; an answer that closes
+// already comes back as it is.
+TEST(ThreeBudgets, TB14_AKeepAliveAnswerSentWithFinSaysConnectionClose) {
+  Limiter l(kProfile);
+  ASSERT_EQ(l.count_admitted(60, kBare), 60);
+  const Result kept = l.send(kBare);
+  ASSERT_TRUE(kept.decision.keep_alive);
+  const limiter::Decision closing = limiter::closing_answer(kept.decision, l.scratch());
+  EXPECT_FALSE(closing.keep_alive);
+  Result r;
+  r.decision = closing;
+  r.response = std::string(closing.response);
+  EXPECT_EQ(r.header("Connection"), "close");
+  EXPECT_EQ(r.body(), kept.body());
+  EXPECT_EQ(r.header("Content-Length"), kept.header("Content-Length"));
+  EXPECT_EQ(r.header("Retry-After"), kept.header("Retry-After"));
+  std::string without = r.response;
+  without.erase(without.find("Connection: close\r\n"), 19);
+  EXPECT_EQ(without, kept.response);
+  const limiter::Decision again = limiter::closing_answer(closing, l.scratch());
+  EXPECT_EQ(again.response, closing.response);
+}
+
 // after_answer (issue 6): an answer keeps the connection open unless the
 // policy says close, the client asked to close, or the request's end or
 // answer is uncertain (Expect: 100-continue, HEAD); then it says
