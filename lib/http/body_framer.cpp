@@ -67,7 +67,27 @@ BodyStep BodyFramer::fail(ParseError e) noexcept {
 }
 
 bool BodyFramer::step(unsigned char c) noexcept {
-  const bool ows = is_ows(c);
+  if (state_ == State::kSize || state_ == State::kSizeLF) return size_step(c);
+  if (state_ > State::kSize && state_ < State::kSizeLF) return extension_step(c);
+  if (state_ >= State::kTrailerStart && state_ <= State::kFinalLF) return trailer_step(c);
+  switch (state_) {
+    case State::kDataCR:
+      if (c != '\r') return false;
+      state_ = State::kDataLF;
+      return true;
+    case State::kDataLF:
+      if (c != '\n') return false;
+      state_ = State::kSize;
+      chunk_size_ = 0;
+      line_bytes_ = size_digits_ = 0;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The chunk size's hex digits, and the LF that ends its line.
+bool BodyFramer::size_step(unsigned char c) noexcept {
   switch (state_) {
     case State::kSize:
       if (is_hex_digit(c)) {
@@ -81,10 +101,23 @@ bool BodyFramer::step(unsigned char c) noexcept {
       if (size_digits_ == 0) return false;
       if (c == '\r') { state_ = State::kSizeLF; return true; }
       if (c == ';') { state_ = State::kExtNameStart; return true; }
-      if (ows) { state_ = State::kExtWs; return true; }
+      if (is_ows(c)) { state_ = State::kExtWs; return true; }
       return false;
-    // chunk-ext = *( BWS ";" BWS name [ BWS "=" BWS value ] ) (RFC 9112 7.1.1):
-    // whitespace is allowed only where ';' or '=' follows it.
+    case State::kSizeLF:
+      if (c != '\n') return false;
+      state_ = chunk_size_ == 0 ? State::kTrailerStart : State::kData;
+      remaining_ = chunk_size_;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// chunk-ext = *( BWS ";" BWS name [ BWS "=" BWS value ] ) (RFC 9112 7.1.1):
+// whitespace is allowed only where ';' or '=' follows it.
+bool BodyFramer::extension_step(unsigned char c) noexcept {
+  const bool ows = is_ows(c);
+  switch (state_) {
     case State::kExtWs:
       if (ows) return true;
       if (c == ';') { state_ = State::kExtNameStart; return true; }
@@ -123,21 +156,15 @@ bool BodyFramer::step(unsigned char c) noexcept {
       if (is_ctl(c)) return false;
       state_ = State::kExtQuoted;
       return true;
-    case State::kSizeLF:
-      if (c != '\n') return false;
-      state_ = chunk_size_ == 0 ? State::kTrailerStart : State::kData;
-      remaining_ = chunk_size_;
-      return true;
-    case State::kDataCR:
-      if (c != '\r') return false;
-      state_ = State::kDataLF;
-      return true;
-    case State::kDataLF:
-      if (c != '\n') return false;
-      state_ = State::kSize;
-      chunk_size_ = 0;
-      line_bytes_ = size_digits_ = 0;
-      return true;
+    default:
+      return false;
+  }
+}
+
+// The trailer section: field lines (one of them perhaps the watched number),
+// then the final CRLF.
+bool BodyFramer::trailer_step(unsigned char c) noexcept {
+  switch (state_) {
     case State::kTrailerStart:
       if (c == '\r') { state_ = State::kFinalLF; return true; }
       if (!is_tchar(c)) return false;  // obs-fold, an empty name or a bad byte

@@ -82,6 +82,9 @@ class BodyFramer {
   BodyStep fail(ParseError e) noexcept;
   // One byte of a non-data state; false on a framing error.
   [[nodiscard]] bool step(unsigned char c) noexcept;
+  [[nodiscard]] bool size_step(unsigned char c) noexcept;
+  [[nodiscard]] bool extension_step(unsigned char c) noexcept;
+  [[nodiscard]] bool trailer_step(unsigned char c) noexcept;
 
   BodyLimits limits_;
   State state_ = State::kDone;

@@ -101,6 +101,208 @@ KeyLabel label_of(KeyLabel::Kind kind, std::span<const uint8_t> material, const 
   return l;
 }
 
+// The client address a rule keys on, resolved (trusted proxies, forwarding
+// fields) the first time a rule asks for it: most requests never need it.
+class LazyClientIp {
+ public:
+  LazyClientIp(const CompiledPolicy& policy, const http::RequestHead& head, const net::IpAddress& peer) noexcept
+      : policy_(policy), head_(head), peer_(peer) {}
+  const net::IpAddress& get() noexcept {
+    if (!have_) {
+      ip_ = resolve_client_ip(policy_.client_ip, head_, peer_);
+      have_ = true;
+    }
+    return ip_;
+  }
+
+ private:
+  const CompiledPolicy& policy_;
+  const http::RequestHead& head_;
+  const net::IpAddress& peer_;
+  bool have_ = false;
+  net::IpAddress ip_;
+};
+
+// TB18 (method and exact path) and TB08 (a real CORS preflight on a
+// browser-reachable path, where an origin is granted): exempt before any rule.
+bool exempt(const CompiledPolicy& policy, const http::RequestHead& head, std::string_view path,
+            std::span<std::string_view, PathPattern::kMaxParams> params) noexcept {
+  for (const CompiledPolicy::Exemption& e : policy.exemptions) {
+    if (e.methods.contains(head) && path == e.path) return true;
+  }
+  if ((policy.cors_any_origin || !policy.cors_origins.empty()) && head.method_kind == http::Method::kOptions &&
+      head.has(http::KnownField::kOrigin)) {
+    for (const PathPattern& p : policy.preflight_paths) {
+      if (p.match(path, params)) return true;
+    }
+  }
+  return false;
+}
+
+// Whether `rule` applies to the request: its methods, a path (`matched`: its
+// index, -1 for a rule without paths; `params` filled by it), its required
+// fields, and a live run where it names one (TB12, TB13; `run_budget`: the
+// run's own budget).
+bool rule_applies(const CompiledRule& rule, LimiterState& state, const http::RequestHead& head, std::string_view path,
+                  std::span<std::string_view, PathPattern::kMaxParams> params, int& matched,
+                  uint64_t& run_budget) noexcept {
+  if (!rule.methods.contains(head)) return false;
+  matched = -1;
+  if (!rule.paths.empty()) {
+    for (size_t i = 0; i < rule.paths.size() && matched < 0; ++i) {
+      if (rule.paths[i].match(path, params)) matched = static_cast<int>(i);
+    }
+    if (matched < 0) return false;
+  }
+  for (http::FieldId f : rule.require) {
+    if (!head.has(f)) return false;
+  }
+  run_budget = 0;
+  if (matched >= 0 && rule.live_run_param[static_cast<size_t>(matched)] >= 0) {
+    const std::string_view token = params[static_cast<size_t>(rule.live_run_param[static_cast<size_t>(matched)])];
+    const std::optional<uint64_t> run = state.runs.find(state.credential_hasher.digest(bytes_of(token)));
+    if (!run) return false;
+    run_budget = *run;
+  }
+  return true;
+}
+
+// What a request is counted by: bytes, or a credential digest.
+struct KeyMaterial {
+  std::span<const uint8_t> bytes;
+  std::optional<Digest> credential;
+  bool missing = false;
+  KeyLabel::Kind label = KeyLabel::Kind::kText;  // path parameters, fields, the host
+};
+
+KeyMaterial bytes_key(std::span<const uint8_t> bytes, KeyLabel::Kind label) noexcept {
+  KeyMaterial k;
+  k.bytes = bytes;
+  k.label = label;
+  return k;
+}
+
+KeyMaterial missing_key() noexcept {
+  KeyMaterial k;
+  k.missing = true;
+  return k;
+}
+
+// kCredential and kUser (RF05, RF10): the normalised credential's digest, or
+// the user it belongs to; an anonymous one counts by client address.
+KeyMaterial credential_key(const CompiledPolicy& policy, LimiterState& state, const CompiledRule& rule,
+                           const http::RequestHead& head, LazyClientIp& client, DecisionScratch& scratch) noexcept {
+  const std::string_view norm = head.has(policy.credential_field)
+                                    ? normalize_credential(head.value(policy.credential_field), scratch.credential)
+                                    : std::string_view();
+  if (norm.empty()) return missing_key();
+  const Digest credential = state.credential_hasher.digest(bytes_of(norm));
+  if (rule.key_kind == KeySpec::Kind::kCredential) {
+    KeyMaterial k;
+    k.credential = credential;
+    k.label = KeyLabel::Kind::kCredential;
+    return k;
+  }
+  for (const Digest& a : policy.anonymous) {
+    if (a == credential) return bytes_key(bytes_of(client.get()), KeyLabel::Kind::kClientIp);
+  }
+  const std::optional<uint64_t> user = state.users.find(credential);
+  if (!user) return missing_key();
+  std::memcpy(scratch.material, &*user, sizeof *user);
+  return bytes_key({reinterpret_cast<const uint8_t*>(scratch.material), sizeof *user}, KeyLabel::Kind::kUser);
+}
+
+KeyMaterial key_material(const CompiledPolicy& policy, LimiterState& state, const CompiledRule& rule, int matched,
+                         std::span<const std::string_view, PathPattern::kMaxParams> params,
+                         const http::RequestHead& head, const ConnectionFacts& conn, LazyClientIp& client,
+                         DecisionScratch& scratch) noexcept {
+  switch (rule.key_kind) {
+    case KeySpec::Kind::kClientIp:
+      return bytes_key(bytes_of(client.get()), KeyLabel::Kind::kClientIp);
+    case KeySpec::Kind::kCredential:
+    case KeySpec::Kind::kUser:
+      return credential_key(policy, state, rule, head, client, scratch);
+    case KeySpec::Kind::kPathParam: {
+      const int idx = matched >= 0 ? rule.key_param[static_cast<size_t>(matched)] : -1;
+      if (idx < 0 || params[static_cast<size_t>(idx)].empty()) return missing_key();
+      return bytes_key(bytes_of(params[static_cast<size_t>(idx)]), KeyLabel::Kind::kText);
+    }
+    case KeySpec::Kind::kHeader:
+      if (!head.has(rule.key_field) || head.value(rule.key_field).empty()) return missing_key();
+      return bytes_key(bytes_of(head.value(rule.key_field)), KeyLabel::Kind::kText);
+    case KeySpec::Kind::kHost: {
+      const std::string_view host = head.authority.empty() ? head.value(http::KnownField::kHost) : head.authority;
+      // Every spelling the origin treats as one host is one bucket: case,
+      // a trailing dot, the default port written out or left empty.
+      const size_t n = http::normalise_host(host, http::default_port(head), scratch.material);
+      if (n == 0) return missing_key();
+      return bytes_key({reinterpret_cast<const uint8_t*>(scratch.material), n}, KeyLabel::Kind::kText);
+    }
+    case KeySpec::Kind::kDestination:
+      std::memcpy(scratch.material, conn.destination.bytes.data(), 16);
+      std::memcpy(scratch.material + 16, &conn.destination_port, 2);
+      return bytes_key({reinterpret_cast<const uint8_t*>(scratch.material), 18}, KeyLabel::Kind::kDestination);
+  }
+  return missing_key();
+}
+
+// A rule whose key the request lacks: RF10's 401 (or forward) for a user
+// key, a 400 where the rule says so. False: the rule does not apply.
+bool answer_missing_key(const CompiledPolicy& policy, const CompiledRule& rule, const http::RequestHead& head,
+                        DecisionScratch& scratch, Decision& d) noexcept {
+  if (rule.key_kind == KeySpec::Kind::kUser) {
+    // RF10: no credential, or one nobody owns: answered before any rate
+    // check and spends no token, or forwarded uncounted.
+    if (policy.unknown_credential == policy::CredentialSpec::Unknown::kForward) {
+      d.verdict = Verdict::kForward;
+      return true;
+    }
+    d = respond(d, Verdict::kAnswer, *policy.unauthorized, {}, {}, scratch, answer_keeps_connection(policy, head));
+    return true;
+  }
+  if (rule.missing_key == policy::RuleSpec::MissingKey::kAnswer400) {
+    d = respond(d, Verdict::kAnswer, *policy.bad_request, {}, {}, scratch, answer_keeps_connection(policy, head));
+    return true;
+  }
+  return false;
+}
+
+// The bucket and key a request is charged to. TB07: past the ceiling, a
+// credential the address has not been using is counted against the
+// address's own budget.
+void plan_charge(const CompiledPolicy& policy, LimiterState& state, const CompiledRule& rule, KeyMaterial key,
+                 uint64_t run_budget, LazyClientIp& client, Nanos now, Plan& out) noexcept {
+  Decision& d = out.decision;
+  uint16_t bucket = rule.bucket;
+  if (rule.slots_per_ip != 0 && key.credential) {
+    const net::IpAddress& ip = client.get();
+    const BucketKey record = state.bucket_hasher.key(policy.slot_kind, bytes_of(ip));
+    if (!take_credential_slot(state.credential_records, record, credential_tag(key.credential->lo ^ key.credential->hi),
+                              rule.slots_per_ip, rule.slots_quiet, now)) {
+      bucket = rule.slots_overflow_bucket;
+      key = bytes_key(bytes_of(ip), KeyLabel::Kind::kClientIp);
+      d.over_credential_ceiling = true;
+    }
+  }
+  out.rule = &rule;
+  out.bucket = &policy.buckets[bucket];
+  // Keyed by the bucket's kind, not its position in this policy: a reload
+  // that keeps a bucket keeps its kind, and so its state.
+  const uint16_t kind = out.bucket->index;
+  out.key = key.credential ? state.bucket_hasher.key(kind, *key.credential) : state.bucket_hasher.key(kind, key.bytes);
+  d.label = label_of(key.label, key.bytes, key.credential, out.key);
+  out.charge = true;
+  out.run_budget = static_cast<uint32_t>(std::min<uint64_t>(run_budget, UINT32_MAX));
+  if (out.bucket->calendar) {
+    out.window = out.bucket->window;
+    if (!out.bucket->quotas.empty()) {
+      const std::string_view k(reinterpret_cast<const char*>(key.bytes.data()), key.bytes.size());
+      if (const auto it = out.bucket->quotas.find(k); it != out.bucket->quotas.end()) out.window = it->second;
+    }
+    if (out.run_budget != 0) out.window.requests_per_minute = out.run_budget;
+  }
+}
+
 }  // namespace
 
 Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
@@ -109,184 +311,25 @@ Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::Request
   out.head = &head;
   Decision& d = out.decision;
   const std::string_view path = policy::normalize_path(head.path, std::span<char>(scratch.path, head.path.size() + 1));
-
-  // Exemptions: method and exact path (TB18).
-  for (const CompiledPolicy::Exemption& e : policy.exemptions) {
-    if (e.methods.contains(head) && path == e.path) {
-      d.verdict = Verdict::kExempt;
-      return out;
-    }
-  }
-  // A real CORS preflight on a browser-reachable path, where an origin is granted (TB08).
   // Filled by the pattern that matches; only its own parameters are read.
   std::array<std::string_view, PathPattern::kMaxParams> params;
-  if ((policy.cors_any_origin || !policy.cors_origins.empty()) && head.method_kind == http::Method::kOptions &&
-      head.has(http::KnownField::kOrigin)) {
-    for (const PathPattern& p : policy.preflight_paths) {
-      if (p.match(path, params)) {
-        d.verdict = Verdict::kExempt;
-        return out;
-      }
-    }
+  if (exempt(policy, head, path, params)) {
+    d.verdict = Verdict::kExempt;
+    return out;
   }
-
-  bool have_client = false;
-  net::IpAddress client;
-  auto client_ip = [&]() -> const net::IpAddress& {
-    if (!have_client) {
-      client = resolve_client_ip(policy.client_ip, head, conn.peer);
-      have_client = true;
-    }
-    return client;
-  };
-
+  LazyClientIp client(policy, head, conn.peer);
   for (const CompiledRule& rule : policy.rules) {
-    if (!rule.methods.contains(head)) continue;
     int matched = -1;
-    if (!rule.paths.empty()) {
-      for (size_t i = 0; i < rule.paths.size(); ++i) {
-        if (rule.paths[i].match(path, params)) {
-          matched = static_cast<int>(i);
-          break;
-        }
-      }
-      if (matched < 0) continue;
-    }
-    bool present = true;
-    for (http::FieldId f : rule.require) present = present && head.has(f);
-    if (!present) continue;
     uint64_t run_budget = 0;
-    if (matched >= 0 && rule.live_run_param[static_cast<size_t>(matched)] >= 0) {
-      const std::string_view token = params[static_cast<size_t>(rule.live_run_param[static_cast<size_t>(matched)])];
-      const std::optional<uint64_t> run = state.runs.find(state.credential_hasher.digest(bytes_of(token)));
-      if (!run) continue;  // not live (TB12, TB13)
-      run_budget = *run;
-    }
-
-    // The key's material: bytes, or a credential digest.
-    std::span<const uint8_t> material;
-    std::optional<Digest> credential;
-    bool missing = false;
-    KeyLabel::Kind label = KeyLabel::Kind::kText;  // path parameters, fields, the host
-    switch (rule.key_kind) {
-      case KeySpec::Kind::kClientIp:
-        material = bytes_of(client_ip());
-        label = KeyLabel::Kind::kClientIp;
-        break;
-      case KeySpec::Kind::kCredential:
-      case KeySpec::Kind::kUser: {
-        const std::string_view norm =
-            head.has(policy.credential_field)
-                ? normalize_credential(head.value(policy.credential_field), scratch.credential)
-                : std::string_view();
-        if (norm.empty()) {
-          missing = true;
-          break;
-        }
-        credential = state.credential_hasher.digest(bytes_of(norm));
-        label = KeyLabel::Kind::kCredential;
-        if (rule.key_kind == KeySpec::Kind::kCredential) break;
-        bool anonymous = false;
-        for (const Digest& a : policy.anonymous) anonymous = anonymous || a == *credential;
-        if (anonymous) {  // RF05: no user; counted by client address
-          credential.reset();
-          material = bytes_of(client_ip());
-          label = KeyLabel::Kind::kClientIp;
-          break;
-        }
-        const std::optional<uint64_t> user = state.users.find(*credential);
-        if (!user) {
-          credential.reset();
-          missing = true;
-          break;
-        }
-        std::memcpy(scratch.material, &*user, sizeof *user);
-        credential.reset();
-        material = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(scratch.material), sizeof *user);
-        label = KeyLabel::Kind::kUser;
-        break;
-      }
-      case KeySpec::Kind::kPathParam: {
-        const int idx = matched >= 0 ? rule.key_param[static_cast<size_t>(matched)] : -1;
-        if (idx < 0 || params[static_cast<size_t>(idx)].empty()) missing = true;
-        else material = bytes_of(params[static_cast<size_t>(idx)]);
-        break;
-      }
-      case KeySpec::Kind::kHeader:
-        if (!head.has(rule.key_field) || head.value(rule.key_field).empty()) missing = true;
-        else material = bytes_of(head.value(rule.key_field));
-        break;
-      case KeySpec::Kind::kHost: {
-        const std::string_view host = head.authority.empty() ? head.value(http::KnownField::kHost) : head.authority;
-        // Every spelling the origin treats as one host is one bucket: case,
-        // a trailing dot, the default port written out or left empty.
-        const size_t n = http::normalise_host(host, http::default_port(head), scratch.material);
-        if (n == 0) {
-          missing = true;
-          break;
-        }
-        material = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(scratch.material), n);
-        break;
-      }
-      case KeySpec::Kind::kDestination:
-        std::memcpy(scratch.material, conn.destination.bytes.data(), 16);
-        std::memcpy(scratch.material + 16, &conn.destination_port, 2);
-        material = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(scratch.material), 18);
-        label = KeyLabel::Kind::kDestination;
-        break;
-    }
+    if (!rule_applies(rule, state, head, path, params, matched, run_budget)) continue;
+    const KeyMaterial key = key_material(policy, state, rule, matched, params, head, conn, client, scratch);
     d.rule = static_cast<int16_t>(rule.index);
-    if (missing) {
-      if (rule.key_kind == KeySpec::Kind::kUser) {
-        // RF10: no credential, or one nobody owns: answered before any rate
-        // check and spends no token, or forwarded uncounted.
-        if (policy.unknown_credential == policy::CredentialSpec::Unknown::kForward) {
-          d.verdict = Verdict::kForward;
-          return out;
-        }
-        d = respond(d, Verdict::kAnswer, *policy.unauthorized, {}, {}, scratch, answer_keeps_connection(policy, head));
-        return out;
-      }
-      if (rule.missing_key == policy::RuleSpec::MissingKey::kAnswer400) {
-        d = respond(d, Verdict::kAnswer, *policy.bad_request, {}, {}, scratch, answer_keeps_connection(policy, head));
-        return out;
-      }
+    if (key.missing) {
+      if (answer_missing_key(policy, rule, head, scratch, d)) return out;
       d.rule = -1;
       continue;  // the rule does not apply to this request
     }
-
-    // TB07: past the ceiling, a credential the address has not been using is
-    // counted against the address's own budget.
-    uint16_t bucket = rule.bucket;
-    if (rule.slots_per_ip != 0 && credential) {
-      const net::IpAddress& ip = client_ip();
-      const BucketKey record = state.bucket_hasher.key(policy.slot_kind, bytes_of(ip));
-      if (!take_credential_slot(state.credential_records, record, credential_tag(credential->lo ^ credential->hi),
-                                rule.slots_per_ip, rule.slots_quiet, now)) {
-        bucket = rule.slots_overflow_bucket;
-        credential.reset();
-        material = bytes_of(ip);
-        label = KeyLabel::Kind::kClientIp;
-        d.over_credential_ceiling = true;
-      }
-    }
-    out.rule = &rule;
-    out.bucket = &policy.buckets[bucket];
-    // Keyed by the bucket's kind, not its position in this policy: a reload
-    // that keeps a bucket keeps its kind, and so its state.
-    const uint16_t kind = out.bucket->index;
-    out.key = credential ? state.bucket_hasher.key(kind, *credential) : state.bucket_hasher.key(kind, material);
-    d.label = label_of(label, material, credential, out.key);
-    out.charge = true;
-    out.run_budget = static_cast<uint32_t>(std::min<uint64_t>(run_budget, UINT32_MAX));
-    if (out.bucket->calendar) {
-      out.window = out.bucket->window;
-      if (!out.bucket->quotas.empty()) {
-        const std::string_view k(reinterpret_cast<const char*>(material.data()), material.size());
-        if (const auto it = out.bucket->quotas.find(k); it != out.bucket->quotas.end()) out.window = it->second;
-      }
-      if (out.run_budget != 0) out.window.requests_per_minute = out.run_budget;
-    }
+    plan_charge(policy, state, rule, key, run_budget, client, now, out);
     return out;
   }
   d.verdict = Verdict::kForward;
