@@ -16,19 +16,14 @@ and at exit; SIGTERM sends whatever it still holds, then exits.
 
 import argparse
 import heapq
-import json
 import os
 import random
-import select
-import signal
-import socket
 import struct
+import sys
 import time
 
-ETH_P_ALL = 0x0003
-SOL_PACKET = 263
-PACKET_QDISC_BYPASS = 20
-PACKET_OUTGOING = 4
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from frame_shim import Shim  # noqa: E402
 
 
 def is_tcp(frame):
@@ -59,88 +54,48 @@ def main():
     a = ap.parse_args()
 
     rng = random.Random(a.seed)
-    rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-    rx.bind((a.inp, ETH_P_ALL))
-    rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-    tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
-    tx.bind((a.out, 0))
-    tx.setsockopt(SOL_PACKET, PACKET_QDISC_BYPASS, 1)
-
     st = {"in": a.inp, "out": a.out, "frames": 0, "tcp": 0, "dropped": 0, "duplicated": 0,
-          "delayed": 0, "immediate": 0, "sent": 0, "send_errors": 0}
+          "delayed": 0, "immediate": 0}
+    shim = Shim(a.inp, a.out, a.stats, st)
     held = []  # (due, seq, frame)
-    seq = 0
-    stop = False
-
-    def write_stats():
-        tmp = a.stats + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(st, f, sort_keys=True)
-        os.replace(tmp, a.stats)
-
-    def send(frame):
-        try:
-            tx.send(frame)
-            st["sent"] += 1
-        except OSError:
-            st["send_errors"] += 1
-
-    def on_term(_sig, _frm):
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
-    write_stats()
-    last_stats = time.monotonic()
+    order = [0]
     delay = a.delay_ms / 1000.0
 
-    while not stop:
+    def release_due():
         now = time.monotonic()
         while held and held[0][0] <= now:
-            send(heapq.heappop(held)[2])
-        timeout = 0.2 if not held else max(0.0, held[0][0] - now)
-        try:
-            ready, _, _ = select.select([rx], [], [], timeout)
-        except InterruptedError:
-            continue
-        if ready:
-            # Drain what is there without blocking.
-            for _ in range(256):
-                try:
-                    frame, addr = rx.recvfrom(65536, socket.MSG_DONTWAIT)
-                except BlockingIOError:
-                    break
-                if addr[2] == PACKET_OUTGOING:
-                    continue
-                st["frames"] += 1
-                if not is_tcp(frame):
-                    send(frame)
-                    continue
-                st["tcp"] += 1
-                if rng.random() * 100.0 < a.loss:
-                    st["dropped"] += 1
-                    continue
-                copies = 1
-                if rng.random() * 100.0 < a.dup:
-                    copies = 2
-                    st["duplicated"] += 1
-                for _ in range(copies):
-                    if delay <= 0 or rng.random() * 100.0 < a.reorder:
-                        st["immediate"] += 1
-                        send(frame)
-                    else:
-                        st["delayed"] += 1
-                        seq += 1
-                        heapq.heappush(held, (time.monotonic() + delay, seq, frame))
-        if time.monotonic() - last_stats >= 1.0:
-            write_stats()
-            last_stats = time.monotonic()
+            shim.send(heapq.heappop(held)[2])
 
+    def timeout():
+        return 0.2 if not held else max(0.0, held[0][0] - time.monotonic())
+
+    def on_frame(frame):
+        st["frames"] += 1
+        if not is_tcp(frame):
+            shim.send(frame)
+            return
+        st["tcp"] += 1
+        if rng.random() * 100.0 < a.loss:
+            st["dropped"] += 1
+            return
+        copies = 1
+        if rng.random() * 100.0 < a.dup:
+            copies = 2
+            st["duplicated"] += 1
+        for _ in range(copies):
+            if delay <= 0 or rng.random() * 100.0 < a.reorder:
+                st["immediate"] += 1
+                shim.send(frame)
+            else:
+                st["delayed"] += 1
+                order[0] += 1
+                heapq.heappush(held, (time.monotonic() + delay, order[0], frame))
+
+    shim.run(on_frame, timeout=timeout, on_tick=release_due)
+    # SIGTERM: what is still held goes out first.
     while held:
-        send(heapq.heappop(held)[2])
-    write_stats()
-
+        shim.send(heapq.heappop(held)[2])
+    shim.write_stats()
 
 if __name__ == "__main__":
     main()

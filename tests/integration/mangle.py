@@ -28,27 +28,12 @@ second, and at exit; stops on SIGTERM.
 """
 
 import argparse
-import json
 import os
-import select
-import signal
-import socket
 import struct
-import time
+import sys
 
-ETH_P_ALL = 0x0003
-SOL_PACKET = 263
-PACKET_QDISC_BYPASS = 20
-PACKET_OUTGOING = 4
-
-
-def checksum(data):
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack("!%dH" % (len(data) // 2), data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from frame_shim import Shim, checksum  # noqa: E402
 
 
 def parse(frame, port):
@@ -157,75 +142,34 @@ def main():
     if a.mode == "overlap-decoy" and (not a.match or not a.decoy):
         ap.error("overlap-decoy needs --match and --decoy")
 
-    rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-    rx.bind((a.inp, ETH_P_ALL))
-    rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-    tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
-    tx.bind((a.out, 0))
-    tx.setsockopt(SOL_PACKET, PACKET_QDISC_BYPASS, 1)
-
-    st = {"mode": a.mode, "frames": 0, "rewritten": 0, "decoys": 0, "sent": 0, "send_errors": 0}
-    stop = False
+    st = {"mode": a.mode, "frames": 0, "rewritten": 0, "decoys": 0}
+    shim = Shim(a.inp, a.out, a.stats, st)
     match, decoy = a.match.encode(), a.decoy.encode()
 
-    def write_stats():
-        tmp = a.stats + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(st, f, sort_keys=True)
-        os.replace(tmp, a.stats)
+    def on_frame(frame):
+        st["frames"] += 1
+        p = parse(frame, a.port)
+        if p is not None:
+            v, l3, l4 = p
+            if a.mode == "ipv6-dstopts" and v == 6:
+                frame = with_dstopts(frame, l3, a.count)
+                st["rewritten"] += 1
+            elif a.mode == "ipv4-options" and v == 4:
+                frame = with_ipv4_options(frame, l3)
+                st["rewritten"] += 1
+            elif a.mode == "ipv4-fragments" and v == 4 and ip_end(frame, 4, l3) > l4 + (frame[l4 + 12] >> 4) * 4:
+                first, frame = fragments_of(frame, l3, l4)
+                shim.send(first)
+                st["rewritten"] += 1
+            elif a.mode == "overlap-decoy":
+                start = l4 + (frame[l4 + 12] >> 4) * 4
+                if frame[start : start + len(match)] == match and ip_end(frame, v, l3) - start > len(decoy):
+                    shim.send(decoy_of(frame, v, l3, l4, decoy))
+                    st["decoys"] += 1
+        shim.send(frame)
 
-    def send(frame):
-        try:
-            tx.send(frame)
-            st["sent"] += 1
-        except OSError:
-            st["send_errors"] += 1
-
-    def on_term(_sig, _frm):
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
-    write_stats()
-    last_stats = time.monotonic()
-    while not stop:
-        try:
-            ready, _, _ = select.select([rx], [], [], 0.2)
-        except InterruptedError:
-            continue
-        for _ in range(256 if ready else 0):
-            try:
-                frame, addr = rx.recvfrom(65536, socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                break
-            if addr[2] == PACKET_OUTGOING:
-                continue
-            st["frames"] += 1
-            p = parse(frame, a.port)
-            if p is not None:
-                v, l3, l4 = p
-                if a.mode == "ipv6-dstopts" and v == 6:
-                    frame = with_dstopts(frame, l3, a.count)
-                    st["rewritten"] += 1
-                elif a.mode == "ipv4-options" and v == 4:
-                    frame = with_ipv4_options(frame, l3)
-                    st["rewritten"] += 1
-                elif a.mode == "ipv4-fragments" and v == 4 and ip_end(frame, 4, l3) > l4 + (frame[l4 + 12] >> 4) * 4:
-                    first, frame = fragments_of(frame, l3, l4)
-                    send(first)
-                    st["rewritten"] += 1
-                elif a.mode == "overlap-decoy":
-                    start = l4 + (frame[l4 + 12] >> 4) * 4
-                    if frame[start : start + len(match)] == match and ip_end(frame, v, l3) - start > len(decoy):
-                        send(decoy_of(frame, v, l3, l4, decoy))
-                        st["decoys"] += 1
-            send(frame)
-        if time.monotonic() - last_stats >= 1.0:
-            write_stats()
-            last_stats = time.monotonic()
-    write_stats()
-
+    shim.run(on_frame)
+    shim.write_stats()
 
 if __name__ == "__main__":
     main()

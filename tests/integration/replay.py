@@ -36,20 +36,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from frame_shim import ETH_P_ALL, PACKET_OUTGOING, checksum  # noqa: E402
 from http_client import PeerGone, ProtocolError, Reader, Timeout, read_response  # noqa: E402
 
-ETH_P_ALL = 0x0003
-PACKET_OUTGOING = 4
 CLONE_NEWNET = 0x40000000
-
-
-def checksum(data):
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack("!%dH" % (len(data) // 2), data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
 
 
 def tcp_offset(frame):
