@@ -44,7 +44,7 @@ void AnswerSender::send_answer(TcpFlow& flow, PacketSink& out) noexcept {
   counters_.answers_sent.add();
 }
 
-void AnswerSender::end_unframable(TcpFlow& flow, PacketSink& out) noexcept {
+void AnswerSender::end_without_answer(TcpFlow& flow, PacketSink& out) noexcept {
   if (flow.state == FlowState::kRefusing) counters_.answers_abandoned.add();
   // Where the origin's stream stands for it: a refused request, or a held
   // head, was never forwarded. Should it expect another number, it answers
@@ -52,7 +52,7 @@ void AnswerSender::end_unframable(TcpFlow& flow, PacketSink& out) noexcept {
   uint32_t origin_expects = flow.client_next;
   if (flow.state == FlowState::kRefusing)
     origin_expects = flow.reset_seq;
-  else if (lender_.context(flow).buffering)
+  else if (flow.context >= 0 && lender_.context(flow).buffering)
     origin_expects = flow.held_seq;
   // An answer of no bytes: the FIN alone, at the first byte the client will
   // not get; after_answer() treats the flow as any answered one.

@@ -36,10 +36,13 @@ class AnswerSender {
   // A refusing flow's answer, now that the responses before it are out: to
   // the client with FIN, a RST to the origin; the context goes back.
   void send_answer(TcpFlow& flow, PacketSink& out) noexcept;
-  // The origin sent a response the appliance cannot frame: the client gets
-  // a FIN where that segment began (nothing after it), the origin a RST;
-  // the flow is answered with no bytes, its context goes back.
-  void end_unframable(TcpFlow& flow, PacketSink& out) noexcept;
+  // The connection ends without an answer: the client gets a FIN after the
+  // origin's bytes framed so far, the origin a RST; the flow is answered
+  // with no bytes, its context goes back. For a response the appliance
+  // cannot frame (the FIN where that segment began, nothing of it after),
+  // a new connection that never sent a request, and an idle keep-alive
+  // connection past its deadline.
+  void end_without_answer(TcpFlow& flow, PacketSink& out) noexcept;
   // A client segment of an answered flow (dropped by the caller): the
   // refused request again gets its answer again, a FIN is acknowledged.
   void after_answer(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept;

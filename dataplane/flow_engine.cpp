@@ -167,6 +167,7 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
   const Arrival a = counted_arrival(flow.client_next, v, counters_);
   if (a == Arrival::kAhead) return drop_frame(v);
   if (a == Arrival::kRepeat) return client_repeat(flow, frame, v, out);
+  flow.client_progress = now;
   if (seq_lt(v.seq, flow.client_next)) {
     // Bytes already judged, then new ones. The judged copy is the one that
     // counts: the origin got it, or (a held head) gets it from the context,
@@ -338,7 +339,10 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
     // Nothing outstanding: bytes nobody asked for (an idle timeout's 408,
     // say) pass unframed.
     const uint32_t end = v.seq + v.payload_len;
-    if (seq_lt(flow.origin_next, end) && seq_le(v.seq, flow.origin_next)) flow.origin_next = end;
+    if (seq_lt(flow.origin_next, end) && seq_le(v.seq, flow.origin_next)) {
+      flow.origin_next = end;
+      flow.origin_progress = now;
+    }
     if (fin) flow.origin_fin = true;
     return forward_frame(v);
   }
@@ -346,6 +350,7 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
     const Arrival a = counted_arrival(flow.origin_next, v, counters_);
     if (a == Arrival::kAhead) return drop_frame(v);
     if (a == Arrival::kRepeat) return forward_frame(v);
+    flow.origin_progress = now;
   }
   ParseContext& ctx = lender_.context(flow);
   const ResponsePlan plan = responses_.frame(flow, ctx, v.seq, payload_of(frame, v), fin, now);
@@ -355,7 +360,7 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
     // one). Bridging the rest would let every later request on the
     // connection through unjudged: the client keeps what came before this
     // segment, then the connection ends.
-    sender_.end_unframable(flow, out);
+    sender_.end_without_answer(flow, out);
     return drop_frame(v);
   }
   if (plan.points != 0) editor_.add_response_points(flow, ctx, plan);
@@ -371,6 +376,37 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
   if (fin) flow.origin_fin = true;
   if (!flow.stream_edited) lender_.give_back_if_done(flow);  // an edited flow's: from_origin(), after the edits
   return r;
+}
+
+void FlowEngine::keep_deadlines(TcpFlow& flow, const PolicySnapshot& snap, Nanos now, PacketSink& out) noexcept {
+  ParseContext* ctx = flow.context >= 0 ? &lender_.context(flow) : nullptr;
+  switch (overdue(flow, ctx, snap.policy.deadlines, now)) {
+    case Overdue::kNone:
+      return;
+    case Overdue::kHead: {
+      counters_.deadline_head.add();
+      const RequestPlan plan = requests_.time_out(flow, *ctx);
+      sender_.answer_later(flow, *ctx, plan);
+      // After responses still outstanding, the 408 waits for them as any
+      // closing answer does.
+      if (ctx->responses.outstanding() == 0) sender_.send_answer(flow, out);
+      return;
+    }
+    case Overdue::kFirstHead:
+      counters_.deadline_first_head.add();
+      sender_.end_without_answer(flow, out);
+      return;
+    case Overdue::kKeepAlive:
+      counters_.deadline_keep_alive.add();
+      sender_.end_without_answer(flow, out);
+      return;
+    case Overdue::kBody:
+      // The origin has the head and part of the body: there is no answer
+      // to give in its place.
+      counters_.deadline_body.add();
+      sender_.abort(flow, out);
+      return;
+  }
 }
 
 FrameResult FlowEngine::abort(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept {

@@ -30,6 +30,7 @@
 #include "answer_sender.h"
 #include "answer_store.h"
 #include "context_lender.h"
+#include "deadline_keeper.h"
 #include "flow_segment.h"
 #include "frame.h"
 #include "limiter/decide.h"
@@ -70,8 +71,11 @@ class FlowEngine {
   // Sends the answer of a flow that on_frame() returned in answer_after.
   void send_answer(TcpFlow& flow, PacketSink& out) noexcept { sender_.send_answer(flow, out); }
 
-  // Expires idle flows, looking at up to `slots` slots.
-  void sweep(time::Nanos now, size_t slots) noexcept { tracker_.sweep(now, slots); }
+  // Expires idle flows and ends those past a deadline of `snap`'s policy
+  // (deadline_keeper.h), looking at up to `slots` slots.
+  void sweep(time::Nanos now, size_t slots, const PolicySnapshot& snap, PacketSink& out) noexcept {
+    tracker_.sweep(now, slots, [&](TcpFlow& flow) { keep_deadlines(flow, snap, now, out); });
+  }
 
   [[nodiscard]] const FlowTable& flows() const noexcept { return tracker_.flows(); }
   // Turns field insertion on or off for responses framed from now on. For
@@ -120,6 +124,9 @@ class FlowEngine {
   // The origin's acknowledgement `ack` (its numbers) on a flow with a context.
   void origin_acknowledged(TcpFlow& flow, uint32_t ack, PacketSink& out) noexcept;
   FrameResult abort(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept;
+  // Ends `flow` if it has missed a deadline: 408 to a slow head, a close
+  // to an idle or silent connection, resets to a stalled body.
+  void keep_deadlines(TcpFlow& flow, const PolicySnapshot& snap, time::Nanos now, PacketSink& out) noexcept;
 
   WorkerCounters& counters_;
   ContextLender lender_;

@@ -39,9 +39,14 @@ class FlowTable {
   void erase(TcpFlow* flow) noexcept;
 
   // Visits up to `slots` slots from where the last sweep stopped and calls
-  // `on_expire(flow)` then erases each flow idle past its state's timeout.
+  // `on_expire(flow)` then erases each flow idle past its state's timeout;
+  // `on_live(flow)` sees each other flow (it must not erase it).
+  template <typename OnExpire, typename OnLive>
+  size_t sweep(time::Nanos now, const FlowTimeouts& t, size_t slots, OnExpire&& on_expire, OnLive&& on_live) noexcept;
   template <typename OnExpire>
-  size_t sweep(time::Nanos now, const FlowTimeouts& t, size_t slots, OnExpire&& on_expire) noexcept;
+  size_t sweep(time::Nanos now, const FlowTimeouts& t, size_t slots, OnExpire&& on_expire) noexcept {
+    return sweep(now, t, slots, on_expire, [](TcpFlow&) {});
+  }
 
   [[nodiscard]] size_t size() const noexcept { return size_; }
   [[nodiscard]] size_t capacity() const noexcept { return mask_ + 1; }
@@ -75,8 +80,9 @@ class FlowTable {
   size_t cursor_ = 0;
 };
 
-template <typename OnExpire>
-size_t FlowTable::sweep(time::Nanos now, const FlowTimeouts& t, size_t slots, OnExpire&& on_expire) noexcept {
+template <typename OnExpire, typename OnLive>
+size_t FlowTable::sweep(time::Nanos now, const FlowTimeouts& t, size_t slots, OnExpire&& on_expire,
+                        OnLive&& on_live) noexcept {
   size_t removed = 0;
   for (size_t n = 0; n < slots; ++n) {
     const size_t i = cursor_;
@@ -86,6 +92,7 @@ size_t FlowTable::sweep(time::Nanos now, const FlowTimeouts& t, size_t slots, On
       ++removed;
       continue;  // a later flow may have shifted into slot i: look at it again
     }
+    if (used_[i]) on_live(slots_[i]);
     cursor_ = (cursor_ + 1) & mask_;
   }
   return removed;

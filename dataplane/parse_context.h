@@ -17,6 +17,7 @@
 
 #include "http/request_stream.h"
 #include "http/response_stream.h"
+#include "time/clock.h"
 #include "dataplane/judged_bytes.h"
 #include "dataplane/seq_shift.h"
 #include "limiter/compiled_policy.h"
@@ -58,6 +59,7 @@ struct ParseContext {
   size_t head_capacity;
   size_t head_len = 0;
   bool buffering = false;  // the current head is being fed from `head`
+  time::Nanos head_since = 0;  // while buffering: when the head's first byte arrived (its deadline's start)
   bool held_ack_owed = false;  // the held bytes' acknowledgement waits for the origin's of those before them
   // The heads and chunked bodies forwarded since the flow borrowed the
   // context, until the origin acknowledges them (a repeat of their bytes

@@ -76,6 +76,7 @@ RequestPath::Next RequestPath::on_need_more(Pass& p) noexcept {
     std::memcpy(ctx.head.get(), p.bytes + cur.head_start, part);
     ctx.head_len = part;
     ctx.buffering = true;
+    ctx.head_since = p.now;
     cur.head_began_here = false;
     p.flow.held_seq = p.seq_of(cur.head_start);
     p.rs->restart_head();
@@ -246,6 +247,15 @@ void RequestPath::answer_and_close(Pass& p, const limiter::Decision& d) noexcept
   p.flow.client_next = p.end;
   p.ctx.buffering = false;
   p.cut(keep);
+}
+
+RequestPlan RequestPath::time_out(TcpFlow& flow, ParseContext& ctx) noexcept {
+  RequestPlan plan;
+  plan.stop = RequestPlan::Stop::kAnswerClose;
+  plan.answer = limiter::answer_timeout(*ctx.policy, *scratch_).response;
+  plan.reset_seq = ctx.buffering ? flow.held_seq : flow.client_next;
+  ctx.buffering = false;
+  return plan;
 }
 
 void RequestPath::refuse_unparsable(Pass& p, http::ParseError e) noexcept {

@@ -116,6 +116,11 @@ class RequestPath {
                                   std::span<const char> payload, RequestCursor& cur, bool contexts_scarce,
                                   time::Nanos now) noexcept;
 
+  // A plan that answers a head past its deadline with 408 and closes: the
+  // origin reset where the held head began (it never saw a byte of it).
+  // Apply it as a kAnswerClose plan of parse().
+  [[nodiscard]] RequestPlan time_out(TcpFlow& flow, ParseContext& ctx) noexcept;
+
   // Whether admitted requests' responses get the decision's rate-limit
   // fields (rendered only then).
   void set_insert_fields(bool on) noexcept;

@@ -29,6 +29,12 @@ struct TcpFlow {
   FlowKey key;
   uint64_t hash = 0;
   time::Nanos last_seen = 0;
+  // When the client's stream and the origin's last carried new bytes (the
+  // handshake counts as the client's): what the deadlines of a head, a body
+  // and an idle keep-alive connection are measured from (deadline_keeper.h).
+  // Pure acknowledgements do not count: they cost a client nothing to send.
+  time::Nanos client_progress = 0;
+  time::Nanos origin_progress = 0;
   FlowState state = FlowState::kSynSent;
   uint8_t ip_version = 4;
   bool timestamps = false;   // both SYNs carried the timestamp option

@@ -62,6 +62,7 @@ void TcpTracker::start_flow(TcpFlow& flow, const uint8_t* frame, const FrameView
 bool TcpTracker::established_by(TcpFlow& flow, const FrameView& v) noexcept {
   if (!v.has(flag::kAck) || v.ack != flow.origin_isn + 1) return false;
   flow.state = FlowState::kEstablished;
+  flow.client_progress = flow.last_seen;  // the first head's deadline runs from here
   flow.client_next = flow.client_isn + 1;
   flow.origin_next = flow.origin_isn + 1;
   counters_.flows_established.add();
@@ -106,11 +107,9 @@ void TcpTracker::close_if_finished(TcpFlow& flow) noexcept {
   }
 }
 
-void TcpTracker::sweep(time::Nanos now, size_t slots) noexcept {
-  flows_.sweep(now, timeouts_, slots, [&](TcpFlow& f) {
-    lender_.give_back(f);
-    counters_.flows_expired.add();
-  });
+void TcpTracker::expire(TcpFlow& flow) noexcept {
+  lender_.give_back(flow);
+  counters_.flows_expired.add();
 }
 
 }  // namespace sluice::dataplane

@@ -63,12 +63,20 @@ class TcpTracker {
   void client_fin(TcpFlow& flow) noexcept;
   void origin_fin(TcpFlow& flow) noexcept;
 
-  // Expires idle flows, looking at up to `slots` slots.
-  void sweep(time::Nanos now, size_t slots) noexcept;
+  // Expires idle flows, looking at up to `slots` slots; `on_live(flow)`
+  // sees each flow that stays.
+  template <typename OnLive>
+  void sweep(time::Nanos now, size_t slots, OnLive&& on_live) noexcept {
+    flows_.sweep(now, timeouts_, slots, [&](TcpFlow& f) { expire(f); }, on_live);
+  }
+  void sweep(time::Nanos now, size_t slots) noexcept {
+    sweep(now, slots, [](TcpFlow&) {});
+  }
 
  private:
   void start_flow(TcpFlow& flow, const uint8_t* frame, const FrameView& v) noexcept;
   void close_if_finished(TcpFlow& flow) noexcept;
+  void expire(TcpFlow& flow) noexcept;
 
   FlowTable flows_;
   FlowTimeouts timeouts_;

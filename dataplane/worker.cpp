@@ -215,9 +215,10 @@ unsigned Worker::poll_once() noexcept {
     }
   }
 
+  // Before the flush: what a missed deadline sends leaves in this pass.
+  engine_.sweep(now, 64, snap, sink_);
   tx_[0].flush(counters_.tx_client, counters_.tx_dropped);
   tx_[1].flush(counters_.tx_origin, counters_.tx_dropped);
-  engine_.sweep(now, 64);
   counters_.flows_active.store(engine_.flows().size(), std::memory_order_relaxed);
   counters_.oldest_policy_generation.store(engine_.policy_generation_in_use(snap.generation),
                                            std::memory_order_relaxed);

@@ -67,6 +67,10 @@ class Counter {
   X(out_of_order, "segments ahead of the parsed stream dropped for the sender to retransmit")  \
   X(backpressure, "segments cut or dropped: too many responses outstanding")                   \
   X(contexts_exhausted, "segments dropped: no parse context free")                             \
+  X(deadline_head, "heads not complete within deadlines.head: answered 408, closed")            \
+  X(deadline_first_head, "new connections without a request within deadlines.head: closed")    \
+  X(deadline_body, "request bodies stalled past deadlines.body: both ends reset")              \
+  X(deadline_keep_alive, "connections idle past deadlines.keep_alive: closed")                  \
   X(pass_through, "flows switched to pass-through (Upgrade, CONNECT)")                          \
   X(fields_inserted, "admitted responses given their rate-limit fields (TB16)")                 \
   X(fields_skipped, "admitted responses left without fields (too long, or 32 edits in flight)")  \

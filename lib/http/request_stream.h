@@ -66,6 +66,8 @@ class RequestStream {
   // Part of a head has been fed and the rest is still to come. An HTTP/2
   // preface whose tail is still to come counts: none of it may reach an
   // origin that would read its first line as HTTP/1.1.
+  // A request's body is on its way (its head was complete).
+  [[nodiscard]] bool in_body() const noexcept { return state_ == State::kBody; }
   [[nodiscard]] bool head_in_progress() const noexcept {
     return (state_ == State::kHead && parser_.started()) || state_ == State::kPrefaceTail;
   }

@@ -79,6 +79,7 @@ class PolicyCompiler {
     }
     c_.shadow = p_.shadow;
     c_.keep_alive_answers = p_.after_answer == policy::AfterAnswer::kKeepAlive;
+    c_.deadlines = p_.deadlines;
     c_.stream.head.max_head_bytes = p_.max_head_bytes;
     c_.stream.head.max_fields = p_.max_fields;
     c_.stream.allow_upgrade = p_.allow_upgrade;
@@ -135,6 +136,7 @@ class PolicyCompiler {
     c_.too_large = simple(431, "request_header_fields_too_large");
     c_.not_implemented = simple(501, "not_implemented");
     c_.bad_version = simple(505, "http_version_not_supported");
+    c_.timed_out = simple(408, "request_timeout");
   }
 
   // After buckets() and answers(): rules name buckets and share answers.

@@ -118,6 +118,8 @@ struct CompiledPolicy {
   const policy::ResponseTemplate* too_large = nullptr;         // 431
   const policy::ResponseTemplate* not_implemented = nullptr;   // 501
   const policy::ResponseTemplate* bad_version = nullptr;       // 505
+  const policy::ResponseTemplate* timed_out = nullptr;         // 408: a head past its deadline
+  policy::Deadlines deadlines;
 
   [[nodiscard]] const CompiledBucket* bucket_named(std::string_view name) const noexcept;
   [[nodiscard]] const CompiledRule* rule_named(std::string_view name) const noexcept;

@@ -438,6 +438,10 @@ Decision answer_parse_error(const CompiledPolicy& policy, http::ParseError error
   return respond(Decision{}, Verdict::kAnswer, *t, {}, {}, scratch, false);
 }
 
+Decision answer_timeout(const CompiledPolicy& policy, DecisionScratch& scratch) noexcept {
+  return respond(Decision{}, Verdict::kAnswer, *policy.timed_out, {}, {}, scratch, false);
+}
+
 void report_usage(LimiterState& state, const BucketKey& usage_key, uint64_t tokens, Nanos now) noexcept {
   charge_tokens(state.buckets, usage_key, tokens, now);
 }

@@ -134,6 +134,10 @@ inline void prefetch(LimiterState& state, const Plan& p) noexcept {
 [[nodiscard]] Decision answer_parse_error(const CompiledPolicy& policy, http::ParseError error,
                                           DecisionScratch& scratch) noexcept;
 
+// The answer to a head still incomplete at its deadline (policy deadlines:
+// head): 408, closing.
+[[nodiscard]] Decision answer_timeout(const CompiledPolicy& policy, DecisionScratch& scratch) noexcept;
+
 // DQ05: the tokens a finished request used, charged to its bucket's minute.
 void report_usage(LimiterState& state, const BucketKey& usage_key, uint64_t tokens, Nanos now) noexcept;
 

@@ -157,6 +157,15 @@ struct RuleSpec {
   bool shadow = false;                       // X01
 };
 
+// How long a client may take, on a connection to a service port, before the
+// appliance ends it (issue 14). The names follow nginx's and HAProxy's
+// (config/README.md has the table); 0 turns a deadline off.
+struct Deadlines {
+  Nanos head = 10 * time::kNanosPerSecond;        // a head from its first byte, or a new connection's first head
+  Nanos body = 30 * time::kNanosPerSecond;        // a request body without a new byte
+  Nanos keep_alive = 75 * time::kNanosPerSecond;  // a connection with nothing in flight
+};
+
 struct Policy {
   std::string file;  // where it was loaded from
   std::string name;
@@ -181,6 +190,7 @@ struct Policy {
   bool allow_upgrade = true;
   bool allow_connect = false;
   bool allow_h2_prior_knowledge = false;
+  Deadlines deadlines;
 };
 
 }  // namespace sluice::policy

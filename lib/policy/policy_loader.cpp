@@ -628,6 +628,26 @@ void read_limits(Reader& r, const YAML::Node& l, Policy& p) {
   }
 }
 
+void read_deadlines(Reader& r, const YAML::Node& d, Deadlines& out) {
+  if (!r.is_map(d, "deadlines")) return;
+  r.only(d, {"head", "body", "keep_alive"}, "deadlines");
+  const auto one = [&](const char* key, Nanos& into) {
+    if (!d[key]) return;
+    const auto v = r.duration(d[key], std::string("deadlines ") + key);
+    if (!v) return;
+    if (*v != 0 && *v < time::kNanosPerSecond / 10) {
+      r.error(d[key], std::string("deadlines ") + key + " must be 0s (off) or at least 100ms");
+    } else if (*v > 24 * 60 * time::kNanosPerMinute) {
+      r.error(d[key], std::string("deadlines ") + key + " must be at most 24h");
+    } else {
+      into = *v;
+    }
+  };
+  one("head", out.head);
+  one("body", out.body);
+  one("keep_alive", out.keep_alive);
+}
+
 void read_after_answer(Reader& r, const YAML::Node& n, AfterAnswer& out) {
   const auto s = r.string(n, "after_answer");
   if (s == "keep-alive") out = AfterAnswer::kKeepAlive;
@@ -692,7 +712,7 @@ void read_answers(Reader& r, const YAML::Node& root, Policy& p) {
 // sees every mistake in one pass, never half of them.
 void read_policy(Reader& r, const YAML::Node& root, Policy& p) {
   r.only(root, {"sluice", "name", "mode", "header_style", "service_ports", "limits", "client_ip", "credentials", "cors",
-                "usage", "after_answer", "exempt", "buckets", "rules", "refusal", "unauthorized", "not_found"},
+                "usage", "after_answer", "deadlines", "exempt", "buckets", "rules", "refusal", "unauthorized", "not_found"},
          "the policy");
   read_preamble(r, root, p);
   if (root["service_ports"]) read_service_ports(r, root["service_ports"], p.service_ports);
@@ -702,6 +722,7 @@ void read_policy(Reader& r, const YAML::Node& root, Policy& p) {
   if (root["cors"]) read_cors(r, root["cors"], p.cors);
   if (root["usage"]) read_usage(r, root["usage"], p.usage);
   if (root["after_answer"]) read_after_answer(r, root["after_answer"], p.after_answer);
+  if (root["deadlines"]) read_deadlines(r, root["deadlines"], p.deadlines);
   if (root["exempt"]) read_exemptions(r, root["exempt"], p.exemptions);
   if (root["buckets"]) read_buckets(r, root["buckets"], p.buckets);
   if (root["rules"]) read_rules(r, root["rules"], p.rules);

@@ -92,6 +92,9 @@ struct EngineWorld {
     return c;
   }
 
+  // The worker's sweep at `now`: every slot of a small table looked at.
+  void sweep(size_t slots = 1024) { engine->sweep(now, slots, *snapshot, *out); }
+
   std::unique_ptr<limiter::KeyHasher> hasher;
   std::unique_ptr<dataplane::PolicySnapshot> snapshot;
   std::unique_ptr<limiter::BucketTable> buckets, records;

@@ -648,7 +648,7 @@ TEST(FlowEngine, IdleFlowsExpire) {
   c.handshake();
   EXPECT_EQ(w.engine->flows().size(), 1u);
   w.now += 601 * time::kNanosPerSecond;
-  w.engine->sweep(w.now, 1024);
+  w.sweep();
   EXPECT_EQ(w.engine->flows().size(), 0u);
   EXPECT_EQ(w.counters.flows_expired.get(), 1u);
 }
@@ -668,7 +668,7 @@ TEST(FlowEngine, ClosedFlowsLeaveSoon) {
   EXPECT_TRUE(c.client(flag::kFin | flag::kAck, "").forwarded());
   EXPECT_TRUE(c.origin(flag::kFin | flag::kAck, "").forwarded());
   w.now += 6 * time::kNanosPerSecond;  // past the closed timeout, far from the idle one
-  w.engine->sweep(w.now, 1024);
+  w.sweep();
   EXPECT_EQ(w.engine->flows().size(), 0u);
 }
 

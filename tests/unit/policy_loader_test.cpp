@@ -45,8 +45,8 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
   const std::vector<Broken> cases = {
       {"unknown top-level key", kMinimal + "bukets: {}\n",
        "p.yaml:8:1: unknown key 'bukets' in the policy (expected one of: sluice, name, mode, header_style, "
-       "service_ports, limits, client_ip, credentials, cors, usage, after_answer, exempt, buckets, rules, refusal, "
-       "unauthorized, not_found)"},
+       "service_ports, limits, client_ip, credentials, cors, usage, after_answer, deadlines, exempt, buckets, rules, "
+       "refusal, unauthorized, not_found)"},
       {"after_answer neither keep-alive nor close", kMinimal + "after_answer: linger\n",
        "p.yaml:8:15: after_answer must be keep-alive or close"},
       {"a key given twice", kMinimal + "after_answer: keep-alive\nafter_answer: close\n",
@@ -98,6 +98,14 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
        "p.yaml:8:21: service port must be between 1 and 65535, not 70000"},
       {"head limit too small", kMinimal + "limits: { max_head_bytes: 100 }\n",
        "p.yaml:8:27: limits max_head_bytes must be between 1024 and 65536, not 100"},
+      {"a deadline without a unit", kMinimal + "deadlines: { head: 10 }\n",
+       "p.yaml:8:20: deadlines head must be a duration such as 250ms, 60s, 10m or 1h"},
+      {"a deadline too short", kMinimal + "deadlines: { body: 5ms }\n",
+       "p.yaml:8:20: deadlines body must be 0s (off) or at least 100ms"},
+      {"a deadline too long", kMinimal + "deadlines:\n  keep_alive: 25h\n",
+       "p.yaml:9:15: deadlines keep_alive must be at most 24h"},
+      {"an unknown deadline", kMinimal + "deadlines: { header: 10s }\n",
+       "p.yaml:8:14: unknown key 'header' in deadlines (expected one of: head, body, keep_alive)"},
       {"exemptions not a list", kMinimal + "exempt: /health\n", "p.yaml:8:9: exempt must be a list"},
       {"exemption without a path", kMinimal + "exempt:\n  - methods: GET\n",
        "p.yaml:9:5: exemption needs a path (matched exactly)"},
@@ -150,6 +158,20 @@ TEST(PolicyLoader, AMissingFileIsAnError) {
   const policy::LoadResult r = policy::load_policy_file("/nonexistent/policy.yaml");
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_EQ(r.errors[0].to_string(), "/nonexistent/policy.yaml: cannot open the file");
+}
+
+TEST(PolicyLoader, DeadlinesHaveTheirDefaultsAndCanBeSetOrTurnedOff) {
+  const policy::LoadResult plain = policy::load_policy_text(kMinimal, "p.yaml");
+  ASSERT_TRUE(plain.policy);
+  EXPECT_EQ(plain.policy->deadlines.head, 10 * kSecond);
+  EXPECT_EQ(plain.policy->deadlines.body, 30 * kSecond);
+  EXPECT_EQ(plain.policy->deadlines.keep_alive, 75 * kSecond);
+  const policy::LoadResult set =
+      policy::load_policy_text(kMinimal + "deadlines: { head: 2500ms, body: 0s, keep_alive: 5m }\n", "p.yaml");
+  ASSERT_TRUE(set.policy);
+  EXPECT_EQ(set.policy->deadlines.head, 2500 * kSecond / 1000);
+  EXPECT_EQ(set.policy->deadlines.body, 0u);
+  EXPECT_EQ(set.policy->deadlines.keep_alive, 5 * kMinute);
 }
 
 TEST(PolicyLoader, RatesAndDurations) {
