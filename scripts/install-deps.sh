@@ -11,6 +11,7 @@ profile="${1:-build}"
 build_pkgs=(
   g++ pkg-config meson ninja-build
   libdpdk-dev libtbb-dev libxxhash-dev libyaml-cpp-dev
+  libsodium-dev        # SipHash for SYN cookies (dataplane/syn_cookie.cpp)
   libgtest-dev libgmock-dev libbenchmark-dev
   libhttp-parser-dev   # the same-run baseline in perf/parser_bench
 )
