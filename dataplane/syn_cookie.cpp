@@ -13,6 +13,14 @@ constexpr unsigned kCookieBits = 24;  // the MAC; the 8 above hold the minute
 constexpr uint32_t kCookieMask = (uint32_t{1} << kCookieBits) - 1;
 // This minute and the previous one: a cookie lives 60 to 120 s.
 constexpr uint32_t kMaxAgeMinutes = 2;
+// The MSS index is the MAC's two low bits, and H2 covers it: Linux adds the
+// index to the MAC instead, so there an ACK 1 to 3 off passes with a
+// neighbouring MSS (larger than the client announced, too).
+constexpr uint32_t kIndexMask = 3;
+
+[[nodiscard]] constexpr uint32_t mac(uint32_t h2, uint32_t index) noexcept {
+  return (h2 & kCookieMask & ~kIndexMask) | index;
+}
 
 // The SYN-ACK's TSval low bits, as Linux lays them out so a capture reads
 // the same: | ECN (5) | SACK (4) | client wscale (3..0) |. 0xF is no valid
@@ -63,16 +71,17 @@ SynCookies::SynCookies(std::span<const uint8_t, 32> seed) noexcept {
   std::memcpy(keys_[1].data(), seed.data() + 16, 16);
 }
 
-uint32_t SynCookies::keyed_hash(const FlowKey& key, uint32_t minute, int which) const noexcept {
+uint32_t SynCookies::keyed_hash(const FlowKey& key, uint32_t minute, int which, uint32_t mss_index) const noexcept {
   // Both addresses are 16 bytes (IPv4 mapped), so one layout serves both
   // families; the mapping prefix also keeps an IPv4 flow from hashing like
   // an IPv6 one.
-  uint8_t material[40];
+  uint8_t material[41];
   std::memcpy(material, key.client.bytes.data(), 16);
   std::memcpy(material + 16, key.origin.bytes.data(), 16);
   std::memcpy(material + 32, &key.client_port, 2);
   std::memcpy(material + 34, &key.origin_port, 2);
   std::memcpy(material + 36, &minute, 4);
+  material[40] = static_cast<uint8_t>(mss_index);
   uint8_t out[crypto_shorthash_siphash24_BYTES];
   crypto_shorthash_siphash24(out, material, sizeof material, keys_[static_cast<size_t>(which)].data());
   uint32_t h;
@@ -87,8 +96,7 @@ SynCookieOffer SynCookies::offer(const FlowKey& key, uint32_t client_isn, const 
   const uint32_t minute = minute_of(now);
 
   SynCookieOffer o;
-  o.isn = keyed_hash(key, 0, 0) + client_isn + (minute << kCookieBits) +
-          ((keyed_hash(key, minute, 1) + index) & kCookieMask);
+  o.isn = keyed_hash(key, 0, 0) + client_isn + (minute << kCookieBits) + mac(keyed_hash(key, minute, 1, index), index);
   o.client_mss = table[index];
   if (!syn.has_timestamp) return o;  // nowhere to keep window scale or SACK: offer neither
 
@@ -121,9 +129,9 @@ std::optional<SynCookieGrant> SynCookies::check(const FlowKey& key, uint32_t seq
   const uint32_t rest = cookie - (keyed_hash(key, 0, 0) + client_isn);
   const uint32_t age = (minute - (rest >> kCookieBits)) & (~uint32_t{0} >> kCookieBits);
   if (age >= kMaxAgeMinutes) return std::nullopt;
-  const uint32_t index = (rest - keyed_hash(key, minute - age, 1)) & kCookieMask;
+  const uint32_t index = rest & kIndexMask;
+  if (mac(keyed_hash(key, minute - age, 1, index), index) != (rest & kCookieMask)) return std::nullopt;
   const auto& table = mss_table(key);
-  if (index >= table.size()) return std::nullopt;
 
   SynCookieGrant g;
   g.client_mss = table[index];

@@ -7,22 +7,21 @@
 //
 // The cookie is the SYN-ACK's sequence number (ISN):
 //
-//   H1(flow) + client ISN + (minute << 24) + ((H2(flow, minute) + mss index) mod 2^24)
+//   H1(flow) + client ISN + (minute << 24) + MAC
+//   MAC = (H2(flow, minute, mss index) with its 2 low bits cleared) | mss index
 //
 // H1 and H2 are SipHash-2-4 under two secret keys. H1 makes the ISN
 // unpredictable off the path (and hides the minute from a blind forger); the
-// low 24 bits are the MAC, whose only slack is the four MSS indices. The top
-// 8 bits hold the minute counter so the check knows which H2 to recompute;
-// cookies from this minute and the previous one are accepted, so a cookie
-// lives 60 to 120 s: enough for the SYN-ACK's retransmissions and a slow ACK,
-// short enough that a cookie seen on the path is soon worthless. A random
-// acknowledgement number therefore passes about once in 2^29 tries (2 of 256
-// minutes, 4 of 2^24 MACs); one whose minute bits were right, once in 2^22.
-// As in Linux the MSS index is added under the MAC, not covered by it: an ACK
-// whose ack or seq is 1 to 3 off can pass with a neighbouring table MSS and
-// the client ISN its seq claims. A handshake's ACK is never off; a later
-// client segment is only when that ACK and the 1 to 3 bytes before it were
-// lost (an HTTP client's first segment is longer).
+// low 24 bits are the MAC, the MSS index (into a table of four) in its two
+// low bits. The top 8 bits hold the minute counter so the check knows which
+// H2 to recompute; cookies from this minute and the previous one are
+// accepted, so a cookie lives 60 to 120 s: enough for the SYN-ACK's
+// retransmissions and a slow ACK, short enough that a cookie seen on the
+// path is soon worthless. A random acknowledgement number therefore passes
+// about once in 2^29 tries (2 of 256 minutes, 4 of 2^24 MACs with an index
+// each); one whose minute bits were right, once in 2^22. Unlike Linux, which
+// adds the index to the MAC, H2 covers the index: an ACK 1 to 3 off does not
+// pass with a neighbouring (perhaps larger) MSS.
 //
 // 32 bits leave no room for the client's other SYN options. When the client
 // sent timestamps, the low 6 bits of the SYN-ACK's TSval carry its window
@@ -97,7 +96,8 @@ class SynCookies {
   static constexpr std::array<uint16_t, 4> kMssV6{1280 - 60, 1480 - 60, 1500 - 60, 9000 - 60};
 
  private:
-  [[nodiscard]] uint32_t keyed_hash(const FlowKey& key, uint32_t minute, int which) const noexcept;
+  [[nodiscard]] uint32_t keyed_hash(const FlowKey& key, uint32_t minute, int which,
+                                    uint32_t mss_index = 0) const noexcept;
 
   std::array<std::array<uint8_t, 16>, 2> keys_{};
 };
