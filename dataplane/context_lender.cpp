@@ -3,14 +3,18 @@
 
 namespace sluice::dataplane {
 
-ContextLender::ContextLender(size_t contexts, uint32_t max_head_bytes, uint16_t max_fields, size_t holds)
-    : contexts_(contexts, max_head_bytes, max_fields), holds_(holds) {}
+ContextLender::ContextLender(size_t contexts, uint32_t max_head_bytes, uint16_t max_fields, size_t holds,
+                             ClientShares& shares)
+    : contexts_(contexts, max_head_bytes, max_fields), holds_(holds), shares_(shares) {}
 
-bool ContextLender::borrow(TcpFlow& flow, const PolicySnapshot& snap) noexcept {
+Lent ContextLender::borrow(TcpFlow& flow, const PolicySnapshot& snap) noexcept {
+  if (contexts_.free_count() == 0) return Lent::kNoneFree;
+  if (!shares_.take_context(flow.share)) return Lent::kShareFull;
   flow.context = contexts_.acquire();
-  if (flow.context < 0) return false;
   contexts_.start(flow.context, snap.policy, snap.generation);
   ParseContext& fresh = contexts_.at(flow.context);
+  fresh.owner = flow.key;  // for eviction, which starts from the context
+  fresh.owner_hash = flow.hash;
   // Between requests, every one answered: the origin has all the heads.
   fresh.judged.reset(flow.client_next);
   fresh.to_client.reset(flow.to_client_base);
@@ -21,7 +25,7 @@ bool ContextLender::borrow(TcpFlow& flow, const PolicySnapshot& snap) noexcept {
     holds_.release(flow.hold);
     flow.hold = -1;
   }
-  return true;
+  return Lent::kYes;
 }
 
 void ContextLender::give_back(TcpFlow& flow) noexcept {
@@ -34,6 +38,7 @@ void ContextLender::give_back(TcpFlow& flow) noexcept {
   flow.to_client_base = static_cast<uint32_t>(contexts_.at(flow.context).to_client.total_shift());
   flow.to_origin_base = static_cast<uint32_t>(contexts_.at(flow.context).to_origin.total_shift());
   contexts_.release(flow.context);
+  shares_.return_context(flow.share);
   flow.context = -1;
 }
 
@@ -73,7 +78,7 @@ bool ContextLender::settle_hold(TcpFlow& flow, Side from, const FrameView& v, co
     flow.hold = -1;
     return true;
   }
-  return borrow(flow, snap);
+  return borrow(flow, snap) == Lent::kYes;
 }
 
 }  // namespace sluice::dataplane

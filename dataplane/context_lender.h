@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "client_shares.h"
 #include "edit_hold.h"
 #include "frame.h"
 #include "packet_sink.h"
@@ -22,14 +23,19 @@
 
 namespace sluice::dataplane {
 
+enum class Lent : uint8_t {
+  kYes,
+  kNoneFree,   // every context is lent: the caller may make room and try again
+  kShareFull,  // the flow's client holds its share of contexts
+};
+
 class ContextLender {
  public:
-  ContextLender(size_t contexts, uint32_t max_head_bytes, uint16_t max_fields, size_t holds);
+  ContextLender(size_t contexts, uint32_t max_head_bytes, uint16_t max_fields, size_t holds, ClientShares& shares);
 
   // Lends `flow` a context started under `snap`'s policy, its shifts at the
   // flow's bases, with the flow's held edits (if any) moved back into it.
-  // False if none is free.
-  [[nodiscard]] bool borrow(TcpFlow& flow, const PolicySnapshot& snap) noexcept;
+  [[nodiscard]] Lent borrow(TcpFlow& flow, const PolicySnapshot& snap) noexcept;
   // Takes back the context and any hold; the flow keeps only its base shifts.
   void give_back(TcpFlow& flow) noexcept;
   // Takes back the context of an established flow that no longer needs it:
@@ -38,7 +44,7 @@ class ContextLender {
   void give_back_if_done(TcpFlow& flow) noexcept;
   // Before any segment of a flow with a hold: a client acknowledgement that
   // covers the held edits drops them unread; anything else moves them back
-  // into a context. False if that needs a context and none is free.
+  // into a context. False if that needs a context and none can be lent.
   [[nodiscard]] bool settle_hold(TcpFlow& flow, Side from, const FrameView& v, const PolicySnapshot& snap) noexcept;
 
   [[nodiscard]] ParseContext& context(const TcpFlow& flow) noexcept { return contexts_.at(flow.context); }
@@ -60,6 +66,7 @@ class ContextLender {
  private:
   ContextPool contexts_;
   HoldPool holds_;
+  ClientShares& shares_;
   bool report_status_lines_ = true;
 };
 

@@ -5,12 +5,7 @@
 
 namespace sluice::dataplane {
 
-namespace {
-
-enum class Owes : uint8_t { kNothing, kHead, kFirstHead, kBody, kWaiting };
-
-// What the client owes the connection now.
-Owes owed(const TcpFlow& flow, const ParseContext* ctx) noexcept {
+Owes owes(const TcpFlow& flow, const ParseContext* ctx) noexcept {
   if (ctx != nullptr) {
     if (ctx->buffering) return Owes::kHead;
     if (ctx->absorbing || ctx->requests->in_body()) return Owes::kBody;
@@ -22,37 +17,31 @@ Owes owed(const TcpFlow& flow, const ParseContext* ctx) noexcept {
   return Owes::kNothing;
 }
 
-bool past(time::Nanos since, time::Nanos deadline, time::Nanos now) noexcept {
-  return deadline != 0 && now > since && now - since > deadline;
-}
-
-}  // namespace
-
 Overdue overdue(const TcpFlow& flow, const ParseContext* ctx, const policy::Deadlines& d, time::Nanos now) noexcept {
   if (flow.state != FlowState::kEstablished) return Overdue::kNone;
-  switch (owed(flow, ctx)) {
+  const Owes what = owes(flow, ctx);
+  const time::Nanos late = slow_for(flow, ctx, what, now);
+  const auto past = [late](time::Nanos deadline) { return deadline != 0 && late > deadline; };
+  switch (what) {
     case Owes::kHead:
-      return past(ctx->buffering ? ctx->head_since : flow.client_progress, d.head, now) ? Overdue::kHead
-                                                                                        : Overdue::kNone;
+      return past(d.head) ? Overdue::kHead : Overdue::kNone;
     case Owes::kFirstHead:
-      return past(flow.client_progress, d.head, now) ? Overdue::kFirstHead : Overdue::kNone;
+      return past(d.head) ? Overdue::kFirstHead : Overdue::kNone;
     case Owes::kBody:
-      return past(flow.client_progress, d.body, now) ? Overdue::kBody : Overdue::kNone;
+      return past(d.body) ? Overdue::kBody : Overdue::kNone;
     case Owes::kNothing:
-      return past(std::max(flow.client_progress, flow.origin_progress), d.keep_alive, now) ? Overdue::kKeepAlive
-                                                                                            : Overdue::kNone;
+      return past(d.keep_alive) ? Overdue::kKeepAlive : Overdue::kNone;
     case Owes::kWaiting:
       break;
   }
   return Overdue::kNone;
 }
 
-time::Nanos slow_for(const TcpFlow& flow, const ParseContext* ctx, time::Nanos now) noexcept {
-  if (flow.state != FlowState::kEstablished) return 0;
+time::Nanos slow_for(const TcpFlow& flow, const ParseContext* ctx, Owes what, time::Nanos now) noexcept {
   time::Nanos since = now;
-  switch (owed(flow, ctx)) {
+  switch (what) {
     case Owes::kHead:
-      since = ctx->buffering ? ctx->head_since : flow.client_progress;
+      since = ctx != nullptr && ctx->buffering ? ctx->head_since : flow.client_progress;
       break;
     case Owes::kFirstHead:
     case Owes::kBody:

@@ -43,9 +43,19 @@ enum class Overdue : uint8_t {
 [[nodiscard]] Overdue overdue(const TcpFlow& flow, const ParseContext* ctx, const policy::Deadlines& d,
                               time::Nanos now) noexcept;
 
-// How long the flow has been slow at `now`, for choosing whom to evict when
-// contexts run out: the age of a held head, of a stalled body, or of an idle
-// stretch; 0 for a flow that is making progress or waiting on its origin.
-[[nodiscard]] time::Nanos slow_for(const TcpFlow& flow, const ParseContext* ctx, time::Nanos now) noexcept;
+// What the client owes an established connection now.
+enum class Owes : uint8_t {
+  kNothing,    // nothing in flight: a next request, if any
+  kHead,       // the rest of a head
+  kFirstHead,  // a new connection's first request
+  kBody,       // the rest of a request body
+  kWaiting,    // nothing: a response is outstanding
+};
+[[nodiscard]] Owes owes(const TcpFlow& flow, const ParseContext* ctx) noexcept;
+
+// How long the client has owed it at `now` (0 for kWaiting): the age of a
+// held head, of a stalled body, or of an idle stretch. Eviction picks the
+// flow slow the longest (eviction.h).
+[[nodiscard]] time::Nanos slow_for(const TcpFlow& flow, const ParseContext* ctx, Owes what, time::Nanos now) noexcept;
 
 }  // namespace sluice::dataplane

@@ -46,6 +46,13 @@ void clear_urgent(uint8_t* frame, FrameView& v) noexcept {
   set_tcp_checksum(frame, v);
 }
 
+ShareCaps share_caps(const EngineConfig& c) noexcept {
+  ShareCaps caps = default_share_caps(c.flows, c.contexts);
+  if (c.flows_per_client != 0) caps.flows = c.flows_per_client;
+  if (c.contexts_per_client != 0) caps.contexts = c.contexts_per_client;
+  return caps;
+}
+
 std::span<const char> payload_of(const uint8_t* frame, const FrameView& v) noexcept {
   return {reinterpret_cast<const char*>(frame + v.payload_offset), v.payload_len};
 }
@@ -55,9 +62,10 @@ std::span<const char> payload_of(const uint8_t* frame, const FrameView& v) noexc
 FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limiter, WorkerCounters& counters,
                        uint64_t trace_seed)
     : counters_(counters),
-      lender_(config.contexts, config.max_head_bytes, config.max_fields, config.edit_holds),
+      shares_(config.flows, share_caps(config), config.share_seed),
+      lender_(config.contexts, config.max_head_bytes, config.max_fields, config.edit_holds, shares_),
       answers_(config.answer_bytes),
-      tracker_(config.flows, config.timeouts, lender_, counters),
+      tracker_(config.flows, config.timeouts, lender_, shares_, counters),
       editor_(lender_, answers_, emitter_, counters),
       sender_(lender_, editor_, answers_, emitter_, counters),
       requests_(limiter, lender_.contexts(), answers_, counters, trace_seed),
@@ -91,7 +99,7 @@ FrameResult FlowEngine::from_client(TcpFlow* flow, const ServiceFrame& sf, uint8
                                     const PolicySnapshot& snap, Nanos now, PacketSink& out) noexcept {
   if (v.has(flag::kSyn)) {
     // With ACK it is not a client's opening SYN: it goes on untracked.
-    if (v.has(flag::kAck) || tracker_.client_syn(flow, sf, frame, v, now)) return forward_frame(v);
+    if (v.has(flag::kAck) || track_syn(flow, sf, frame, v, now, out)) return forward_frame(v);
     return drop_frame(v);
   }
   if (flow == nullptr) {
@@ -175,10 +183,7 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
     counters_.overlaps_trimmed.add();
     static_cast<void>(trim_front(frame, v, flow.client_next - v.seq));
   }
-  if (flow.context < 0 && !lender_.borrow(flow, snap)) {
-    counters_.contexts_exhausted.add();
-    return drop_frame(v);
-  }
+  if (flow.context < 0 && !lend_context(flow, snap, now, out)) return drop_frame(v);
   return parse_requests(flow, frame, v, snap, now, out);
 }
 
@@ -376,6 +381,68 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
   if (fin) flow.origin_fin = true;
   if (!flow.stream_edited) lender_.give_back_if_done(flow);  // an edited flow's: from_origin(), after the edits
   return r;
+}
+
+bool FlowEngine::track_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v, Nanos now,
+                           PacketSink& out) noexcept {
+  using Outcome = TcpTracker::SynOutcome;
+  Outcome o = tracker_.client_syn(flow, sf, frame, v, now);
+  if (o != Outcome::kTableFull) return o == Outcome::kTracked;
+  // A full table: the flow slow the longest makes room, if one has been
+  // slow long enough; a SYN flood's own half-open flows are the first.
+  const Victim victim = evictor_.for_flow(tracker_, now);
+  if (victim.flow == nullptr) {
+    counters_.flow_table_full.add();
+    return false;
+  }
+  switch (victim.why) {
+    case Evict::kOver: counters_.evicted_over.add(); break;
+    case Evict::kHalfOpen: counters_.evicted_half_open.add(); break;
+    default:
+      // Established, without a context: idle, or never sent a request. The
+      // client gets a FIN and the origin a RST before the flow is forgotten.
+      counters_.evicted_idle_flow.add();
+      sender_.end_without_answer(*victim.flow, out);
+      break;
+  }
+  tracker_.erase(*victim.flow);
+  o = tracker_.client_syn(nullptr, sf, frame, v, now);
+  return o == Outcome::kTracked;
+}
+
+bool FlowEngine::lend_context(TcpFlow& flow, const PolicySnapshot& snap, Nanos now, PacketSink& out) noexcept {
+  Lent lent = lender_.borrow(flow, snap);
+  if (lent == Lent::kNoneFree) {
+    const Victim victim = evictor_.for_context(lender_.contexts(), tracker_, now);
+    if (victim.flow != nullptr) {
+      switch (victim.why) {
+        case Evict::kSlowHead: counters_.evicted_slow_head.add(); break;
+        case Evict::kStalledBody: counters_.evicted_stalled_body.add(); break;
+        default: counters_.evicted_idle_context.add(); break;
+      }
+      end_slow(*victim.flow, owes(*victim.flow, &lender_.context(*victim.flow)), out);
+      lent = lender_.borrow(flow, snap);
+    }
+  }
+  switch (lent) {
+    case Lent::kYes: return true;
+    case Lent::kNoneFree: counters_.contexts_exhausted.add(); return false;
+    case Lent::kShareFull: counters_.share_contexts_refused.add(); return false;
+  }
+  return false;
+}
+
+void FlowEngine::end_slow(TcpFlow& flow, Owes what, PacketSink& out) noexcept {
+  ParseContext& ctx = lender_.context(flow);
+  if (what == Owes::kHead && ctx.responses.outstanding() == 0) {
+    const RequestPlan plan = requests_.time_out(flow, ctx);
+    sender_.answer_later(flow, ctx, plan);
+    sender_.send_answer(flow, out);
+  } else if (what == Owes::kNothing || what == Owes::kFirstHead) {
+    sender_.end_without_answer(flow, out);
+  } else {
+    sender_.abort(flow, out);
+  }
 }
 
 void FlowEngine::keep_deadlines(TcpFlow& flow, const PolicySnapshot& snap, Nanos now, PacketSink& out) noexcept {

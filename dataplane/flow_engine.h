@@ -30,7 +30,9 @@
 #include "answer_sender.h"
 #include "answer_store.h"
 #include "context_lender.h"
+#include "client_shares.h"
 #include "deadline_keeper.h"
+#include "eviction.h"
 #include "flow_segment.h"
 #include "frame.h"
 #include "limiter/decide.h"
@@ -53,6 +55,13 @@ struct EngineConfig {
   uint32_t max_head_bytes = 64 * 1024;  // context buffers; a policy may ask less, never more
   uint16_t max_fields = 128;
   FlowTimeouts timeouts;
+  // Each client address's share (IPv6: its /64) of the flows and contexts
+  // (client_shares.h); 0: a sixteenth of each.
+  uint32_t flows_per_client = 0;
+  uint32_t contexts_per_client = 0;
+  // Keys the shares' hash, so that clients cannot be chosen to collide:
+  // secret, drawn at start.
+  uint64_t share_seed = 0;
   // Admitted responses get the rate-limit fields of their request's decision
   // (TB16), inserted after the status line; the flow's sequence numbers are
   // then shifted for the rest of its life (dataplane/README.md).
@@ -91,6 +100,7 @@ class FlowEngine {
   }
   [[nodiscard]] const ContextPool& contexts() const noexcept { return lender_.contexts(); }
   [[nodiscard]] const HoldPool& holds() const noexcept { return lender_.holds(); }
+  [[nodiscard]] const ClientShares& shares() const noexcept { return shares_; }
 
  private:
   FrameResult from_client(TcpFlow* flow, const ServiceFrame& sf, uint8_t* frame, FrameView& v,
@@ -127,8 +137,19 @@ class FlowEngine {
   // Ends `flow` if it has missed a deadline: 408 to a slow head, a close
   // to an idle or silent connection, resets to a stalled body.
   void keep_deadlines(TcpFlow& flow, const PolicySnapshot& snap, time::Nanos now, PacketSink& out) noexcept;
+  // A client's SYN: tracked, with room made in a full table (eviction.h).
+  [[nodiscard]] bool track_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
+                               time::Nanos now, PacketSink& out) noexcept;
+  // Lends `flow` a context, taking one back from the slowest holder when
+  // none is free. False: the segment is dropped (counted).
+  [[nodiscard]] bool lend_context(TcpFlow& flow, const PolicySnapshot& snap, time::Nanos now, PacketSink& out) noexcept;
+  // Ends a victim's connection the way its slowness calls for: 408 to a
+  // head (a reset if responses are outstanding), a reset to a body, a close
+  // to an idle connection. Its context goes back.
+  void end_slow(TcpFlow& flow, Owes what, PacketSink& out) noexcept;
 
   WorkerCounters& counters_;
+  ClientShares shares_;
   ContextLender lender_;
   AnswerStore answers_;
   SegmentEmitter emitter_;
@@ -137,6 +158,7 @@ class FlowEngine {
   AnswerSender sender_;
   RequestPath requests_;
   ResponsePath responses_;
+  Evictor evictor_;
 };
 
 }  // namespace sluice::dataplane

@@ -48,6 +48,8 @@ class FlowTable {
     return sweep(now, t, slots, on_expire, [](TcpFlow&) {});
   }
 
+  // The flow in slot `i` (below capacity()), or nullptr if the slot is free.
+  [[nodiscard]] TcpFlow* at_slot(size_t i) noexcept { return used_[i] ? &slots_[i] : nullptr; }
   [[nodiscard]] size_t size() const noexcept { return size_; }
   [[nodiscard]] size_t capacity() const noexcept { return mask_ + 1; }
   [[nodiscard]] size_t limit() const noexcept { return limit_; }

@@ -18,6 +18,7 @@
 #include "http/request_stream.h"
 #include "http/response_stream.h"
 #include "time/clock.h"
+#include "dataplane/flow_key.h"
 #include "dataplane/judged_bytes.h"
 #include "dataplane/seq_shift.h"
 #include "limiter/compiled_policy.h"
@@ -59,6 +60,9 @@ struct ParseContext {
   size_t head_capacity;
   size_t head_len = 0;
   bool buffering = false;  // the current head is being fed from `head`
+  // The flow that borrowed the context (its key and hash find it again).
+  FlowKey owner{};
+  uint64_t owner_hash = 0;
   time::Nanos head_since = 0;  // while buffering: when the head's first byte arrived (its deadline's start)
   bool held_ack_owed = false;  // the held bytes' acknowledgement waits for the origin's of those before them
   // The heads and chunked bodies forwarded since the flow borrowed the
@@ -192,6 +196,8 @@ class ContextPool {
   [[nodiscard]] ParseContext& at(int32_t index) noexcept { return *contexts_[static_cast<size_t>(index)]; }
   [[nodiscard]] const ParseContext& at(int32_t index) const noexcept { return *contexts_[static_cast<size_t>(index)]; }
   [[nodiscard]] size_t free_count() const noexcept { return free_.size(); }
+  // Whether context `index` is lent to a flow.
+  [[nodiscard]] bool held(size_t index) const noexcept { return held_generation_[index] != kNotHeld; }
   [[nodiscard]] size_t size() const noexcept { return contexts_.size(); }
   [[nodiscard]] uint32_t max_head_bytes() const noexcept { return max_head_bytes_; }
 

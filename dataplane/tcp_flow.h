@@ -79,6 +79,7 @@ struct TcpFlow {
   uint32_t origin_ack = 0;  // the origin's latest acknowledgement (its numbers)
 
   int32_t context = -1;  // the borrowed ParseContext, or -1
+  int32_t share = -1;    // the client's share of flows and contexts (client_shares.h)
   int32_t hold = -1;     // the EditHold with the edits the client has not acknowledged, or -1 (never with a context)
 };
 

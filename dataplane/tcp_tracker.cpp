@@ -8,23 +8,24 @@ namespace sluice::dataplane {
 
 namespace flag = tcp_flag;
 
-TcpTracker::TcpTracker(size_t flows, const FlowTimeouts& timeouts, ContextLender& lender, WorkerCounters& counters)
-    : flows_(flows), timeouts_(timeouts), lender_(lender), counters_(counters) {}
+TcpTracker::TcpTracker(size_t flows, const FlowTimeouts& timeouts, ContextLender& lender, ClientShares& shares,
+                       WorkerCounters& counters)
+    : flows_(flows), timeouts_(timeouts), lender_(lender), shares_(shares), counters_(counters) {}
 
-bool TcpTracker::client_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
+TcpTracker::SynOutcome TcpTracker::client_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
                             time::Nanos now) noexcept {
   if (flow != nullptr && flow->client_isn == v.seq) {
     // The SYN again (retransmitted, duplicated or replayed), in whatever
     // state the flow is: it changes nothing.
     flow->last_seen = now;
-    return true;
+    return SynOutcome::kTracked;
   }
   if (flow != nullptr && flow->state != FlowState::kSynSent && flow->state != FlowState::kSynReceived &&
       flow->state != FlowState::kClosed && flow->state != FlowState::kAnswered) {
     // A SYN with another sequence number on a live connection (see the
     // header): the appliance keeps tracking it as it is.
     flow->last_seen = now;
-    return true;
+    return SynOutcome::kTracked;
   }
   if (flow != nullptr) {
     // The client reuses the ports of a connection that is over (or whose
@@ -32,20 +33,28 @@ bool TcpTracker::client_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t
     lender_.give_back(*flow);
     const FlowKey key = flow->key;
     const uint64_t hash = flow->hash;
+    const int32_t share = flow->share;  // the same client
     *flow = TcpFlow{};
     flow->key = key;
     flow->hash = hash;
+    flow->share = share;
   } else {
+    const int32_t share = shares_.open_flow(sf.key.client);
+    if (share == ClientShares::kNoShare) {
+      counters_.share_flows_refused.add();
+      return SynOutcome::kShareFull;
+    }
     flow = flows_.insert(sf.key, sf.hash);
     if (flow == nullptr) {
-      counters_.flow_table_full.add();
-      return false;
+      shares_.close_flow(share);
+      return SynOutcome::kTableFull;
     }
+    flow->share = share;
   }
   start_flow(*flow, frame, v);
   flow->last_seen = now;
   counters_.flows_created.add();
-  return true;
+  return SynOutcome::kTracked;
 }
 
 void TcpTracker::start_flow(TcpFlow& flow, const uint8_t* frame, const FrameView& v) noexcept {
@@ -109,7 +118,14 @@ void TcpTracker::close_if_finished(TcpFlow& flow) noexcept {
 
 void TcpTracker::expire(TcpFlow& flow) noexcept {
   lender_.give_back(flow);
+  shares_.close_flow(flow.share);
   counters_.flows_expired.add();
+}
+
+void TcpTracker::erase(TcpFlow& flow) noexcept {
+  lender_.give_back(flow);
+  shares_.close_flow(flow.share);
+  flows_.erase(&flow);
 }
 
 }  // namespace sluice::dataplane

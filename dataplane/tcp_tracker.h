@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "client_shares.h"
 #include "context_lender.h"
 #include "flow_table.h"
 #include "frame.h"
@@ -30,16 +31,22 @@ namespace sluice::dataplane {
 
 class TcpTracker {
  public:
-  TcpTracker(size_t flows, const FlowTimeouts& timeouts, ContextLender& lender, WorkerCounters& counters);
+  TcpTracker(size_t flows, const FlowTimeouts& timeouts, ContextLender& lender, ClientShares& shares,
+             WorkerCounters& counters);
 
   [[nodiscard]] TcpFlow* find(const FlowKey& key, uint64_t hash) noexcept { return flows_.find(key, hash); }
   void prefetch(uint64_t hash) const noexcept { flows_.prefetch(hash); }
   [[nodiscard]] const FlowTable& flows() const noexcept { return flows_; }
 
   // A client's SYN (without ACK) to a service port, `flow` its flow if one
-  // is tracked. False: drop it (the table is full).
-  [[nodiscard]] bool client_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
-                                time::Nanos now) noexcept;
+  // is tracked. Anything but kTracked: drop it.
+  enum class SynOutcome : uint8_t {
+    kTracked,    // a new flow, or one the SYN changes nothing on
+    kTableFull,  // no slot free: the caller may make room and try again
+    kShareFull,  // the client holds its share of flows (counted)
+  };
+  [[nodiscard]] SynOutcome client_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
+                                      time::Nanos now) noexcept;
   // Any other segment of a tracked flow from the client.
   void client_seen(TcpFlow& flow, const FrameView& v, time::Nanos now) noexcept {
     flow.last_seen = now;
@@ -57,6 +64,10 @@ class TcpTracker {
     if (!seq_lt(v.seq, flow.origin_next)) flow.origin_window = v.window;  // not from a late, older segment
     if (v.has(tcp_flag::kAck) && seq_lt(flow.origin_ack, v.ack)) flow.origin_ack = v.ack;
   }
+  // Forgets `flow` at once (its slot is needed): context and share given
+  // back. Pointers to other flows may move.
+  void erase(TcpFlow& flow) noexcept;
+  [[nodiscard]] FlowTable& table() noexcept { return flows_; }
   // A RST either way: closed, kept briefly for stragglers.
   void reset(TcpFlow& flow) noexcept;
   // A FIN from either end went through; both: closed.
@@ -81,6 +92,7 @@ class TcpTracker {
   FlowTable flows_;
   FlowTimeouts timeouts_;
   ContextLender& lender_;
+  ClientShares& shares_;
   WorkerCounters& counters_;
 };
 

@@ -71,6 +71,14 @@ class Counter {
   X(deadline_first_head, "new connections without a request within deadlines.head: closed")    \
   X(deadline_body, "request bodies stalled past deadlines.body: both ends reset")              \
   X(deadline_keep_alive, "connections idle past deadlines.keep_alive: closed")                  \
+  X(share_flows_refused, "SYNs dropped: the client address holds its share of flows")          \
+  X(share_contexts_refused, "segments dropped: the client address holds its share of contexts") \
+  X(evicted_slow_head, "contexts taken back from a head arriving for over 1 s: answered 408")   \
+  X(evicted_stalled_body, "contexts taken back from a body stalled for over 1 s: reset")        \
+  X(evicted_idle_context, "contexts taken back from a connection idle for over 1 s: closed")    \
+  X(evicted_half_open, "half-open flows forgotten to make room for a new one")                  \
+  X(evicted_idle_flow, "connections idle (or silent) for over 1 s closed to make room for a new one") \
+  X(evicted_over, "flows already over forgotten early to make room for a new one")             \
   X(pass_through, "flows switched to pass-through (Upgrade, CONNECT)")                          \
   X(fields_inserted, "admitted responses given their rate-limit fields (TB16)")                 \
   X(fields_skipped, "admitted responses left without fields (too long, or 32 edits in flight)")  \

@@ -18,6 +18,7 @@
 #include <rte_mbuf.h>
 #include <rte_rcu_qsbr.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -235,6 +236,7 @@ class Appliance {
   [[nodiscard]] std::vector<std::pair<std::string, uint64_t>> telemetry_stats() const;
 
   const sluiced::Options& o_;
+  uint64_t share_seed_ = 0;
   const limiter::KeyHasher bucket_hasher_ = limiter::KeyHasher::random();
   // What SIGINT, SIGTERM and SIGHUP ask for. Its `stop` is the flag every
   // worker and thread polls, so it comes before all of them and outlives
@@ -409,6 +411,11 @@ void Appliance::start_publisher() {
 }
 
 Status Appliance::create_workers() {
+  // Keys the workers' client-share tables: a client that cannot predict
+  // where its addresses land cannot line them up on one probe run.
+  if (::getrandom(&share_seed_, sizeof share_seed_, 0) != static_cast<ssize_t>(sizeof share_seed_)) {
+    return Failure{ExitCode::kRuntime, "cannot draw a seed from getrandom()"};
+  }
   const std::shared_ptr<const dataplane::PolicySnapshot> first = publisher_->current();
   const dataplane::WorkerShared shared{&published_, qsbr_.get(), inboxes_.rings(), &requests_.stop, &*clock_};
   counters_ = std::make_unique<dataplane::WorkerCounters[]>(o_.workers);
@@ -432,6 +439,9 @@ dataplane::WorkerSetup Appliance::worker_setup(unsigned index, const dataplane::
   ws.idle_sleep_us = o_.idle_sleep_us.value_or(o_.af_packet ? 20 : 0);
   ws.engine.flows = o_.flows;
   ws.engine.contexts = o_.contexts;
+  ws.engine.flows_per_client = o_.flows_per_client;
+  ws.engine.contexts_per_client = o_.contexts_per_client;
+  ws.engine.share_seed = share_seed_ + index;
   ws.engine.timeouts.idle = time::Nanos{o_.idle_timeout_s} * time::kNanosPerSecond;
   ws.engine.timeouts.half_open = time::Nanos{o_.half_open_timeout_s} * time::kNanosPerSecond;
   ws.engine.max_head_bytes = first.policy.stream.head.max_head_bytes;

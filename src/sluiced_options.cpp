@@ -51,7 +51,7 @@ namespace {
 // apply_number.
 constexpr std::string_view kWithValue[] = {
     "config", "check-config", "af-packet", "ports", "workers", "service-ports", "control-socket", "control-group", "metrics",
-    "state-dir", "runs", "credentials", "flows", "contexts", "buckets", "memory", "idle-sleep", "idle-timeout", "half-open-timeout"};
+    "state-dir", "runs", "credentials", "flows", "contexts", "flows-per-client", "contexts-per-client", "buckets", "memory", "idle-sleep", "idle-timeout", "half-open-timeout"};
 
 // The numeric options (table sizes, memory, timers): "" or what is wrong
 // with the value.
@@ -66,6 +66,10 @@ std::string apply_number(const std::string& name, const std::string& value, Opti
     if (!parse_number<size_t>(value, o.flows, 16, size_t{1} << 26)) return "--flows wants 16 to 67108864, got '" + value + "'";
   } else if (name == "contexts") {
     if (!parse_number<size_t>(value, o.contexts, 1, size_t{1} << 20)) return "--contexts wants 1 to 1048576, got '" + value + "'";
+  } else if (name == "flows-per-client") {
+    if (!parse_number<uint32_t>(value, o.flows_per_client, 1, uint32_t{1} << 26)) return "--flows-per-client wants 1 to 67108864, got '" + value + "'";
+  } else if (name == "contexts-per-client") {
+    if (!parse_number<uint32_t>(value, o.contexts_per_client, 1, uint32_t{1} << 20)) return "--contexts-per-client wants 1 to 1048576, got '" + value + "'";
   } else if (name == "buckets") {
     if (!parse_number<size_t>(value, o.buckets, 1024, size_t{1} << 30)) return "--buckets wants 1024 to 1073741824, got '" + value + "'";
   } else if (name == "memory") {
@@ -205,6 +209,11 @@ Options:
   --service-ports LIST   TCP ports whose HTTP is parsed, e.g. 80,8080 (default: the policy's)
   --flows N              TCP flows tracked per worker (default 65536); past it new SYNs are dropped
   --contexts N           requests in flight per worker (default 2048); a parse context each
+  --flows-per-client N   flows one client address (IPv6: its /64) may hold per worker
+                         (default a sixteenth of --flows); past it its SYNs are dropped
+  --contexts-per-client N
+                         parse contexts one client address may hold per worker (default a
+                         sixteenth of --contexts); past it its segments wait
   --buckets N            rate-limit buckets, all workers together (default 1048576)
   --idle-timeout S       forget an established flow after S seconds without a segment (default 600);
                          its next request resets it, so keep this above the origins' keep-alive timeout

@@ -40,6 +40,8 @@ struct Options {
   size_t credentials = 65536;  // credential-to-user entries
   size_t flows = 65536;      // per worker
   size_t contexts = 2048;    // per worker
+  uint32_t flows_per_client = 0;     // per worker; 0: a sixteenth of flows
+  uint32_t contexts_per_client = 0;  // per worker; 0: a sixteenth of contexts
   size_t buckets = size_t{1} << 20;
   unsigned memory_mb = 1024; // DPDK memory with --af-packet (no huge pages)
   std::optional<unsigned> idle_sleep_us;

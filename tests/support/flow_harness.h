@@ -83,6 +83,10 @@ struct EngineWorld {
     dataplane::EngineConfig c;
     c.flows = 64;
     c.contexts = 8;
+    // One client address holds every flow and context in most tests: the
+    // shares have tests of their own (fair_share_test.cpp).
+    c.flows_per_client = 1u << 20;
+    c.contexts_per_client = 1u << 20;
     c.insert_fields = false;
     return c;
   }
@@ -196,6 +200,9 @@ class Connection {
       *l2 = tagged;
     }
   }
+
+  // Another client address (of the connection's family), before the handshake.
+  void set_client_address(std::string_view address) { client_ = *net::parse_ip(address); }
 
   // The handshake; afterwards client_seq/origin_seq are the next bytes.
   void handshake(uint16_t mss = 1460) {

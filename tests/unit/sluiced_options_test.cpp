@@ -27,6 +27,17 @@ TEST(SluicedOptions, AfPacketRun) {
   EXPECT_EQ(*r.options.service_ports, (std::vector<uint16_t>{80, 8080}));
 }
 
+TEST(SluicedOptions, SharesPerClientDefaultToNoneGiven) {
+  const ParseResult plain = parse({"--config", "p.yaml", "--af-packet", "c1:o1"});
+  EXPECT_EQ(plain.options.flows_per_client, 0u);
+  EXPECT_EQ(plain.options.contexts_per_client, 0u);
+  const ParseResult set =
+      parse({"--config", "p.yaml", "--af-packet", "c1:o1", "--flows-per-client", "300", "--contexts-per-client=20"});
+  ASSERT_EQ(set.error, "");
+  EXPECT_EQ(set.options.flows_per_client, 300u);
+  EXPECT_EQ(set.options.contexts_per_client, 20u);
+}
+
 TEST(SluicedOptions, PortsRunTakesEalArguments) {
   const ParseResult r = parse({"--config", "p.yaml", "--ports", "0:1", "--", "-l", "0-2", "-a", "0000:3b:00.0"});
   ASSERT_EQ(r.error, "");
@@ -58,6 +69,8 @@ TEST(SluicedOptions, MistakesAreNamed) {
       {{"--config"}, "--config needs a value"},
       {{"--config", "p", "--af-packet", "a:b", "--", "-l", "0"}, "EAL arguments after -- are for --ports"},
       {{"stray"}, "unexpected argument 'stray'"},
+      {{"--config", "p", "--af-packet", "a:b", "--contexts-per-client", "0"}, "--contexts-per-client wants 1 to"},
+      {{"--config", "p", "--af-packet", "a:b", "--flows-per-client", "many"}, "--flows-per-client wants 1 to"},
       {{"--config", "p", "--af-packet", "a:b", "--idle-timeout", "0"}, "--idle-timeout wants seconds"},
       {{"--config", "p", "--af-packet", "a:b", "--state-dir", ""}, "--state-dir needs a directory"},
       {{"--config", "p", "--af-packet", "a:b", "--runs", "0"}, "--runs wants 1 to"},

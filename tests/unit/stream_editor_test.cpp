@@ -34,7 +34,9 @@ constexpr uint32_t kOriginIsn = 0xffffff00;
 class EditorBench {
  public:
   EditorBench(uint16_t client_mss, bool timestamps)
-      : lender_(2, w_.snapshot->policy.stream.head.max_head_bytes, w_.snapshot->policy.stream.head.max_fields, 2),
+      : shares_(4, dataplane::ShareCaps{}, 1),
+        lender_(2, w_.snapshot->policy.stream.head.max_head_bytes, w_.snapshot->policy.stream.head.max_fields, 2,
+                shares_),
         answers_(1 << 16),
         editor_(lender_, answers_, emitter_, w_.counters) {
     flow_.key = dataplane::FlowKey{*net::parse_ip("198.18.0.10"), *net::parse_ip("198.18.0.20"), 40000, 80};
@@ -53,7 +55,7 @@ class EditorBench {
     flow_.client_next = kClientIsn + 1;
     flow_.origin_next = kOriginIsn + 1;
     flow_.origin_ack = kClientIsn + 1;
-    EXPECT_TRUE(lender_.borrow(flow_, *w_.snapshot));
+    EXPECT_EQ(lender_.borrow(flow_, *w_.snapshot), dataplane::Lent::kYes);
   }
 
   // The client's request at C[from, to) refused and kept open: its answer
@@ -149,6 +151,7 @@ class EditorBench {
   }
 
   EngineWorld w_;
+  dataplane::ClientShares shares_;
   dataplane::ContextLender lender_;
   dataplane::AnswerStore answers_;
   dataplane::SegmentEmitter emitter_;
