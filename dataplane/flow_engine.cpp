@@ -175,7 +175,6 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
   const Arrival a = counted_arrival(flow.client_next, v, counters_);
   if (a == Arrival::kAhead) return drop_frame(v);
   if (a == Arrival::kRepeat) return client_repeat(flow, frame, v, out);
-  flow.client_progress = now;
   if (seq_lt(v.seq, flow.client_next)) {
     // Bytes already judged, then new ones. The judged copy is the one that
     // counts: the origin got it, or (a held head) gets it from the context,
@@ -184,6 +183,7 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
     static_cast<void>(trim_front(frame, v, flow.client_next - v.seq));
   }
   if (flow.context < 0 && !lend_context(flow, snap, now, out)) return drop_frame(v);
+  flow.client_progress = now;  // new bytes taken (a segment dropped for want of a context is not progress)
   return parse_requests(flow, frame, v, snap, now, out);
 }
 

@@ -184,6 +184,11 @@ make_policies() {
     'after_answer: keep-alive\n' 'after_answer: keep-alive\nlimits:\n  allow_connect: true\n  allow_h2_prior_knowledge: true\n' \
     '  bare:       { rate: 60/min, burst: 60 }\n' '  bare:       { rate: 60/hour, burst: 60 }\n  per-host:   { rate: 5/hour, burst: 5 }\n' \
     '  # TB01: everything else, per client address.\n' '  - name: per-host\n    path: "/hk/*"\n    key: host\n    bucket: per-host\n  # TB01: everything else, per client address.\n' || return 1
+  # Issue 14: short deadlines, so that a slow-head crowd is seen off within
+  # a test's seconds.
+  slt_policy_copy three-budgets tb-deadlines three-budgets-deadlines \
+    'after_answer: keep-alive\n' 'after_answer: keep-alive\ndeadlines:\n  head: 3s\n  body: 5s\n  keep_alive: 20s\n' \
+    '  bare:       { rate: 60/min, burst: 60 }\n' '  bare:       { rate: 60/hour, burst: 60 }\n' || return 1
 }
 
 # slt_policy_copy SHIPPED COPY NEW-NAME [OLD NEW]...: config/SHIPPED.yaml to

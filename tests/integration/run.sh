@@ -147,7 +147,7 @@ cleanup() {
   fi
   if [ "$keep" = 1 ]; then
     local app="none running"
-    [ -n "$SLT_APPLIANCE_CONF" ] && app="$SLUICE_APPLIANCE${SLT_APPLIANCE_PID:+ pid $SLT_APPLIANCE_PID}, policy ${SLT_APPLIANCE_CONF% *}, log $SLT_APPLIANCE_LOG"
+    [ -n "$SLT_APPLIANCE_CONF" ] && app="$SLUICE_APPLIANCE${SLT_APPLIANCE_PID:+ pid $SLT_APPLIANCE_PID}, policy ${SLT_APPLIANCE_CONF%% *}, log $SLT_APPLIANCE_LOG"
     cat <<EOF
 
 Kept (--keep): namespaces $NS_CLI $NS_BOX $NS_ORG, nginx (log $SLT_TMP/nginx/access.log), files in $SLT_TMP
@@ -226,7 +226,11 @@ stop_appliance_checked() {
 
 for entry in "${plan[@]}"; do
   read -r index name kind policy workers extra <<<"$entry"
-  want="$(policy_file "$policy") $workers"
+  # "args=A,B,...": sluiced runs with these options for this test (its
+  # pools sized down, say); a test with none gets the defaults again.
+  args=""
+  case "$extra" in args=*) args="${extra#args=}" args="${args//,/ }" ;; esac
+  want="$(policy_file "$policy") $workers $args"
   if [ "$SLT_APPLIANCE_CONF" != "$want" ]; then
     if [ -n "$SLT_APPLIANCE_CONF" ]; then
       stop_appliance_checked
@@ -243,7 +247,7 @@ for entry in "${plan[@]}"; do
         continue
       fi
     fi
-    if ! appliance_start "$(policy_file "$policy")" "$workers" >"$SLT_TMP/appliance-start.msg" 2>&1; then
+    if ! appliance_start "$(policy_file "$policy")" "$workers" "$args" >"$SLT_TMP/appliance-start.msg" 2>&1; then
       broken="$want"
       mapfile -t lines <"$SLT_TMP/appliance-start.msg"
       report_fail "$name" "$kind" "the appliance did not start with policy $policy, --workers $workers:" "${lines[@]}"
@@ -266,7 +270,7 @@ for entry in "${plan[@]}"; do
       continue
     fi
     stop_appliance_checked
-    if ! appliance_start "$(policy_file "$policy")" "$workers" >"$SLT_TMP/appliance-start.msg" 2>&1; then
+    if ! appliance_start "$(policy_file "$policy")" "$workers" "$args" >"$SLT_TMP/appliance-start.msg" 2>&1; then
       mapfile -t lines <"$SLT_TMP/appliance-start.msg"
       report_fail "$name" "$kind" "the appliance did not start again:" "${lines[@]}"
       continue

@@ -61,6 +61,7 @@ wire-invalid-host            limiting  tb-strict          1
 wire-host-key-spellings      limiting  tb-strict          1
 wire-connect-with-content    limiting  tb-strict          1
 wire-h2-preface-partial      limiting  tb-strict          1
+wire-slow-head-crowd         limiting  tb-deadlines       1  args=--contexts,16,--contexts-per-client,4
 '
 
 SLT_TB14_BODY='{"error":{"code":"rate_limited","message":"Too many requests. Slow down and retry."}}'
@@ -1041,6 +1042,61 @@ t_wire_h2_preface_partial() {
   check_eq "a preface followed by a request: 400" "$(res statuses pw)" "400."
   check_eq "the same in pieces: 400" "$(res statuses pp)" "400."
   check_olog "the origin saw none of it" "$s" 0
+  finish
+}
+
+# ---------------------------------------------------------------- tb-deadlines
+
+# Issue 14, a slow-head crowd (slowloris) against a small pool
+# (--contexts 16, --contexts-per-client 4; policy deadlines head 3s): 48
+# connections from 8 addresses each send the start of a head and then a byte
+# every 0.5 s. Meanwhile a keep-alive client and ten new connections from two
+# other addresses are all answered 200 (a newcomer takes the context of the
+# head slow the longest); every crowd connection ends within its deadlines
+# (408 with Connection: close if it held a context, a close if it never got
+# one), and the origin sees none of the crowd's requests.
+t_wire_slow_head_crowd() {
+  local s0 s1 i crowd before after srcs=()
+  s0="$(src4 0)" s1="$(src4 1)"
+  SLT_CROWD_ADDRS=()
+  for i in $(seq 200 207); do SLT_CROWD_ADDRS+=("198.18.0.$i"); done
+  trap 'for a in "${SLT_CROWD_ADDRS[@]}"; do ip -n "$NS_CLI" addr del "$a/24" dev c0 2>/dev/null; done' EXIT
+  for a in "${SLT_CROWD_ADDRS[@]}"; do
+    ip -n "$NS_CLI" addr add "$a/24" dev c0 || { fail "cannot add the crowd's address $a"; finish; }
+    srcs+=(--source "$a")
+  done
+  before="$(SLT_CTL --json stats)"
+  ip netns exec "$NS_CLI" timeout -k 2 30 "$SLT_PY" "$SLT_HERE/slow_crowd.py" --host "$ORIGIN4" "${srcs[@]}" \
+    --per-source 6 --trickle 0.5 --duration 10 --out "$SLT_OUT/crowd.jsonl" >"$SLT_OUT/crowd.stdout" 2>&1 &
+  crowd=$!
+  sleep 1.5
+  client keep --source "$s0" --count 20 --path '/crowd-keep/{i}' --timeout 25
+  client fresh --source "$s1" --connections 10 --count 1 --path '/crowd-fresh/{c}' --timeout 25
+  wait "$crowd"
+  after="$(SLT_CTL --json stats)"
+  check_eq "a keep-alive client, during the crowd" "$(res statuses keep)" "200x20"
+  check_eq "new connections answered 200, during the crowd" "$(res count fresh 200)" 10
+  check_eq "new connections: errors" "$(res expr fresh 'len(S.get("errors", []))')" 0
+  crowd_expr() { "$SLT_PY" -c 'import json,sys; R=[json.loads(l) for l in open(sys.argv[1])]; C=[r for r in R if "conn" in r]; print(eval(sys.argv[2]))' "$SLT_OUT/crowd.jsonl" "$1"; }
+  check_eq "crowd connections" "$(crowd_expr 'len(C)')" 48
+  check_eq "crowd connections still open when it stopped (10 s)" "$(crowd_expr 'sum(1 for c in C if c["end"] == "open")')" 0
+  check_eq "crowd answers other than 408" "$(crowd_expr 'sorted(set(c["status"] for c in C if c["status"] not in (None, 408)))')" "[]"
+  check_eq "crowd 408s without Connection: close" "$(crowd_expr 'sum(1 for c in C if c["status"] == 408 and not c["connection_close"])')" 0
+  check_eq "crowd connections that got a 408 (at least the 16 first holders)" "$(crowd_expr 'sum(1 for c in C if c["status"] == 408) >= 16')" True
+  # A head's deadline runs from when the appliance took its first byte,
+  # which is at most the first head's deadline (3 s) after the handshake.
+  check_eq "crowd connections that lasted over 2 x 3 s + 1.5 s" \
+    "$(crowd_expr 'sorted(round(c["ended"] - c["connected"], 2) for c in C if c["ended"] - c["connected"] > 7.5)')" "[]"
+  local origin_saw=0
+  for a in "${SLT_CROWD_ADDRS[@]}"; do origin_saw=$((origin_saw + $(olog_count "$a"))); done
+  check_eq "the origin saw none of the crowd's requests" "$origin_saw" 0
+  delta() {
+    "$SLT_PY" -c 'import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); print(int(b["counters"][sys.argv[3]] - a["counters"][sys.argv[3]]))' \
+      "$before" "$after" "$1"
+  }
+  note "appliance: deadline_head $(delta deadline_head), deadline_first_head $(delta deadline_first_head), evicted_slow_head $(delta evicted_slow_head), share_contexts_refused $(delta share_contexts_refused), contexts_exhausted $(delta contexts_exhausted)"
+  check_eq "heads answered 408, by deadline or eviction" "$(( $(delta deadline_head) + $(delta evicted_slow_head) ))" "$(crowd_expr 'sum(1 for c in C if c["status"] == 408)')"
+  check_eq "the crowd met its share of contexts" "$(( $(delta share_contexts_refused) > 0 ))" 1
   finish
 }
 

@@ -204,7 +204,7 @@ SLT_APPLIANCE_PID=""
 SLT_APPLIANCE_LOG=""
 SLT_APPLIANCE_N=0
 # shellcheck disable=SC2034  # read by run.sh
-SLT_APPLIANCE_CONF=""   # "policy-file workers" of the running one
+SLT_APPLIANCE_CONF=""   # "policy-file workers args" of the running one
 
 slt_probe_origin() {  # one readiness probe, from the client, through the appliance
   local code
@@ -213,11 +213,12 @@ slt_probe_origin() {  # one readiness probe, from the client, through the applia
   [ "$code" = 200 ]
 }
 
-# appliance_start POLICY_FILE WORKERS: starts the appliance and waits until a
+# appliance_start POLICY_FILE WORKERS [ARGS]: starts the appliance (with
+# ARGS, words, added to its command line) and waits until a
 # request from the client reaches the origin through it. On failure prints
 # why (and sluiced's log) and returns 1.
 appliance_start() {
-  local policy="$1" workers="${2:-1}" deadline
+  local policy="$1" workers="${2:-1}" args="${3:-}" deadline
   SLT_APPLIANCE_N=$((SLT_APPLIANCE_N + 1))
   SLT_APPLIANCE_LOG="${SLT_LOG_DIR:-$SLT_TMP}/appliance-$SLT_APPLIANCE_N.log"
   case "$SLUICE_APPLIANCE" in
@@ -241,7 +242,7 @@ appliance_start() {
       # Prometheus endpoint on the appliance namespace's own loopback.
       SLT_CONTROL_SOCKET="$SLT_TMP/control.sock"
       ip netns exec "$NS_BOX" "$SLUICED" --config "$policy" --af-packet c1:o1 --workers "$workers" \
-        --control-socket "$SLT_CONTROL_SOCKET" --metrics 127.0.0.1:9464 --state-dir "$SLT_TMP/state" ${SLUICED_EXTRA_ARGS:-} >"$SLT_APPLIANCE_LOG" 2>&1 </dev/null &
+        --control-socket "$SLT_CONTROL_SOCKET" --metrics 127.0.0.1:9464 --state-dir "$SLT_TMP/state" $args ${SLUICED_EXTRA_ARGS:-} >"$SLT_APPLIANCE_LOG" 2>&1 </dev/null &
       SLT_APPLIANCE_PID=$!   # `ip netns exec` execs in place: this is sluiced's pid
       slt_track_pid "$SLT_APPLIANCE_PID"
       ;;
@@ -268,7 +269,7 @@ appliance_start() {
     fi
     sleep 0.2
   done
-  SLT_APPLIANCE_CONF="$policy $workers"
+  SLT_APPLIANCE_CONF="$policy $workers $args"
   return 0
 }
 
