@@ -65,6 +65,7 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
       shares_(config.flows, share_caps(config), config.share_seed),
       lender_(config.contexts, config.max_head_bytes, config.max_fields, config.edit_holds, shares_),
       answers_(config.answer_bytes),
+      proxy_(config.cookie_seed, emitter_, counters),
       tracker_(config.flows, config.timeouts, lender_, shares_, counters),
       editor_(lender_, answers_, emitter_, counters),
       sender_(lender_, editor_, answers_, emitter_, counters),
@@ -99,10 +100,12 @@ FrameResult FlowEngine::from_client(TcpFlow* flow, const ServiceFrame& sf, uint8
                                     const PolicySnapshot& snap, Nanos now, PacketSink& out) noexcept {
   if (v.has(flag::kSyn)) {
     // With ACK it is not a client's opening SYN: it goes on untracked.
-    if (v.has(flag::kAck) || track_syn(flow, sf, frame, v, now, out)) return forward_frame(v);
-    return drop_frame(v);
+    if (v.has(flag::kAck)) return forward_frame(v);
+    if (snap.policy.syn_proxy) return proxy_syn(flow, sf, frame, v, now, out);
+    return track_syn(flow, sf, frame, v, now, out) ? forward_frame(v) : drop_frame(v);
   }
   if (flow == nullptr) {
+    if (snap.policy.syn_proxy && v.has(flag::kAck) && !v.has(flag::kRst)) return proxy_ack(sf, frame, v, now, out);
     if (v.payload_len == 0) return forward_frame(v);
     counters_.untracked_reset.add();
     sender_.reset_untracked(frame, v, out);
@@ -119,6 +122,7 @@ FrameResult FlowEngine::from_client(TcpFlow* flow, const ServiceFrame& sf, uint8
     r.frame_len = v.frame_len;
   }
   if (v.has(flag::kFin) && r.action == FrameAction::kForward) tracker_.client_fin(*flow);
+  if (flow->proxied && r.action == FrameAction::kForward) SynProxy::to_origin(*flow, frame, v);
   return r;
 }
 
@@ -134,6 +138,7 @@ FrameResult FlowEngine::client_segment(TcpFlow& flow, uint8_t* frame, FrameView&
                                        Nanos now, PacketSink& out) noexcept {
   switch (flow.state) {
     case FlowState::kSynSent:
+      if (flow.proxied) return proxied_handshake(flow, v, now, out);
       return forward_frame(v);
     case FlowState::kSynReceived:
       if (!tracker_.established_by(flow, v)) return forward_frame(v);
@@ -290,6 +295,7 @@ FrameResult FlowEngine::from_origin(TcpFlow* flow, uint8_t* frame, FrameView& v,
   }
   // Only now: the edits this segment carries needed the context.
   lender_.give_back_if_done(*flow);
+  if (flow->proxied && r.action == FrameAction::kForward) SynProxy::to_client(*flow, frame, v);
   return r;
 }
 
@@ -309,8 +315,19 @@ void FlowEngine::origin_acknowledged(TcpFlow& flow, uint32_t ack, PacketSink& ou
 FrameResult FlowEngine::origin_segment(TcpFlow& flow, uint8_t* frame, FrameView& v, Nanos now,
                                        PacketSink& out) noexcept {
   if (v.has(flag::kSyn)) {
+    if (flow.proxied) return proxied_synack(flow, frame, v, now, out);
     tracker_.origin_syn(flow, frame, v, now);
     return forward_frame(v);
+  }
+  if (flow.proxied && flow.state == FlowState::kSynSent) {
+    // The origin's answer to a SYN the appliance sent: only its SYN-ACK
+    // (above) or a refusal means anything.
+    if (v.has(flag::kRst) && v.has(flag::kAck) && v.ack == flow.client_isn + 1) {
+      counters_.syn_proxy_refused.add();
+      proxy_.reset_client(flow, out);
+      tracker_.reset(flow);
+    }
+    return drop_frame(v);
   }
   tracker_.origin_seen(flow, v, now);
   if (v.has(flag::kRst)) {
@@ -381,99 +398,6 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
   if (fin) flow.origin_fin = true;
   if (!flow.stream_edited) lender_.give_back_if_done(flow);  // an edited flow's: from_origin(), after the edits
   return r;
-}
-
-bool FlowEngine::track_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v, Nanos now,
-                           PacketSink& out) noexcept {
-  using Outcome = TcpTracker::SynOutcome;
-  Outcome o = tracker_.client_syn(flow, sf, frame, v, now);
-  if (o != Outcome::kTableFull) return o == Outcome::kTracked;
-  // A full table: the flow slow the longest makes room, if one has been
-  // slow long enough; a SYN flood's own half-open flows are the first.
-  const Victim victim = evictor_.for_flow(tracker_, now);
-  if (victim.flow == nullptr) {
-    counters_.flow_table_full.add();
-    return false;
-  }
-  switch (victim.why) {
-    case Evict::kOver: counters_.evicted_over.add(); break;
-    case Evict::kHalfOpen: counters_.evicted_half_open.add(); break;
-    default:
-      // Established, without a context: idle, or never sent a request. The
-      // client gets a FIN and the origin a RST before the flow is forgotten.
-      counters_.evicted_idle_flow.add();
-      sender_.end_without_answer(*victim.flow, out);
-      break;
-  }
-  tracker_.erase(*victim.flow);
-  o = tracker_.client_syn(nullptr, sf, frame, v, now);
-  return o == Outcome::kTracked;
-}
-
-bool FlowEngine::lend_context(TcpFlow& flow, const PolicySnapshot& snap, Nanos now, PacketSink& out) noexcept {
-  Lent lent = lender_.borrow(flow, snap);
-  if (lent == Lent::kNoneFree) {
-    const Victim victim = evictor_.for_context(lender_.contexts(), tracker_, now);
-    if (victim.flow != nullptr) {
-      switch (victim.why) {
-        case Evict::kSlowHead: counters_.evicted_slow_head.add(); break;
-        case Evict::kStalledBody: counters_.evicted_stalled_body.add(); break;
-        default: counters_.evicted_idle_context.add(); break;
-      }
-      end_slow(*victim.flow, owes(*victim.flow, &lender_.context(*victim.flow)), out);
-      lent = lender_.borrow(flow, snap);
-    }
-  }
-  switch (lent) {
-    case Lent::kYes: return true;
-    case Lent::kNoneFree: counters_.contexts_exhausted.add(); return false;
-    case Lent::kShareFull: counters_.share_contexts_refused.add(); return false;
-  }
-  return false;
-}
-
-void FlowEngine::end_slow(TcpFlow& flow, Owes what, PacketSink& out) noexcept {
-  ParseContext& ctx = lender_.context(flow);
-  if (what == Owes::kHead && ctx.responses.outstanding() == 0) {
-    const RequestPlan plan = requests_.time_out(flow, ctx);
-    sender_.answer_later(flow, ctx, plan);
-    sender_.send_answer(flow, out);
-  } else if (what == Owes::kNothing || what == Owes::kFirstHead) {
-    sender_.end_without_answer(flow, out);
-  } else {
-    sender_.abort(flow, out);
-  }
-}
-
-void FlowEngine::keep_deadlines(TcpFlow& flow, const PolicySnapshot& snap, Nanos now, PacketSink& out) noexcept {
-  ParseContext* ctx = flow.context >= 0 ? &lender_.context(flow) : nullptr;
-  switch (overdue(flow, ctx, snap.policy.deadlines, now)) {
-    case Overdue::kNone:
-      return;
-    case Overdue::kHead: {
-      counters_.deadline_head.add();
-      const RequestPlan plan = requests_.time_out(flow, *ctx);
-      sender_.answer_later(flow, *ctx, plan);
-      // After responses still outstanding, the 408 waits for them as any
-      // closing answer does.
-      if (ctx->responses.outstanding() == 0) sender_.send_answer(flow, out);
-      return;
-    }
-    case Overdue::kFirstHead:
-      counters_.deadline_first_head.add();
-      sender_.end_without_answer(flow, out);
-      return;
-    case Overdue::kKeepAlive:
-      counters_.deadline_keep_alive.add();
-      sender_.end_without_answer(flow, out);
-      return;
-    case Overdue::kBody:
-      // The origin has the head and part of the body: there is no answer
-      // to give in its place.
-      counters_.deadline_body.add();
-      sender_.abort(flow, out);
-      return;
-  }
 }
 
 FrameResult FlowEngine::abort(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept {

@@ -11,6 +11,8 @@
 //   answer_sender   answers, resets, aborts
 //   context_lender  the parse contexts and edit holds flows borrow
 //   flow_segment    segments written in a flow's name
+//   syn_proxy, client_shares, eviction, deadline_keeper: admission, whose
+//                   glue is flow_engine_admission.cpp
 //
 // Choices a reader should know:
 // - A segment ahead of the parsed stream is dropped, not queued: the sender
@@ -24,7 +26,9 @@
 //   past the parser.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "answer_sender.h"
@@ -42,6 +46,7 @@
 #include "response_path.h"
 #include "service_frame.h"
 #include "stream_editor.h"
+#include "syn_proxy.h"
 #include "tcp_tracker.h"
 #include "worker_counters.h"
 
@@ -62,6 +67,9 @@ struct EngineConfig {
   // Keys the shares' hash, so that clients cannot be chosen to collide:
   // secret, drawn at start.
   uint64_t share_seed = 0;
+  // Keys the SYN cookies (syn_proxy.h): secret, drawn at start, the same
+  // for every worker.
+  std::array<uint8_t, 32> cookie_seed{};
   // Admitted responses get the rate-limit fields of their request's decision
   // (TB16), inserted after the status line; the flow's sequence numbers are
   // then shifted for the rest of its life (dataplane/README.md).
@@ -137,9 +145,24 @@ class FlowEngine {
   // Ends `flow` if it has missed a deadline: 408 to a slow head, a close
   // to an idle or silent connection, resets to a stalled body.
   void keep_deadlines(TcpFlow& flow, const PolicySnapshot& snap, time::Nanos now, PacketSink& out) noexcept;
-  // A client's SYN: tracked, with room made in a full table (eviction.h).
+  // A client's SYN without the SYN proxy: tracked, with room made in a full
+  // table (eviction.h).
   [[nodiscard]] bool track_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
                                time::Nanos now, PacketSink& out) noexcept;
+  // A flow forgotten to make room for a new one; false if none may go.
+  [[nodiscard]] bool make_room_for_flow(time::Nanos now, PacketSink& out) noexcept;
+  // With the SYN proxy: a client's SYN answered with a cookie; a client's
+  // ACK on an untracked flow checked for one (a flow and the origin's SYN
+  // if it carries one); a proxied flow's client segments and the origin's
+  // SYN-ACK while its handshake is under way.
+  [[nodiscard]] FrameResult proxy_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame,
+                                      const FrameView& v, time::Nanos now, PacketSink& out) noexcept;
+  [[nodiscard]] FrameResult proxy_ack(const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
+                                      time::Nanos now, PacketSink& out) noexcept;
+  [[nodiscard]] FrameResult proxied_handshake(TcpFlow& flow, const FrameView& v, time::Nanos now,
+                                              PacketSink& out) noexcept;
+  [[nodiscard]] FrameResult proxied_synack(TcpFlow& flow, const uint8_t* frame, const FrameView& v,
+                                           time::Nanos now, PacketSink& out) noexcept;
   // Lends `flow` a context, taking one back from the slowest holder when
   // none is free. False: the segment is dropped (counted).
   [[nodiscard]] bool lend_context(TcpFlow& flow, const PolicySnapshot& snap, time::Nanos now, PacketSink& out) noexcept;
@@ -153,6 +176,7 @@ class FlowEngine {
   ContextLender lender_;
   AnswerStore answers_;
   SegmentEmitter emitter_;
+  SynProxy proxy_;
   TcpTracker tracker_;
   StreamEditor editor_;
   AnswerSender sender_;

@@ -16,7 +16,8 @@ SegmentSpec SegmentEmitter::from(const TcpFlow& flow, Side from) noexcept {
   s.sport = origin ? flow.key.origin_port : flow.key.client_port;
   s.dport = origin ? flow.key.client_port : flow.key.origin_port;
   s.timestamp = flow.timestamps;
-  s.tsval = origin ? flow.origin_tsval : flow.client_tsval;
+  // A proxied flow's origin keeps its own clock (ts_offset: 0 otherwise).
+  s.tsval = origin ? flow.origin_tsval + flow.ts_offset : flow.client_tsval;
   s.tsecr = origin ? flow.client_tsval : flow.origin_tsval;
   return s;
 }

@@ -221,4 +221,54 @@ uint32_t cut_removed(uint8_t* frame, FrameView& v, const SeqShift& shift) noexce
   return cut;
 }
 
+namespace {
+
+constexpr uint8_t kOptTimestamp = 8;
+
+// Where the timestamp option's TSval starts in the options area, or -1.
+int timestamp_at(const uint8_t* p, size_t len) noexcept {
+  size_t i = 0;
+  while (i < len) {
+    const uint8_t kind = p[i];
+    if (kind == kOptEol) break;
+    if (kind == kOptNop) {
+      ++i;
+      continue;
+    }
+    if (i + 1 >= len) return -1;
+    const size_t olen = p[i + 1];
+    if (olen < 2 || i + olen > len) return -1;
+    if (kind == kOptTimestamp) return olen == 10 ? static_cast<int>(i + 2) : -1;
+    i += olen;
+  }
+  return -1;
+}
+
+}  // namespace
+
+void shift_timestamps(uint8_t* frame, const FrameView& v, uint32_t tsval_add, uint32_t tsecr_add) noexcept {
+  if (v.kind != FrameKind::kTcp || (tsval_add == 0 && tsecr_add == 0)) return;
+  uint8_t* tcp = frame + v.l4_offset;
+  const size_t header = static_cast<size_t>(v.payload_offset) - v.l4_offset;
+  if (header <= kOptionsAt) return;
+  const int at = timestamp_at(tcp + kOptionsAt, header - kOptionsAt);
+  if (at < 0) return;
+  uint8_t* ts = tcp + kOptionsAt + at;  // may be unaligned: byte access only
+  const bool odd = ((kOptionsAt + static_cast<size_t>(at)) & 1) != 0;
+  uint32_t sum = ~tcp_checksum(tcp) & 0xffffu;
+  const uint32_t tsval = load32(ts), tsecr = load32(ts + 4);
+  store32(ts, tsval + tsval_add);
+  store32(ts + 4, tsecr + tsecr_add);
+  sum = replace(sum, tsval, tsval + tsval_add, odd);
+  sum = replace(sum, tsecr, tsecr + tsecr_add, odd);
+  set_tcp_checksum_from(tcp, sum);
+}
+
+void rewrite_window(uint8_t* frame, FrameView& v, uint16_t window) noexcept {
+  if (v.kind != FrameKind::kTcp || v.window == window) return;
+  const uint32_t word = load32(frame + v.l4_offset + 12);
+  rewrite_word(frame, v, 12, (word & 0xffff0000u) | window);
+  v.window = window;
+}
+
 }  // namespace sluice::dataplane

@@ -65,4 +65,13 @@ struct Insertion {
 void insert_in_place(uint8_t* frame, FrameView& v, std::span<const Insertion> insertions, uint32_t seq,
                      uint32_t ack) noexcept;
 
+// The timestamp option's TSval moved on by `tsval_add` and its TSecr by
+// `tsecr_add` (modulo 2^32), checksum patched; a segment without the option
+// (or with an option list that does not hold together) is left as it is.
+// For a flow whose handshake the SYN proxy made: each end has its own clock.
+void shift_timestamps(uint8_t* frame, const FrameView& v, uint32_t tsval_add, uint32_t tsecr_add) noexcept;
+
+// Writes the window field (and patches the checksum).
+void rewrite_window(uint8_t* frame, FrameView& v, uint16_t window) noexcept;
+
 }  // namespace sluice::dataplane

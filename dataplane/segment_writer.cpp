@@ -9,10 +9,54 @@
 
 namespace sluice::dataplane {
 
-size_t segment_size(const SegmentSpec& s) noexcept {
-  return s.l2.size() + (s.ip_version == 4 ? 20 : 40) + 20 + (s.timestamp ? kTimestampOptionBytes : 0) +
-         s.payload.size();
+size_t options_size(const SegmentSpec& s) noexcept {
+  // As Linux lays a SYN's options out: MSS; SACK-permitted and the
+  // timestamp together (12 bytes), or either padded with NOPs; NOP and
+  // window scale.
+  size_t n = s.mss != 0 ? 4 : 0;
+  if (s.timestamp || s.sack_permitted) n += s.timestamp ? kTimestampOptionBytes : 4;
+  if (s.wscale >= 0) n += 4;
+  return n;
 }
+
+size_t segment_size(const SegmentSpec& s) noexcept {
+  return s.l2.size() + (s.ip_version == 4 ? 20 : 40) + 20 + options_size(s) + s.payload.size();
+}
+
+namespace {
+
+void write_options(uint8_t* o, const SegmentSpec& s) noexcept {
+  if (s.mss != 0) {
+    o[0] = 2;
+    o[1] = 4;
+    store16(o + 2, s.mss);
+    o += 4;
+  }
+  if (s.timestamp) {
+    // SACK-permitted takes the place of the two NOPs.
+    o[0] = s.sack_permitted ? 4 : 1;
+    o[1] = s.sack_permitted ? 2 : 1;
+    o[2] = 8;
+    o[3] = 10;
+    store32(o + 4, s.tsval);
+    store32(o + 8, s.tsecr);
+    o += kTimestampOptionBytes;
+  } else if (s.sack_permitted) {
+    o[0] = 1;
+    o[1] = 1;
+    o[2] = 4;
+    o[3] = 2;
+    o += 4;
+  }
+  if (s.wscale >= 0) {
+    o[0] = 1;
+    o[1] = 3;
+    o[2] = 3;
+    o[3] = static_cast<uint8_t>(s.wscale);
+  }
+}
+
+}  // namespace
 
 size_t write_segment(std::span<uint8_t> out, const SegmentSpec& s) noexcept {
   const size_t total = segment_size(s);
@@ -20,7 +64,7 @@ size_t write_segment(std::span<uint8_t> out, const SegmentSpec& s) noexcept {
   uint8_t* f = out.data();
   std::memcpy(f, s.l2.data(), s.l2.size());
   uint8_t* ip = f + s.l2.size();
-  const size_t tcp_hdr = 20 + (s.timestamp ? kTimestampOptionBytes : 0);
+  const size_t tcp_hdr = 20 + options_size(s);
   const size_t tcp_len = tcp_hdr + s.payload.size();
   size_t ip_hdr;
   if (s.ip_version == 4) {
@@ -54,14 +98,7 @@ size_t write_segment(std::span<uint8_t> out, const SegmentSpec& s) noexcept {
   store16(tcp + 14, s.window);
   store16(tcp + 16, 0);
   store16(tcp + 18, 0);
-  if (s.timestamp) {
-    tcp[20] = 1;
-    tcp[21] = 1;
-    tcp[22] = 8;
-    tcp[23] = 10;
-    store32(tcp + 24, s.tsval);
-    store32(tcp + 28, s.tsecr);
-  }
+  write_options(tcp + 20, s);
   if (!s.payload.empty()) std::memcpy(tcp + tcp_hdr, s.payload.data(), s.payload.size());
 
   FrameView v;

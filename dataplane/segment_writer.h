@@ -23,11 +23,19 @@ struct SegmentSpec {
   uint16_t window = 0;
   bool timestamp = false;  // add the timestamp option (RFC 7323) when the flow negotiated it
   uint32_t tsval = 0, tsecr = 0;
+  // A SYN's other options (the SYN proxy's SYN-ACK, and its SYN to the
+  // origin): MSS when not 0, window scale when not -1, SACK-permitted.
+  uint16_t mss = 0;
+  int8_t wscale = -1;
+  bool sack_permitted = false;
   uint16_t ip_id = 0;
   std::span<const uint8_t> payload;
 };
 
 inline constexpr size_t kTimestampOptionBytes = 12;  // NOP, NOP, kind 8 length 10
+
+// The TCP options' length for `s`, a multiple of 4.
+[[nodiscard]] size_t options_size(const SegmentSpec& s) noexcept;
 
 [[nodiscard]] size_t segment_size(const SegmentSpec& s) noexcept;
 

@@ -84,7 +84,7 @@ void StreamEditor::release_held(TcpFlow& flow, const ParseContext& ctx, const Fr
   s.seq = to_origin_seq(flow, flow.held_seq);
   s.ack = to_origin_ack(flow, v.ack);
   s.flags = flag::kAck;
-  s.window = v.window;
+  s.window = rescale_window(v.window, flow.window_to_origin_shift);
   emitter_.emit_split(out, Side::kOrigin, s, {reinterpret_cast<const uint8_t*>(ctx.head.get()), count},
                       payload_per_segment(flow.origin_mss, flow.timestamps), flag::kAck);
 }
@@ -258,9 +258,12 @@ EditOutcome StreamEditor::write_again(TcpFlow& flow, const uint8_t* frame, const
   s.seq = edited_start(shift, v, framed_before);
   s.ack = to_client_ack(flow, v.ack);
   s.flags = static_cast<uint8_t>(v.flags & ~(flag::kFin | flag::kPsh));
-  s.window = v.window;
+  // As the origin's segment would have reached the client: on a proxied
+  // flow the origin's clock and window scale are translated (syn_proxy.h;
+  // offset and shift are 0 otherwise).
+  s.window = rescale_window(v.window, flow.window_to_client_shift);
   if (v.options.has_timestamp) {
-    s.tsval = v.options.tsval;
+    s.tsval = v.options.tsval + flow.ts_offset;
     s.tsecr = v.options.tsecr;
   }
   emitter_.emit_split(out, Side::kClient, s, {buf, n}, payload_per_segment(flow.client_mss, flow.timestamps), v.flags);

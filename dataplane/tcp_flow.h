@@ -78,10 +78,34 @@ struct TcpFlow {
   uint32_t to_origin_base = 0;
   uint32_t origin_ack = 0;  // the origin's latest acknowledgement (its numbers)
 
+  // A flow whose handshake the SYN proxy made (syn_proxy.h): the client's
+  // view of the origin's stream numbered from the cookie (the shift base
+  // carries the difference), each end's timestamp clock its own, and window
+  // fields scaled as each end expects.
+  bool proxied = false;
+  bool client_sack = false;     // the client's SYN offered SACK (and the cookie kept it)
+  int8_t client_wscale = -1;    // the client's window scale, as the cookie kept it; -1: none
+  int8_t window_to_client_shift = 0;  // the origin's window fields towards the client: << n, or >> -n
+  int8_t window_to_origin_shift = 0;  // the client's towards the origin
+  uint32_t cookie_isn = 0;            // the appliance's ISN towards the client
+  uint32_t cookie_tsval = 0;          // its SYN-ACK's TSval (the client's ACK echoed it)
+  uint32_t ts_offset = 0;             // the origin's TSval plus this is what the client sees
+  time::Nanos syn_sent_at = 0;        // the SYN to the origin last sent (before the origin answered)
+
   int32_t context = -1;  // the borrowed ParseContext, or -1
   int32_t share = -1;    // the client's share of flows and contexts (client_shares.h)
   int32_t hold = -1;     // the EditHold with the edits the client has not acknowledged, or -1 (never with a context)
 };
+
+// A window field scaled by one end's shift, as the other end reads it
+// (shift: the difference of the two; RFC 7323 2.3), at most 65535, and not
+// 0 unless it was.
+[[nodiscard]] inline uint16_t rescale_window(uint16_t window, int8_t shift) noexcept {
+  if (shift == 0 || window == 0) return window;
+  uint32_t w = shift > 0 ? uint32_t{window} << shift : uint32_t{window} >> -shift;
+  if (w > 0xffff) w = 0xffff;
+  return static_cast<uint16_t>(w != 0 ? w : 1);
+}
 
 // Sequence-number comparisons modulo 2^32 (RFC 9293 3.4).
 [[nodiscard]] inline bool seq_lt(uint32_t a, uint32_t b) noexcept { return static_cast<int32_t>(a - b) < 0; }

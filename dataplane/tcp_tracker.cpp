@@ -39,22 +39,32 @@ TcpTracker::SynOutcome TcpTracker::client_syn(TcpFlow* flow, const ServiceFrame&
     flow->hash = hash;
     flow->share = share;
   } else {
-    const int32_t share = shares_.open_flow(sf.key.client);
-    if (share == ClientShares::kNoShare) {
-      counters_.share_flows_refused.add();
-      return SynOutcome::kShareFull;
-    }
-    flow = flows_.insert(sf.key, sf.hash);
-    if (flow == nullptr) {
-      shares_.close_flow(share);
-      return SynOutcome::kTableFull;
-    }
-    flow->share = share;
+    SynOutcome o = SynOutcome::kTracked;
+    flow = insert(sf, o);
+    if (flow == nullptr) return o;
   }
   start_flow(*flow, frame, v);
   flow->last_seen = now;
   counters_.flows_created.add();
   return SynOutcome::kTracked;
+}
+
+TcpFlow* TcpTracker::insert(const ServiceFrame& sf, SynOutcome& outcome) noexcept {
+  const int32_t share = shares_.open_flow(sf.key.client);
+  if (share == ClientShares::kNoShare) {
+    counters_.share_flows_refused.add();
+    outcome = SynOutcome::kShareFull;
+    return nullptr;
+  }
+  TcpFlow* flow = flows_.insert(sf.key, sf.hash);
+  if (flow == nullptr) {
+    shares_.close_flow(share);
+    outcome = SynOutcome::kTableFull;
+    return nullptr;
+  }
+  flow->share = share;
+  outcome = SynOutcome::kTracked;
+  return flow;
 }
 
 void TcpTracker::start_flow(TcpFlow& flow, const uint8_t* frame, const FrameView& v) noexcept {

@@ -61,9 +61,13 @@ class TcpTracker {
   void origin_seen(TcpFlow& flow, const FrameView& v, time::Nanos now) noexcept {
     flow.last_seen = now;
     if (v.options.has_timestamp && seq_lt(flow.origin_tsval, v.options.tsval)) flow.origin_tsval = v.options.tsval;
-    if (!seq_lt(v.seq, flow.origin_next)) flow.origin_window = v.window;  // not from a late, older segment
+    // Not from a late, older segment; as the client reads it.
+    if (!seq_lt(v.seq, flow.origin_next)) flow.origin_window = rescale_window(v.window, flow.window_to_client_shift);
     if (v.has(tcp_flag::kAck) && seq_lt(flow.origin_ack, v.ack)) flow.origin_ack = v.ack;
   }
+  // A new, blank flow for `sf` (which must not be tracked) counted in its
+  // client's share: kTracked, or why there is none.
+  [[nodiscard]] TcpFlow* insert(const ServiceFrame& sf, SynOutcome& outcome) noexcept;
   // Forgets `flow` at once (its slot is needed): context and share given
   // back. Pointers to other flows may move.
   void erase(TcpFlow& flow) noexcept;

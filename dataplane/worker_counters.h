@@ -71,6 +71,12 @@ class Counter {
   X(deadline_first_head, "new connections without a request within deadlines.head: closed")    \
   X(deadline_body, "request bodies stalled past deadlines.body: both ends reset")              \
   X(deadline_keep_alive, "connections idle past deadlines.keep_alive: closed")                  \
+  X(syn_cookies_sent, "client SYNs answered with a SYN cookie (syn_proxy)")                    \
+  X(syn_cookies_validated, "client ACKs that carried a valid cookie: a flow, and a SYN to the origin") \
+  X(syn_cookies_failed, "client segments on untracked flows without a valid cookie: dropped (payload: reset)") \
+  X(syn_proxy_bound, "proxied handshakes the origin answered: the flow established")          \
+  X(syn_proxy_refused, "proxied handshakes the origin refused (RST): the client reset")       \
+  X(syn_proxy_mismatch, "origins that refused a promised option (timestamps): both ends reset") \
   X(share_flows_refused, "SYNs dropped: the client address holds its share of flows")          \
   X(share_contexts_refused, "segments dropped: the client address holds its share of contexts") \
   X(evicted_slow_head, "contexts taken back from a head arriving for over 1 s: answered 408")   \

@@ -109,6 +109,7 @@ constexpr uint16_t kWarmupPort = 1023;       // the flows that spend the refused
 constexpr std::string_view kPolicy = R"(sluice: 1
 name: packet-rate
 service_ports: [80]
+syn_proxy: off
 header_style: ietf
 after_answer: close
 limits:

@@ -80,6 +80,7 @@ class PolicyCompiler {
     c_.shadow = p_.shadow;
     c_.keep_alive_answers = p_.after_answer == policy::AfterAnswer::kKeepAlive;
     c_.deadlines = p_.deadlines;
+    c_.syn_proxy = p_.syn_proxy;
     c_.stream.head.max_head_bytes = p_.max_head_bytes;
     c_.stream.head.max_fields = p_.max_fields;
     c_.stream.allow_upgrade = p_.allow_upgrade;

@@ -120,6 +120,7 @@ struct CompiledPolicy {
   const policy::ResponseTemplate* bad_version = nullptr;       // 505
   const policy::ResponseTemplate* timed_out = nullptr;         // 408: a head past its deadline
   policy::Deadlines deadlines;
+  bool syn_proxy = true;
 
   [[nodiscard]] const CompiledBucket* bucket_named(std::string_view name) const noexcept;
   [[nodiscard]] const CompiledRule* rule_named(std::string_view name) const noexcept;

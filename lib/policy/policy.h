@@ -191,6 +191,10 @@ struct Policy {
   bool allow_connect = false;
   bool allow_h2_prior_knowledge = false;
   Deadlines deadlines;
+  // Issue 14: the appliance answers clients' SYNs to service ports itself
+  // with SYN cookies and opens the origin's connection only for a client
+  // that completed the handshake (dataplane/syn_proxy.h).
+  bool syn_proxy = true;
 };
 
 }  // namespace sluice::policy

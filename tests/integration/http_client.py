@@ -325,7 +325,9 @@ def run_connection(args, c, counter, t0, deadline, out):
     connection's end record."""
     end = {"event": "end", "conn": c, "sent": 0, "answered": 0, "unanswered": 0, "peer_closed": False,
            "reset": False, "error": None, "error_kind": None, "write_error": None, "mss": None,
-           "local": None}
+           "local": None, "connect_s": None}
+    started = time.monotonic()
+    end["started"] = round(started - t0, 6)  # on the response records' clock ("t")
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -340,6 +342,7 @@ def run_connection(args, c, counter, t0, deadline, out):
             end["error"] = "connect: %s" % (e if str(e) else type(e).__name__)
             end["error_kind"] = "connect"
             return end
+        end["connect_s"] = round(time.monotonic() - started, 4)
         end["local"] = "%s:%d" % sock.getsockname()[:2]
         try:
             end["mss"] = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)

@@ -315,18 +315,28 @@ appliance_stop() {
 # mss_set N: the origin advertises MSS N, so the client's segments carry at
 # most N bytes (request heads split across segments); the client advertises
 # it too, so the origin's responses are split as well. mss_clear undoes it.
+# The SYN proxy promises a client the MSS the origin showed in its last
+# SYN-ACK (dataplane/origin_profiles.h): one connection from the client's
+# primary address (no test's own) lets it see the new one.
 mss_set() {
   local mss="$1"
   ip -n "$NS_ORG" route change 198.18.0.0/24 dev o0 proto kernel scope link src "$ORIGIN4" advmss "$mss" &&
     ip -n "$NS_ORG" -6 route change 2001:db8::/64 dev o0 proto kernel metric 256 advmss "$mss" &&
     ip -n "$NS_CLI" route change 198.18.0.0/24 dev c0 proto kernel scope link src "$CLIENT4" advmss "$mss" &&
-    ip -n "$NS_CLI" -6 route change 2001:db8::/64 dev c0 proto kernel metric 256 advmss "$mss"
+    ip -n "$NS_CLI" -6 route change 2001:db8::/64 dev c0 proto kernel metric 256 advmss "$mss" &&
+    mss_seen
 }
 mss_clear() {
   ip -n "$NS_ORG" route change 198.18.0.0/24 dev o0 proto kernel scope link src "$ORIGIN4"
   ip -n "$NS_ORG" -6 route change 2001:db8::/64 dev o0 proto kernel metric 256
   ip -n "$NS_CLI" route change 198.18.0.0/24 dev c0 proto kernel scope link src "$CLIENT4"
   ip -n "$NS_CLI" -6 route change 2001:db8::/64 dev c0 proto kernel metric 256
+  mss_seen
+}
+mss_seen() {
+  ip netns exec "$NS_CLI" curl -s -o /dev/null --max-time 5 --interface "$CLIENT4" "http://$ORIGIN4/" >/dev/null 2>&1
+  ip netns exec "$NS_CLI" curl -s -o /dev/null --max-time 5 --interface "$CLIENT6" "http://[$ORIGIN6]/" >/dev/null 2>&1
+  return 0
 }
 
 # ---------------------------------------------------------------- impairment

@@ -94,17 +94,33 @@ dataplane::EngineConfig shared_config(uint32_t flows_per_client, uint32_t contex
 }
 
 TEST(FairShare, AClientPastItsShareOfFlowsIsRefusedAndOthersAreNot) {
-  EngineWorld w(kWide, shared_config(4, 8));
-  for (uint16_t p = 0; p < 4; ++p) {
-    Connection c(w, false, static_cast<uint16_t>(41000 + p));
-    EXPECT_TRUE(c.client(flag::kSyn, "", 7).forwarded());
+  for (const bool proxy : {false, true}) {
+    EngineWorld w(kWide, shared_config(4, 8));
+    w.snapshot->policy.syn_proxy = proxy;
+    std::vector<std::unique_ptr<Connection>> held;
+    for (uint16_t p = 0; p < 4; ++p) {
+      held.push_back(std::make_unique<Connection>(w, false, static_cast<uint16_t>(41000 + p)));
+      held.back()->handshake();
+    }
+    // The fifth's SYN (bridged) or its cookie ACK (proxied) takes no flow.
+    Connection fifth(w, false, 41004);
+    if (proxy) {
+      EXPECT_EQ(fifth.client(flag::kSyn, "", fifth.client_seq_ - 1).action, FrameAction::kDrop);
+      const uint32_t cookie =
+          w.cookies.offer({*net::parse_ip("198.18.0.10"), *net::parse_ip("198.18.0.20"), 41004, 80},
+                          fifth.client_seq_ - 1, dataplane::TcpOptions{.has_timestamp = true}, 7, w.now).isn;
+      EXPECT_EQ(fifth.client(flag::kAck, "", {}, cookie + 1).action, FrameAction::kDrop);
+      EXPECT_EQ(w.counters.syn_cookies_validated.get(), 5u);
+    } else {
+      EXPECT_EQ(fifth.client(flag::kSyn, "", 7).action, FrameAction::kDrop);
+    }
+    EXPECT_EQ(w.counters.share_flows_refused.get(), 1u);
+    EXPECT_EQ(w.engine->flows().size(), 4u);
+    Connection other(w, false, 41005);
+    other.set_client_address("198.18.0.11");
+    other.handshake();
+    EXPECT_TRUE(other.data(kGet).forwarded());
   }
-  Connection fifth(w, false, 41004);
-  EXPECT_EQ(fifth.client(flag::kSyn, "", 7).action, FrameAction::kDrop);
-  EXPECT_EQ(w.counters.share_flows_refused.get(), 1u);
-  Connection other(w, false, 41005);
-  other.set_client_address("198.18.0.11");
-  EXPECT_TRUE(other.client(flag::kSyn, "", 7).forwarded());
 }
 
 TEST(FairShare, AClientPastItsShareOfContextsWaitsAndOthersAreServed) {
@@ -186,6 +202,7 @@ TEST(FairShare, ASynFloodsHalfOpenFlowsMakeRoomForARealClient) {
   dataplane::EngineConfig config = shared_config(64, 8);
   config.flows = 16;  // 14 usable
   EngineWorld w(kWide, config);
+  w.snapshot->policy.syn_proxy = false;  // with it, SYNs take no flow (syn_proxy_test.cpp)
   for (int i = 0; i < 14; ++i) {
     Connection spoofed(w, false, static_cast<uint16_t>(44000 + i));
     spoofed.set_client_address(v4(i + 1));
@@ -208,6 +225,7 @@ TEST(FairShare, AFlowAlreadyOverGoesFirst) {
   dataplane::EngineConfig config = shared_config(64, 8);
   config.flows = 16;
   EngineWorld w(kWide, config);
+  w.snapshot->policy.syn_proxy = false;
   Connection done(w, false, 44999);
   done.set_client_address(v4(100));
   done.handshake();

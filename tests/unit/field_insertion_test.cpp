@@ -98,6 +98,7 @@ TEST(FieldInsertion, ARetransmittedSegmentIsWrittenAgainTheSameWay) {
 
 TEST(FieldInsertion, AnInsertionPastTheClientsMssIsSplit) {
   EngineWorld w(kSmallPolicy, EngineWorld::with_fields());
+  w.snapshot->policy.syn_proxy = false;  // a client MSS under the SYN cookies' smallest (536)
   Connection c(w);
   c.handshake(100);  // with timestamps: 88 bytes of payload a segment
   ASSERT_TRUE(c.data(kGet).forwarded());
@@ -126,6 +127,7 @@ TEST(FieldInsertion, AnInsertionPastTheClientsMssIsSplit) {
 // inserted bytes again or the client would wait for them for ever.
 TEST(FieldInsertion, ARetransmissionFromTheInsertionPointCarriesTheInsertedBytesAgain) {
   EngineWorld w(kSmallPolicy, EngineWorld::with_fields());
+  w.snapshot->policy.syn_proxy = false;  // a client MSS under the SYN cookies' smallest (536)
   Connection c(w);
   c.handshake(100);
   ASSERT_TRUE(c.data(kGet).forwarded());
@@ -214,6 +216,7 @@ std::vector<ToClient> conversation(uint32_t frame_room, uint16_t mss, int& grown
   policy.replace(policy.find(close), close.size(), "after_answer: keep-alive");
   EngineWorld w(policy, EngineWorld::with_fields());
   w.frame_room = frame_room;
+  if (mss < 536) w.snapshot->policy.syn_proxy = false;  // under the SYN cookies' smallest MSS
   Connection c(w);
   c.handshake(mss);
   std::vector<ToClient> out;

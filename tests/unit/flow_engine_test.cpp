@@ -94,6 +94,7 @@ TEST(FlowEngine, RetransmittedRefusedRequestGetsTheSameAnswerUncharged) {
 TEST(FlowEngine, AnswerIsSplitAtTheClientsMss) {
   EngineWorld w;
   spend_budget(w);
+  w.snapshot->policy.syn_proxy = false;  // a client MSS under the SYN cookies' smallest (536)
   Connection c(w);
   c.handshake(48);  // 48 - 12 bytes of timestamp option: 36 bytes per segment
   ASSERT_EQ(c.data(kGet).action, FrameAction::kDrop);
@@ -633,6 +634,7 @@ TEST(FlowEngine, FullFlowTableDropsNewSyns) {
   dataplane::EngineConfig config = EngineWorld::small_config();
   config.flows = 16;  // 14 usable (7/8)
   EngineWorld w(kSmallPolicy, config);
+  w.snapshot->policy.syn_proxy = false;  // with it, SYNs take no flow (syn_proxy_test.cpp)
   for (uint16_t p = 0; p < 14; ++p) {
     Connection c(w, false, static_cast<uint16_t>(43000 + p));
     EXPECT_TRUE(c.client(flag::kSyn, "", 7).forwarded());
@@ -711,17 +713,22 @@ namespace {
 // A SYN replayed on a live connection (the same one, or with a new sequence
 // number) must not take the connection out of the limiter.
 TEST(FlowEngine, SynOnALiveConnectionChangesNothing) {
+  for (const bool proxy : {false, true}) {
   EngineWorld w;
+  w.snapshot->policy.syn_proxy = proxy;
   Connection c(w);
   c.handshake();
   EXPECT_TRUE(c.data(kGet).forwarded());
   EXPECT_TRUE(c.respond(kOk).forwarded());
-  EXPECT_TRUE(c.client(flag::kSyn, "", c.client_seq_ - 1 - kGet.size()).forwarded());  // the original SYN again
-  EXPECT_TRUE(c.client(flag::kSyn, "", 12345).forwarded());                          // a new sequence number
+  // Bridged (the origin answers with a challenge ACK), or with the SYN
+  // proxy dropped (the origin never saw the client's SYN at all).
+  EXPECT_EQ(c.client(flag::kSyn, "", c.client_seq_ - 1 - kGet.size()).forwarded(), !proxy);  // the original SYN again
+  EXPECT_EQ(c.client(flag::kSyn, "", 12345).forwarded(), !proxy);                          // a new sequence number
   EXPECT_TRUE(c.data(kGet).forwarded());
   EXPECT_TRUE(c.respond(kOk).forwarded());
   EXPECT_EQ(c.data(kGet).action, FrameAction::kDrop);  // still limited: the third of a budget of two
   EXPECT_EQ(w.counters.requests.get(), 3u);
+  }
 }
 
 // A late, older origin segment must not move the timestamp the answer

@@ -45,8 +45,8 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
   const std::vector<Broken> cases = {
       {"unknown top-level key", kMinimal + "bukets: {}\n",
        "p.yaml:8:1: unknown key 'bukets' in the policy (expected one of: sluice, name, mode, header_style, "
-       "service_ports, limits, client_ip, credentials, cors, usage, after_answer, deadlines, exempt, buckets, rules, "
-       "refusal, unauthorized, not_found)"},
+       "service_ports, limits, client_ip, credentials, cors, usage, after_answer, deadlines, syn_proxy, exempt, buckets, "
+       "rules, refusal, unauthorized, not_found)"},
       {"after_answer neither keep-alive nor close", kMinimal + "after_answer: linger\n",
        "p.yaml:8:15: after_answer must be keep-alive or close"},
       {"a key given twice", kMinimal + "after_answer: keep-alive\nafter_answer: close\n",
@@ -98,6 +98,7 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
        "p.yaml:8:21: service port must be between 1 and 65535, not 70000"},
       {"head limit too small", kMinimal + "limits: { max_head_bytes: 100 }\n",
        "p.yaml:8:27: limits max_head_bytes must be between 1024 and 65536, not 100"},
+      {"syn_proxy neither on nor off", kMinimal + "syn_proxy: yes\n", "p.yaml:8:12: syn_proxy must be on or off"},
       {"a deadline without a unit", kMinimal + "deadlines: { head: 10 }\n",
        "p.yaml:8:20: deadlines head must be a duration such as 250ms, 60s, 10m or 1h"},
       {"a deadline too short", kMinimal + "deadlines: { body: 5ms }\n",

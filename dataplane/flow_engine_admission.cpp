@@ -1,0 +1,177 @@
+// Who gets in, and who has to go: a client's SYN (answered by the SYN
+// proxy, or tracked), the flows and parse contexts a client may hold (its
+// share, and room made by evicting the slowest holder), and the deadlines
+// the sweep keeps. The per-segment dispatcher is flow_engine.cpp; these are
+// FlowEngine's members that decide admission, kept apart so that neither
+// file runs long.
+#include "flow_engine.h"
+
+namespace sluice::dataplane {
+
+using time::Nanos;
+namespace flag = tcp_flag;
+
+bool FlowEngine::track_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v, Nanos now,
+                           PacketSink& out) noexcept {
+  using Outcome = TcpTracker::SynOutcome;
+  Outcome o = tracker_.client_syn(flow, sf, frame, v, now);
+  if (o == Outcome::kTableFull && make_room_for_flow(now, out)) o = tracker_.client_syn(nullptr, sf, frame, v, now);
+  if (o == Outcome::kTableFull) counters_.flow_table_full.add();
+  return o == Outcome::kTracked;
+}
+
+bool FlowEngine::make_room_for_flow(Nanos now, PacketSink& out) noexcept {
+  // The flow slow the longest makes room, if one has been slow long enough;
+  // a SYN flood's own half-open flows (without the SYN proxy) are the first.
+  const Victim victim = evictor_.for_flow(tracker_, now);
+  if (victim.flow == nullptr) return false;
+  switch (victim.why) {
+    case Evict::kOver: counters_.evicted_over.add(); break;
+    case Evict::kHalfOpen: counters_.evicted_half_open.add(); break;
+    default:
+      // Established, without a context: idle, or never sent a request. The
+      // client gets a FIN and the origin a RST before the flow is forgotten.
+      counters_.evicted_idle_flow.add();
+      sender_.end_without_answer(*victim.flow, out);
+      break;
+  }
+  tracker_.erase(*victim.flow);
+  return true;
+}
+
+FrameResult FlowEngine::proxy_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
+                                  Nanos now, PacketSink& out) noexcept {
+  if (flow != nullptr) {
+    // A SYN on a live connection changes nothing (tcp_tracker.h); on one
+    // that is over, a new connection on the same ports begins.
+    if (flow->state != FlowState::kClosed && flow->state != FlowState::kAnswered) return drop_frame(v);
+    tracker_.erase(*flow);
+  }
+  proxy_.answer_syn(frame, v, sf.key, now, out);
+  return drop_frame(v);
+}
+
+FrameResult FlowEngine::proxy_ack(const ServiceFrame& sf, const uint8_t* frame, const FrameView& v, Nanos now,
+                                  PacketSink& out) noexcept {
+  const std::optional<SynCookieGrant> grant = proxy_.check_ack(sf.key, v, now);
+  if (!grant) {
+    // Not a handshake this worker answered: a connection it lost track of
+    // (both ends reset, so the client comes back through the proxy), or a
+    // forgery (dropped; a reset costs the origin nothing).
+    if (v.payload_len != 0) {
+      counters_.untracked_reset.add();
+      sender_.reset_untracked(frame, v, out);
+    }
+    return drop_frame(v);
+  }
+  using Outcome = TcpTracker::SynOutcome;
+  Outcome o = Outcome::kTableFull;
+  TcpFlow* flow = tracker_.insert(sf, o);
+  if (o == Outcome::kTableFull && make_room_for_flow(now, out)) flow = tracker_.insert(sf, o);
+  if (flow == nullptr) {
+    if (o == Outcome::kTableFull) counters_.flow_table_full.add();
+    return drop_frame(v);
+  }
+  flow->last_seen = now;
+  flow->syn_sent_at = now;
+  counters_.flows_created.add();
+  // Any payload with the ACK goes too: the client's window was shut, and
+  // it sends the bytes again once the appliance opens it.
+  proxy_.open(*flow, *grant, frame, v, out);
+  return drop_frame(v);
+}
+
+FrameResult FlowEngine::proxied_handshake(TcpFlow& flow, const FrameView& v, Nanos now, PacketSink& out) noexcept {
+  // The client is connected as far as it knows, with its window shut: its
+  // probes (and copies of its ACK) wait for the origin. Each says the
+  // origin's SYN may have been lost: sent again, at most every 200 ms.
+  static constexpr Nanos kResendAfter = 200'000'000;
+  if (now - flow.syn_sent_at >= kResendAfter) {
+    flow.syn_sent_at = now;
+    proxy_.resend_syn(flow, out);
+  }
+  return drop_frame(v);
+}
+
+FrameResult FlowEngine::proxied_synack(TcpFlow& flow, const uint8_t* frame, const FrameView& v, Nanos now,
+                                       PacketSink& out) noexcept {
+  flow.last_seen = now;
+  if (!v.has(flag::kAck) || v.ack != flow.client_isn + 1) return drop_frame(v);
+  if (flow.state == FlowState::kSynSent) {
+    if (!proxy_.origin_answered(flow, frame, v, now, out)) {
+      proxy_.reset_both(flow, v, out);
+      tracker_.reset(flow);
+    }
+  } else if (v.seq == flow.origin_isn) {
+    proxy_.acknowledge_again(flow, out);
+  }
+  return drop_frame(v);
+}
+
+bool FlowEngine::lend_context(TcpFlow& flow, const PolicySnapshot& snap, Nanos now, PacketSink& out) noexcept {
+  Lent lent = lender_.borrow(flow, snap);
+  if (lent == Lent::kNoneFree) {
+    const Victim victim = evictor_.for_context(lender_.contexts(), tracker_, now);
+    if (victim.flow != nullptr) {
+      switch (victim.why) {
+        case Evict::kSlowHead: counters_.evicted_slow_head.add(); break;
+        case Evict::kStalledBody: counters_.evicted_stalled_body.add(); break;
+        default: counters_.evicted_idle_context.add(); break;
+      }
+      end_slow(*victim.flow, owes(*victim.flow, &lender_.context(*victim.flow)), out);
+      lent = lender_.borrow(flow, snap);
+    }
+  }
+  switch (lent) {
+    case Lent::kYes: return true;
+    case Lent::kNoneFree: counters_.contexts_exhausted.add(); return false;
+    case Lent::kShareFull: counters_.share_contexts_refused.add(); return false;
+  }
+  return false;
+}
+
+void FlowEngine::end_slow(TcpFlow& flow, Owes what, PacketSink& out) noexcept {
+  ParseContext& ctx = lender_.context(flow);
+  if (what == Owes::kHead && ctx.responses.outstanding() == 0) {
+    const RequestPlan plan = requests_.time_out(flow, ctx);
+    sender_.answer_later(flow, ctx, plan);
+    sender_.send_answer(flow, out);
+  } else if (what == Owes::kNothing || what == Owes::kFirstHead) {
+    sender_.end_without_answer(flow, out);
+  } else {
+    sender_.abort(flow, out);
+  }
+}
+
+void FlowEngine::keep_deadlines(TcpFlow& flow, const PolicySnapshot& snap, Nanos now, PacketSink& out) noexcept {
+  ParseContext* ctx = flow.context >= 0 ? &lender_.context(flow) : nullptr;
+  switch (overdue(flow, ctx, snap.policy.deadlines, now)) {
+    case Overdue::kNone:
+      return;
+    case Overdue::kHead: {
+      counters_.deadline_head.add();
+      const RequestPlan plan = requests_.time_out(flow, *ctx);
+      sender_.answer_later(flow, *ctx, plan);
+      // After responses still outstanding, the 408 waits for them as any
+      // closing answer does.
+      if (ctx->responses.outstanding() == 0) sender_.send_answer(flow, out);
+      return;
+    }
+    case Overdue::kFirstHead:
+      counters_.deadline_first_head.add();
+      sender_.end_without_answer(flow, out);
+      return;
+    case Overdue::kKeepAlive:
+      counters_.deadline_keep_alive.add();
+      sender_.end_without_answer(flow, out);
+      return;
+    case Overdue::kBody:
+      // The origin has the head and part of the body: there is no answer
+      // to give in its place.
+      counters_.deadline_body.add();
+      sender_.abort(flow, out);
+      return;
+  }
+}
+
+}  // namespace sluice::dataplane
