@@ -61,6 +61,7 @@ wire-invalid-host            limiting  tb-strict          1
 wire-host-key-spellings      limiting  tb-strict          1
 wire-connect-with-content    limiting  tb-strict          1
 wire-h2-preface-partial      limiting  tb-strict          1
+wire-syn-flood               limiting  tb-strict          1
 wire-slow-head-crowd         limiting  tb-deadlines       1  args=--contexts,16,--contexts-per-client,4
 '
 
@@ -1042,6 +1043,46 @@ t_wire_h2_preface_partial() {
   check_eq "a preface followed by a request: 400" "$(res statuses pw)" "400."
   check_eq "the same in pieces: 400" "$(res statuses pp)" "400."
   check_olog "the origin saw none of it" "$s" 0
+  finish
+}
+
+# Issue 14, a spoofed SYN flood: 3000 SYNs a second for 10 s, each from a
+# random address of 198.19.0.0/16 (written onto c0 directly, so no client
+# stack answers the SYN-ACKs), through the SYN proxy (on by default). During
+# it a client opens 40 new connections one after the other: every one is
+# connected at once and answered 200 within a second; the origin accepts
+# exactly those 40 (its TcpPassiveOpens), none of the spoofed SYNs.
+t_wire_syn_flood() {
+  local s mac passive0 passive1 before after flood
+  s="$(src4)"
+  mac="$(ip -n "$NS_ORG" -br link show o0 | awk '{ print $3 }')"
+  passive() { ip netns exec "$NS_ORG" nstat -az TcpPassiveOpens 2>/dev/null | awk '$1 == "TcpPassiveOpens" { print $2 }'; }
+  passive0="$(passive)"
+  before="$(SLT_CTL --json stats)"
+  ip netns exec "$NS_CLI" timeout -k 2 30 "$SLT_PY" "$SLT_HERE/syn_flood.py" --iface c0 --dst-mac "$mac" \
+    --dst "$ORIGIN4" --src-net 198.19.0.0/16 --rate 3000 --seconds 10 >"$SLT_OUT/flood.json" 2>&1 &
+  flood=$!
+  sleep 2
+  client legit --source "$s" --connections 40 --count 1 --path '/flood/{c}' --connect-timeout 2 --timeout 30
+  wait "$flood"
+  after="$(SLT_CTL --json stats)"
+  passive1="$(passive)"
+  note "flood: $(cat "$SLT_OUT/flood.json")"
+  local sent
+  sent="$("$SLT_PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["sent"])' "$SLT_OUT/flood.json" 2>/dev/null || echo 0)"
+  check_eq "the flood was sent (at least 25000 SYNs)" "$(( sent >= 25000 ))" 1
+  check_eq "legitimate connections answered 200 during the flood" "$(res count legit 200)" 40
+  check_eq "legitimate connections: errors" "$(res expr legit 'len(S.get("errors", []))')" 0
+  check_eq "legitimate connections slower than 1 s (connect to response)" "$(res expr legit 'sorted(round(r["t"] - e["started"], 3) for e in E for r in R if r["conn"] == e["conn"] and r["t"] - e["started"] > 1.0)')" "[]"
+  check_eq "connections the origin accepted (TcpPassiveOpens): the 40, no spoofed one" "$((passive1 - passive0))" 40
+  delta() {
+    "$SLT_PY" -c 'import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); print(int(b["counters"][sys.argv[3]] - a["counters"][sys.argv[3]]))' \
+      "$before" "$after" "$1"
+  }
+  note "appliance: syn_cookies_sent $(delta syn_cookies_sent), validated $(delta syn_cookies_validated), failed $(delta syn_cookies_failed), bound $(delta syn_proxy_bound), flows_created $(delta flows_created)"
+  check_eq "SYNs answered with a cookie: the flood's and the 40" "$(delta syn_cookies_sent)" "$((sent + 40))"
+  check_eq "cookies validated: the 40" "$(delta syn_cookies_validated)" 40
+  check_eq "flows created: the 40" "$(delta flows_created)" 40
   finish
 }
 
