@@ -1050,31 +1050,39 @@ t_wire_h2_preface_partial() {
 # random address of 198.19.0.0/16 (written onto c0 directly, so no client
 # stack answers the SYN-ACKs), through the SYN proxy (on by default). During
 # it a client opens 40 new connections one after the other: every one is
-# connected at once and answered 200 within a second; the origin accepts
-# exactly those 40 (its TcpPassiveOpens), none of the spoofed SYNs.
+# connected at once and answered 200 within a second; the origin receives
+# exactly those 40 SYNs (counted on its interface), none of the spoofed ones.
 t_wire_syn_flood() {
-  local s mac passive0 passive1 before after flood
+  local s mac passive0 passive1 before after flood counter
   s="$(src4)"
   mac="$(ip -n "$NS_ORG" -br link show o0 | awk '{ print $3 }')"
   passive() { ip netns exec "$NS_ORG" nstat -az TcpPassiveOpens 2>/dev/null | awk '$1 == "TcpPassiveOpens" { print $2 }'; }
   passive0="$(passive)"
   before="$(SLT_CTL --json stats)"
+  ip netns exec "$NS_ORG" timeout -k 2 30 "$SLT_PY" "$SLT_HERE/syn_count.py" --iface o0 --src-net 198.19.0.0/16 \
+    --seconds 14 >"$SLT_OUT/origin-syns.json" 2>&1 &
+  counter=$!
+  sleep 0.5
   ip netns exec "$NS_CLI" timeout -k 2 30 "$SLT_PY" "$SLT_HERE/syn_flood.py" --iface c0 --dst-mac "$mac" \
     --dst "$ORIGIN4" --src-net 198.19.0.0/16 --rate 3000 --seconds 10 >"$SLT_OUT/flood.json" 2>&1 &
   flood=$!
   sleep 2
   client legit --source "$s" --connections 40 --count 1 --path '/flood/{c}' --connect-timeout 2 --timeout 30
   wait "$flood"
+  wait "$counter"
   after="$(SLT_CTL --json stats)"
   passive1="$(passive)"
-  note "flood: $(cat "$SLT_OUT/flood.json")"
+  note "flood: $(cat "$SLT_OUT/flood.json"); at the origin: $(cat "$SLT_OUT/origin-syns.json")"
   local sent
   sent="$("$SLT_PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["sent"])' "$SLT_OUT/flood.json" 2>/dev/null || echo 0)"
   check_eq "the flood was sent (at least 25000 SYNs)" "$(( sent >= 25000 ))" 1
   check_eq "legitimate connections answered 200 during the flood" "$(res count legit 200)" 40
   check_eq "legitimate connections: errors" "$(res expr legit 'len(S.get("errors", []))')" 0
   check_eq "legitimate connections slower than 1 s (connect to response)" "$(res expr legit 'sorted(round(r["t"] - e["started"], 3) for e in E for r in R if r["conn"] == e["conn"] and r["t"] - e["started"] > 1.0)')" "[]"
-  check_eq "connections the origin accepted (TcpPassiveOpens): the 40, no spoofed one" "$((passive1 - passive0))" 40
+  local origin_syns
+  origin_syns="$("$SLT_PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["syns"], d["from_net"])' "$SLT_OUT/origin-syns.json" 2>/dev/null)"
+  check_eq "SYNs the origin received (all, spoofed)" "$origin_syns" "40 0"
+  check_eq "connections the origin accepted (TcpPassiveOpens)" "$((passive1 - passive0))" 40
   delta() {
     "$SLT_PY" -c 'import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); print(int(b["counters"][sys.argv[3]] - a["counters"][sys.argv[3]]))' \
       "$before" "$after" "$1"
