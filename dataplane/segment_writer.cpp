@@ -9,16 +9,6 @@
 
 namespace sluice::dataplane {
 
-size_t options_size(const SegmentSpec& s) noexcept {
-  // As Linux lays a SYN's options out: MSS; SACK-permitted and the
-  // timestamp together (12 bytes), or either padded with NOPs; NOP and
-  // window scale.
-  size_t n = s.mss != 0 ? 4 : 0;
-  if (s.timestamp || s.sack_permitted) n += s.timestamp ? kTimestampOptionBytes : 4;
-  if (s.wscale >= 0) n += 4;
-  return n;
-}
-
 size_t segment_size(const SegmentSpec& s) noexcept {
   return s.l2.size() + (s.ip_version == 4 ? 20 : 40) + 20 + options_size(s) + s.payload.size();
 }

@@ -34,8 +34,17 @@ struct SegmentSpec {
 
 inline constexpr size_t kTimestampOptionBytes = 12;  // NOP, NOP, kind 8 length 10
 
-// The TCP options' length for `s`, a multiple of 4.
-[[nodiscard]] size_t options_size(const SegmentSpec& s) noexcept;
+// The TCP options' length for `s`, a multiple of 4: as Linux lays a SYN's
+// options out, MSS; SACK-permitted and the timestamp together (12 bytes),
+// or either padded with NOPs; NOP and window scale. Inline: every segment
+// the engine writes asks.
+[[nodiscard]] inline size_t options_size(const SegmentSpec& s) noexcept {
+  if (s.mss == 0 && s.wscale < 0 && !s.sack_permitted) return s.timestamp ? kTimestampOptionBytes : 0;
+  size_t n = s.mss != 0 ? 4 : 0;
+  if (s.timestamp || s.sack_permitted) n += s.timestamp ? kTimestampOptionBytes : 4;
+  if (s.wscale >= 0) n += 4;
+  return n;
+}
 
 [[nodiscard]] size_t segment_size(const SegmentSpec& s) noexcept;
 

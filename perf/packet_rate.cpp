@@ -25,6 +25,12 @@
 //             response (written again, the flow shifted from then on, the
 //             client's acknowledgements shifted back) and with insertion off;
 //             the two rows compare them in one run.
+//   syn       the SYN proxy's cost (issue 14; the policy's syn_proxy turned
+//             on for it): a fresh batch of client SYNs per repetition, each
+//             answered with a cookie SYN-ACK (cookies sent per second), then
+//             the clients' ACKs carrying those cookies (computed here with
+//             the worker's keys), each validated, a flow created and a SYN
+//             sent to the origin (cookies validated per second).
 //   refused   a fresh batch of flows per repetition (the same ports with new
 //             sequence numbers; handshakes untimed), one GET per flow, each
 //             refused by a budget spent beforehand: the worker drops the
@@ -60,6 +66,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <chrono>
@@ -78,6 +85,8 @@
 #include "dataplane/policy_snapshot.h"
 #include "dataplane/ports.h"
 #include "dataplane/segment_writer.h"
+#include "dataplane/syn_cookie.h"
+#include "dataplane/syn_proxy.h"
 #include "dataplane/worker.h"
 #include "limiter/compiled_policy.h"
 #include "limiter/decide.h"
@@ -97,6 +106,7 @@ size_t g_chunk = 1024;                       // frames per port built, then time
 constexpr uint32_t kAddresses = 1024;        // client addresses; flows spread over them
 constexpr uint32_t kAdmitNet = 0xc6120000;   // 198.18.0.0: clients of admitted flows
 constexpr uint32_t kRefuseNet = 0xc6128000;  // 198.18.128.0: clients of refused flows
+constexpr uint32_t kSynNet = 0xc6130000;     // 198.19.0.0: clients of the SYN cookie scenario
 constexpr uint32_t kFieldsNet = 0xc6124000;  // 198.18.64.0 and 198.18.80.0: the fields scenario's two sets
 constexpr uint32_t kOriginIp = 0xc6130050;   // 198.19.0.80
 constexpr uint16_t kFirstClientPort = 1024;  // flow f uses port 1024 + f / kAddresses
@@ -268,6 +278,11 @@ struct Options {
 constexpr size_t kDefaultBridged = 1 << 20;
 constexpr size_t kDefaultAdmitted = 1 << 18;  // requests (and as many responses)
 constexpr size_t kDefaultRefused = 1 << 16;   // flows, one refused request each
+constexpr size_t kDefaultSyn = 1 << 14;       // SYNs, then as many cookie ACKs
+// The SYN cookies' keys: fixed, so the scenario computes the cookies the
+// worker sends.
+constexpr std::array<uint8_t, 32> kCookieSeed = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3,
+                                                 2, 3, 8, 4, 6, 2, 6, 4, 3, 3, 8, 3, 2, 7, 9, 5};
 
 using Clock = std::chrono::steady_clock;
 
@@ -332,6 +347,7 @@ class Rig {
     ws.pool = worker_pool_;
     ws.engine.flows = flow_slots;
     ws.engine.contexts = contexts;
+    ws.engine.cookie_seed = kCookieSeed;
     ws.engine.max_head_bytes = snap_->policy.stream.head.max_head_bytes;
     ws.engine.max_fields = snap_->policy.stream.head.max_fields;
     // Plain forwarding, as the admitted and refused scenarios measure it;
@@ -438,6 +454,10 @@ class Rig {
   [[nodiscard]] const Worker& worker() const { return *worker_; }
   [[nodiscard]] Worker& worker() { return *worker_; }
   [[nodiscard]] const PolicySnapshot& snapshot() const { return *snap_; }
+  // For the syn scenario: the worker reads the snapshot afresh every pass,
+  // and only this thread runs it.
+  void set_syn_proxy(bool on) { snap_->policy.syn_proxy = on; }
+  [[nodiscard]] time::Nanos now() { return clock_.now(); }
 
  private:
   void bridge_once() {
@@ -813,14 +833,67 @@ Row refused(Rig& rig, const Options& o) {
   return row;
 }
 
+std::vector<Row> syn_cookies(Rig& rig, const Options& o) {
+  const size_t n = o.frames != 0 ? o.frames : kDefaultSyn;
+  rig.set_syn_proxy(true);
+  const dataplane::SynCookies cookies(kCookieSeed);
+  Row syn{"syn", num(n) + " SYNs", "cookies sent/s", {}, {}};
+  Row ack{"syn", num(n) + " cookie ACKs", "cookies validated/s", {}, {}};
+  // As write_tcp writes a client's segment: a timestamp, no other option.
+  dataplane::TcpOptions options;
+  options.has_timestamp = true;
+  options.tsval = 1'000'000;
+  for (unsigned rep = 0; rep < o.repetitions; ++rep) {
+    const uint64_t base = uint64_t{rep} * n;  // new ports each repetition
+    auto syns = [&](size_t first, size_t count) {
+      for (size_t i = first; i < first + count; ++i) {
+        const FlowId id = flow_id(kSynNet, base + i, 0);
+        rig.add_tcp({Side::kClient, id.client_ip, id.client_port, kServicePort, id.client_isn, 0, tcp_flag::kSyn, ""});
+      }
+    };
+    auto acks = [&](size_t first, size_t count) {
+      const time::Nanos now = rig.now();
+      for (size_t i = first; i < first + count; ++i) {
+        const FlowId id = flow_id(kSynNet, base + i, 0);
+        const dataplane::FlowKey key{net::IpAddress::v4(id.client_ip), net::IpAddress::v4(kOriginIp), id.client_port,
+                                     kServicePort};
+        const uint32_t cookie =
+            cookies.offer(key, id.client_isn, options, dataplane::SynProxy::kClientWscale, now).isn;
+        rig.add_tcp({Side::kClient, id.client_ip, id.client_port, kServicePort, id.client_isn + 1, cookie + 1,
+                     tcp_flag::kAck, ""});
+      }
+    };
+    const std::function<void(size_t, size_t)> fill_syns = syns, fill_acks = acks;
+    Counts before = counts(rig.counters());
+    const Timed s = run_chunks(rig, n, g_chunk, fill_syns, &fill_syns);
+    Counts after = counts(rig.counters());
+    expect(after.syn_cookies_sent - before.syn_cookies_sent == n && s.out[0] == n && s.out[1] == 0, "syn",
+           "answered " + num(after.syn_cookies_sent - before.syn_cookies_sent) + " of " + num(n) + " SYNs, " +
+               num(s.out[0]) + " SYN-ACKs sent, " + num(s.out[1]) + " frames to the origin");
+    before = after;
+    const Timed a = run_chunks(rig, n, g_chunk, fill_acks, &fill_acks);
+    after = counts(rig.counters());
+    expect(after.syn_cookies_validated - before.syn_cookies_validated == n && a.out[1] == n, "syn",
+           "validated " + num(after.syn_cookies_validated - before.syn_cookies_validated) + " of " + num(n) +
+               " cookies, " + num(a.out[1]) + " SYNs to the origin");
+    syn.worker_rate.push_back(static_cast<double>(n) * 1e9 / static_cast<double>(s.worker_ns));
+    syn.baseline_rate.push_back(static_cast<double>(n) * 1e9 / static_cast<double>(s.baseline_ns));
+    ack.worker_rate.push_back(static_cast<double>(n) * 1e9 / static_cast<double>(a.worker_ns));
+    ack.baseline_rate.push_back(static_cast<double>(n) * 1e9 / static_cast<double>(a.baseline_ns));
+  }
+  rig.set_syn_proxy(false);
+  return {syn, ack};
+}
+
 // ---------------------------------------------------------------------------
 
 const char kUsage[] =
-    "usage: packet_rate [--repetitions N] [--frames N] [--scenario bridged|admitted|fields|refused|all]\n"
+    "usage: packet_rate [--repetitions N] [--frames N] [--scenario bridged|admitted|fields|refused|syn|all]\n"
     "                   [--flows N] [--contexts N] [--chunk N] [--cpu N]\n"
     "  --repetitions N  repetitions per scenario; medians are reported (default 5)\n"
     "  --frames N       per repetition: bridged frames (default 1048576), admitted requests, each with its\n"
-    "                   response (default 262144), refused flows, one request each (default 65536)\n"
+    "                   response (default 262144), refused flows, one request each (default 65536),\n"
+    "                   SYNs and as many cookie ACKs (default 16384)\n"
     "  --flows N        established flows the admitted requests are spread over (default 4096)\n"
     "  --contexts N     parse contexts of the worker (default 2048, as sluiced's)\n"
     "  --cpu N          pin the worker to CPU N (default: it may run on any)\n"
@@ -864,8 +937,8 @@ Options parse_options(int argc, char** argv) {
     } else if (a == "--scenario") {
       o.scenario = v;
       if (o.scenario != "bridged" && o.scenario != "admitted" && o.scenario != "fields" && o.scenario != "refused" &&
-          o.scenario != "all") {
-        die("--scenario wants bridged, admitted, fields, refused or all");
+          o.scenario != "syn" && o.scenario != "all") {
+        die("--scenario wants bridged, admitted, fields, refused, syn or all");
       }
     } else {
       die("unknown option '" + a + "'\n" + kUsage);
@@ -882,6 +955,8 @@ int main(int argc, char** argv) {
   const bool run_admitted = o.scenario == "all" || o.scenario == "admitted";
   const bool run_refused = o.scenario == "all" || o.scenario == "refused";
   const bool run_fields = o.scenario == "all" || o.scenario == "fields";
+  const bool run_syn = o.scenario == "all" || o.scenario == "syn";
+  const size_t syn_flows = run_syn ? (o.frames != 0 ? o.frames : kDefaultSyn) * o.repetitions : 0;
   const size_t refused_flows = run_refused ? (o.frames != 0 ? o.frames : kDefaultRefused) : 0;
   if (refused_flows > (size_t{1} << 16) * kAddresses / 2) die("--frames: too many refused flows for the port range");
 
@@ -910,7 +985,7 @@ int main(int argc, char** argv) {
   // and a parse context for every refused flow of one repetition: an answered
   // flow keeps its context until it expires or its ports are reused.
   const size_t live = (run_admitted ? o.flows : 0) + (run_fields ? 2 * o.flows : 0) +
-                      (run_refused ? kAddresses + refused_flows : 0) + 1024;
+                      (run_refused ? kAddresses + refused_flows : 0) + syn_flows + 1024;
   const size_t flow_slots = std::bit_ceil(live * 8 / 7 + 16);
   const size_t contexts = o.contexts;
 
@@ -930,6 +1005,9 @@ int main(int argc, char** argv) {
       for (Row& r : fields(rig, o)) rows.push_back(std::move(r));
     }
     if (run_refused) rows.push_back(refused(rig, o));
+    if (run_syn) {
+      for (Row& r : syn_cookies(rig, o)) rows.push_back(std::move(r));
+    }
     const WorkerCounters& c = rig.counters();
     std::printf("worker counters: rx %" PRIu64 "/%" PRIu64 " tx %" PRIu64 "/%" PRIu64
                 " (client/origin), admitted %" PRIu64 ", refused %" PRIu64 ", answers %" PRIu64 ", flows %" PRIu64
