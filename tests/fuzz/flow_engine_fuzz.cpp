@@ -106,9 +106,10 @@ struct CompiledPolicy {
   std::unique_ptr<dp::PolicySnapshot> snapshot;
 };
 
-const CompiledPolicy& compiled(PolicyKind k) {
-  static std::array<CompiledPolicy, static_cast<size_t>(PolicyKind::kCount)> all;
-  CompiledPolicy& c = all[static_cast<size_t>(k)];
+// Each policy twice: bridged handshakes, and through the SYN proxy.
+const CompiledPolicy& compiled(PolicyKind k, bool syn_proxy) {
+  static std::array<CompiledPolicy, 2 * static_cast<size_t>(PolicyKind::kCount)> all;
+  CompiledPolicy& c = all[2 * static_cast<size_t>(k) + (syn_proxy ? 1 : 0)];
   if (c.snapshot) return c;
   std::array<uint8_t, limiter::KeyHasher::kSecretSize> secret{};
   for (size_t i = 0; i < secret.size(); ++i) secret[i] = static_cast<uint8_t>(i * 13 + 1);
@@ -121,15 +122,18 @@ const CompiledPolicy& compiled(PolicyKind k) {
   c.snapshot = std::make_unique<dp::PolicySnapshot>();
   c.snapshot->policy = std::move(*policy);
   for (uint16_t p : c.snapshot->policy.source.service_ports) c.snapshot->service_ports.set(p);
-  // The conversations open bridged (the origin's SYN-ACK is the client's):
-  // the SYN proxy's handshake has tests of its own (syn_proxy_test.cpp).
-  c.snapshot->policy.syn_proxy = false;
+  c.snapshot->policy.syn_proxy = syn_proxy;
   return c;
 }
 
 // A fresh limiter and engine per input, so a crash reproduces from its input alone.
+// The engine's SYN cookie keys, known here so the client can answer the
+// cookie it was sent.
+constexpr std::array<uint8_t, 32> kCookieSeed = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6,
+                                                 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22};
+
 struct World {
-  World(PolicyKind kind, bool insert_fields) : policy(compiled(kind)) {
+  World(PolicyKind kind, bool insert_fields, bool syn_proxy) : policy(compiled(kind, syn_proxy)) {
     const dp::PolicySnapshot& snap = *policy.snapshot;
     buckets = std::make_unique<limiter::BucketTable>(limiter::BucketTable::Options{
         .capacity = 256, .regions = 4, .bucket_kinds = static_cast<uint16_t>(snap.policy.buckets.size())});
@@ -145,6 +149,7 @@ struct World {
     config.edit_holds = 16;
     config.answer_bytes = 64 * 1024;
     config.insert_fields = insert_fields;
+    config.cookie_seed = kCookieSeed;
     config.max_head_bytes = snap.policy.stream.head.max_head_bytes;
     config.max_fields = snap.policy.stream.head.max_fields;
     engine = std::make_unique<dp::FlowEngine>(config, *state, counters, 42);
@@ -176,6 +181,7 @@ struct Conversation {
   bool timestamps = true;
   bool pipelined = true;
   bool client_fin = false;
+  bool syn_proxy = false;  // the handshake through the SYN proxy: the origin's numbers and clock translated
   uint16_t client_mss = 1460;
   uint32_t room = 0;  // ServiceFrame::room for frames fed (0: they may not grow)
   std::vector<Exchange> exchanges;
@@ -267,6 +273,7 @@ Conversation choose_conversation(FuzzedDataProvider& in) {
   c.pipelined = !(bits & 4);
   c.client_fin = bits & 8;
   c.room = (bits & 16) ? 2048 : 0;
+  c.syn_proxy = bits & 32;
   static const uint16_t kMss[] = {1460, 536, 200, 88, 64};
   c.client_mss = kMss[in.ConsumeIntegralInRange<int>(0, 4)];
   const size_t n = in.ConsumeIntegralInRange<size_t>(1, 5);
@@ -306,6 +313,7 @@ constexpr uint32_t kOriginIsn = 0x40000000;
 struct Endpoint {
   dp::Side side = dp::Side::kClient;
   uint32_t isn = 0;
+  uint32_t seen_isn = 0;  // the ISN its peer knows it by (the SYN proxy's cookie for the origin)
   std::string out;
   bool fin_queued = false;
   uint32_t una = 0;  // acknowledged by the peer (the FIN counts one past out)
@@ -358,11 +366,11 @@ class Network final : public dp::PacketSink {
  public:
   Network(World& w, const Conversation& c, bool overlaps) : w_(w), c_(c), overlaps_(overlaps) {
     client_.side = dp::Side::kClient;
-    client_.isn = kClientIsn;
+    client_.isn = client_.seen_isn = kClientIsn;
     client_.out = c.client_stream;
     client_.fin_queued = c.client_fin;
     origin_.side = dp::Side::kOrigin;
-    origin_.isn = kOriginIsn;
+    origin_.isn = origin_.seen_isn = kOriginIsn;
     const uint8_t cmac[6] = {2, 0, 0, 0, 0, 0x10}, omac[6] = {2, 0, 0, 0, 0, 0x20};
     l2_to_origin_.assign(omac, omac + 6);
     l2_to_origin_.insert(l2_to_origin_.end(), cmac, cmac + 6);
@@ -372,9 +380,32 @@ class Network final : public dp::PacketSink {
   }
 
   void handshake() {
+    if (c_.syn_proxy) {
+      proxied_handshake();
+      return;
+    }
     if (!feed(client_, client_.isn, 0, flag::kSyn, "", c_.client_mss)) fail("SYN dropped");
     if (!feed(origin_, origin_.isn, client_.isn + 1, flag::kSyn | flag::kAck, "", 0)) fail("SYN-ACK dropped");
     pure_ack(client_);
+  }
+  // The SYN proxy answers the client's SYN with a cookie (computed here as
+  // the engine does); the client's ACK of it has the engine open the
+  // origin's connection; the origin's SYN-ACK, with its own ISN and clock,
+  // completes it, and from then on the engine translates.
+  void proxied_handshake() {
+    dp::TcpOptions syn;
+    syn.mss = c_.client_mss;
+    syn.has_timestamp = c_.timestamps;
+    const dp::FlowKey key{*net::parse_ip("198.18.0.10"), *net::parse_ip("198.18.0.20"), 40000, 80};
+    const dp::SynCookies cookies(kCookieSeed);
+    const dp::SynCookieOffer offer = cookies.offer(key, client_.isn, syn, dp::SynProxy::kClientWscale, w_.now);
+    if (feed(client_, client_.isn, 0, flag::kSyn, "", c_.client_mss)) fail("SYN forwarded through the SYN proxy");
+    origin_.seen_isn = offer.isn;
+    if (offer.timestamps) client_.peer_ts = offer.tsval;
+    if (feed(client_, client_.isn + 1, offer.isn + 1, flag::kAck, "", 0)) fail("the cookie ACK forwarded");
+    if (w_.counters.syn_cookies_validated.get() != 1) fail("the cookie ACK not validated");
+    if (feed(origin_, origin_.isn, client_.isn + 1, flag::kSyn | flag::kAck, "", 0)) fail("the origin's SYN-ACK forwarded");
+    if (w_.counters.syn_proxy_bound.get() != 1) fail("the proxied handshake did not complete");
   }
 
   // Up to `len` new bytes of `e`'s stream, as far as it may send.
@@ -441,9 +472,9 @@ class Network final : public dp::PacketSink {
   }
   void pure_ack(Endpoint& e) {
     if (e.reset) return;
-    feed(e, e.isn + 1 + e.nxt, e.ack(other(e).isn), flag::kAck, "", 0);
+    feed(e, e.isn + 1 + e.nxt, e.ack(other(e).seen_isn), flag::kAck, "", 0);
   }
-  [[nodiscard]] bool needs_ack(const Endpoint& e) const { return !e.reset && e.ack_sent != e.ack(other(e).isn); }
+  [[nodiscard]] bool needs_ack(const Endpoint& e) const { return !e.reset && e.ack_sent != e.ack(other(e).seen_isn); }
 
   Endpoint& client() { return client_; }
   Endpoint& origin() { return origin_; }
@@ -524,7 +555,7 @@ void Network::transmit(Endpoint& e, uint32_t off, uint32_t len, Delivery how, ui
   }
   trace("%s sends [%u, %u)%s%s\n", e.side == dp::Side::kClient ? "client" : "origin", off, off + len, fin ? " FIN" : "",
         mask ? " with acknowledged bytes changed" : "");
-  feed(e, e.isn + 1 + off, e.ack(other(e).isn), flag::kAck | flag::kPsh | (fin ? flag::kFin : 0), bytes, 0);
+  feed(e, e.isn + 1 + off, e.ack(other(e).seen_isn), flag::kAck | flag::kPsh | (fin ? flag::kFin : 0), bytes, 0);
 }
 
 // One segment from `e` through the engine. Returns whether it was forwarded.
@@ -581,7 +612,7 @@ bool Network::feed(Endpoint& e, uint32_t seq, uint32_t ack, uint8_t flags, std::
 void Network::receive(Endpoint& e, const dp::FrameView& v, const uint8_t* frame) {
   const bool to_client = e.side == dp::Side::kClient;
   Endpoint& peer = other(e);
-  trace("  -> %s seq %u ack %u len %u flags %02x\n", to_client ? "client" : "origin", v.seq - (peer.isn + 1),
+  trace("  -> %s seq %u ack %u len %u flags %02x\n", to_client ? "client" : "origin", v.seq - (peer.seen_isn + 1),
         v.ack - (e.isn + 1), v.payload_len, v.flags);
   if (!dp::tcp_checksum_ok(frame, v)) fail("a segment to the %s has a bad checksum", to_client ? "client" : "origin");
   if (v.has(flag::kRst)) {
@@ -600,10 +631,10 @@ void Network::receive(Endpoint& e, const dp::FrameView& v, const uint8_t* frame)
   if (v.has(flag::kSyn)) return;
   // A late copy renumbered by the engine's base shift may start before the
   // stream's first byte; the receiver ignores what lies before it.
-  const auto start = static_cast<int32_t>(v.seq - (peer.isn + 1));
+  const auto start = static_cast<int32_t>(v.seq - (peer.seen_isn + 1));
   const uint32_t skip = start < 0 ? std::min<uint32_t>(v.payload_len, static_cast<uint32_t>(-int64_t{start})) : 0;
   const uint32_t at = static_cast<uint32_t>(start);
-  const uint32_t acked = e.ack_sent - (peer.isn + 1);
+  const uint32_t acked = e.ack_sent - (peer.seen_isn + 1);
   for (uint32_t i = skip; i < v.payload_len; ++i) {
     const char byte = static_cast<char>(frame[v.payload_offset + i]);
     auto [it, fresh] = e.got.emplace(at + i, byte);
@@ -883,7 +914,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   const Conversation c = choose_conversation(in);
   if (g_verbose) print_conversation(c);
-  World w(c.policy, c.insert_fields);
+  World w(c.policy, c.insert_fields, c.syn_proxy);
   Network net(w, c, g_overlaps);
   net.handshake();
   for (int step = 0; step < kMaxScriptSteps && in.remaining_bytes() > 0; ++step) {
