@@ -74,6 +74,7 @@ FrameResult FlowEngine::proxy_ack(const ServiceFrame& sf, const uint8_t* frame, 
   }
   flow->last_seen = now;
   flow->syn_sent_at = now;
+  flow->client_progress = now;  // the handshake's: the origin's answer is due from here
   counters_.flows_created.add();
   // Any payload with the ACK goes too: the client's window was shut, and
   // it sends the bytes again once the appliance opens it.
@@ -144,6 +145,17 @@ void FlowEngine::end_slow(TcpFlow& flow, Owes what, PacketSink& out) noexcept {
 }
 
 void FlowEngine::keep_deadlines(TcpFlow& flow, const PolicySnapshot& snap, Nanos now, PacketSink& out) noexcept {
+  if (flow.proxied && flow.state == FlowState::kSynSent) {
+    // The origin has not answered the SYN sent (and sent again) in the
+    // client's name: the client, connected as far as it knows, would probe
+    // its shut window for minutes. It is told now.
+    if (now - flow.client_progress > SynProxy::kOriginAnswerDeadline) {
+      counters_.syn_proxy_refused.add();
+      proxy_.reset_client(flow, out);
+      tracker_.reset(flow);
+    }
+    return;
+  }
   ParseContext* ctx = flow.context >= 0 ? &lender_.context(flow) : nullptr;
   switch (overdue(flow, ctx, snap.policy.deadlines, now)) {
     case Overdue::kNone:

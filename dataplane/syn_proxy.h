@@ -56,6 +56,10 @@ class SynProxy {
   // The window scale the appliance offers clients (Linux's usual): the
   // origin's own, whatever it is, is rescaled to it.
   static constexpr int8_t kClientWscale = 7;
+  // How long the origin has to answer the SYN sent in the client's name
+  // (sent again on each of the client's probes, at most every 200 ms)
+  // before the client is reset.
+  static constexpr time::Nanos kOriginAnswerDeadline = 5 * time::kNanosPerSecond;
 
   SynProxy(std::span<const uint8_t, 32> seed, SegmentEmitter& emitter, WorkerCounters& counters) noexcept;
 

@@ -75,7 +75,7 @@ class Counter {
   X(syn_cookies_validated, "client ACKs that carried a valid cookie: a flow, and a SYN to the origin") \
   X(syn_cookies_failed, "client segments on untracked flows without a valid cookie: dropped (payload: reset)") \
   X(syn_proxy_bound, "proxied handshakes the origin answered: the flow established")          \
-  X(syn_proxy_refused, "proxied handshakes the origin refused (RST): the client reset")       \
+  X(syn_proxy_refused, "proxied handshakes the origin refused (RST) or left unanswered for 5 s: the client reset") \
   X(syn_proxy_mismatch, "origins that refused a promised option (timestamps): both ends reset") \
   X(share_flows_refused, "SYNs dropped: the client address holds its share of flows")          \
   X(share_contexts_refused, "segments dropped: the client address holds its share of contexts") \

@@ -395,6 +395,24 @@ TEST(SynProxy, AnOriginThatRefusesResetsTheClient) {
   EXPECT_EQ(w.counters.syn_proxy_refused.get(), 1u);
 }
 
+TEST(SynProxy, AnOriginThatNeverAnswersResetsTheClientAfterFiveSeconds) {
+  EngineWorld w(kWide);
+  Peers p(w);
+  p.client_handshake();
+  w.now += 4 * time::kNanosPerSecond;
+  size_t before = w.sink.sent.size();
+  w.sweep();
+  EXPECT_EQ(w.sink.sent.size(), before);
+  w.now += 2 * time::kNanosPerSecond;
+  before = w.sink.sent.size();
+  w.sweep();
+  const auto to_client = sent_to(w, Side::kClient, before);
+  ASSERT_EQ(to_client.size(), 1u);
+  EXPECT_TRUE(to_client[0].view.has(flag::kRst));
+  EXPECT_EQ(to_client[0].view.seq, p.cookie + 1);
+  EXPECT_EQ(w.counters.syn_proxy_refused.get(), 1u);
+}
+
 TEST(SynProxy, AnOriginWithoutTimestampsIsNotPromisedThemAgain) {
   EngineWorld w(kWide);
   Peers first(w, 40001);
