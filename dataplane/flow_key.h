@@ -21,14 +21,18 @@ struct FlowKey {
   bool operator==(const FlowKey&) const = default;
 };
 
-// Symmetric by construction: the key is already ordered client-first.
-[[nodiscard]] inline uint64_t flow_hash(const FlowKey& k) noexcept {
+// Symmetric by construction: the key is already ordered client-first. Keyed
+// by `seed` (sluiced draws one at start, the same for every worker, since
+// the hash names a flow's owner): clients that could predict it could pick
+// ports that all land on one probe run of the flow table, and make every
+// lookup walk it.
+[[nodiscard]] inline uint64_t flow_hash(const FlowKey& k, uint64_t seed = 0) noexcept {
   uint8_t material[36];
   std::memcpy(material, k.client.bytes.data(), 16);
   std::memcpy(material + 16, k.origin.bytes.data(), 16);
   std::memcpy(material + 32, &k.client_port, 2);
   std::memcpy(material + 34, &k.origin_port, 2);
-  return XXH3_64bits(material, sizeof material);
+  return XXH3_64bits_withSeed(material, sizeof material, seed);
 }
 
 // The worker that owns a flow: the high half of its hash, so the owner and the

@@ -40,9 +40,9 @@ struct ServiceFrame {
 };
 
 // Whether `v` (a kTcp or kTcpFragment frame from `from`) belongs to a service
-// port, and if so its flow.
+// port, and if so its flow, hashed with `seed` (flow_key.h).
 [[nodiscard]] inline bool service_frame(const FrameView& v, Side from, const std::bitset<65536>& ports,
-                                        ServiceFrame& out) noexcept {
+                                        ServiceFrame& out, uint64_t seed = 0) noexcept {
   if (v.kind != FrameKind::kTcp && v.kind != FrameKind::kTcpFragment) return false;
   out.from = from;
   if (from == Side::kClient) {
@@ -52,7 +52,7 @@ struct ServiceFrame {
     if (!ports.test(v.sport)) return false;
     out.key = FlowKey{v.dst, v.src, v.dport, v.sport};
   }
-  out.hash = flow_hash(out.key);
+  out.hash = flow_hash(out.key, seed);
   return true;
 }
 

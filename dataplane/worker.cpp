@@ -125,7 +125,7 @@ bool Worker::receive(rte_mbuf* m, Side from, const PolicySnapshot& snap, Owned& 
       break;
   }
   ServiceFrame sf;
-  if (!service_frame(v, from, snap.service_ports, sf)) {
+  if (!service_frame(v, from, snap.service_ports, sf, setup_.flow_seed)) {
     counters_.bridged_tcp_other.add();
     forward(m, from);
     return false;
@@ -207,7 +207,7 @@ unsigned Worker::poll_once() noexcept {
       const Side from = side_of(m);
       FrameView v = parse_frame({rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m)});
       ServiceFrame sf;
-      if (!service_frame(v, from, snap.service_ports, sf)) {
+      if (!service_frame(v, from, snap.service_ports, sf, setup_.flow_seed)) {
         forward(m, from);  // the policy changed in between: bridge it
         continue;
       }

@@ -37,6 +37,7 @@ struct WorkerSetup {
   uint16_t origin_port = 1;
   rte_mempool* pool = nullptr;
   unsigned idle_sleep_us = 0;  // after many empty polls, sleep this long (0: busy-poll)
+  uint64_t flow_seed = 0;      // keys the flow hash (flow_key.h): the same for every worker
   EngineConfig engine;
 };
 

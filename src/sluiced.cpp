@@ -239,6 +239,7 @@ class Appliance {
   const sluiced::Options& o_;
   uint64_t share_seed_ = 0;
   std::array<uint8_t, 32> cookie_seed_{};
+  uint64_t flow_seed_ = 0;
   const limiter::KeyHasher bucket_hasher_ = limiter::KeyHasher::random();
   // What SIGINT, SIGTERM and SIGHUP ask for. Its `stop` is the flag every
   // worker and thread polls, so it comes before all of them and outlives
@@ -415,9 +416,10 @@ void Appliance::start_publisher() {
 Status Appliance::create_workers() {
   // Keys the workers' client-share tables: a client that cannot predict
   // where its addresses land cannot line them up on one probe run.
-  // And the SYN cookies' keys, one for all workers.
+  // And the SYN cookies' keys and the flow hash's, one for all workers.
   if (::getrandom(&share_seed_, sizeof share_seed_, 0) != static_cast<ssize_t>(sizeof share_seed_) ||
-      ::getrandom(cookie_seed_.data(), cookie_seed_.size(), 0) != static_cast<ssize_t>(cookie_seed_.size())) {
+      ::getrandom(cookie_seed_.data(), cookie_seed_.size(), 0) != static_cast<ssize_t>(cookie_seed_.size()) ||
+      ::getrandom(&flow_seed_, sizeof flow_seed_, 0) != static_cast<ssize_t>(sizeof flow_seed_)) {
     return Failure{ExitCode::kRuntime, "cannot draw a seed from getrandom()"};
   }
   const std::shared_ptr<const dataplane::PolicySnapshot> first = publisher_->current();
@@ -447,6 +449,7 @@ dataplane::WorkerSetup Appliance::worker_setup(unsigned index, const dataplane::
   ws.engine.contexts_per_client = o_.contexts_per_client;
   ws.engine.share_seed = share_seed_ + index;
   ws.engine.cookie_seed = cookie_seed_;
+  ws.flow_seed = flow_seed_;
   ws.engine.timeouts.idle = time::Nanos{o_.idle_timeout_s} * time::kNanosPerSecond;
   ws.engine.timeouts.half_open = time::Nanos{o_.half_open_timeout_s} * time::kNanosPerSecond;
   ws.engine.max_head_bytes = first.policy.stream.head.max_head_bytes;
