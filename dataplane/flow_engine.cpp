@@ -289,7 +289,12 @@ FrameResult FlowEngine::from_origin(TcpFlow* flow, uint8_t* frame, FrameView& v,
     __builtin_prefetch(frame + v.frame_len + 64, 1);
   }
   FrameResult r = origin_segment(*flow, frame, v, now, out);
-  if (!flow->stream_edited) return r;
+  if (!flow->stream_edited) {
+    // (A proxied flow whose origin chose the cookie for its ISN: its clock
+    // and window scale may still differ.)
+    if (flow->proxied && r.action == FrameAction::kForward) SynProxy::to_client(*flow, frame, v);
+    return r;
+  }
   if (editor_.to_client(*flow, frame, v, room, framed_before, out, r) != EditOutcome::kDone) {
     return abort(*flow, v, out);
   }

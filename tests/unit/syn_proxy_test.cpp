@@ -314,6 +314,24 @@ TEST(SynProxy, ASegmentWrittenAgainCarriesTheClientsNumbersClockAndWindow) {
   EXPECT_TRUE(dataplane::tcp_checksum_ok(to_client[0].bytes.data(), to_client[0].view));
 }
 
+// The origin happens to pick the cookie for its ISN: no sequence numbers to
+// translate, but its clock and window scale are still its own.
+TEST(SynProxy, AnOriginWhoseIsnIsTheCookieStillHasItsClockTranslated) {
+  EngineWorld w(kWide);
+  Peers p(w);
+  p.client_handshake();
+  p.origin_isn = p.cookie;
+  static_cast<void>(p.origin_answer());
+  ASSERT_EQ(p.client_data(kGet).action, FrameAction::kForward);
+  p.client_sent += static_cast<uint32_t>(kGet.size());
+  const auto response = p.origin_data(kOk);
+  ASSERT_EQ(response.action, FrameAction::kForward);
+  EXPECT_EQ(response.view.seq, p.cookie + 1);
+  EXPECT_EQ(response.view.options.tsval, p.synack.options.tsval + 1);
+  EXPECT_EQ(response.view.window, 1000 >> 2);
+  EXPECT_TRUE(dataplane::tcp_checksum_ok(p.last_frame.data(), response.view));
+}
+
 TEST(SynProxy, AnOriginThatDoesNotScaleGetsTheClientsWindowUnscaled) {
   EngineWorld w(kWide);
   Peers p(w);
