@@ -9,8 +9,9 @@
 //   would let one stray SYN take a connection out of the limiter.
 // - Timestamps only move forward: a late, older segment must not make the
 //   appliance's own segments fail the peer's PAWS check (RFC 7323 5.3).
-// - A full flow table drops new SYNs (fail closed: an untracked connection
-//   would never be limited).
+// - A full flow table takes no new flow (fail closed: an untracked
+//   connection would never be limited); the engine may make room first by
+//   evicting one (eviction.h) and try again.
 //
 // Owns: the FlowTable. Touches: a flow's TCP state (state, ISNs, MSSs,
 // timestamps, window, FINs, last_seen, L2 headers); gives a flow's context

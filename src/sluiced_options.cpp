@@ -207,7 +207,8 @@ Usage:
 Options:
   --workers N            worker lcores (default 1); each polls queue i of both ports
   --service-ports LIST   TCP ports whose HTTP is parsed, e.g. 80,8080 (default: the policy's)
-  --flows N              TCP flows tracked per worker (default 65536); past it new SYNs are dropped
+  --flows N              TCP flows tracked per worker (default 65536); past it a flow that is over,
+                         a stale handshake or an idle connection makes room, else new ones wait
   --contexts N           requests in flight per worker (default 2048); a parse context each
   --flows-per-client N   flows one client address (IPv6: its /64) may hold per worker
                          (default a sixteenth of --flows); past it its SYNs are dropped
