@@ -241,5 +241,77 @@ TEST(FairShare, AFlowAlreadyOverGoesFirst) {
   EXPECT_EQ(w.counters.evicted_over.get(), 1u);
 }
 
+// A table full of connections with nothing in flight: a second on, a new
+// client's flow takes the place of the one idle the longest, whose client
+// gets a FIN and whose origin a RST; one that moved within the second is
+// left alone.
+TEST(FairShare, AnIdleConnectionMakesRoomAndABusyOneDoesNot) {
+  for (const bool proxy : {false, true}) {
+    dataplane::EngineConfig config = shared_config(64, 8);
+    config.flows = 16;  // 14 usable
+    EngineWorld w(kWide, config);
+    w.snapshot->policy.syn_proxy = proxy;
+    std::vector<std::unique_ptr<Connection>> idle;
+    for (int i = 0; i < 14; ++i) {
+      idle.push_back(std::make_unique<Connection>(w, false, static_cast<uint16_t>(44000 + i)));
+      idle.back()->set_client_address(v4(i + 1));
+      idle.back()->handshake();
+      ASSERT_TRUE(idle.back()->data(kGet).forwarded());
+      ASSERT_TRUE(idle.back()->respond("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").forwarded());
+      w.now += kSecond / 20;
+    }
+    // The opening segment that would take a flow: the SYN, or the cookie's ACK.
+    Connection early(w, false, 45000);
+    early.set_client_address("198.18.2.1");
+    static_cast<void>(early.client(flag::kSyn, "", early.client_seq_ - 1));
+    if (proxy) {
+      const uint32_t cookie =
+          w.cookies.offer({*net::parse_ip("198.18.2.1"), *net::parse_ip("198.18.0.20"), 45000, 80},
+                          early.client_seq_ - 1, dataplane::TcpOptions{.has_timestamp = true}, 7, w.now).isn;
+      static_cast<void>(early.client(flag::kAck, "", {}, cookie + 1));
+    }
+    EXPECT_EQ(w.counters.flow_table_full.get(), 1u) << "every idle connection moved within the second";
+    EXPECT_EQ(w.counters.evicted_idle_flow.get(), 0u);
+    w.now += 2 * kSecond;
+    ASSERT_TRUE(idle[0]->data(kGet).forwarded());  // the oldest moves again: no longer the one to go
+    const size_t before = w.sink.sent.size();
+    Connection late(w, false, 45001);
+    late.set_client_address("198.18.2.2");
+    late.handshake();
+    EXPECT_TRUE(late.data(kGet).forwarded()) << (proxy ? "proxied" : "bridged");
+    EXPECT_EQ(w.counters.evicted_idle_flow.get(), 1u);
+    bool fin_to_client = false, rst_to_origin = false;
+    for (const SentSegment& s : sent_to(w, Side::kClient, before)) fin_to_client |= s.view.has(flag::kFin);
+    for (const SentSegment& s : sent_to(w, Side::kOrigin, before)) rst_to_origin |= s.view.has(flag::kRst);
+    EXPECT_TRUE(fin_to_client);
+    EXPECT_TRUE(rst_to_origin);
+    // Not the connection that just moved.
+    EXPECT_TRUE(idle[0]->respond("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").forwarded());
+  }
+}
+
+// A full context pool held by stalled bodies: a newcomer's request takes the
+// context of the body stalled the longest, and both its ends are reset.
+TEST(FairShare, AStalledBodyMakesRoomForANewcomer) {
+  EngineWorld w(kWide, shared_config(64, 8));  // a pool of 8
+  std::vector<std::unique_ptr<Connection>> uploads;
+  for (int i = 0; i < 8; ++i) {
+    uploads.push_back(std::make_unique<Connection>(w, false, static_cast<uint16_t>(42000 + i)));
+    uploads.back()->set_client_address(v4(i + 1));
+    uploads.back()->handshake();
+    ASSERT_TRUE(uploads.back()->data("POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 1000\r\n\r\nab").forwarded());
+  }
+  w.now += 2 * kSecond;
+  Connection late(w, false, 43001);
+  late.set_client_address("198.18.2.2");
+  late.handshake();
+  const Fed f = late.data(kGet);
+  EXPECT_TRUE(f.forwarded());
+  EXPECT_EQ(w.counters.evicted_stalled_body.get(), 1u);
+  size_t resets = 0;
+  for (const SentSegment& s : w.sink.sent) resets += s.view.has(flag::kRst) ? 1 : 0;
+  EXPECT_EQ(resets, 2u) << "the evicted upload's client and origin";
+}
+
 }  // namespace
 }  // namespace sluice::test
