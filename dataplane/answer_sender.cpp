@@ -135,10 +135,7 @@ void AnswerSender::reset_untracked(const uint8_t* frame, const FrameView& v, Pac
   emitter_.emit(out, Side::kOrigin, s);
   // To the client, as if from the origin: MACs and addresses swapped.
   uint8_t swapped[kMaxL2Header];
-  std::memcpy(swapped, l2, l2_len);
-  std::memcpy(swapped, l2 + 6, 6);
-  std::memcpy(swapped + 6, l2, 6);
-  s.l2 = {swapped, l2_len};
+  s.l2 = {swapped, reply_l2(frame, v, swapped)};
   s.src = v.dst;
   s.dst = v.src;
   s.sport = v.dport;

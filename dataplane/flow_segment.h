@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 #include "packet_sink.h"
@@ -24,6 +25,18 @@ namespace sluice::dataplane {
   size_t n = mss;
   if (timestamps) n = n > kTimestampOptionBytes ? n - kTimestampOptionBytes : 1;
   return n != 0 ? n : 1;
+}
+
+// The Ethernet header (VLAN tags included) of `frame` with its MACs
+// swapped: the way back to its sender, for a segment answering a frame of a
+// flow the appliance does not track (a reset, a SYN cookie). Returns its
+// length.
+[[nodiscard]] inline uint8_t reply_l2(const uint8_t* frame, const FrameView& v, uint8_t (&out)[kMaxL2Header]) noexcept {
+  const auto len = static_cast<uint8_t>(v.l3_offset < kMaxL2Header ? v.l3_offset : kMaxL2Header);
+  std::memcpy(out, frame, len);
+  std::memcpy(out, frame + 6, 6);
+  std::memcpy(out + 6, frame, 6);
+  return len;
 }
 
 class SegmentEmitter {

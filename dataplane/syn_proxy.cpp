@@ -10,18 +10,6 @@ namespace sluice::dataplane {
 
 namespace flag = tcp_flag;
 
-namespace {
-
-// The client's frame's Ethernet header with the MACs swapped: the way back.
-void swapped_l2(const uint8_t* frame, const FrameView& v, uint8_t* out, uint8_t& len) noexcept {
-  len = static_cast<uint8_t>(std::min<size_t>(v.l3_offset, kMaxL2Header));
-  std::memcpy(out, frame, len);
-  std::memcpy(out, frame + 6, 6);
-  std::memcpy(out + 6, frame, 6);
-}
-
-}  // namespace
-
 SynProxy::SynProxy(std::span<const uint8_t, 32> seed, SegmentEmitter& emitter, WorkerCounters& counters) noexcept
     : cookies_(seed), emitter_(emitter), counters_(counters) {}
 
@@ -36,10 +24,8 @@ void SynProxy::answer_syn(const uint8_t* frame, const FrameView& v, const FlowKe
   const SynCookieOffer offer = cookies_.offer(key, v.seq, syn, kClientWscale, now);
 
   uint8_t l2[kMaxL2Header];
-  uint8_t l2_len = 0;
-  swapped_l2(frame, v, l2, l2_len);
   SegmentSpec s;
-  s.l2 = {l2, l2_len};
+  s.l2 = {l2, reply_l2(frame, v, l2)};
   s.ip_version = v.ip_version;
   s.src = key.origin;
   s.dst = key.client;
@@ -90,7 +76,7 @@ void SynProxy::open(TcpFlow& flow, const SynCookieGrant& g, const uint8_t* frame
   flow.origin_window = 0;
   flow.l2_to_origin_len = static_cast<uint8_t>(std::min<size_t>(v.l3_offset, kMaxL2Header));
   std::memcpy(flow.l2_to_origin, frame, flow.l2_to_origin_len);
-  swapped_l2(frame, v, flow.l2_to_client, flow.l2_to_client_len);
+  flow.l2_to_client_len = reply_l2(frame, v, flow.l2_to_client);
   // What the client's SYN said, as the cookie kept it (MSS rounded down to
   // the table; window scale and SACK only with timestamps): replayed.
   flow.client_wscale = g.client_wscale;

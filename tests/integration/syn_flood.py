@@ -15,20 +15,15 @@ Prints one JSON object: {"sent": N, "seconds": S}.
 import argparse
 import ipaddress
 import json
+import os
 import random
 import socket
 import struct
 import sys
 import time
 
-
-def checksum(data):
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack("!%dH" % (len(data) // 2), data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from frame_shim import checksum  # noqa: E402
 
 
 def syn_frame(dst_mac, src_mac, src, dst, sport, dport, seq):

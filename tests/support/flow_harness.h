@@ -181,6 +181,15 @@ class StreamView {
   std::map<uint32_t, char> bytes_;
 };
 
+// Whether the engine wrote, towards `side` since the `from`-th, a segment
+// with all of `flags`.
+inline bool sent_with(const EngineWorld& w, dataplane::Side side, uint8_t flags, size_t from = 0) {
+  for (const SentSegment& s : sent_to(w, side, from)) {
+    if ((s.view.flags & flags) == flags) return true;
+  }
+  return false;
+}
+
 // One TCP connection through the engine.
 class Connection {
  public:

@@ -47,4 +47,16 @@ refusal:
 inline constexpr std::string_view kTight = "GET /tight HTTP/1.1\r\nHost: api\r\n\r\n";
 inline constexpr std::string_view kLoose = "GET /loose HTTP/1.1\r\nHost: api\r\n\r\n";
 
+// Budgets no test reaches: only the mechanism under test ends a connection.
+inline constexpr std::string_view kWidePolicy = R"(sluice: 1
+name: wide
+service_ports: [80]
+buckets:
+  all: { rate: 1000/min, burst: 1000 }
+rules:
+  - name: all
+    key: client_ip
+    bucket: all
+)";
+
 }  // namespace sluice::test

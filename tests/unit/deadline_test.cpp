@@ -19,16 +19,6 @@ constexpr std::string_view kGet = "GET /v1/models HTTP/1.1\r\nHost: api.example\
 constexpr std::string_view kOk = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
 
 // Generous budgets: only deadlines end connections here.
-constexpr std::string_view kWide = R"(sluice: 1
-name: wide
-service_ports: [80]
-buckets:
-  all: { rate: 1000/min, burst: 1000 }
-rules:
-  - name: all
-    key: client_ip
-    bucket: all
-)";
 
 constexpr std::string_view kNoDeadlines = R"(sluice: 1
 name: none
@@ -42,14 +32,6 @@ rules:
     bucket: all
 )";
 
-// What the engine sent towards `side` since `from`, by flags.
-bool sent_with(const EngineWorld& w, Side side, uint8_t flags, size_t from) {
-  for (const SentSegment& s : sent_to(w, side, from)) {
-    if ((s.view.flags & flags) == flags) return true;
-  }
-  return false;
-}
-
 std::string answer_text(const EngineWorld& w, size_t from) {
   std::string text;
   for (const SentSegment& s : sent_to(w, Side::kClient, from)) text += s.payload();
@@ -57,7 +39,7 @@ std::string answer_text(const EngineWorld& w, size_t from) {
 }
 
 TEST(Deadline, AHeadNotCompleteInTimeIsAnswered408AndClosed) {
-  EngineWorld w(kWide);
+  EngineWorld w(kWidePolicy);
   Connection c(w);
   c.handshake();
   const uint32_t head_start = c.client_seq_;
@@ -87,7 +69,7 @@ TEST(Deadline, AHeadNotCompleteInTimeIsAnswered408AndClosed) {
 }
 
 TEST(Deadline, A408AfterAnOutstandingResponseWaitsForIt) {
-  EngineWorld w(kWide);
+  EngineWorld w(kWidePolicy);
   Connection c(w);
   c.handshake();
   ASSERT_TRUE(c.data(kGet).forwarded());
@@ -103,7 +85,7 @@ TEST(Deadline, A408AfterAnOutstandingResponseWaitsForIt) {
 }
 
 TEST(Deadline, AConnectionWithoutARequestIsClosedAfterTheHeadDeadline) {
-  EngineWorld w(kWide);
+  EngineWorld w(kWidePolicy);
   Connection c(w);
   c.handshake();
   w.now += 5 * kSecond;
@@ -122,7 +104,7 @@ TEST(Deadline, AConnectionWithoutARequestIsClosedAfterTheHeadDeadline) {
 }
 
 TEST(Deadline, AnIdleKeepAliveConnectionIsClosedAndOneInUseIsNot) {
-  EngineWorld w(kWide);
+  EngineWorld w(kWidePolicy);
   Connection idle(w, false, 40001);
   Connection busy(w, false, 40002);
   for (Connection* c : {&idle, &busy}) {
@@ -148,7 +130,7 @@ TEST(Deadline, AnIdleKeepAliveConnectionIsClosedAndOneInUseIsNot) {
 }
 
 TEST(Deadline, AStalledBodyIsCutAndAMovingOneIsNot) {
-  EngineWorld w(kWide);
+  EngineWorld w(kWidePolicy);
   Connection moving(w, false, 40001);
   Connection stalled(w, false, 40002);
   const std::string head = "POST /upload HTTP/1.1\r\nHost: api.example\r\nContent-Length: 100\r\n\r\n";
@@ -168,7 +150,7 @@ TEST(Deadline, AStalledBodyIsCutAndAMovingOneIsNot) {
 }
 
 TEST(Deadline, AClientWaitingOnASlowOriginIsLeftAlone) {
-  EngineWorld w(kWide);
+  EngineWorld w(kWidePolicy);
   Connection c(w);
   c.handshake();
   ASSERT_TRUE(c.data(kGet).forwarded());

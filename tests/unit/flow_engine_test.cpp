@@ -600,17 +600,7 @@ TEST(FlowEngine, AnUnframableResponseBeforeARefusalEndsTheConnectionWithoutTheAn
 // the FIN counted, a flow whose origin had closed first would end up closed,
 // and the client's next bytes bridged unjudged.
 TEST(FlowEngine, AFinCutOffWithTheRestOfASegmentDoesNotCloseTheFlow) {
-  constexpr std::string_view kWide = R"(sluice: 1
-name: wide
-service_ports: [80]
-buckets:
-  all: { rate: 1000/min, burst: 1000 }
-rules:
-  - name: all
-    key: client_ip
-    bucket: all
-)";
-  EngineWorld w(kWide);
+  EngineWorld w(kWidePolicy);
   Connection c(w);
   c.handshake();
   ASSERT_TRUE(c.origin(flag::kAck | flag::kFin, "").forwarded());  // the origin closes its side first

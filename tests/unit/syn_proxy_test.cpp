@@ -21,23 +21,6 @@ namespace flag = dataplane::tcp_flag;
 constexpr std::string_view kGet = "GET /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\n";
 constexpr std::string_view kOk = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
 
-constexpr std::string_view kWide = R"(sluice: 1
-name: wide
-service_ports: [80]
-buckets:
-  all: { rate: 1000/min, burst: 1000 }
-rules:
-  - name: all
-    key: client_ip
-    bucket: all
-)";
-
-bool sent_with_rst(const EngineWorld& w, Side side, size_t from) {
-  for (const SentSegment& s : sent_to(w, side, from)) {
-    if (s.view.has(flag::kRst)) return true;
-  }
-  return false;
-}
 
 // One client and the origin, each with the options it chose, fed to the
 // engine segment by segment.
@@ -176,7 +159,7 @@ struct Peers {
 };
 
 TEST(SynProxy, ASynIsAnsweredWithACookieAndNothingIsKept) {
-  EngineWorld w(kWide);
+  EngineWorld w(kWidePolicy);
   Peers p(w);
   const auto sent = p.feed(Side::kClient, p.syn());
   EXPECT_EQ(sent.action, FrameAction::kDrop);
@@ -199,7 +182,7 @@ TEST(SynProxy, ASynIsAnsweredWithACookieAndNothingIsKept) {
 }
 
 TEST(SynProxy, AValidCookieOpensTheOriginsConnectionWithTheClientsOptions) {
-  EngineWorld w(kWide);
+  EngineWorld w(kWidePolicy);
   Peers p(w);
   p.client_handshake();
   EXPECT_EQ(w.engine->flows().size(), 1u);
@@ -216,7 +199,7 @@ TEST(SynProxy, AValidCookieOpensTheOriginsConnectionWithTheClientsOptions) {
 }
 
 TEST(SynProxy, ForgedAcksTakeNothingAndReachNobody) {
-  EngineWorld w(kWide);
+  EngineWorld w(kWidePolicy);
   Peers p(w);
   static_cast<void>(p.feed(Side::kClient, p.syn()));
   const uint32_t cookie = sent_to(w, Side::kClient)[0].view.seq;
@@ -238,7 +221,7 @@ TEST(SynProxy, ForgedAcksTakeNothingAndReachNobody) {
 TEST(SynProxy, AFloodOfSpoofedSynsTakesNoFlowAndNeverReachesTheOrigin) {
   dataplane::EngineConfig config = EngineWorld::small_config();
   config.flows = 16;
-  EngineWorld w(kWide, config);
+  EngineWorld w(kWidePolicy, config);
   for (int i = 0; i < 2000; ++i) {
     Peers spoofed(w, static_cast<uint16_t>(1024 + i));
     spoofed.client = *net::parse_ip("198.18." + std::to_string(1 + i / 250) + "." + std::to_string(i % 250));
@@ -257,7 +240,7 @@ TEST(SynProxy, AFloodOfSpoofedSynsTakesNoFlowAndNeverReachesTheOrigin) {
 // cookie's numbers, its own clock's echo and windows in the scale it was
 // promised, and the origin sees its own.
 TEST(SynProxy, TheOriginsNumbersClockAndWindowAreTranslatedBothWays) {
-  EngineWorld w(kWide);
+  EngineWorld w(kWidePolicy);
   Peers p(w);
   p.client_handshake();
   const auto answered = p.origin_answer();
@@ -297,7 +280,7 @@ TEST(SynProxy, TheOriginsNumbersClockAndWindowAreTranslatedBothWays) {
 // A response the appliance writes again (its fields inserted, the frame
 // with no room to grow) is translated as a forwarded one is.
 TEST(SynProxy, ASegmentWrittenAgainCarriesTheClientsNumbersClockAndWindow) {
-  EngineWorld w(kWide, EngineWorld::with_fields());
+  EngineWorld w(kWidePolicy, EngineWorld::with_fields());
   Peers p(w);
   p.client_handshake();
   static_cast<void>(p.origin_answer());
@@ -317,7 +300,7 @@ TEST(SynProxy, ASegmentWrittenAgainCarriesTheClientsNumbersClockAndWindow) {
 // The origin happens to pick the cookie for its ISN: no sequence numbers to
 // translate, but its clock and window scale are still its own.
 TEST(SynProxy, AnOriginWhoseIsnIsTheCookieStillHasItsClockTranslated) {
-  EngineWorld w(kWide);
+  EngineWorld w(kWidePolicy);
   Peers p(w);
   p.client_handshake();
   p.origin_isn = p.cookie;
@@ -333,7 +316,7 @@ TEST(SynProxy, AnOriginWhoseIsnIsTheCookieStillHasItsClockTranslated) {
 }
 
 TEST(SynProxy, AnOriginThatDoesNotScaleGetsTheClientsWindowUnscaled) {
-  EngineWorld w(kWide);
+  EngineWorld w(kWidePolicy);
   Peers p(w);
   p.origin_wscale = -1;
   p.client_handshake();
@@ -347,7 +330,7 @@ TEST(SynProxy, AnOriginThatDoesNotScaleGetsTheClientsWindowUnscaled) {
 }
 
 TEST(SynProxy, WithoutClientTimestampsNeitherSideScalesNorSacks) {
-  EngineWorld w(kWide);
+  EngineWorld w(kWidePolicy);
   Peers p(w);
   p.client_ts = false;
   p.client_handshake();
@@ -397,7 +380,7 @@ rules:
 }
 
 TEST(SynProxy, AnOriginThatRefusesResetsTheClient) {
-  EngineWorld w(kWide);
+  EngineWorld w(kWidePolicy);
   Peers p(w);
   p.client_handshake();
   SegmentSpec rst;
@@ -414,7 +397,7 @@ TEST(SynProxy, AnOriginThatRefusesResetsTheClient) {
 }
 
 TEST(SynProxy, AnOriginThatNeverAnswersResetsTheClientAfterFiveSeconds) {
-  EngineWorld w(kWide);
+  EngineWorld w(kWidePolicy);
   Peers p(w);
   p.client_handshake();
   w.now += 4 * time::kNanosPerSecond;
@@ -432,7 +415,7 @@ TEST(SynProxy, AnOriginThatNeverAnswersResetsTheClientAfterFiveSeconds) {
 }
 
 TEST(SynProxy, AnOriginWithoutTimestampsIsNotPromisedThemAgain) {
-  EngineWorld w(kWide);
+  EngineWorld w(kWidePolicy);
   Peers first(w, 40001);
   first.origin_ts = false;
   first.client_handshake();
@@ -441,7 +424,7 @@ TEST(SynProxy, AnOriginWithoutTimestampsIsNotPromisedThemAgain) {
   const auto to_client = sent_to(w, Side::kClient, answered.before);
   ASSERT_EQ(to_client.size(), 1u);
   EXPECT_TRUE(to_client[0].view.has(flag::kRst));
-  EXPECT_TRUE(sent_with_rst(w, Side::kOrigin, answered.before));
+  EXPECT_TRUE(sent_with(w, Side::kOrigin, flag::kRst, answered.before));
   // The next client is promised no timestamps, and its connection works.
   Peers second(w, 40002);
   second.origin_ts = false;
@@ -455,7 +438,7 @@ TEST(SynProxy, AnOriginWithoutTimestampsIsNotPromisedThemAgain) {
 // shut, and probes with a segment one below its next byte. That opens the
 // origin's connection as the ACK would have.
 TEST(SynProxy, AZeroWindowProbeCompletesAHandshakeWhoseAckWasLost) {
-  EngineWorld w(kWide);
+  EngineWorld w(kWidePolicy);
   Peers p(w);
   static_cast<void>(p.feed(Side::kClient, p.syn()));
   const FrameView synack = sent_to(w, Side::kClient)[0].view;
@@ -477,7 +460,7 @@ TEST(SynProxy, AZeroWindowProbeCompletesAHandshakeWhoseAckWasLost) {
 }
 
 TEST(SynProxy, LostHandshakeSegmentsAreSentAgainWhenAnEndAsks) {
-  EngineWorld w(kWide);
+  EngineWorld w(kWidePolicy);
   Peers p(w);
   p.client_handshake();
   // The SYN to the origin was lost; the client probes its shut window.
