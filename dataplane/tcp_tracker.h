@@ -85,9 +85,6 @@ class TcpTracker {
   void sweep(time::Nanos now, size_t slots, OnLive&& on_live) noexcept {
     flows_.sweep(now, timeouts_, slots, [&](TcpFlow& f) { expire(f); }, on_live);
   }
-  void sweep(time::Nanos now, size_t slots) noexcept {
-    sweep(now, slots, [](TcpFlow&) {});
-  }
 
  private:
   void start_flow(TcpFlow& flow, const uint8_t* frame, const FrameView& v) noexcept;
