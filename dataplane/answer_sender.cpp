@@ -29,6 +29,7 @@ void AnswerSender::send_answer(TcpFlow& flow, PacketSink& out) noexcept {
     to_origin(flow, out, editor_.to_origin_seq(flow, flow.reset_seq), flow.origin_next, flag::kRst | flag::kAck);
     flow.state = FlowState::kClosed;
     lender_.give_back(flow);
+    lender_.release_stash(flow);
     return;
   }
   flow.answer_seq = flow.origin_next;
@@ -38,6 +39,7 @@ void AnswerSender::send_answer(TcpFlow& flow, PacketSink& out) noexcept {
   flow.answer_pos = answers_.put({ctx.answer, ctx.answer_len});
   flow.answer_len = ctx.answer_len;
   lender_.give_back(flow);
+  lender_.release_stash(flow);
   emit_answer(flow, out);
   to_origin(flow, out, editor_.to_origin_seq(flow, flow.reset_seq), flow.origin_next, flag::kRst | flag::kAck);
   flow.state = FlowState::kAnswered;
@@ -63,6 +65,7 @@ void AnswerSender::end_without_answer(TcpFlow& flow, PacketSink& out) noexcept {
   to_origin(flow, out, editor_.to_origin_seq(flow, origin_expects), flow.origin_next, flag::kRst | flag::kAck);
   flow.state = FlowState::kAnswered;
   lender_.give_back(flow);
+  lender_.release_stash(flow);
 }
 
 void AnswerSender::after_answer(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept {
@@ -108,9 +111,12 @@ void AnswerSender::abort(TcpFlow& flow, PacketSink& out) noexcept {
   to_origin(flow, out, editor_.to_origin_seq(flow, flow.client_next), flow.origin_next, flag::kRst | flag::kAck);
   flow.state = FlowState::kClosed;
   lender_.give_back(flow);
+  lender_.release_stash(flow);
 }
 
 void AnswerSender::to_origin(const TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags) noexcept {
+  // An unbound flow's origin has no connection to end (syn_proxy.h).
+  if (flow.binding == Binding::kUnbound) return;
   SegmentSpec s = SegmentEmitter::from(flow, Side::kClient);
   s.seq = seq;
   s.ack = ack;

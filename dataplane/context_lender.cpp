@@ -4,8 +4,11 @@
 namespace sluice::dataplane {
 
 ContextLender::ContextLender(size_t contexts, uint32_t max_head_bytes, uint16_t max_fields, size_t holds,
-                             ClientShares& shares)
-    : contexts_(contexts, max_head_bytes, max_fields), holds_(holds), shares_(shares) {}
+                             size_t stashes, ClientShares& shares)
+    : contexts_(contexts, max_head_bytes, max_fields),
+      holds_(holds),
+      stashes_(stashes, max_head_bytes),
+      shares_(shares) {}
 
 Lent ContextLender::borrow(TcpFlow& flow, const PolicySnapshot& snap) noexcept {
   if (contexts_.free_count() == 0) return Lent::kNoneFree;

@@ -1,18 +1,21 @@
-// Lends a worker's parse contexts and edit holds to its flows. A flow
+// Lends a worker's parse contexts, edit holds and bind stashes to its flows. A flow
 // borrows a parse context (parse_context.h, ~20 KB) only while a request or
 // response is in flight or its edits need one, and an edit hold
 // (edit_hold.h, a few hundred bytes) for the fields its client has not yet
 // acknowledged between requests; otherwise it keeps only its base shifts
 // (TcpFlow::to_client_base, to_origin_base). Moving a flow's edits between
-// those three places is this room's job, and only this room's.
+// those three places is this room's job, and only this room's. A flow not
+// yet bound to its origin (delayed binding) also has a stash
+// (bind_stash.h) for what waits for the origin.
 //
-// Owns: the ContextPool and the HoldPool. Touches: a flow's context, hold
-// and base shifts.
+// Owns: the ContextPool, the HoldPool and the BindStash. Touches: a flow's
+// context, hold, stash and base shifts.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "bind_stash.h"
 #include "client_shares.h"
 #include "edit_hold.h"
 #include "frame.h"
@@ -31,7 +34,8 @@ enum class Lent : uint8_t {
 
 class ContextLender {
  public:
-  ContextLender(size_t contexts, uint32_t max_head_bytes, uint16_t max_fields, size_t holds, ClientShares& shares);
+  ContextLender(size_t contexts, uint32_t max_head_bytes, uint16_t max_fields, size_t holds, size_t stashes,
+                ClientShares& shares);
 
   // Lends `flow` a context started under `snap`'s policy, its shifts at the
   // flow's bases, with the flow's held edits (if any) moved back into it.
@@ -46,6 +50,33 @@ class ContextLender {
   // covers the held edits drops them unread; anything else moves them back
   // into a context. False if that needs a context and none can be lent.
   [[nodiscard]] bool settle_hold(TcpFlow& flow, Side from, const FrameView& v, const PolicySnapshot& snap) noexcept;
+
+  // A stash for a flow accepted unbound; false if none is free.
+  [[nodiscard]] bool take_stash(TcpFlow& flow) noexcept {
+    flow.stash = stashes_.acquire();
+    return flow.stash >= 0;
+  }
+  void release_stash(TcpFlow& flow) noexcept {
+    if (flow.stash < 0) return;
+    stashes_.release(flow.stash);
+    flow.stash = -1;
+  }
+  // Bytes for the origin at its sequence `seq`, into the flow's stash:
+  // false if it has none or they are not the next ones or do not fit.
+  [[nodiscard]] bool stash(TcpFlow& flow, uint32_t seq, std::span<const uint8_t> bytes) noexcept {
+    return flow.stash >= 0 && stashes_.append(flow.stash, seq, bytes);
+  }
+  // The client's FIN right after the stash's bytes: it goes with them.
+  [[nodiscard]] bool stash_fin(TcpFlow& flow, uint32_t seq) noexcept {
+    return flow.stash >= 0 && stashes_.close(flow.stash, seq);
+  }
+  [[nodiscard]] bool stash_closed(const TcpFlow& flow) const noexcept {
+    return flow.stash >= 0 && stashes_.closed(flow.stash);
+  }
+  [[nodiscard]] std::span<const uint8_t> stashed(const TcpFlow& flow) const noexcept {
+    return flow.stash >= 0 ? stashes_.bytes(flow.stash) : std::span<const uint8_t>{};
+  }
+  [[nodiscard]] uint32_t stash_start(const TcpFlow& flow) const noexcept { return stashes_.start(flow.stash); }
 
   [[nodiscard]] ParseContext& context(const TcpFlow& flow) noexcept { return contexts_.at(flow.context); }
   [[nodiscard]] const ParseContext& context(const TcpFlow& flow) const noexcept { return contexts_.at(flow.context); }
@@ -62,10 +93,12 @@ class ContextLender {
   [[nodiscard]] ContextPool& contexts() noexcept { return contexts_; }
   [[nodiscard]] const ContextPool& contexts() const noexcept { return contexts_; }
   [[nodiscard]] const HoldPool& holds() const noexcept { return holds_; }
+  [[nodiscard]] const BindStash& stashes() const noexcept { return stashes_; }
 
  private:
   ContextPool contexts_;
   HoldPool holds_;
+  BindStash stashes_;
   ClientShares& shares_;
   bool report_status_lines_ = true;
 };

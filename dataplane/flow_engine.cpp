@@ -63,7 +63,8 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
                        uint64_t trace_seed)
     : counters_(counters),
       shares_(config.flows, share_caps(config), config.share_seed),
-      lender_(config.contexts, config.max_head_bytes, config.max_fields, config.edit_holds, shares_),
+      lender_(config.contexts, config.max_head_bytes, config.max_fields, config.edit_holds, config.bind_stashes,
+              shares_),
       answers_(config.answer_bytes),
       proxy_(config.cookie_seed, emitter_, counters),
       tracker_(config.flows, config.timeouts, lender_, shares_, counters),
@@ -101,11 +102,13 @@ FrameResult FlowEngine::from_client(TcpFlow* flow, const ServiceFrame& sf, uint8
   if (v.has(flag::kSyn)) {
     // With ACK it is not a client's opening SYN: it goes on untracked.
     if (v.has(flag::kAck)) return forward_frame(v);
-    if (snap.policy.syn_proxy) return proxy_syn(flow, sf, frame, v, now, out);
+    if (snap.policy.syn_proxy) return proxy_syn(flow, sf, frame, v, snap.policy.delayed_binding, now, out);
     return track_syn(flow, sf, frame, v, now, out) ? forward_frame(v) : drop_frame(v);
   }
   if (flow == nullptr) {
-    if (snap.policy.syn_proxy && v.has(flag::kAck) && !v.has(flag::kRst)) return proxy_ack(sf, frame, v, now, out);
+    if (snap.policy.syn_proxy && v.has(flag::kAck) && !v.has(flag::kRst)) {
+      return proxy_ack(sf, frame, v, snap, now, out);
+    }
     if (v.payload_len == 0) return forward_frame(v);
     counters_.untracked_reset.add();
     sender_.reset_untracked(frame, v, out);
@@ -121,6 +124,7 @@ FrameResult FlowEngine::from_client(TcpFlow* flow, const ServiceFrame& sf, uint8
     lender_.give_back_if_done(*flow);
     r.frame_len = v.frame_len;
   }
+  if (flow->binding != Binding::kBound) [[unlikely]] return unbound_client(*flow, frame, v, r, now, out);
   if (v.has(flag::kFin) && r.action == FrameAction::kForward) tracker_.client_fin(*flow);
   if (flow->proxied && r.action == FrameAction::kForward) SynProxy::to_origin(*flow, frame, v);
   return r;
@@ -129,6 +133,11 @@ FrameResult FlowEngine::from_client(TcpFlow* flow, const ServiceFrame& sf, uint8
 FrameResult FlowEngine::client_reset(TcpFlow& flow, uint8_t* frame, FrameView& v) noexcept {
   // After an answer the origin's socket is gone already.
   const bool answered = flow.state == FlowState::kAnswered;
+  if (flow.binding == Binding::kUnbound) {
+    // The origin never heard of the connection.
+    tracker_.reset(flow);
+    return drop_frame(v);
+  }
   if (!answered && flow.stream_edited) rewrite_seq(frame, v, editor_.to_origin_seq(flow, v.seq));
   tracker_.reset(flow);
   return answered ? drop_frame(v) : forward_frame(v);
@@ -244,7 +253,11 @@ FrameResult FlowEngine::parse_requests(TcpFlow& flow, uint8_t* frame, FrameView&
   for (;;) {
     const RequestPlan plan = requests_.parse(flow, ctx, snap, payload_of(frame, v), cur, scarce, now);
     if (plan.stop != RequestPlan::Stop::kReleaseHeld) return apply(flow, ctx, frame, v, plan, out);
-    editor_.release_held(flow, ctx, v, out);
+    if (flow.binding == Binding::kBound) [[likely]] {
+      editor_.release_held(flow, ctx, v, out);
+    } else {
+      stash_held(flow, ctx, v, now, out);
+    }
   }
 }
 
@@ -252,6 +265,9 @@ FrameResult FlowEngine::apply(TcpFlow& flow, ParseContext& ctx, uint8_t* frame, 
                               PacketSink& out) noexcept {
   if ((plan.absorbed || plan.kept != 0) && editor_.keep_open(flow, ctx, plan, out) != EditOutcome::kDone) {
     return abort(flow, v, out);
+  }
+  if (flow.binding == Binding::kUnbound) [[unlikely]] {
+    counters_.unbound_answers.add(plan.kept + (plan.stop == RequestPlan::Stop::kAnswerClose ? 1u : 0u));
   }
   FrameResult r = forward_frame(v);
   cut_payload(frame, v, plan.forward_bytes, r);
@@ -280,6 +296,7 @@ FrameResult FlowEngine::apply(TcpFlow& flow, ParseContext& ctx, uint8_t* frame, 
 FrameResult FlowEngine::from_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, uint32_t room, Nanos now,
                                     PacketSink& out) noexcept {
   if (flow == nullptr) return forward_frame(v);
+  if (flow->binding != Binding::kBound) [[unlikely]] return unbound_origin(*flow, frame, v, now, out);
   if (flow->context >= 0 && v.has(flag::kAck)) origin_acknowledged(*flow, v.ack, out);
   const uint32_t framed_before = flow->origin_next;
   if (flow->stream_edited && room >= v.frame_len + 128) {

@@ -57,6 +57,10 @@ struct EngineConfig {
   size_t contexts = 2048;               // per worker
   size_t edit_holds = 8192;             // per worker: flows between requests with fields unacknowledged (edit_hold.h)
   size_t answer_bytes = 8u << 20;       // answers kept for retransmitted refused requests, per worker
+  // Flows that may wait unbound for their first forwarded request at once
+  // (delayed binding; bind_stash.h: a head limit and 32 KiB each, committed
+  // as used). With none free a new flow is bound as its handshake completes.
+  size_t bind_stashes = 256;             // per worker
   uint32_t max_head_bytes = 64 * 1024;  // context buffers; a policy may ask less, never more
   uint16_t max_fields = 128;
   FlowTimeouts timeouts;
@@ -109,6 +113,10 @@ class FlowEngine {
   [[nodiscard]] const ContextPool& contexts() const noexcept { return lender_.contexts(); }
   [[nodiscard]] const HoldPool& holds() const noexcept { return lender_.holds(); }
   [[nodiscard]] const ClientShares& shares() const noexcept { return shares_; }
+  // Flows not yet bound to their origin (each holds a bind stash).
+  [[nodiscard]] size_t unbound_flows() const noexcept {
+    return lender_.stashes().size() - lender_.stashes().free_count();
+  }
 
  private:
   FrameResult from_client(TcpFlow* flow, const ServiceFrame& sf, uint8_t* frame, FrameView& v,
@@ -156,13 +164,35 @@ class FlowEngine {
   // if it carries one); a proxied flow's client segments and the origin's
   // SYN-ACK while its handshake is under way.
   [[nodiscard]] FrameResult proxy_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame,
-                                      const FrameView& v, time::Nanos now, PacketSink& out) noexcept;
-  [[nodiscard]] FrameResult proxy_ack(const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
-                                      time::Nanos now, PacketSink& out) noexcept;
+                                      const FrameView& v, bool delayed_binding, time::Nanos now,
+                                      PacketSink& out) noexcept;
+  [[nodiscard]] FrameResult proxy_ack(const ServiceFrame& sf, uint8_t* frame, FrameView& v,
+                                      const PolicySnapshot& snap, time::Nanos now, PacketSink& out) noexcept;
   [[nodiscard]] FrameResult proxied_handshake(TcpFlow& flow, const FrameView& v, time::Nanos now,
                                               PacketSink& out) noexcept;
   [[nodiscard]] FrameResult proxied_synack(TcpFlow& flow, const uint8_t* frame, const FrameView& v,
                                            time::Nanos now, PacketSink& out) noexcept;
+  // Delayed binding (syn_proxy.h): a client segment of a flow not yet
+  // bound, once parsed as any other (`r`: what would become of it). What
+  // would go to the origin goes to the flow's stash instead, the first of
+  // it sending the SYN; nothing goes to the origin.
+  [[nodiscard]] FrameResult unbound_client(TcpFlow& flow, uint8_t* frame, FrameView& v, FrameResult r,
+                                           time::Nanos now, PacketSink& out) noexcept;
+  // A held head admitted on an unbound flow: its bytes into the stash.
+  void stash_held(TcpFlow& flow, const ParseContext& ctx, const FrameView& v, time::Nanos now,
+                  PacketSink& out) noexcept;
+  // An origin segment of a flow not yet bound: only the answer to the SYN
+  // (its SYN-ACK, or a refusal) means anything.
+  [[nodiscard]] FrameResult unbound_origin(TcpFlow& flow, const uint8_t* frame, const FrameView& v, time::Nanos now,
+                                           PacketSink& out) noexcept;
+  // The origin's SYN-ACK on a binding flow: the flow renumbered to the
+  // origin's numbers and its stash sent.
+  void bind_answered(TcpFlow& flow, const uint8_t* frame, const FrameView& v, PacketSink& out) noexcept;
+  // A binding flow whose origin refused or never answered: the client reset.
+  void binding_failed(TcpFlow& flow, PacketSink& out) noexcept;
+  // The sweep's look at a binding flow: its SYN sent again after a second
+  // without an answer, the client reset after SynProxy::kOriginAnswerDeadline.
+  void keep_binding(TcpFlow& flow, time::Nanos now, PacketSink& out) noexcept;
   // Lends `flow` a context, taking one back from the slowest holder when
   // none is free. False: the segment is dropped (counted).
   [[nodiscard]] bool lend_context(TcpFlow& flow, const PolicySnapshot& snap, time::Nanos now, PacketSink& out) noexcept;

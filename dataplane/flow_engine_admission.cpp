@@ -40,25 +40,28 @@ bool FlowEngine::make_room_for_flow(Nanos now, PacketSink& out) noexcept {
 }
 
 FrameResult FlowEngine::proxy_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
-                                  Nanos now, PacketSink& out) noexcept {
+                                  bool delayed_binding, Nanos now, PacketSink& out) noexcept {
   if (flow != nullptr) {
     // A SYN on a live connection changes nothing (tcp_tracker.h); on one
     // that is over, a new connection on the same ports begins.
     if (flow->state != FlowState::kClosed && flow->state != FlowState::kAnswered) return drop_frame(v);
     tracker_.erase(*flow);
   }
-  proxy_.answer_syn(frame, v, sf.key, now, out);
+  proxy_.answer_syn(frame, v, sf.key, delayed_binding, now, out);
   return drop_frame(v);
 }
 
-FrameResult FlowEngine::proxy_ack(const ServiceFrame& sf, const uint8_t* frame, const FrameView& v, Nanos now,
-                                  PacketSink& out) noexcept {
+FrameResult FlowEngine::proxy_ack(const ServiceFrame& sf, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
+                                  Nanos now, PacketSink& out) noexcept {
   const std::optional<SynCookieGrant> grant = proxy_.check_ack(sf.key, v, now);
   if (!grant) {
     // Not a handshake this worker answered: a connection it lost track of
     // (both ends reset, so the client comes back through the proxy), or a
-    // forgery (dropped; a reset costs the origin nothing).
-    if (v.payload_len != 0) {
+    // forgery (dropped; a reset costs the origin nothing). Data that may
+    // have overtaken its handshake's ACK is dropped, not reset.
+    if (v.payload_len != 0 && proxy_.may_follow_handshake(sf.key, v, now)) {
+      counters_.syn_cookie_early_data.add();
+    } else if (v.payload_len != 0) {
       counters_.untracked_reset.add();
       sender_.reset_untracked(frame, v, out);
     }
@@ -73,9 +76,17 @@ FrameResult FlowEngine::proxy_ack(const ServiceFrame& sf, const uint8_t* frame, 
     return drop_frame(v);
   }
   flow->last_seen = now;
+  counters_.flows_created.add();
+  if (snap.policy.delayed_binding && lender_.take_stash(*flow)) {
+    proxy_.accept(*flow, *grant, frame, v, now);
+    // Its first bytes may come with it (or be what completes the handshake,
+    // its ACK lost): taken as any segment of the flow.
+    if (v.payload_len == 0 && !v.has(flag::kFin)) return drop_frame(v);
+    return from_client(flow, sf, frame, v, snap, now, out);
+  }
+  if (snap.policy.delayed_binding) counters_.bind_stash_exhausted.add();
   flow->syn_sent_at = now;
   flow->client_progress = now;  // the handshake's: the origin's answer is due from here
-  counters_.flows_created.add();
   // Any payload with the ACK goes too: the client's window was shut, and
   // it sends the bytes again once the appliance opens it.
   proxy_.open(*flow, *grant, frame, v, out);
@@ -145,6 +156,10 @@ void FlowEngine::end_slow(TcpFlow& flow, Owes what, PacketSink& out) noexcept {
 }
 
 void FlowEngine::keep_deadlines(TcpFlow& flow, const PolicySnapshot& snap, Nanos now, PacketSink& out) noexcept {
+  if (flow.binding == Binding::kBinding) {
+    keep_binding(flow, now, out);
+    return;
+  }
   if (flow.proxied && flow.state == FlowState::kSynSent) {
     // The origin has not answered the SYN sent (and sent again) in the
     // client's name: the client, connected as far as it knows, would probe

@@ -16,6 +16,14 @@ void SeqShift::reset(int64_t base) noexcept {
   base_ = base;
 }
 
+void SeqShift::renumber_sender(uint32_t delta) noexcept {
+  base_ += delta;
+  for (unsigned i = 0; i < count_; ++i) {
+    edits_[i].at -= delta;
+    edits_[i].before += delta;
+  }
+}
+
 int64_t SeqShift::total_shift() const noexcept {
   if (count_ == 0) return base_;
   const Edit& e = edits_[count_ - 1];

@@ -49,6 +49,10 @@ class SeqShift {
   // No pending edit, everything shifted by `base` (what a flow keeps once
   // every edit has been acknowledged).
   void reset(int64_t base = 0) noexcept;
+  // The sender's numbers all move down by `delta`, what the receiver sees
+  // staying as it was: a stream the appliance numbered itself until the
+  // real sender's ISN was known (delayed binding, syn_proxy.h).
+  void renumber_sender(uint32_t delta) noexcept;
 
   [[nodiscard]] bool empty() const noexcept { return count_ == 0 && base_ == 0; }
   [[nodiscard]] unsigned pending() const noexcept { return count_; }

@@ -150,4 +150,17 @@ std::optional<SynCookieGrant> SynCookies::check(const FlowKey& key, uint32_t seq
   return g;
 }
 
+bool SynCookies::may_follow(const FlowKey& key, uint32_t seq, uint32_t ack, uint32_t window,
+                            time::Nanos now) const noexcept {
+  // A segment `off` bytes into the stream reads as the cookie's own rest
+  // less `off`: the minute bits are those of one of the range's ends.
+  const uint32_t rest = (ack - 1) - (keyed_hash(key, 0, 0) + (seq - 1));
+  const uint32_t minute = minute_of(now);
+  for (const uint32_t edge : {rest, rest + window}) {
+    const uint32_t age = (minute - (edge >> kCookieBits)) & (~uint32_t{0} >> kCookieBits);
+    if (age < kMaxAgeMinutes) return true;
+  }
+  return false;
+}
+
 }  // namespace sluice::dataplane

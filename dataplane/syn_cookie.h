@@ -90,6 +90,16 @@ class SynCookies {
   [[nodiscard]] std::optional<SynCookieGrant> check(const FlowKey& key, uint32_t seq, uint32_t ack,
                                                     const TcpOptions& opts, time::Nanos now) const noexcept;
 
+  // Whether a client segment that carries no valid cookie could still
+  // follow one this codec issued, within the first `window` bytes after the
+  // handshake: its ACK reordered behind it (or lost). One hash: the
+  // minute bits are checked, not the MAC, so a random acknowledgement
+  // passes about 3 times in 256. For telling such a segment (dropped; the
+  // client sends it again) from one of a connection the appliance lost
+  // track of (reset, so the client reconnects).
+  [[nodiscard]] bool may_follow(const FlowKey& key, uint32_t seq, uint32_t ack, uint32_t window,
+                                time::Nanos now) const noexcept;
+
   // The MSS tables (Linux's): a client's MSS is rounded down to the largest
   // entry not above it, or to the smallest when it is below them all.
   static constexpr std::array<uint16_t, 4> kMssV4{536, 1300, 1440, 1460};

@@ -13,8 +13,8 @@ namespace flag = tcp_flag;
 SynProxy::SynProxy(std::span<const uint8_t, 32> seed, SegmentEmitter& emitter, WorkerCounters& counters) noexcept
     : cookies_(seed), emitter_(emitter), counters_(counters) {}
 
-void SynProxy::answer_syn(const uint8_t* frame, const FrameView& v, const FlowKey& key, time::Nanos now,
-                          PacketSink& out) noexcept {
+void SynProxy::answer_syn(const uint8_t* frame, const FrameView& v, const FlowKey& key, bool delayed_binding,
+                          time::Nanos now, PacketSink& out) noexcept {
   const OriginProfile origin = profiles_.lookup(key.origin);
   TcpOptions syn = v.options;
   // Promise only what the origin has shown it does: without timestamps
@@ -34,10 +34,12 @@ void SynProxy::answer_syn(const uint8_t* frame, const FrameView& v, const FlowKe
   s.seq = offer.isn;
   s.ack = v.seq + 1;
   s.flags = flag::kSyn | flag::kAck;
-  // No window: the client waits until the origin's connection exists and
-  // the appliance opens it (origin_answered), instead of sending into
-  // nothing and waiting out a retransmission timeout.
-  s.window = 0;
+  // With delayed binding, the window its first request needs (the origin's
+  // connection opens once a request is forwarded). Otherwise none: the
+  // client waits until the origin's connection exists and the appliance
+  // opens it (origin_answered), instead of sending into nothing and
+  // waiting out a retransmission timeout.
+  s.window = delayed_binding ? static_cast<uint16_t>(BindStash::kWindow) : uint16_t{0};
   s.mss = origin.mss;
   s.wscale = offer.wscale;
   s.sack_permitted = offer.sack;
@@ -62,9 +64,8 @@ std::optional<SynCookieGrant> SynProxy::check_ack(const FlowKey& key, const Fram
   return g;
 }
 
-void SynProxy::open(TcpFlow& flow, const SynCookieGrant& g, const uint8_t* frame, const FrameView& v,
-                    PacketSink& out) noexcept {
-  flow.state = FlowState::kSynSent;
+void SynProxy::take_client_numbers(TcpFlow& flow, const SynCookieGrant& g, const uint8_t* frame,
+                                   const FrameView& v) noexcept {
   flow.proxied = true;
   flow.ip_version = v.ip_version;
   flow.client_isn = g.client_isn;
@@ -81,6 +82,12 @@ void SynProxy::open(TcpFlow& flow, const SynCookieGrant& g, const uint8_t* frame
   // the table; window scale and SACK only with timestamps): replayed.
   flow.client_wscale = g.client_wscale;
   flow.client_sack = g.sack;
+}
+
+void SynProxy::open(TcpFlow& flow, const SynCookieGrant& g, const uint8_t* frame, const FrameView& v,
+                    PacketSink& out) noexcept {
+  take_client_numbers(flow, g, frame, v);
+  flow.state = FlowState::kSynSent;
   resend_syn(flow, out);
 }
 
@@ -97,8 +104,7 @@ void SynProxy::resend_syn(const TcpFlow& flow, PacketSink& out) noexcept {
   emitter_.emit(out, Side::kOrigin, s);
 }
 
-bool SynProxy::origin_answered(TcpFlow& flow, const uint8_t* frame, const FrameView& v, time::Nanos now,
-                               PacketSink& out) noexcept {
+bool SynProxy::learn(const TcpFlow& flow, const FrameView& v) noexcept {
   OriginProfile learnt;
   learnt.mss = v.options.mss != 0 ? v.options.mss : 536;
   learnt.wscale = v.options.has_wscale ? static_cast<int8_t>(std::min<uint8_t>(v.options.wscale, 14)) : int8_t{-1};
@@ -114,11 +120,15 @@ bool SynProxy::origin_answered(TcpFlow& flow, const uint8_t* frame, const FrameV
     counters_.syn_proxy_mismatch.add();
     return false;
   }
+  return true;
+}
 
+uint32_t SynProxy::take_origin_numbers(TcpFlow& flow, const uint8_t* frame, const FrameView& v) noexcept {
   flow.origin_isn = v.seq;
+  flow.origin_next = v.seq + 1;
   flow.origin_ack = v.ack;
   flow.origin_tsval = v.options.tsval;
-  flow.origin_mss = learnt.mss;
+  flow.origin_mss = v.options.mss != 0 ? v.options.mss : 536;
   flow.l2_to_client_len = static_cast<uint8_t>(std::min<size_t>(v.l3_offset, kMaxL2Header));
   std::memcpy(flow.l2_to_client, frame, flow.l2_to_client_len);
   // Window scaling is on towards the client when the client asked (the
@@ -126,18 +136,25 @@ bool SynProxy::origin_answered(TcpFlow& flow, const uint8_t* frame, const FrameV
   // origin agreed too.
   const bool client_scales = flow.client_wscale >= 0;
   const bool origin_scales = client_scales && v.options.has_wscale;
-  const int origin_shift = origin_scales ? learnt.wscale : 0;
+  const int origin_shift = origin_scales ? std::min<uint8_t>(v.options.wscale, 14) : 0;
   flow.window_to_client_shift = static_cast<int8_t>(origin_shift - (client_scales ? kClientWscale : 0));
   flow.window_to_origin_shift =
       static_cast<int8_t>((client_scales ? flow.client_wscale : 0) - (origin_scales ? flow.client_wscale : 0));
-  // The client knows the origin's stream from the cookie on.
-  flow.to_client_base = flow.cookie_isn - flow.origin_isn;
-  flow.stream_edited = flow.to_client_base != 0;  // (an origin whose ISN is the cookie needs no translation)
-  flow.to_origin_base = 0;
+  // The client knows the origin's stream from the cookie on: its real
+  // numbers are that far from the ones the client sees.
+  const uint32_t delta = flow.cookie_isn - flow.origin_isn;
+  flow.to_client_base += delta;
+  flow.stream_edited = flow.stream_edited || flow.to_client_base != 0;  // (an origin whose ISN is the cookie needs none)
   flow.ts_offset = flow.cookie_tsval - flow.origin_tsval;
+  return delta;
+}
+
+bool SynProxy::origin_answered(TcpFlow& flow, const uint8_t* frame, const FrameView& v, time::Nanos now,
+                               PacketSink& out) noexcept {
+  if (!learn(flow, v)) return false;
+  (void)take_origin_numbers(flow, frame, v);
   flow.state = FlowState::kEstablished;
   flow.client_next = flow.client_isn + 1;
-  flow.origin_next = flow.origin_isn + 1;
   flow.client_progress = now;
   counters_.flows_established.add();
   counters_.syn_proxy_bound.add();
@@ -145,6 +162,7 @@ bool SynProxy::origin_answered(TcpFlow& flow, const uint8_t* frame, const FrameV
   acknowledge_again(flow, out);
   // The client's window opened: a SYN's window is never scaled, a later
   // segment's is.
+  const bool client_scales = flow.client_wscale >= 0;
   SegmentSpec c = SegmentEmitter::from(flow, Side::kOrigin);
   c.seq = flow.cookie_isn + 1;
   c.ack = flow.client_isn + 1;
@@ -155,15 +173,55 @@ bool SynProxy::origin_answered(TcpFlow& flow, const uint8_t* frame, const FrameV
   return true;
 }
 
+void SynProxy::accept(TcpFlow& flow, const SynCookieGrant& g, const uint8_t* frame, const FrameView& v,
+                      time::Nanos now) noexcept {
+  take_client_numbers(flow, g, frame, v);
+  flow.state = FlowState::kEstablished;
+  flow.binding = Binding::kUnbound;
+  // The origin's stream as the appliance numbers it until the origin's own
+  // numbers are known: from the cookie on, on the cookie's clock.
+  flow.origin_isn = g.cookie_isn;
+  flow.origin_next = g.cookie_isn + 1;
+  flow.origin_ack = g.client_isn + 1;
+  flow.origin_tsval = flow.cookie_tsval;
+  flow.origin_mss = g.client_mss;
+  flow.client_next = g.client_isn + 1;
+  flow.client_progress = now;
+  // The window the cookie SYN-ACK offered, as later segments scale it.
+  flow.origin_window = rescale_window(static_cast<uint16_t>(BindStash::kWindow),
+                                      static_cast<int8_t>(flow.client_wscale >= 0 ? -kClientWscale : 0));
+  counters_.flows_established.add();
+  counters_.syn_proxy_unbound.add();
+}
+
+void SynProxy::bind(TcpFlow& flow, time::Nanos now, PacketSink& out) noexcept {
+  flow.binding = Binding::kBinding;
+  flow.bind_since = now;
+  flow.syn_sent_at = now;
+  resend_syn(flow, out);
+}
+
+bool SynProxy::bound(TcpFlow& flow, const uint8_t* frame, const FrameView& v, uint32_t& delta) noexcept {
+  if (!learn(flow, v)) return false;
+  delta = take_origin_numbers(flow, frame, v);
+  flow.binding = Binding::kBound;
+  counters_.syn_proxy_bound.add();
+  return true;
+}
+
+uint16_t SynProxy::window_to_origin(const TcpFlow& flow) noexcept {
+  // The origin reads the field scaled by the client's shift if it agreed
+  // to scaling (the window to origin then needs no rescaling).
+  const bool origin_scales = flow.client_wscale > 0 && flow.window_to_origin_shift == 0;
+  return static_cast<uint16_t>(0xffff >> (origin_scales ? flow.client_wscale : 0));
+}
+
 void SynProxy::acknowledge_again(const TcpFlow& flow, PacketSink& out) noexcept {
   SegmentSpec s = SegmentEmitter::from(flow, Side::kClient);
   s.seq = flow.client_isn + 1;
   s.ack = flow.origin_isn + 1;
   s.flags = flag::kAck;
-  // The origin reads the field scaled by the client's shift if it agreed
-  // to scaling (the window to origin then needs no rescaling).
-  const bool origin_scales = flow.client_wscale > 0 && flow.window_to_origin_shift == 0;
-  s.window = static_cast<uint16_t>(0xffff >> (origin_scales ? flow.client_wscale : 0));
+  s.window = window_to_origin(flow);
   emitter_.emit(out, Side::kOrigin, s);
 }
 

@@ -26,6 +26,18 @@
 // the client was promised ends that connection (both reset) and is known
 // better for the next one.
 //
+// Delayed binding (policy `binding: delayed`, the default): the cookie
+// SYN-ACK offers a window (BindStash::kWindow), and a valid cookie ACK makes
+// a flow that is established towards the client and unbound: the appliance
+// numbers the origin's stream from the cookie itself, answers what it
+// refuses in that numbering, and opens the origin's connection only when
+// the request path first forwards a byte. Until the origin answers, what it
+// forwards waits in the flow's stash, unacknowledged; the origin's SYN-ACK
+// then gives the real numbers, the flow's shifts are renumbered to them
+// (the client's view never changes), and the stash goes to the origin. A
+// client refused before that, however many times on a kept-open
+// connection, never reaches the origin at all.
+//
 // The appliance keeps no retransmission timer: the ends drive them. The
 // SYN to the origin lost, the client (connected, its window shut) probes,
 // and each probe sends the SYN again; the ACK to the origin lost, the
@@ -41,6 +53,7 @@
 #include <optional>
 #include <span>
 
+#include "bind_stash.h"
 #include "flow_segment.h"
 #include "frame.h"
 #include "origin_profiles.h"
@@ -64,19 +77,38 @@ class SynProxy {
   SynProxy(std::span<const uint8_t, 32> seed, SegmentEmitter& emitter, WorkerCounters& counters) noexcept;
 
   // A client's SYN (without ACK) to a service port: answered with a cookie
-  // SYN-ACK in the origin's name. Nothing is kept.
-  void answer_syn(const uint8_t* frame, const FrameView& v, const FlowKey& key, time::Nanos now,
-                  PacketSink& out) noexcept;
+  // SYN-ACK in the origin's name, its window open for delayed binding.
+  // Nothing is kept.
+  void answer_syn(const uint8_t* frame, const FrameView& v, const FlowKey& key, bool delayed_binding,
+                  time::Nanos now, PacketSink& out) noexcept;
   // A client's segment with ACK (no SYN, no RST) on a flow that is not
   // tracked: the grant of the handshake it completes, if it carries a cookie
   // this worker issued within two minutes (the ACK itself, or the client's
   // probe of its shut window when the ACK was lost). Counted either way.
   [[nodiscard]] std::optional<SynCookieGrant> check_ack(const FlowKey& key, const FrameView& v,
                                                         time::Nanos now) noexcept;
+  // A client segment with data, untracked and without a valid cookie, that
+  // could be one sent after a cookie ACK still on its way (delayed binding
+  // offers a window): dropped rather than reset, for the client to send
+  // again once its ACK has made the flow.
+  [[nodiscard]] bool may_follow_handshake(const FlowKey& key, const FrameView& v, time::Nanos now) const noexcept {
+    return cookies_.may_follow(key, v.seq, v.ack, BindStash::kWindow, now);
+  }
   // A new flow (`flow`: key and hash set) for a valid cookie ACK: the
   // handshake's fields, and the SYN to the origin in the client's name.
   void open(TcpFlow& flow, const SynCookieGrant& g, const uint8_t* frame, const FrameView& v,
             PacketSink& out) noexcept;
+  // Delayed binding: a new flow (`flow`: key, hash and stash set) for a
+  // valid cookie ACK, established towards the client and unbound.
+  void accept(TcpFlow& flow, const SynCookieGrant& g, const uint8_t* frame, const FrameView& v,
+              time::Nanos now) noexcept;
+  // An unbound flow's first forwarded bytes: the SYN to the origin.
+  void bind(TcpFlow& flow, time::Nanos now, PacketSink& out) noexcept;
+  // The origin's SYN-ACK on a binding flow (`v`). True: the flow is bound,
+  // its numbers the origin's, and `delta` what the origin's sequence
+  // numbers moved by (the appliance's numbering minus the origin's: pending
+  // edits are renumbered by it). False: as origin_answered's.
+  [[nodiscard]] bool bound(TcpFlow& flow, const uint8_t* frame, const FrameView& v, uint32_t& delta) noexcept;
   // The SYN to the origin again (the client probed: it is still waiting).
   void resend_syn(const TcpFlow& flow, PacketSink& out) noexcept;
   // The origin's SYN-ACK on a proxied flow waiting for it (`v`, from the
@@ -95,12 +127,24 @@ class SynProxy {
   // released.
   void reset_both(const TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept;
 
+  // The window field of a segment to the origin in the client's name
+  // before the client's own has been seen: all the client's scale allows.
+  [[nodiscard]] static uint16_t window_to_origin(const TcpFlow& flow) noexcept;
   // A forwarded segment of a proxied flow, last thing before it leaves:
   // timestamps and window as the receiver expects them.
   static void to_origin(const TcpFlow& flow, uint8_t* frame, FrameView& v) noexcept;
   static void to_client(const TcpFlow& flow, uint8_t* frame, FrameView& v) noexcept;
 
  private:
+  void take_client_numbers(TcpFlow& flow, const SynCookieGrant& g, const uint8_t* frame,
+                           const FrameView& v) noexcept;
+  // The origin's profile learnt from its SYN-ACK; false if it cannot do
+  // what the client was promised.
+  [[nodiscard]] bool learn(const TcpFlow& flow, const FrameView& v) noexcept;
+  // The origin's numbers, clock and scale from its SYN-ACK, and the
+  // translation to the client's view; returns the sequence delta.
+  uint32_t take_origin_numbers(TcpFlow& flow, const uint8_t* frame, const FrameView& v) noexcept;
+
   SynCookies cookies_;
   OriginProfiles profiles_;
   SegmentEmitter& emitter_;

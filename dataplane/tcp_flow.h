@@ -23,6 +23,15 @@ enum class FlowState : uint8_t {
   kClosed,       // FIN both ways, or a RST: kept briefly for stragglers
 };
 
+// Whether the origin has a connection for a flow yet. A flow the SYN
+// proxy accepted with delayed binding (syn_proxy.h) has none until its
+// first request is forwarded; every other flow is bound from its start.
+enum class Binding : uint8_t {
+  kBound,
+  kUnbound,  // the client is connected to the appliance alone; the origin's stream is numbered from the cookie
+  kBinding,  // the SYN to the origin is out; what goes to the origin waits in the flow's stash
+};
+
 inline constexpr uint8_t kMaxL2Header = 22;  // Ethernet + two VLAN tags
 
 struct TcpFlow {
@@ -91,10 +100,13 @@ struct TcpFlow {
   uint32_t cookie_tsval = 0;          // its SYN-ACK's TSval (the client's ACK echoed it)
   uint32_t ts_offset = 0;             // the origin's TSval plus this is what the client sees
   time::Nanos syn_sent_at = 0;        // the SYN to the origin last sent (before the origin answered)
+  time::Nanos bind_since = 0;         // the SYN to the origin first sent (delayed binding)
+  Binding binding = Binding::kBound;
 
   int32_t context = -1;  // the borrowed ParseContext, or -1
   int32_t share = -1;    // the client's share of flows and contexts (client_shares.h)
   int32_t hold = -1;     // the EditHold with the edits the client has not acknowledged, or -1 (never with a context)
+  int32_t stash = -1;    // until bound: the BindStash buffer with what goes to the origin once it answers, or -1
 };
 
 // A window field scaled by one end's shift, as the other end reads it

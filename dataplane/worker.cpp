@@ -220,6 +220,7 @@ unsigned Worker::poll_once() noexcept {
   tx_[0].flush(counters_.tx_client, counters_.tx_dropped);
   tx_[1].flush(counters_.tx_origin, counters_.tx_dropped);
   counters_.flows_active.store(engine_.flows().size(), std::memory_order_relaxed);
+  counters_.flows_unbound.store(engine_.unbound_flows(), std::memory_order_relaxed);
   counters_.oldest_policy_generation.store(engine_.policy_generation_in_use(snap.generation),
                                            std::memory_order_relaxed);
   if (shared_.qsbr != nullptr) rte_rcu_qsbr_quiescent(shared_.qsbr, setup_.index);

@@ -74,7 +74,11 @@ class Counter {
   X(syn_cookies_sent, "client SYNs answered with a SYN cookie (syn_proxy)")                    \
   X(syn_cookies_validated, "client ACKs that carried a valid cookie: a flow, and a SYN to the origin") \
   X(syn_cookies_failed, "client segments on untracked flows without a valid cookie: dropped (payload: reset)") \
-  X(syn_proxy_bound, "proxied handshakes the origin answered: the flow established")          \
+  X(syn_cookie_early_data, "client data ahead of its handshake's ACK (reordered, or the ACK lost): dropped, not reset") \
+  X(syn_proxy_bound, "proxied flows the origin answered the SYN of: bound to it")              \
+  X(syn_proxy_unbound, "cookie handshakes accepted unbound (binding: delayed): no origin connection yet") \
+  X(unbound_answers, "requests answered on unbound flows: the origin never saw the connection") \
+  X(bind_stash_exhausted, "cookie handshakes bound at once for want of a free bind stash")     \
   X(syn_proxy_refused, "proxied handshakes the origin refused (RST) or left unanswered for 5 s: the client reset") \
   X(syn_proxy_mismatch, "origins that refused a promised option (timestamps): both ends reset") \
   X(share_flows_refused, "SYNs dropped: the client address holds its share of flows")          \
@@ -114,6 +118,7 @@ struct alignas(64) WorkerCounters {
   SLUICE_WORKER_COUNTERS(SLUICE_DECLARE_COUNTER)
 #undef SLUICE_DECLARE_COUNTER
   std::atomic<uint64_t> flows_active{0};          // a gauge, set once per loop pass
+  std::atomic<uint64_t> flows_unbound{0};         // the same: of those, not yet bound to their origin (delayed binding)
   // The oldest policy generation this worker may still read (requests parsed
   // under a policy since replaced); the control plane frees older snapshots.
   // Set once per loop pass; 0 until the worker has looked at all its contexts.

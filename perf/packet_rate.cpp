@@ -30,7 +30,8 @@
 //             answered with a cookie SYN-ACK (cookies sent per second), then
 //             the clients' ACKs carrying those cookies (computed here with
 //             the worker's keys), each validated, a flow created and a SYN
-//             sent to the origin (cookies validated per second).
+//             sent to the origin (cookies validated per second; `binding:
+//             immediate`, the path of a flow that finds no bind stash free).
 //   refused   a fresh batch of flows per repetition (the same ports with new
 //             sequence numbers; handshakes untimed), one GET per flow, each
 //             refused by a budget spent beforehand: the worker drops the
@@ -455,8 +456,14 @@ class Rig {
   [[nodiscard]] Worker& worker() { return *worker_; }
   [[nodiscard]] const PolicySnapshot& snapshot() const { return *snap_; }
   // For the syn scenario: the worker reads the snapshot afresh every pass,
-  // and only this thread runs it.
-  void set_syn_proxy(bool on) { snap_->policy.syn_proxy = on; }
+  // and only this thread runs it. Bound as the handshake completes, so that
+  // every validated cookie takes the same path (with delayed binding the
+  // first 256 would wait unbound, holding the worker's bind stashes, and
+  // the rest be bound at once anyway).
+  void set_syn_proxy(bool on) {
+    snap_->policy.syn_proxy = on;
+    snap_->policy.delayed_binding = false;
+  }
   [[nodiscard]] time::Nanos now() { return clock_.now(); }
 
  private:

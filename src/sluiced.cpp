@@ -589,6 +589,9 @@ std::vector<std::pair<std::string, uint64_t>> Appliance::telemetry_stats() const
   uint64_t flows = 0;
   for (unsigned i = 0; i < o_.workers; ++i) flows += counters_[i].flows_active.load(std::memory_order_relaxed);
   out.emplace_back("flows_active", flows);
+  uint64_t unbound = 0;
+  for (unsigned i = 0; i < o_.workers; ++i) unbound += counters_[i].flows_unbound.load(std::memory_order_relaxed);
+  out.emplace_back("flows_unbound", unbound);
   out.emplace_back("runs_live", run_registry_->size());
   out.emplace_back("credentials", credential_registry_->summary().credentials);
   return out;

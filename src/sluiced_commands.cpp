@@ -36,6 +36,12 @@ uint64_t flows_tracked(const Daemon& d) {
   return flows;
 }
 
+uint64_t flows_unbound(const Daemon& d) {
+  uint64_t flows = 0;
+  for (unsigned i = 0; i < d.workers; ++i) flows += d.counters[i].flows_unbound.load(std::memory_order_relaxed);
+  return flows;
+}
+
 void write_tables(const Daemon& d, JsonWriter& w) {
   w.key("tables").begin_object();
   const limiter::BucketTable& b = d.limiter->buckets;
@@ -54,7 +60,7 @@ void write_tables(const Daemon& d, JsonWriter& w) {
   w.key("credentials").begin_object().key("live").value(static_cast<uint64_t>(c.credentials));
   w.key("users").value(static_cast<uint64_t>(c.users)).key("capacity").value(static_cast<uint64_t>(c.capacity));
   w.end_object();
-  w.key("flows").begin_object().key("live").value(flows_tracked(d)).end_object();
+  w.key("flows").begin_object().key("live").value(flows_tracked(d)).key("unbound").value(flows_unbound(d)).end_object();
   w.end_object();
 }
 
@@ -203,6 +209,7 @@ Reply cmd_stats(const Daemon& d, const JsonValue&, JsonWriter& w) {
   w.key("workers").begin_array();
   for (unsigned i = 0; i < d.workers; ++i) {
     w.begin_object().key("flows_active").value(d.counters[i].flows_active.load(std::memory_order_relaxed));
+    w.key("flows_unbound").value(d.counters[i].flows_unbound.load(std::memory_order_relaxed));
 #define SLUICE_WORKER_COUNTER(name, help) w.key(#name).value(d.counters[i].name.get());
     SLUICE_WORKER_COUNTERS(SLUICE_WORKER_COUNTER)
 #undef SLUICE_WORKER_COUNTER

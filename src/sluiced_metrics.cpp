@@ -48,6 +48,11 @@ std::string render_metrics(const Daemon& d) {
     e.sample("sluice_flows_active", "worker=\"" + std::to_string(i) + "\"",
              d.counters[i].flows_active.load(std::memory_order_relaxed));
   }
+  e.family("sluice_flows_unbound", "gauge", "TCP flows not yet bound to their origin (delayed binding)");
+  for (unsigned i = 0; i < d.workers; ++i) {
+    e.sample("sluice_flows_unbound", "worker=\"" + std::to_string(i) + "\"",
+             d.counters[i].flows_unbound.load(std::memory_order_relaxed));
+  }
 
   const std::shared_ptr<const dataplane::PolicySnapshot> snapshot = d.publisher->current();
   e.family("sluice_rule_requests_total", "counter", "requests per rule of the current policy and verdict");

@@ -121,6 +121,7 @@ struct CompiledPolicy {
   const policy::ResponseTemplate* timed_out = nullptr;         // 408: a head past its deadline
   policy::Deadlines deadlines;
   bool syn_proxy = true;
+  bool delayed_binding = true;
 
   [[nodiscard]] const CompiledBucket* bucket_named(std::string_view name) const noexcept;
   [[nodiscard]] const CompiledRule* rule_named(std::string_view name) const noexcept;

@@ -195,6 +195,11 @@ struct Policy {
   // with SYN cookies and opens the origin's connection only for a client
   // that completed the handshake (dataplane/syn_proxy.h).
   bool syn_proxy = true;
+  // With the SYN proxy: the origin's connection is opened only once the
+  // first request on the connection is forwarded (`binding: delayed`, the
+  // default), so a request refused first never reaches the origin; or as
+  // soon as the client's handshake completes (`binding: immediate`).
+  bool delayed_binding = true;
 };
 
 }  // namespace sluice::policy

@@ -655,6 +655,15 @@ void read_syn_proxy(Reader& r, const YAML::Node& n, bool& out) {
   else if (s) r.error(n, "syn_proxy must be on or off");
 }
 
+void read_binding(Reader& r, const YAML::Node& n, bool syn_proxy, bool& out) {
+  const auto s = r.string(n, "binding");
+  if (s == "delayed") out = true;
+  else if (s == "immediate") out = false;
+  else if (s) r.error(n, "binding must be delayed or immediate");
+  // Only the SYN proxy can hold a connection back from the origin.
+  if (s == "delayed" && !syn_proxy) r.error(n, "binding: delayed needs syn_proxy: on");
+}
+
 void read_after_answer(Reader& r, const YAML::Node& n, AfterAnswer& out) {
   const auto s = r.string(n, "after_answer");
   if (s == "keep-alive") out = AfterAnswer::kKeepAlive;
@@ -719,7 +728,7 @@ void read_answers(Reader& r, const YAML::Node& root, Policy& p) {
 // sees every mistake in one pass, never half of them.
 void read_policy(Reader& r, const YAML::Node& root, Policy& p) {
   r.only(root, {"sluice", "name", "mode", "header_style", "service_ports", "limits", "client_ip", "credentials", "cors",
-                "usage", "after_answer", "deadlines", "syn_proxy", "exempt", "buckets", "rules", "refusal", "unauthorized", "not_found"},
+                "usage", "after_answer", "deadlines", "syn_proxy", "binding", "exempt", "buckets", "rules", "refusal", "unauthorized", "not_found"},
          "the policy");
   read_preamble(r, root, p);
   if (root["service_ports"]) read_service_ports(r, root["service_ports"], p.service_ports);
@@ -731,6 +740,7 @@ void read_policy(Reader& r, const YAML::Node& root, Policy& p) {
   if (root["after_answer"]) read_after_answer(r, root["after_answer"], p.after_answer);
   if (root["deadlines"]) read_deadlines(r, root["deadlines"], p.deadlines);
   if (root["syn_proxy"]) read_syn_proxy(r, root["syn_proxy"], p.syn_proxy);
+  if (root["binding"]) read_binding(r, root["binding"], p.syn_proxy, p.delayed_binding);
   if (root["exempt"]) read_exemptions(r, root["exempt"], p.exemptions);
   if (root["buckets"]) read_buckets(r, root["buckets"], p.buckets);
   if (root["rules"]) read_rules(r, root["rules"], p.rules);

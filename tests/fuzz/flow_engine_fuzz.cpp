@@ -106,10 +106,11 @@ struct CompiledPolicy {
   std::unique_ptr<dp::PolicySnapshot> snapshot;
 };
 
-// Each policy twice: bridged handshakes, and through the SYN proxy.
-const CompiledPolicy& compiled(PolicyKind k, bool syn_proxy) {
-  static std::array<CompiledPolicy, 2 * static_cast<size_t>(PolicyKind::kCount)> all;
-  CompiledPolicy& c = all[2 * static_cast<size_t>(k) + (syn_proxy ? 1 : 0)];
+// Each policy three times: bridged handshakes, through the SYN proxy bound
+// at once, and through it with delayed binding.
+const CompiledPolicy& compiled(PolicyKind k, bool syn_proxy, bool delayed_binding) {
+  static std::array<CompiledPolicy, 3 * static_cast<size_t>(PolicyKind::kCount)> all;
+  CompiledPolicy& c = all[3 * static_cast<size_t>(k) + (syn_proxy ? 1 : 0) + (syn_proxy && delayed_binding ? 1 : 0)];
   if (c.snapshot) return c;
   std::array<uint8_t, limiter::KeyHasher::kSecretSize> secret{};
   for (size_t i = 0; i < secret.size(); ++i) secret[i] = static_cast<uint8_t>(i * 13 + 1);
@@ -123,6 +124,7 @@ const CompiledPolicy& compiled(PolicyKind k, bool syn_proxy) {
   c.snapshot->policy = std::move(*policy);
   for (uint16_t p : c.snapshot->policy.source.service_ports) c.snapshot->service_ports.set(p);
   c.snapshot->policy.syn_proxy = syn_proxy;
+  c.snapshot->policy.delayed_binding = syn_proxy && delayed_binding;
   return c;
 }
 
@@ -133,7 +135,8 @@ constexpr std::array<uint8_t, 32> kCookieSeed = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1
                                                  7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22};
 
 struct World {
-  World(PolicyKind kind, bool insert_fields, bool syn_proxy) : policy(compiled(kind, syn_proxy)) {
+  World(PolicyKind kind, bool insert_fields, bool syn_proxy, bool delayed_binding)
+      : policy(compiled(kind, syn_proxy, delayed_binding)) {
     const dp::PolicySnapshot& snap = *policy.snapshot;
     buckets = std::make_unique<limiter::BucketTable>(limiter::BucketTable::Options{
         .capacity = 256, .regions = 4, .bucket_kinds = static_cast<uint16_t>(snap.policy.buckets.size())});
@@ -182,6 +185,7 @@ struct Conversation {
   bool pipelined = true;
   bool client_fin = false;
   bool syn_proxy = false;  // the handshake through the SYN proxy: the origin's numbers and clock translated
+  bool delayed_binding = false;  // with it, the origin's connection opened for the first forwarded byte
   uint16_t client_mss = 1460;
   uint32_t room = 0;  // ServiceFrame::room for frames fed (0: they may not grow)
   std::vector<Exchange> exchanges;
@@ -274,6 +278,7 @@ Conversation choose_conversation(FuzzedDataProvider& in) {
   c.client_fin = bits & 8;
   c.room = (bits & 16) ? 2048 : 0;
   c.syn_proxy = bits & 32;
+  c.delayed_binding = c.syn_proxy && (bits & 64);
   static const uint16_t kMss[] = {1460, 536, 200, 88, 64};
   c.client_mss = kMss[in.ConsumeIntegralInRange<int>(0, 4)];
   const size_t n = in.ConsumeIntegralInRange<size_t>(1, 5);
@@ -324,6 +329,7 @@ struct Endpoint {
   bool reset = false;
   uint32_t ts = 1000, peer_ts = 0;
   uint32_t ack_sent = 0;  // the last acknowledgement it sent
+  bool syn_pending = false;  // the origin got a SYN (delayed binding) it has yet to answer
 
   [[nodiscard]] uint32_t end() const { return static_cast<uint32_t>(out.size()) + (fin_queued ? 1 : 0); }
   [[nodiscard]] bool fin_received() const { return fin_at && *fin_at == rcv_nxt; }
@@ -404,6 +410,12 @@ class Network final : public dp::PacketSink {
     if (offer.timestamps) client_.peer_ts = offer.tsval;
     if (feed(client_, client_.isn + 1, offer.isn + 1, flag::kAck, "", 0)) fail("the cookie ACK forwarded");
     if (w_.counters.syn_cookies_validated.get() != 1) fail("the cookie ACK not validated");
+    if (c_.delayed_binding) {
+      // The origin hears of the connection with its first forwarded byte
+      // (answer_syn()).
+      if (w_.counters.syn_proxy_unbound.get() != 1) fail("the cookie ACK did not make an unbound flow");
+      return;
+    }
     if (feed(origin_, origin_.isn, client_.isn + 1, flag::kSyn | flag::kAck, "", 0)) fail("the origin's SYN-ACK forwarded");
     if (w_.counters.syn_proxy_bound.get() != 1) fail("the proxied handshake did not complete");
   }
@@ -484,6 +496,13 @@ class Network final : public dp::PacketSink {
   }
   // Responses the client has whole, checked as they come (see check_responses).
   size_t responses_seen = 0;
+  // The origin's SYN-ACK to a SYN the engine sent it since (delayed
+  // binding), outside the engine's call that sent it.
+  void answer_syn() {
+    if (!origin_.syn_pending || origin_.reset) return;
+    origin_.syn_pending = false;
+    (void)feed(origin_, origin_.isn, client_.isn + 1, flag::kSyn | flag::kAck, "", 0);
+  }
 
  private:
   [[nodiscard]] Endpoint& other(const Endpoint& e) { return e.side == dp::Side::kClient ? origin_ : client_; }
@@ -628,7 +647,10 @@ void Network::receive(Endpoint& e, const dp::FrameView& v, const uint8_t* frame)
       e.una = acked;
     }
   }
-  if (v.has(flag::kSyn)) return;
+  if (v.has(flag::kSyn)) {
+    if (!to_client && !v.has(flag::kAck)) e.syn_pending = true;
+    return;
+  }
   // A late copy renumbered by the engine's base shift may start before the
   // stream's first byte; the receiver ignores what lies before it.
   const auto start = static_cast<int32_t>(v.seq - (peer.seen_isn + 1));
@@ -879,6 +901,7 @@ void settle(Network& net, const Conversation& c) {
   uint32_t client_una = net.client().una, origin_una = net.origin().una;
   for (int round = 0; round < kMaxSettleRounds; ++round) {
     const bool client_sent = settle_end(net, net.client(), client_una);
+    net.answer_syn();
     const bool origin_sent = settle_end(net, net.origin(), origin_una);
     client_una = net.client().una;
     origin_una = net.origin().una;
@@ -914,11 +937,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   const Conversation c = choose_conversation(in);
   if (g_verbose) print_conversation(c);
-  World w(c.policy, c.insert_fields, c.syn_proxy);
+  World w(c.policy, c.insert_fields, c.syn_proxy, c.delayed_binding);
   Network net(w, c, g_overlaps);
   net.handshake();
   for (int step = 0; step < kMaxScriptSteps && in.remaining_bytes() > 0; ++step) {
     script_step(net, in);
+    net.answer_syn();
     refresh_responses(net, c);
     check_charges(c, w.counters, false);
   }

@@ -64,6 +64,11 @@ struct EngineWorld {
     for (const auto& e : errors) ADD_FAILURE() << e.to_string();
     snapshot = std::make_unique<dataplane::PolicySnapshot>();
     snapshot->policy = std::move(*compiled);
+    // Tests of everything but the SYN proxy read a proxied flow's segments
+    // as a bridged flow's, one for one: its origin's connection is opened
+    // with the handshake (binding: immediate) unless the policy itself asks
+    // for delayed binding (syn_proxy_test.cpp, delayed_binding_test.cpp).
+    if (policy_text.find("binding:") == std::string_view::npos) snapshot->policy.delayed_binding = false;
     for (uint16_t p : snapshot->policy.source.service_ports) snapshot->service_ports.set(p);
     buckets = std::make_unique<limiter::BucketTable>(limiter::BucketTable::Options{
         .capacity = 4096, .regions = 4, .bucket_kinds = static_cast<uint16_t>(snapshot->policy.buckets.size())});

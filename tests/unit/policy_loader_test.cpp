@@ -45,7 +45,7 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
   const std::vector<Broken> cases = {
       {"unknown top-level key", kMinimal + "bukets: {}\n",
        "p.yaml:8:1: unknown key 'bukets' in the policy (expected one of: sluice, name, mode, header_style, "
-       "service_ports, limits, client_ip, credentials, cors, usage, after_answer, deadlines, syn_proxy, exempt, buckets, "
+       "service_ports, limits, client_ip, credentials, cors, usage, after_answer, deadlines, syn_proxy, binding, exempt, buckets, "
        "rules, refusal, unauthorized, not_found)"},
       {"after_answer neither keep-alive nor close", kMinimal + "after_answer: linger\n",
        "p.yaml:8:15: after_answer must be keep-alive or close"},
@@ -99,6 +99,10 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
       {"head limit too small", kMinimal + "limits: { max_head_bytes: 100 }\n",
        "p.yaml:8:27: limits max_head_bytes must be between 1024 and 65536, not 100"},
       {"syn_proxy neither on nor off", kMinimal + "syn_proxy: yes\n", "p.yaml:8:12: syn_proxy must be on or off"},
+      {"binding neither delayed nor immediate", kMinimal + "binding: late\n",
+       "p.yaml:8:10: binding must be delayed or immediate"},
+      {"delayed binding without the SYN proxy", kMinimal + "syn_proxy: off\nbinding: delayed\n",
+       "p.yaml:9:10: binding: delayed needs syn_proxy: on"},
       {"a deadline without a unit", kMinimal + "deadlines: { head: 10 }\n",
        "p.yaml:8:20: deadlines head must be a duration such as 250ms, 60s, 10m or 1h"},
       {"a deadline too short", kMinimal + "deadlines: { body: 5ms }\n",

@@ -37,6 +37,29 @@ struct Model {
   }
 };
 
+// Delayed binding: edits made while the appliance numbered the sender's
+// stream itself (from the cookie) move to the real sender's numbers, and
+// what the receiver sees of every byte stays as it was.
+TEST(SeqShift, RenumberingTheSenderLeavesTheReceiversViewAlone) {
+  const uint32_t cookie = 0xfffffff0;  // the appliance's numbers wrap; the origin's do not
+  const uint32_t origin_isn = 0x1000;
+  SeqShift before;
+  before.reset(0);
+  ASSERT_TRUE(before.add(cookie + 1, 0, 120));  // a kept answer before the origin's first byte
+  SeqShift after = before;
+  const uint32_t delta = cookie - origin_isn;
+  after.renumber_sender(delta);
+  for (const uint32_t off : {0u, 1u, 50u, 5000u}) {
+    EXPECT_EQ(after.forward(origin_isn + 1 + off), before.forward(cookie + 1 + off)) << off;
+  }
+  for (const uint32_t ack : {cookie + 1, cookie + 60, cookie + 121, cookie + 121 + 4000}) {
+    EXPECT_EQ(after.backward(ack), before.backward(ack) - delta) << ack;
+  }
+  after.acknowledged(cookie + 1 + 120 + 10);
+  EXPECT_EQ(after.pending(), 0u);
+  EXPECT_EQ(static_cast<uint32_t>(after.total_shift()), cookie + 120 - origin_isn);
+}
+
 TEST(SeqShift, NoEditsMapsEverythingToItself) {
   SeqShift s;
   EXPECT_TRUE(s.empty());

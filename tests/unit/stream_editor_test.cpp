@@ -35,7 +35,7 @@ class EditorBench {
  public:
   EditorBench(uint16_t client_mss, bool timestamps)
       : shares_(4, dataplane::ShareCaps{}, 1),
-        lender_(2, w_.snapshot->policy.stream.head.max_head_bytes, w_.snapshot->policy.stream.head.max_fields, 2,
+        lender_(2, w_.snapshot->policy.stream.head.max_head_bytes, w_.snapshot->policy.stream.head.max_fields, 2, 1,
                 shares_),
         answers_(1 << 16),
         editor_(lender_, answers_, emitter_, w_.counters) {
