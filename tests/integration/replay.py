@@ -135,12 +135,6 @@ def main():
     if syn is None:
         sys.exit("replay.py: did not see the connection's SYN on %s" % args.ifname)
     isn = struct.unpack("!I", syn[tcp_offset(syn) + 4 :][:4])[0]
-    synack = None
-    if org is not None:
-        synack = catch(org, min(deadline, time.monotonic() + 1), lambda f, t: ports(f, t) == (args.port, lport)
-                       and f[t + 13] & 0x12 == 0x12)
-        if synack is None:
-            sys.exit("replay.py: did not see the origin's SYN-ACK on %s in %s" % (args.origin_ifname, args.origin_netns))
     print("local port %d, ISN %d" % (lport, isn), file=sys.stderr)
 
     if args.mode == "syn-dup":
@@ -156,6 +150,12 @@ def main():
             print("sent a SYN (seq ISN+1000003) after the first response", file=sys.stderr)
             time.sleep(0.05)
         if args.mode == "stale-synack" and i == args.at:
+            # The origin's SYN-ACK, from what its interface sent since the
+            # start (with delayed binding it answered the first request's SYN).
+            synack = catch(org, min(deadline, time.monotonic() + 1), lambda f, t: ports(f, t) == (args.port, lport)
+                           and f[t + 13] & 0x12 == 0x12)
+            if synack is None:
+                sys.exit("replay.py: did not see the origin's SYN-ACK on %s in %s" % (args.origin_ifname, args.origin_netns))
             time.sleep(0.02)   # the origin's later segments carry later timestamps
             org.send(synack)
             print("sent the origin's SYN-ACK again before request %d" % i, file=sys.stderr)

@@ -63,6 +63,7 @@ wire-connect-with-content    limiting  tb-strict          1
 wire-h2-preface-partial      limiting  tb-strict          1
 wire-syn-flood               limiting  tb-strict          1
 wire-syn-proxy-options       limiting  tb-strict          1
+wire-unbound-refusal         limiting  tb-strict          1
 wire-slow-head-crowd         limiting  tb-deadlines       1  args=--contexts,16,--contexts-per-client,4
 '
 
@@ -1130,6 +1131,58 @@ t_wire_syn_flood() {
   check_eq "SYNs answered with a cookie: the flood's and the 40" "$(delta syn_cookies_sent)" "$((sent + 40))"
   check_eq "cookies validated: the 40" "$(delta syn_cookies_validated)" 40
   check_eq "flows created: the 40" "$(delta flows_created)" 40
+  finish
+}
+
+# Issue 14, delayed binding: with the per-host budget of /hk/* spent (5 an
+# hour, from one address), a second address opens 10 connections, each
+# refused on its first request: the origin sees none of them (no SYN from
+# that address on its interface, no accepted connection, no log line).
+# Then one connection is refused first and admitted next (curl --next on
+# the same connection): only then does the origin accept a connection, and
+# its log holds the admitted request alone.
+t_wire_unbound_refusal() {
+  local s t i code passive0 passive1 passive2 before after counter out
+  s="$(src4)"
+  t="$(src4 1)"
+  passive() { ip netns exec "$NS_ORG" nstat -az TcpPassiveOpens 2>/dev/null | awk '$1 == "TcpPassiveOpens" { print $2 }'; }
+  for i in 1 2 3 4 5; do
+    code="$(ccurl "spend-$i" --interface "$s" -H 'Host: spent.example' "http://$ORIGIN4/hk/spend-$i")"
+    check_eq "spending the host's budget: request $i" "$code" 200
+  done
+  before="$(SLT_CTL --json stats)"
+  passive0="$(passive)"
+  ip netns exec "$NS_ORG" timeout -k 2 30 "$SLT_PY" "$SLT_HERE/syn_count.py" --iface o0 --src-net "$t/32" \
+    --seconds 6 >"$SLT_OUT/origin-syns.json" 2>&1 &
+  counter=$!
+  sleep 0.5
+  for i in $(seq 1 10); do
+    code="$(ccurl "refused-$i" --interface "$t" -H 'Host: spent.example' "http://$ORIGIN4/hk/refused-$i")"
+    [ "$code" = 429 ] || fail "a new connection's first request, over the budget: $code (want 429)"
+  done
+  wait "$counter"
+  passive1="$(passive)"
+  check_eq "SYNs the origin received from the refused address" \
+    "$("$SLT_PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["from_net"])' "$SLT_OUT/origin-syns.json" 2>/dev/null)" 0
+  check_eq "connections the origin accepted while the 10 were refused (TcpPassiveOpens)" "$((passive1 - passive0))" 0
+  check_olog "the refused address" "$t" 0
+  out="$(ip netns exec "$NS_CLI" curl --noproxy '*' -sS --max-time 15 --interface "$t" -o /dev/null -w '%{http_code} %{num_connects}\n' \
+    -H 'Host: spent.example' "http://$ORIGIN4/hk/refused-first" \
+    --next -s -o /dev/null -w '%{http_code} %{num_connects}\n' "http://$ORIGIN4/admitted-next" 2>&1 | tr '\n' ' ')"
+  check_eq "refused, then admitted on the same connection" "$out" "429 1 200 0 "
+  passive2="$(passive)"
+  after="$(SLT_CTL --json stats)"
+  check_eq "connections the origin accepted for it" "$((passive2 - passive1))" 1
+  olog_settle
+  check_eq "what the origin's log has from the address" "$(olog_lines "$t" | awk '{ print $3 }' | tr '\n' ' ')" "/admitted-next "
+  delta() {
+    "$SLT_PY" -c 'import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); print(int(b["counters"][sys.argv[3]] - a["counters"][sys.argv[3]]))' \
+      "$before" "$after" "$1"
+  }
+  note "appliance: syn_proxy_unbound $(delta syn_proxy_unbound), unbound_answers $(delta unbound_answers), bound $(delta syn_proxy_bound), flows_unbound now $("$SLT_PY" -c 'import json,sys; print(json.loads(sys.argv[1])["tables"]["flows"]["unbound"])' "$after")"
+  check_eq "connections accepted unbound" "$(delta syn_proxy_unbound)" 11
+  check_eq "requests answered before binding" "$(delta unbound_answers)" 11
+  check_eq "connections bound to the origin" "$(delta syn_proxy_bound)" 1
   finish
 }
 
