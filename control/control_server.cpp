@@ -1,5 +1,6 @@
-// poll() over the listening socket and up to kMaxClients connections; each
-// complete line is one request.
+// poll() over the listening socket and the connections (ControlLimits caps
+// them); each complete line is one request. See control_server.h for the
+// deadlines.
 #include "control_server.h"
 
 #include <poll.h>
@@ -8,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -15,8 +17,6 @@
 
 namespace sluice::control {
 namespace {
-
-constexpr size_t kMaxClients = 32;
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -82,59 +82,109 @@ std::string ControlServer::open(const std::string& path, gid_t group) {
   return {};
 }
 
-void ControlServer::accept_client() {
-  const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+bool ControlServer::allowed(int fd, uid_t uid, gid_t gid) const {
+  if (uid == 0 || uid == geteuid()) return true;
+  if (group_ == static_cast<gid_t>(-1)) return false;
+  if (gid == group_) return true;
+  // A supplementary member is a member too. The peer's groups as they were
+  // when it connected.
+  std::vector<gid_t> groups(64);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    socklen_t len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
+      groups.resize(len / sizeof(gid_t));
+      return std::find(groups.begin(), groups.end(), group_) != groups.end();
+    }
+    if (errno != ERANGE) return false;
+    groups.resize(len / sizeof(gid_t) + 1);
+  }
+  return false;
+}
+
+void ControlServer::accept_client(Clock::time_point now) {
+  const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd < 0) return;
   ucred peer{};
   socklen_t len = sizeof peer;
-  const bool known = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0;
-  const bool allowed = known && (peer.uid == 0 || peer.uid == geteuid() ||
-                                 (group_ != static_cast<gid_t>(-1) && peer.gid == group_));
-  if (!allowed || clients_.size() >= kMaxClients) {
-    const std::string r = error_response(ErrorCode::kForbidden, allowed ? "too many control connections"
-                                                                        : "this user may not use sluiced's control socket") +
-                          "\n";
+  std::string refusal;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || !allowed(fd, peer.uid, peer.gid)) {
+    refusal = "this user may not use sluiced's control socket";
+  } else if (clients_.size() >= limits_.total) {
+    refusal = "too many control connections (at most " + std::to_string(limits_.total) + ")";
+  } else if (static_cast<size_t>(std::count_if(clients_.begin(), clients_.end(), [&](const Client& c) {
+               return c.uid == peer.uid;
+             })) >= limits_.per_uid) {
+    refusal = "too many control connections from uid " + std::to_string(peer.uid) + " (at most " +
+              std::to_string(limits_.per_uid) + ")";
+  }
+  if (!refusal.empty()) {
+    const std::string r = error_response(ErrorCode::kForbidden, refusal) + "\n";
     (void)!send(fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     close(fd);
     return;
   }
-  clients_.push_back({fd, {}});
+  clients_.push_back({fd, peer.uid, {}, {}, now, now, now});
 }
 
-bool ControlServer::serve_client(Client& c, const Handler& handler) {
+bool ControlServer::receive(Client& c, Clock::time_point now) {
   char buf[4096];
-  const ssize_t n = recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
-  if (n == 0) return false;
-  if (n < 0) return errno == EAGAIN || errno == EINTR;
-  c.in.append(buf, static_cast<size_t>(n));
   for (;;) {
+    const ssize_t n = recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0) return false;
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    if (c.in.empty()) c.request_since = now;
+    c.in.append(buf, static_cast<size_t>(n));
+    // One request at most past the limit is kept: the check below refuses it.
+    if (c.in.size() > kMaxRequestBytes || static_cast<size_t>(n) < sizeof buf) return true;
+  }
+}
+
+bool ControlServer::answer_lines(Client& c, const Handler& handler, Clock::time_point now) {
+  // Requests are answered in order, one reply in flight at a time: a peer
+  // that does not take its replies gets no more answered.
+  while (c.out.empty()) {
     const size_t nl = c.in.find('\n');
     if (nl == std::string::npos) {
-      if (c.in.size() > kMaxRequestBytes) {
-        const std::string r = error_response(ErrorCode::kRequestTooLarge, "a request is one line of at most 64 KiB") + "\n";
-        (void)!send(c.fd, r.data(), r.size(), MSG_NOSIGNAL);
-        return false;
-      }
-      return true;
+      if (c.in.size() <= kMaxRequestBytes) return true;
+      c.out = error_response(ErrorCode::kRequestTooLarge, "a request is one line of at most 64 KiB") + "\n";
+      (void)flush(c, now);
+      return false;
     }
     const std::string line = c.in.substr(0, nl);
     c.in.erase(0, nl + 1);
+    c.request_since = now;  // what is left of `in` began to arrive no earlier than this
+    c.active = now;
     std::string error;
     const std::optional<JsonValue> request = parse_json(line, error);
-    std::string response;
     if (!request || request->object() == nullptr) {
-      response = error_response(ErrorCode::kBadRequest, request ? "a request is a JSON object" : "not JSON: " + error);
+      c.out = error_response(ErrorCode::kBadRequest, request ? "a request is a JSON object" : "not JSON: " + error);
     } else if (const JsonValue* v = request->get("v"); v != nullptr && v->number() != double{kProtocolVersion}) {
-      response = error_response(ErrorCode::kUnsupportedVersion,
-                                "this sluiced speaks version " + std::to_string(kProtocolVersion) + " of the protocol");
+      c.out = error_response(ErrorCode::kUnsupportedVersion,
+                             "this sluiced speaks version " + std::to_string(kProtocolVersion) + " of the protocol");
     } else {
-      response = handler(*request);
+      c.out = handler(*request);
     }
-    response += '\n';
-    if (send(c.fd, response.data(), response.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(response.size())) {
-      return false;
-    }
+    c.out += '\n';
+    c.reply_since = now;
+    if (!flush(c, now)) return false;
   }
+  return true;
+}
+
+bool ControlServer::flush(Client& c, Clock::time_point now) {
+  while (!c.out.empty()) {
+    const ssize_t n = send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    c.out.erase(0, static_cast<size_t>(n));
+  }
+  c.active = now;
+  return true;
+}
+
+bool ControlServer::within_deadlines(const Client& c, Clock::time_point now) const {
+  if (!c.out.empty()) return now - c.reply_since <= limits_.reply_deadline;
+  if (!c.in.empty()) return now - c.request_since <= limits_.request_deadline;
+  return now - c.active <= limits_.idle_timeout;
 }
 
 void ControlServer::serve(const std::atomic<bool>& stop, const Handler& handler) {
@@ -142,17 +192,25 @@ void ControlServer::serve(const std::atomic<bool>& stop, const Handler& handler)
   while (!stop.load(std::memory_order_relaxed)) {
     fds.clear();
     fds.push_back({listen_fd_, POLLIN, 0});
-    for (const Client& c : clients_) fds.push_back({c.fd, POLLIN, 0});
-    if (poll(fds.data(), fds.size(), 100) <= 0) continue;
+    // A client with a reply outstanding is not read from until it takes it.
+    for (const Client& c : clients_) fds.push_back({c.fd, static_cast<short>(c.out.empty() ? POLLIN : POLLOUT), 0});
+    (void)poll(fds.data(), fds.size(), 100);
+    const Clock::time_point now = Clock::now();
     for (size_t i = fds.size(); i-- > 1;) {
-      if (fds[i].revents == 0) continue;
       Client& c = clients_[i - 1];
-      if (!serve_client(c, handler)) {
+      const short ev = fds[i].revents;
+      bool keep = true;
+      if (ev & (POLLERR | POLLNVAL)) keep = false;
+      if (keep && (ev & POLLOUT)) keep = flush(c, now);
+      if (keep && (ev & (POLLIN | POLLHUP))) keep = receive(c, now);
+      if (keep && (ev & (POLLIN | POLLHUP | POLLOUT))) keep = answer_lines(c, handler, now);
+      if (keep) keep = within_deadlines(c, now);
+      if (!keep) {
         close(c.fd);
         clients_.erase(clients_.begin() + static_cast<std::ptrdiff_t>(i - 1));
       }
     }
-    if (fds[0].revents & POLLIN) accept_client();
+    if (fds[0].revents & POLLIN) accept_client(now);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <charconv>
 #include <cstring>
 
@@ -55,15 +56,38 @@ std::string MetricsServer::open(const std::string& address) {
   return {};
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Waits until `fd` is ready for `events` or `deadline` passes: false then.
+bool ready(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    pollfd p{fd, events, 0};
+    const int n = poll(&p, 1, static_cast<int>(left));
+    if (n > 0) return true;
+    if (n < 0 && errno != EINTR) return false;
+  }
+}
+
+}  // namespace
+
 void MetricsServer::answer(int fd, const Render& render) {
-  timeval tv{1, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  // Deadlines for the whole request and the whole response, not for each
+  // read or write: a client trickling bytes is dropped when they pass.
+  const Clock::time_point request_deadline = Clock::now() + kRequestDeadline;
   std::string request;
   char buf[2048];
-  while (request.find("\r\n\r\n") == std::string::npos && request.size() < 8192) {
-    const ssize_t n = recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) return;
+  while (request.find("\r\n\r\n") == std::string::npos && request.size() < kMaxRequestBytes) {
+    if (!ready(fd, POLLIN, request_deadline)) return;
+    const ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0) return;
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) continue;
+      return;
+    }
     request.append(buf, static_cast<size_t>(n));
   }
   const bool metrics = request.rfind("GET /metrics ", 0) == 0 || request.rfind("GET /metrics?", 0) == 0;
@@ -71,10 +95,15 @@ void MetricsServer::answer(int fd, const Render& render) {
   std::string response = metrics ? "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
                                  : "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\n";
   response += "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+  const Clock::time_point reply_deadline = Clock::now() + kReplyDeadline;
   size_t sent = 0;
   while (sent < response.size()) {
-    const ssize_t n = send(fd, response.data() + sent, response.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return;
+    if (!ready(fd, POLLOUT, reply_deadline)) return;
+    const ssize_t n = send(fd, response.data() + sent, response.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) continue;
+      return;
+    }
     sent += static_cast<size_t>(n);
   }
 }
@@ -83,7 +112,7 @@ void MetricsServer::serve(const std::atomic<bool>& stop, const Render& render) {
   while (!stop.load(std::memory_order_relaxed)) {
     pollfd p{listen_fd_, POLLIN, 0};
     if (poll(&p, 1, 100) <= 0) continue;
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) continue;
     answer(fd, render);
     close(fd);

@@ -1,10 +1,13 @@
 // Prometheus text exposition (version 0.0.4) on a plain kernel TCP socket of
 // the management side (`sluiced --metrics ADDR:PORT`): GET /metrics answers
 // with what a callback renders; anything else gets 404. Its own thread, a
-// connection at a time, short timeouts: a scraper cannot hold it up.
+// connection at a time, with deadlines for the whole request (2 s, 8 KiB)
+// and the whole response (5 s): a client that trickles its bytes, or does
+// not read, holds it up no longer than that.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <string>
 
@@ -13,6 +16,9 @@ namespace sluice::control {
 class MetricsServer {
  public:
   using Render = std::function<std::string()>;
+  static constexpr std::chrono::milliseconds kRequestDeadline{2000};
+  static constexpr std::chrono::milliseconds kReplyDeadline{5000};
+  static constexpr size_t kMaxRequestBytes = 8192;
 
   MetricsServer() = default;
   MetricsServer(const MetricsServer&) = delete;

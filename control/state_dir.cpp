@@ -150,6 +150,18 @@ std::string prepare_state_dir(const std::string& dir) {
     if (::stat(path.c_str(), &st) != 0) return "state directory " + dir + ": " + errno_text(errno);
   }
   if (!S_ISDIR(st.st_mode)) return "state directory " + dir + " exists but is not a directory";
+  // What is kept there decides who is admitted (the credential secret) and
+  // what was spent (the journal): only sluiced's own user may see or change
+  // it, and a directory found otherwise is not made so silently.
+  if (st.st_uid != ::geteuid()) {
+    return "state directory " + dir + " is owned by uid " + std::to_string(st.st_uid) + ", not by uid " +
+           std::to_string(::geteuid()) + " that sluiced runs as (chown it, or choose another)";
+  }
+  if ((st.st_mode & 07777) != 0700) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return "state directory " + dir + " has mode " + mode + "; it must be 0700 (chmod 700 " + dir + ")";
+  }
   if (::access(path.c_str(), W_OK | X_OK) != 0)
     return "state directory " + dir + " is not writable: " + errno_text(errno);
   return "";

@@ -14,9 +14,10 @@
 namespace sluice::control {
 
 // Creates `dir` (0700) and any missing parents (0755, like mkdir -p) if it is
-// missing. An existing directory is used as it is, never chmod'ed: its mode is
-// the operator's choice. Returns "" or a one-line reason (exists but is not a
-// directory, not writable, ...).
+// missing. An existing directory must be owned by the user sluiced runs as
+// (root) and have mode 0700; it is never chown'ed or chmod'ed to make it so.
+// Returns "" or a one-line reason (exists but is not a directory, another
+// owner, a wider mode, not writable, ...).
 [[nodiscard]] std::string prepare_state_dir(const std::string& dir);
 
 // Replaces dir/name with `bytes` so that a crash at any point leaves either

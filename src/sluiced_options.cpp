@@ -222,10 +222,14 @@ Options:
   --memory MB            DPDK memory with --af-packet (default 1024)
   --idle-sleep US        sleep after a long run of empty polls (default 20 with --af-packet, 0 with --ports)
   --control-socket PATH  control socket for sluicectl (default /run/sluice/control.sock), 0660
-  --control-group NAME   a group whose members may use it besides root (default: root only)
+  --control-group NAME   a group whose members (primary or supplementary) may use it besides root
+                         (default: root only). Each user holds at most 8 connections; a request
+                         must arrive within 5 s, its reply be read within 5 s; idle ones close
+                         after 60 s
   --metrics ADDR:PORT    Prometheus text exposition at http://ADDR:PORT/metrics (a kernel socket)
   --state-dir DIR        what survives a restart: the live-run journal, the credential map and the
-                         secret credential hashes are keyed with (default /var/lib/sluice; made 0700)
+                         secret credential hashes are keyed with (default /var/lib/sluice; made
+                         0700; an existing one must be sluiced's user's and 0700, else exit 8)
   --runs N               live runs at once (default 65536)
   --credentials N        credentials in the credential-to-user map (default 65536)
   -q, --quiet            no start-up summary

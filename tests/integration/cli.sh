@@ -69,17 +69,20 @@ if [ "$(id -u)" -eq 0 ]; then
   : >"$tmp/not-a-dir"
   expect state-dir-not-a-directory 8 "--state-dir .*not-a-dir: .*not a directory" -- \
     ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --state-dir "$tmp/not-a-dir"
-  mkdir -p "$tmp/loose"
+  mkdir -m 755 "$tmp/open"
+  expect state-dir-open-to-others 8 "--state-dir .*open: .*has mode 0755; it must be 0700 \\(chmod 700 " -- \
+    ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --state-dir "$tmp/open"
+  mkdir -m 700 "$tmp/loose"
   head -c 192 /dev/urandom >"$tmp/loose/credential.secret"
   chmod 644 "$tmp/loose/credential.secret"
   expect state-secret-readable-by-others 8 "credential.secret.*chmod 600" -- \
     ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --state-dir "$tmp/loose"
-  mkdir -p "$tmp/short"
+  mkdir -m 700 "$tmp/short"
   head -c 100 /dev/urandom >"$tmp/short/credential.secret"
   chmod 600 "$tmp/short/credential.secret"
   expect state-secret-wrong-size 8 "credential.secret.*100" -- \
     ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --state-dir "$tmp/short"
-  mkdir -p "$tmp/v2"
+  mkdir -m 700 "$tmp/v2"
   printf '# sluice runs journal v2\n' >"$tmp/v2/runs.journal"
   expect state-journal-unknown-version 8 "runs.journal" -- \
     ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --state-dir "$tmp/v2"

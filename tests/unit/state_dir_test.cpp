@@ -57,12 +57,26 @@ TEST_F(StateDirTest, CreatesMissingDirectoryAndParents) {
   EXPECT_EQ(prepare_state_dir(dir), "");  // and again, now that it exists
 }
 
-TEST_F(StateDirTest, LeavesAnExistingDirectoryMode) {
+// Issue 15: an existing directory that others may read or enter is
+// refused, with the reason and the fix, and left as it was.
+TEST_F(StateDirTest, RefusesAnExistingDirectoryWithAWiderMode) {
   const std::string dir = root_ + "/state";
   ASSERT_EQ(::mkdir(dir.c_str(), 0750), 0);
   ASSERT_EQ(::chmod(dir.c_str(), 0750), 0);
-  EXPECT_EQ(prepare_state_dir(dir), "");
+  const std::string error = prepare_state_dir(dir);
+  EXPECT_NE(error.find("has mode 0750; it must be 0700 (chmod 700 " + dir + ")"), std::string::npos) << error;
   EXPECT_EQ(mode_of(dir), 0750u);
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  EXPECT_EQ(prepare_state_dir(dir), "");
+}
+
+TEST_F(StateDirTest, RefusesAnExistingDirectoryOfAnotherOwner) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give the directory away";
+  const std::string dir = root_ + "/state";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
+  const std::string error = prepare_state_dir(dir);
+  EXPECT_NE(error.find("is owned by uid 65534, not by uid 0"), std::string::npos) << error;
 }
 
 TEST_F(StateDirTest, RefusesWhatIsNotADirectory) {
