@@ -7,7 +7,17 @@
 
 namespace sluice::control {
 
-void CommandTable::add(std::string name, Command command) { commands_[std::move(name)] = std::move(command); }
+void CommandTable::add(std::string name, Command command) {
+  takes_file_[name] = false;
+  commands_[std::move(name)] = [c = std::move(command)](const JsonValue& request, const PassedFile&, JsonWriter& w) {
+    return c(request, w);
+  };
+}
+
+void CommandTable::add_with_file(std::string name, FileCommand command) {
+  takes_file_[name] = true;
+  commands_[std::move(name)] = std::move(command);
+}
 
 std::vector<std::string> CommandTable::names() const {
   std::vector<std::string> out;
@@ -15,7 +25,7 @@ std::vector<std::string> CommandTable::names() const {
   return out;
 }
 
-std::string CommandTable::dispatch(const JsonValue& request) const {
+std::string CommandTable::dispatch(const JsonValue& request, const PassedFile& file) const {
   const JsonValue* cmd = request.get("cmd");
   if (cmd == nullptr || cmd->string() == nullptr) {
     return error_response(ErrorCode::kBadRequest, "a request names its command in \"cmd\"");
@@ -27,9 +37,12 @@ std::string CommandTable::dispatch(const JsonValue& request) const {
     return error_response(ErrorCode::kUnknownCommand,
                           "unknown command '" + *cmd->string() + "' (this sluiced knows " + known + ")");
   }
+  if (file.passed && !takes_file_.at(it->first)) {
+    return error_response(ErrorCode::kBadRequest, "'" + it->first + "' takes no file");
+  }
   JsonWriter w;
   w.begin_object().key("v").value(kProtocolVersion).key("ok").value(true);
-  if (std::optional<std::string> refused = it->second(request, w)) return *refused;
+  if (std::optional<std::string> refused = it->second(request, file, w)) return *refused;
   w.end_object();
   return w.str();
 }

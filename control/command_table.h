@@ -2,7 +2,8 @@
 // dispatches to. Each command writes its members into an open response
 // object (the "v" and "ok" members are already there) or returns a complete
 // error response; the table answers unknown commands itself, listing the
-// known ones.
+// known ones. A command that reads a file gets it passed (passed_file.h);
+// one that does not refuses a request that passes one.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "control/json.h"
+#include "control/passed_file.h"
 
 namespace sluice::control {
 
@@ -21,14 +23,18 @@ class CommandTable {
  public:
   // nullopt: done (members written to `w`); else the error response to send.
   using Command = std::function<std::optional<std::string>(const JsonValue& request, JsonWriter& w)>;
+  using FileCommand =
+      std::function<std::optional<std::string>(const JsonValue& request, const PassedFile& file, JsonWriter& w)>;
 
   void add(std::string name, Command command);
-  // The response to one request object.
-  [[nodiscard]] std::string dispatch(const JsonValue& request) const;
+  void add_with_file(std::string name, FileCommand command);
+  // The response to one request object and the file passed with it.
+  [[nodiscard]] std::string dispatch(const JsonValue& request, const PassedFile& file = {}) const;
   [[nodiscard]] std::vector<std::string> names() const;
 
  private:
-  std::map<std::string, Command, std::less<>> commands_;
+  std::map<std::string, FileCommand, std::less<>> commands_;
+  std::map<std::string, bool, std::less<>> takes_file_;
 };
 
 // Request arguments, read with their types checked. nullopt when absent;

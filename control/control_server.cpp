@@ -33,7 +33,7 @@ bool make_parent(const std::string& path) {
 }  // namespace
 
 ControlServer::~ControlServer() {
-  for (Client& c : clients_) close(c.fd);
+  for (Client& c : clients_) drop(c);
   if (listen_fd_ >= 0) {
     close(listen_fd_);
     unlink(path_.c_str());
@@ -123,20 +123,59 @@ void ControlServer::accept_client(Clock::time_point now) {
     close(fd);
     return;
   }
-  clients_.push_back({fd, peer.uid, {}, {}, now, now, now});
+  clients_.push_back({fd, peer.uid, {}, {}, {}, now, now, now});
 }
 
 bool ControlServer::receive(Client& c, Clock::time_point now) {
   char buf[4096];
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxQueuedFiles)];
   for (;;) {
-    const ssize_t n = recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
+    iovec iov{buf, sizeof buf};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    const ssize_t n = recvmsg(c.fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n == 0) return false;
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    for (cmsghdr* h = CMSG_FIRSTHDR(&m); h != nullptr; h = CMSG_NXTHDR(&m, h)) {
+      if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
+      const size_t count = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof fd);
+        c.fds.push_back(fd);
+      }
+    }
+    // More descriptors than a request may use (the kernel closed those past
+    // the buffer): not a client of this protocol.
+    if ((m.msg_flags & MSG_CTRUNC) != 0 || c.fds.size() > kMaxQueuedFiles) return false;
     if (c.in.empty()) c.request_since = now;
     c.in.append(buf, static_cast<size_t>(n));
     // One request at most past the limit is kept: the check below refuses it.
     if (c.in.size() > kMaxRequestBytes || static_cast<size_t>(n) < sizeof buf) return true;
   }
+}
+
+PassedFile ControlServer::take_file(Client& c, const JsonValue& request) {
+  const JsonValue* fd = request.get("fd");
+  if (fd == nullptr || !std::holds_alternative<bool>(fd->v) || !std::get<bool>(fd->v)) return {};
+  if (c.fds.empty()) {
+    PassedFile none;
+    none.passed = true;
+    none.error = "the request says a file came with it (\"fd\": true), and none did";
+    return none;
+  }
+  const int first = c.fds.front();
+  c.fds.erase(c.fds.begin());
+  return read_passed_file(first);
+}
+
+void ControlServer::drop(Client& c) {
+  for (const int fd : c.fds) close(fd);
+  c.fds.clear();
+  close(c.fd);
 }
 
 bool ControlServer::answer_lines(Client& c, const Handler& handler, Clock::time_point now) {
@@ -162,7 +201,7 @@ bool ControlServer::answer_lines(Client& c, const Handler& handler, Clock::time_
       c.out = error_response(ErrorCode::kUnsupportedVersion,
                              "this sluiced speaks version " + std::to_string(kProtocolVersion) + " of the protocol");
     } else {
-      c.out = handler(*request);
+      c.out = handler(*request, take_file(c, *request));
     }
     c.out += '\n';
     c.reply_since = now;
@@ -206,7 +245,7 @@ void ControlServer::serve(const std::atomic<bool>& stop, const Handler& handler)
       if (keep && (ev & (POLLIN | POLLHUP | POLLOUT))) keep = answer_lines(c, handler, now);
       if (keep) keep = within_deadlines(c, now);
       if (!keep) {
-        close(c.fd);
+        drop(c);
         clients_.erase(clients_.begin() + static_cast<std::ptrdiff_t>(i - 1));
       }
     }

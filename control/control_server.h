@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "json.h"
+#include "passed_file.h"
 
 namespace sluice::control {
 
@@ -38,8 +39,12 @@ struct ControlLimits {
 
 class ControlServer {
  public:
-  // Answers one request (an object) with one response object, as JSON text.
-  using Handler = std::function<std::string(const JsonValue& request)>;
+  // Answers one request (an object) with one response object, as JSON text;
+  // `file` is what came with it (passed_file.h).
+  using Handler = std::function<std::string(const JsonValue& request, const PassedFile& file)>;
+  // Descriptors a connection may have sent ahead of the requests that take
+  // them; past that it is dropped.
+  static constexpr size_t kMaxQueuedFiles = 4;
 
   explicit ControlServer(ControlLimits limits = {}) : limits_(limits) {}
   ControlServer(const ControlServer&) = delete;
@@ -65,6 +70,7 @@ class ControlServer {
     uid_t uid;
     std::string in;   // received, not yet a whole request
     std::string out;  // replies the peer has not taken yet
+    std::vector<int> fds;  // descriptors received (SCM_RIGHTS), oldest first, for requests that say "fd": true
     Clock::time_point request_since;  // the first byte of the request in `in`
     Clock::time_point reply_since;    // when `out` filled
     Clock::time_point active;         // the last request answered (or the connection)
@@ -76,6 +82,9 @@ class ControlServer {
   [[nodiscard]] bool answer_lines(Client& c, const Handler& handler, Clock::time_point now);
   [[nodiscard]] bool flush(Client& c, Clock::time_point now);
   [[nodiscard]] bool within_deadlines(const Client& c, Clock::time_point now) const;
+  // The file a request says it passed: the oldest descriptor received.
+  [[nodiscard]] static PassedFile take_file(Client& c, const JsonValue& request);
+  static void drop(Client& c);
 
   ControlLimits limits_;
   std::string path_;

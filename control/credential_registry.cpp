@@ -101,19 +101,21 @@ CredentialRegistry::Result CredentialRegistry::apply(std::vector<CredentialEntry
   return r;
 }
 
-CredentialRegistry::Result CredentialRegistry::load(const std::string& path) {
-  CredentialFile file = load_credential_file(path);
+CredentialRegistry::Result CredentialRegistry::load_text(std::string_view text, const std::string& name) {
+  CredentialFile file = text.size() > kMaxCredentialFileBytes
+                            ? CredentialFile{{}, {name + ": larger than " + std::to_string(kMaxCredentialFileBytes >> 20) + " MiB"}}
+                            : parse_credential_file(text, name);
   if (!file.errors.empty()) {
     Result r;
     r.failure = Failure::kInvalidFile;
-    r.message = path + " was not loaded; the credentials are unchanged";
+    r.message = name + " was not loaded; the credentials are unchanged";
     r.errors = std::move(file.errors);
     return r;
   }
   std::lock_guard lock(mu_);
   Result r = apply(std::move(file.entries));
   if (r.ok) {
-    r.message = path + ": " + std::to_string(entries_.size()) + " credentials (" + std::to_string(r.added) +
+    r.message = name + ": " + std::to_string(entries_.size()) + " credentials (" + std::to_string(r.added) +
                 " added, " + std::to_string(r.removed) + " removed, " + std::to_string(r.changed) +
                 " moved to another user)";
   }

@@ -49,8 +49,10 @@ class CredentialRegistry {
     std::vector<std::string> errors;  // file:line:column, for a refused file
     size_t added = 0, removed = 0, changed = 0;
   };
-  // Replaces the whole map with the file's (validated first; never half applied).
-  [[nodiscard]] Result load(const std::string& path);
+  // Replaces the whole map with a file's text (validated first; never half
+  // applied). `name` is what messages call the file: a client passed it
+  // (passed_file.h), the registry never opens a path it is given.
+  [[nodiscard]] Result load_text(std::string_view text, const std::string& name);
   [[nodiscard]] Result add(const limiter::Digest& hash, const std::string& user);
   [[nodiscard]] Result remove(const limiter::Digest& hash);
 

@@ -6,7 +6,9 @@
 //
 // Every command is one row of kCommands: its words, its arguments, its help,
 // how it builds the request and how it prints the answer.
+#include <fcntl.h>
 #include <limits.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -54,8 +56,36 @@ int unreachable(const std::string& msg) {
 
 // ------------------------------------------------------------ the socket
 
-// One request, one response line; the exit code on failure.
-int call(const std::string& path, const std::string& request, std::string& response) {
+// Sends `line` on `fd`, the descriptor `pass_fd` with it (SCM_RIGHTS) unless
+// it is -1. False if the connection would not take it all.
+bool send_request(int fd, const std::string& line, int pass_fd) {
+  size_t sent = 0;
+  while (sent < line.size()) {
+    iovec iov{const_cast<char*>(line.data() + sent), line.size() - sent};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    if (pass_fd >= 0 && sent == 0) {
+      m.msg_control = control;
+      m.msg_controllen = sizeof control;
+      cmsghdr* h = CMSG_FIRSTHDR(&m);
+      h->cmsg_level = SOL_SOCKET;
+      h->cmsg_type = SCM_RIGHTS;
+      h->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(h), &pass_fd, sizeof pass_fd);
+    }
+    const ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    sent += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// One request, one response line; the exit code on failure. `pass_fd`: a
+// file to pass with the request (-1: none).
+int call(const std::string& path, const std::string& request, std::string& response, int pass_fd = -1) {
   sockaddr_un addr{};
   if (path.size() >= sizeof addr.sun_path) return unreachable("socket path too long: " + path);
   addr.sun_family = AF_UNIX;
@@ -77,7 +107,7 @@ int call(const std::string& path, const std::string& request, std::string& respo
   timeval tv{30, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   const std::string line = request + "\n";
-  if (send(fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
+  if (!send_request(fd, line, pass_fd)) {
     close(fd);
     return unreachable("sluiced closed the control connection (" + path + ")");
   }
@@ -273,17 +303,34 @@ struct Command {
   std::vector<std::string_view> flags;  // options that take a value
   Build build;
   Print print;
+  bool passes_file = false;  // its first argument is a file, passed to sluiced (file_arg)
 };
 
 std::string no_args(const Args&, JsonWriter&) { return {}; }
 
-// The daemon reads files itself: give it a path that does not depend on this
-// shell's directory.
+// A file the command reads: sluicectl opens it (run_command) with its
+// caller's rights and passes the descriptor; sluiced opens no path a client
+// names. The request carries its name for messages.
 std::string file_arg(const std::string& path, JsonWriter& w) {
-  char resolved[PATH_MAX];
-  if (realpath(path.c_str(), resolved) == nullptr) return "cannot read " + path + ": " + std::strerror(errno);
-  w.key("file").value(std::string_view(resolved));
+  w.key("file").value(path).key("fd").value(true);
   return {};
+}
+
+// The file a command passes, opened for reading as the caller; -1 and the
+// reason if it cannot be.
+int open_passed(const std::string& path, std::string& error) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) {
+    error = "cannot read " + path + ": " + std::strerror(errno);
+    return -1;
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    error = "cannot read " + path + ": not a regular file";
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 std::optional<uint64_t> whole(const std::string& s, uint64_t max) {
@@ -312,16 +359,18 @@ const Command kCommands[] = {
        std::printf("%s: ok: policy '%s', digest %s, %s rules, %s buckets\n", num(r.get("file")).c_str(),
                    num(r.get("name")).c_str(), num(r.get("digest")).c_str(), num(r.get("rules")).c_str(),
                    num(r.get("buckets")).c_str());
-     }},
+     },
+     true},
     {{"policy", "reload"}, "policy.reload", "[FILE]",
-     "publish FILE (default: the running policy's file); returns once every worker uses it;\n"
+     "publish FILE (default: sluiced's --config file, as SIGHUP does); returns once every worker uses it;\n"
      "  a broken file changes nothing (exit 1, its errors). Buckets of unchanged rules keep their state",
      0, 1, {}, [](const Args& a, JsonWriter& w) { return a.positional.empty() ? std::string() : file_arg(a.positional[0], w); },
      [](const JsonValue& r) {
        std::printf("reloaded: policy '%s' from %s, digest %s, generation %s; every worker uses it\n",
                    num(r.get("name")).c_str(), num(r.get("file")).c_str(), num(r.get("digest")).c_str(),
                    num(r.get("generation")).c_str());
-     }},
+     },
+     true},
     {{"runs"}, "runs", "", "the live runs: token, budget, when they started", 0, 0, {}, no_args, print_runs},
     {{"run", "start"}, "run.start", "TOKEN [--budget N]",
      "make a run live (TB01): requests on /vrx/TOKEN/... are paced per run, at N per minute if given, else at the\n"
@@ -347,7 +396,7 @@ const Command kCommands[] = {
     {{"credentials", "load"}, "credentials.load", "FILE",
      "replace the credential-to-user map (RF04) with FILE's: lines of 'HASH USER', hashes from\n"
      "  'sluicectl credential hash'; a file with errors changes nothing (exit 1, file:line:column)",
-     1, 1, {}, [](const Args& a, JsonWriter& w) { return file_arg(a.positional[0], w); }, print_message},
+     1, 1, {}, [](const Args& a, JsonWriter& w) { return file_arg(a.positional[0], w); }, print_message, true},
     {{"credentials", "show"}, "credentials.show", "", "how many credentials are loaded, per user", 0, 0, {}, no_args,
      print_credentials},
     {{"credential", "add"}, "credential.add", "HASH USER", "map one credential hash to USER (RF04)", 2, 2, {},
@@ -665,8 +714,17 @@ int run_command(const std::string& socket_path, const Command& command, const Ar
   w.begin_object().key("v").value(sluice::control::kProtocolVersion).key("cmd").value(command.cmd);
   if (const std::string err = command.build(args, w); !err.empty()) return usage_error(err);
   w.end_object();
+  // A command that reads a file takes it as its first argument.
+  int pass_fd = -1;
+  if (command.passes_file && !args.positional.empty()) {
+    std::string error;
+    pass_fd = open_passed(args.positional[0], error);
+    if (pass_fd < 0) return usage_error(error);
+  }
   std::string response;
-  if (const int rc = call(socket_path, w.str(), response); rc != kOk) return rc;
+  const int rc = call(socket_path, w.str(), response, pass_fd);
+  if (pass_fd >= 0) close(pass_fd);
+  if (rc != kOk) return rc;
   std::string error;
   const auto parsed = sluice::control::parse_json(response, error);
   if (!parsed || parsed->object() == nullptr) return unreachable("sluiced answered something that is not JSON: " + error);

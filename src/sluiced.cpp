@@ -64,6 +64,7 @@ using namespace sluice;
 using sluiced::digest_hex;
 using sluiced::ExitCode;
 using sluiced::load_policy;
+using sluiced::load_policy_text;
 using sluiced::LoadedPolicy;
 using sluiced::port_list;
 
@@ -92,8 +93,7 @@ int report(const Failure& f) {
 
 // A policy file as this sluiced runs it: --service-ports wins over the
 // file's (for reloaded files too), and a policy with none is refused.
-LoadedPolicy load_with_ports(const sluiced::Options& o, const std::string& file, const limiter::KeyHasher& hasher) {
-  LoadedPolicy loaded = load_policy(file, hasher);
+LoadedPolicy with_ports(const sluiced::Options& o, LoadedPolicy loaded, const std::string& file) {
   if (!loaded.snapshot) return loaded;
   if (o.service_ports) {
     loaded.snapshot->service_ports.reset();
@@ -104,6 +104,10 @@ LoadedPolicy load_with_ports(const sluiced::Options& o, const std::string& file,
     loaded.errors.push_back(file + ": no service ports (set service_ports in the policy or --service-ports)");
   }
   return loaded;
+}
+
+LoadedPolicy load_with_ports(const sluiced::Options& o, const std::string& file, const limiter::KeyHasher& hasher) {
+  return with_ports(o, load_policy(file, hasher), file);
 }
 
 // Prints the policy's errors, each a line; the failure that follows them.
@@ -230,7 +234,11 @@ class Appliance {
   [[nodiscard]] std::function<void()> wait_for_readers() const;
   [[nodiscard]] limiter::BucketTable::IdlePredicate idle_buckets() const;
   [[nodiscard]] limiter::BucketTable::IdlePredicate idle_credential_records() const;
-  [[nodiscard]] std::vector<std::string> reload(const std::string& file);
+  // The --config file (SIGHUP, and policy.reload without a file) loaded and
+  // published; and a loaded policy published under `name`. The reasons it
+  // was refused, or none.
+  [[nodiscard]] std::vector<std::string> reload_config();
+  [[nodiscard]] std::vector<std::string> publish(LoadedPolicy next, const std::string& name);
   void reload_on_sighup();
   void collect_retired_policies();
   [[nodiscard]] control::TelemetrySource telemetry_source();
@@ -515,8 +523,16 @@ void Appliance::build_control_plane() {
   daemon_.runs = &*run_registry_;
   daemon_.credentials = &*credential_registry_;
   daemon_.reclaimer = &*reclaimer_;
-  daemon_.check_policy = [this](const std::string& file) { return load_with_ports(o_, file, *credential_hasher_); };
-  daemon_.reload_policy = [this](const std::string& file) { return reload(file); };
+  daemon_.check_policy = [this](const std::string& text, const std::string& name) {
+    return with_ports(o_, load_policy_text(text, name, *credential_hasher_), name);
+  };
+  daemon_.reload_policy = [this](const std::string& text, const std::string& name) {
+    return publish(with_ports(o_, load_policy_text(text, name, *credential_hasher_), name), name);
+  };
+  daemon_.reload_config = [this](std::string& file) {
+    file = o_.config;
+    return reload_config();
+  };
   sluiced::add_commands(commands_, daemon_);
 }
 
@@ -541,10 +557,13 @@ limiter::BucketTable::IdlePredicate Appliance::idle_credential_records() const {
 
 // Loads, checks and publishes a policy file; the reasons it was refused,
 // each a line, or nothing.
-std::vector<std::string> Appliance::reload(const std::string& file) {
-  LoadedPolicy next = load_with_ports(o_, file, *credential_hasher_);
+std::vector<std::string> Appliance::reload_config() {
+  return publish(load_with_ports(o_, o_.config, *credential_hasher_), o_.config);
+}
+
+std::vector<std::string> Appliance::publish(LoadedPolicy next, const std::string& name) {
   if (!next.snapshot) return next.errors;
-  return publisher_->reload(std::move(next.snapshot), file);
+  return publisher_->reload(std::move(next.snapshot), name);
 }
 
 // The same counters on DPDK's telemetry socket (dpdk-telemetry.py).
@@ -632,7 +651,9 @@ void Appliance::start_running() {
   launched_.launch(workers_, requests_.stop);
   control_thread_.start(requests_.stop, [this] {
     control_server_.serve(requests_.stop,
-                          [this](const control::JsonValue& request) { return commands_.dispatch(request); });
+                          [this](const control::JsonValue& request, const control::PassedFile& file) {
+                            return commands_.dispatch(request, file);
+                          });
   });
   if (!o_.metrics.empty()) {
     metrics_thread_.start(requests_.stop, [this] {
@@ -660,8 +681,10 @@ void Appliance::poll_until_stopped() {
 }
 
 void Appliance::reload_on_sighup() {
-  const std::string file = publisher_->file();
-  const std::vector<std::string> refused = reload(file);
+  // The operator's --config file, whatever a client published since: the
+  // daemon opens no path a client named.
+  const std::string& file = o_.config;
+  const std::vector<std::string> refused = reload_config();
   if (refused.empty()) {
     std::printf("sluiced: SIGHUP: policy '%s' reloaded from %s (generation %" PRIu64 ")\n",
                 publisher_->current()->policy.source.name.c_str(), file.c_str(), publisher_->current()->generation);

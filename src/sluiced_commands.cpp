@@ -237,37 +237,58 @@ Reply cmd_policy_show(const Daemon& d, const JsonValue&, JsonWriter& w) {
   return std::nullopt;
 }
 
-Reply cmd_policy_check(const Daemon& d, const JsonValue& request, JsonWriter& w) {
+// The file a client passed for a command that reads one (passed_file.h):
+// its name for messages (bounded: it is the client's word), or the refusal.
+// A request that names a file without passing it is refused: sluiced opens
+// no path a client names.
+Reply passed_file_name(const JsonValue& request, const control::PassedFile& file, std::string_view cmd,
+                       std::string& name) {
   std::string error;
-  const std::optional<std::string> file = control::string_arg(request, "file", error);
-  if (!file || file->empty()) return refuse(ErrorCode::kBadRequest, "policy.check needs \"file\": a path");
+  const std::optional<std::string> named = control::string_arg(request, "file", error);
+  if (!error.empty()) return refuse(ErrorCode::kBadRequest, "\"file\" is the passed file's name");
+  if (!file.passed) {
+    return refuse(ErrorCode::kBadRequest, std::string(cmd) +
+                                              " needs the file passed with the request (\"fd\": true and the "
+                                              "descriptor); sluiced opens no file a client names");
+  }
+  name = named && !named->empty() ? named->substr(0, 256) : std::string("(passed file)");
+  if (!file.error.empty()) return refuse(ErrorCode::kInvalidArgument, name + ": " + file.error);
+  return std::nullopt;
+}
+
+Reply cmd_policy_check(const Daemon& d, const JsonValue& request, const control::PassedFile& file, JsonWriter& w) {
+  std::string name;
+  if (Reply r = passed_file_name(request, file, "policy.check", name)) return r;
   // The running daemon's own loader and compiler: what passes here is what
   // a reload accepts.
-  const LoadedPolicy checked = d.check_policy(*file);
-  if (!checked.snapshot) return control::invalid_policy_response(*file + " is not a usable policy", checked.errors);
-  w.key("file").value(*file).key("name").value(checked.snapshot->policy.source.name);
+  const LoadedPolicy checked = d.check_policy(file.bytes, name);
+  if (!checked.snapshot) return control::invalid_policy_response(name + " is not a usable policy", checked.errors);
+  w.key("file").value(name).key("name").value(checked.snapshot->policy.source.name);
   w.key("digest").value(digest_hex(checked.snapshot->policy.digest));
   w.key("rules").value(checked.snapshot->policy.rules.size());
   w.key("buckets").value(checked.snapshot->policy.buckets.size());
   return std::nullopt;
 }
 
-Reply cmd_policy_reload(const Daemon& d, const JsonValue& request, JsonWriter& w) {
-  std::string error;
-  const std::optional<std::string> file = control::string_arg(request, "file", error);
-  if (!error.empty() || (file && file->empty())) return refuse(ErrorCode::kBadRequest, "\"file\" is a path");
-  const std::string path = file ? *file : d.publisher->file();
-  const std::vector<std::string> refused = d.reload_policy(path);
+Reply cmd_policy_reload(const Daemon& d, const JsonValue& request, const control::PassedFile& file, JsonWriter& w) {
+  std::string name;
+  std::vector<std::string> refused;
+  if (file.passed || request.get("file") != nullptr) {
+    if (Reply r = passed_file_name(request, file, "policy.reload with a file", name)) return r;
+    refused = d.reload_policy(file.bytes, name);
+  } else {
+    refused = d.reload_config(name);
+  }
   if (!refused.empty()) {
-    return control::invalid_policy_response(path + " was not loaded; the running policy is unchanged", refused);
+    return control::invalid_policy_response(name + " was not loaded; the running policy is unchanged", refused);
   }
   const std::shared_ptr<const dataplane::PolicySnapshot> now_active_held = d.publisher->current();
   const dataplane::PolicySnapshot& now_active = *now_active_held;
   const std::string digest = digest_hex(now_active.policy.digest);
   std::printf("sluiced: policy '%s' from %s (digest %s, generation %" PRIu64 ") published\n",
-              now_active.policy.source.name.c_str(), path.c_str(), digest.c_str(), now_active.generation);
+              now_active.policy.source.name.c_str(), name.c_str(), digest.c_str(), now_active.generation);
   std::fflush(stdout);
-  w.key("name").value(now_active.policy.source.name).key("file").value(path).key("digest").value(digest);
+  w.key("name").value(now_active.policy.source.name).key("file").value(name).key("digest").value(digest);
   w.key("generation").value(now_active.generation);
   return std::nullopt;
 }
@@ -344,11 +365,11 @@ void write_credential_result(JsonWriter& w, const control::CredentialRegistry::R
   w.key("removed").value(static_cast<uint64_t>(r.removed)).key("changed").value(static_cast<uint64_t>(r.changed));
 }
 
-Reply cmd_credentials_load(const Daemon& d, const JsonValue& request, JsonWriter& w) {
-  std::string error;
-  const std::optional<std::string> file = control::string_arg(request, "file", error);
-  if (!file || file->empty()) return refuse(ErrorCode::kBadRequest, "credentials.load needs \"file\": a path");
-  const control::CredentialRegistry::Result r = d.credentials->load(*file);
+Reply cmd_credentials_load(const Daemon& d, const JsonValue& request, const control::PassedFile& file,
+                           JsonWriter& w) {
+  std::string name;
+  if (Reply r = passed_file_name(request, file, "credentials.load", name)) return r;
+  const control::CredentialRegistry::Result r = d.credentials->load_text(file.bytes, name);
   if (!r.ok) return credential_refusal(r);
   write_credential_result(w, r);
   return std::nullopt;
@@ -598,15 +619,21 @@ void add_commands(control::CommandTable& table, const Daemon& daemon) {
   auto add = [&](const char* name, Reply (*fn)(const Daemon&, const JsonValue&, JsonWriter&)) {
     table.add(name, [d, fn](const JsonValue& request, JsonWriter& w) { return fn(*d, request, w); });
   };
+  auto add_with_file = [&](const char* name,
+                           Reply (*fn)(const Daemon&, const JsonValue&, const control::PassedFile&, JsonWriter&)) {
+    table.add_with_file(name, [d, fn](const JsonValue& request, const control::PassedFile& file, JsonWriter& w) {
+      return fn(*d, request, file, w);
+    });
+  };
   add("status", cmd_status);
   add("stats", cmd_stats);
   add("policy.show", cmd_policy_show);
-  add("policy.check", cmd_policy_check);
-  add("policy.reload", cmd_policy_reload);
+  add_with_file("policy.check", cmd_policy_check);
+  add_with_file("policy.reload", cmd_policy_reload);
   add("runs", cmd_runs);
   add("run.start", cmd_run_start);
   add("run.end", cmd_run_end);
-  add("credentials.load", cmd_credentials_load);
+  add_with_file("credentials.load", cmd_credentials_load);
   add("credentials.show", cmd_credentials_show);
   add("credential.add", cmd_credential_add);
   add("credential.remove", cmd_credential_remove);

@@ -34,10 +34,14 @@ struct Daemon {
   control::RunRegistry* runs = nullptr;
   control::CredentialRegistry* credentials = nullptr;
   const control::Reclaimer* reclaimer = nullptr;
-  // Loads a policy file with the daemon's hasher (policy.check), and loads
-  // and publishes one (policy.reload): the reasons it was refused, or none.
-  std::function<LoadedPolicy(const std::string& file)> check_policy;
-  std::function<std::vector<std::string>(const std::string& file)> reload_policy;
+  // Loads a policy's text with the daemon's hasher (policy.check), and
+  // loads and publishes one (policy.reload): the reasons it was refused, or
+  // none. `name` is what messages call it (the file the client passed).
+  std::function<LoadedPolicy(const std::string& text, const std::string& name)> check_policy;
+  std::function<std::vector<std::string>(const std::string& text, const std::string& name)> reload_policy;
+  // Loads and publishes sluiced's own --config file (policy.reload without
+  // a file, as SIGHUP does); returns the reasons, and the file's path.
+  std::function<std::vector<std::string>(std::string& file)> reload_config;
 };
 
 void add_commands(control::CommandTable& table, const Daemon& daemon);

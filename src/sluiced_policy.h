@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dataplane/policy_snapshot.h"
@@ -19,7 +20,12 @@ struct LoadedPolicy {
   std::vector<std::string> errors;  // file:line:column: message, when there is no snapshot
 };
 
+// sluiced's own --config file (its operator's path).
 [[nodiscard]] LoadedPolicy load_policy(const std::string& path, const limiter::KeyHasher& credential_hasher);
+// A policy's text, as a control client passed it; `name` is what its
+// errors call it.
+[[nodiscard]] LoadedPolicy load_policy_text(std::string_view text, const std::string& name,
+                                            const limiter::KeyHasher& credential_hasher);
 
 [[nodiscard]] std::string digest_hex(uint64_t digest);
 // "80,8080"

@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -75,6 +76,29 @@ class Reader {
     return false;
   }
 
+  // A key as messages quote it: at most 40 characters, anything but
+  // printable ASCII escaped. Messages may reach a log or another user; a
+  // line of some other file given as a policy must not come back whole.
+  static std::string quoted_key(std::string_view key) {
+    static constexpr size_t kMax = 40;
+    std::string out = "'";
+    for (size_t i = 0; i < key.size() && i < kMax; ++i) {
+      const auto c = static_cast<unsigned char>(key[i]);
+      if (c == '\'' || c == '\\') {
+        out += '\\';
+        out += static_cast<char>(c);
+      } else if (c >= 0x20 && c < 0x7f) {
+        out += static_cast<char>(c);
+      } else {
+        char hex[5];
+        std::snprintf(hex, sizeof hex, "\\x%02x", c);
+        out += hex;
+      }
+    }
+    out += key.size() > kMax ? "'..." : "'";
+    return out;
+  }
+
   // Reports every key of `map` not in `allowed`.
   // yaml-cpp keeps both entries of a key given twice and reads the first: a
   // second one, silently ignored, would be a setting that looks applied.
@@ -83,7 +107,9 @@ class Reader {
     for (const auto& kv : map) {
       const std::string key = kv.first.Scalar();
       for (const auto& [name, line] : seen) {
-        if (name == key) error(kv.first, "'" + key + "' appears twice in " + what + " (first at line " + std::to_string(line) + ")");
+        if (name == key) {
+          error(kv.first, quoted_key(key) + " appears twice in " + what + " (first at line " + std::to_string(line) + ")");
+        }
       }
       seen.emplace_back(key, mark(kv.first).line);
     }
@@ -98,7 +124,7 @@ class Reader {
       if (!ok) {
         std::string list;
         for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-        error(kv.first, "unknown key '" + key + "' in " + what + " (expected one of: " + list + ")");
+        error(kv.first, "unknown key " + quoted_key(key) + " in " + what + " (expected one of: " + list + ")");
       }
     }
   }

@@ -130,7 +130,18 @@ ctl_expect usage-report-tokens 2 "TOKENS wants a whole number" -- usage report d
 ctl_expect bucket-show-args 2 "'bucket show' takes BUCKET KEY" -- bucket show onlyone
 ctl_expect top-count 2 "--count wants refreshes" -- top --count 0
 ctl_expect credentials-load-missing 2 "cannot read $tmp/nothing.txt" -- credentials load "$tmp/nothing.txt"
+ctl_expect policy-check-a-directory 2 "cannot read $tmp: not a regular file" -- policy check "$tmp"
 ctl_expect no-daemon 3 "sluiced is not running" -- status
+# Issue 15: sluicectl opens a file with its caller's rights (sluiced opens
+# no path a client names), so a user who cannot read a file cannot have
+# sluiced read it either.
+if [ "$(id -u)" -eq 0 ]; then
+  err="$(setpriv --reuid=65534 --regid=65534 --clear-groups "$sluicectl" --socket "$tmp/none.sock" policy check /etc/shadow 2>&1)"
+  rc=$?
+  if [ "$rc" -eq 2 ] && grep -q "cannot read /etc/shadow: Permission denied" <<<"$err"; then
+    echo "PASS sluicectl a file its user cannot read ($rc: $err)"
+  else echo "FAIL sluicectl a file its user cannot read: exit $rc: $err"; failures=$((failures + 1)); fi
+fi
 if "$sluicectl" run --help | grep -q '^sluicectl run start TOKEN \[--budget N\]'; then echo "PASS sluicectl run --help"
 else echo "FAIL sluicectl run --help"; failures=$((failures + 1)); fi
 missing=0

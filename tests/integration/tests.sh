@@ -578,6 +578,8 @@ t_ctl_status_stats() {
 # connection across two reloads all get their 200), buckets that did not
 # change keep their state (TB01: 15 of the 20 spent before, 5 after), a
 # broken file changes nothing and is refused with its line and column.
+# Without a file (and on SIGHUP) sluiced reloads its own --config file; a
+# request that names a file without passing it is refused, unread (issue 15).
 t_ctl_reload() {
   local s0 s1 ctl sock copy gen out rc pid i
   s0="$(src4 0)" s1="$(src4 1)"
@@ -595,8 +597,9 @@ t_ctl_reload() {
   out="$("$ctl" --socket "$sock" policy reload "$copy" 2>&1)"
   check_eq "reload: exit" "$?" 0
   check_eq "reload: said so" "$(grep -c "reloaded: policy 'three-budgets-small-renamed'" <<<"$out")" 1
-  out="$("$ctl" --socket "$sock" policy reload 2>&1)"  # the same file again
+  out="$("$ctl" --socket "$sock" policy reload 2>&1)"  # sluiced's --config file
   check_eq "second reload: exit" "$?" 0
+  check_eq "second reload: the --config file" "$(grep -c "reloaded: policy 'three-budgets-small' from .*/tb-small.yaml" <<<"$out")" 1
   kill -0 "$load" 2>/dev/null
   check_eq "the load was still flowing after both reloads" "$?" 0
   wait "$load"
@@ -611,8 +614,18 @@ t_ctl_reload() {
   check_eq "broken reload: file:line:column" "$(grep -cE 'broken.yaml:4:[0-9]+: ' <<<"$out")" 1
   check_eq "broken reload: nothing changed" \
     "$("$ctl" --socket "$sock" --json policy show | "$SLT_PY" -c 'import json,sys; d=json.load(sys.stdin); print(d["name"], int(d["generation"]))')" \
-    "three-budgets-small-renamed $gen"
-  # SIGHUP reloads the running policy's file.
+    "three-budgets-small $gen"
+  out="$("$SLT_PY" - "$sock" <<'EOF'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b'{"v":1,"cmd":"policy.reload","file":"/etc/shadow"}\n')
+print(s.makefile().readline().strip())
+EOF
+)"
+  check_eq "a named file, not passed: refused, unread" \
+    "$(grep -c '"bad_request".*sluiced opens no file a client names' <<<"$out")$(grep -c 'root:' <<<"$out")" 10
+  # SIGHUP reloads the --config file.
   pid="$(ip netns pids "$NS_BOX" | head -n 1)"
   kill -HUP "$pid"
   for ((i = 0; i < 30; i++)); do

@@ -140,11 +140,8 @@ TEST_F(CredentialRegistryTest, RF04_CredentialsOfOneUserMapToOneUserId) {
   // TB05: the hash is of the credential as an authenticator reads it.
   EXPECT_EQ(*registry.hash("  bearer alice-one "), one);
   EXPECT_NE(one, two);
-  {
-    std::ofstream f(dir_ + "/in.txt");
-    f << "# two of alice's\n" << digest_hex(one) << " alice\n" << digest_hex(two) << " alice\n";
-  }
-  const CredentialRegistry::Result loaded = registry.load(dir_ + "/in.txt");
+  const CredentialRegistry::Result loaded = registry.load_text(
+      "# two of alice's\n" + digest_hex(one) + " alice\n" + digest_hex(two) + " alice\n", "in.txt");
   ASSERT_TRUE(loaded.ok) << loaded.message;
   EXPECT_EQ(loaded.added, 2u);
   EXPECT_EQ(users.find(one), std::optional<uint64_t>(CredentialRegistry::user_id("alice")));
@@ -171,11 +168,7 @@ TEST_F(CredentialRegistryTest, AddRemoveAndABrokenFileChangeExactlyWhatTheySay) 
   EXPECT_FALSE(missing.ok);
   EXPECT_EQ(missing.failure, CredentialRegistry::Failure::kNotFound);
 
-  {
-    std::ofstream f(dir_ + "/bad.txt");
-    f << digest_hex(a) << " carol\nnot-a-hash dave\n";
-  }
-  const CredentialRegistry::Result bad = registry.load(dir_ + "/bad.txt");
+  const CredentialRegistry::Result bad = registry.load_text(digest_hex(a) + " carol\nnot-a-hash dave\n", "bad.txt");
   EXPECT_FALSE(bad.ok);
   EXPECT_EQ(bad.failure, CredentialRegistry::Failure::kInvalidFile);
   ASSERT_EQ(bad.errors.size(), 1u);
@@ -221,11 +214,9 @@ TEST_F(CredentialRegistryTest, MoreCredentialsThanTheMapHoldsAreRefusedWhole) {
   const limiter::KeyHasher h = hasher();
   limiter::DigestMap users(4);
   CredentialRegistry registry(users, h, dir_, [] {});
-  {
-    std::ofstream f(dir_ + "/many.txt");
-    for (int i = 0; i < 40; ++i) f << digest_hex(*registry.hash("Bearer k" + std::to_string(i))) << " u" << i << "\n";
-  }
-  const CredentialRegistry::Result r = registry.load(dir_ + "/many.txt");
+  std::string many;
+  for (int i = 0; i < 40; ++i) many += digest_hex(*registry.hash("Bearer k" + std::to_string(i))) + " u" + std::to_string(i) + "\n";
+  const CredentialRegistry::Result r = registry.load_text(many, "many.txt");
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.failure, CredentialRegistry::Failure::kFull);
   EXPECT_EQ(users.size(), 0u);

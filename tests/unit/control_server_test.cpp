@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -39,7 +40,11 @@ class Served {
     path_ = dir_.path() + "/control.sock";
     EXPECT_EQ(server_.open(path_, group), "");
     thread_ = std::thread([this] {
-      server_.serve(stop_, [](const JsonValue& request) -> std::string {
+      server_.serve(stop_, [](const JsonValue& request, const PassedFile& file) -> std::string {
+        if (file.passed) {
+          return file.error.empty() ? R"({"ok":true,"file":")" + file.bytes + R"("})"
+                                    : R"({"ok":false,"error":")" + file.error + R"("})";
+        }
         const JsonValue* cmd = request.get("cmd");
         if (cmd != nullptr && cmd->string() != nullptr && *cmd->string() == "big") {
           return R"({"ok":true,"pad":")" + std::string(256 * 1024, 'x') + R"("})";
@@ -252,6 +257,61 @@ int free_port() {
   EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
   close(fd);
   return ntohs(a.sin_port);
+}
+
+// Sends `text` with descriptors attached (SCM_RIGHTS).
+void send_with_fds(int fd, std::string_view text, const std::vector<int>& fds) {
+  iovec iov{const_cast<char*>(text.data()), text.size()};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
+  m.msg_control = control.data();
+  m.msg_controllen = control.size();
+  cmsghdr* h = CMSG_FIRSTHDR(&m);
+  h->cmsg_level = SOL_SOCKET;
+  h->cmsg_type = SCM_RIGHTS;
+  h->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(h), fds.data(), sizeof(int) * fds.size());
+  ASSERT_EQ(sendmsg(fd, &m, MSG_NOSIGNAL), static_cast<ssize_t>(text.size()));
+}
+
+// A file is passed, not named (issue 15): the server reads what the
+// descriptor reads, only from a regular file, and a request that claims a
+// descriptor it did not send is told so.
+TEST(ControlServer, APassedFileIsReadFromItsDescriptor) {
+  Served s(short_limits());
+  const std::string path = s.dir() + "/passed.txt";
+  {
+    const int w = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ASSERT_EQ(::write(w, "hello", 5), 5);
+    close(w);
+  }
+  const int file = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = connect_to(s.path());
+  send_with_fds(fd, "{\"cmd\":\"x\",\"fd\":true}\n", {file});
+  close(file);
+  EXPECT_EQ(read_line(fd, 1s), R"({"ok":true,"file":"hello"})");
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  send_with_fds(fd, "{\"cmd\":\"x\",\"fd\":true}\n", {pipe_fds[0]});
+  EXPECT_EQ(read_line(fd, 1s), R"({"ok":false,"error":"the passed file is not a regular file"})");
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  send_text(fd, "{\"cmd\":\"x\",\"fd\":true}\n");
+  EXPECT_NE(read_line(fd, 1s).find("none did"), std::string::npos);
+  close(fd);
+}
+
+TEST(ControlServer, APeerThatSendsMoreDescriptorsThanItsRequestsTakeIsDropped) {
+  Served s(short_limits());
+  const int fd = connect_to(s.path());
+  std::vector<int> many;
+  for (size_t i = 0; i < ControlServer::kMaxQueuedFiles + 1; ++i) many.push_back(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  send_with_fds(fd, "{\"cmd\":", many);
+  for (const int f : many) close(f);
+  EXPECT_EQ(read_line(fd, 2s), "");
+  close(fd);
 }
 
 TEST(MetricsServer, AClientTricklingItsRequestIsDroppedByTheDeadline) {

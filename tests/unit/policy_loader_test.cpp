@@ -99,6 +99,11 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
       {"head limit too small", kMinimal + "limits: { max_head_bytes: 100 }\n",
        "p.yaml:8:27: limits max_head_bytes must be between 1024 and 65536, not 100"},
       {"syn_proxy neither on nor off", kMinimal + "syn_proxy: yes\n", "p.yaml:8:12: syn_proxy must be on or off"},
+      {"an unknown key is quoted bounded and escaped (issue 15: a line of another file never comes back whole)",
+       kMinimal + "\"root:*:19000:0:99999:7:::\\t\\x01with-a-long-tail-of-more-text\": 1\n",
+       "p.yaml:8:1: unknown key 'root:*:19000:0:99999:7:::\\x09\\x01with-a-long-t'... in the policy (expected one of: "
+       "sluice, name, mode, header_style, service_ports, limits, client_ip, credentials, cors, usage, after_answer, "
+       "deadlines, syn_proxy, binding, exempt, buckets, rules, refusal, unauthorized, not_found)"},
       {"binding neither delayed nor immediate", kMinimal + "binding: late\n",
        "p.yaml:8:10: binding must be delayed or immediate"},
       {"delayed binding without the SYN proxy", kMinimal + "syn_proxy: off\nbinding: delayed\n",
