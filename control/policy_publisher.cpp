@@ -13,6 +13,7 @@ PolicyPublisher::PolicyPublisher(std::atomic<const dataplane::PolicySnapshot*>& 
 void PolicyPublisher::start(std::unique_ptr<dataplane::PolicySnapshot> first, std::string file) {
   std::lock_guard lock(mu_);
   for (const auto& b : first->policy.buckets) kinds_.emplace(b.name, b.index);
+  give_counter_slots(first->policy);
   published_.store(first.get(), std::memory_order_release);
   snapshots_.push_back(std::shared_ptr<const dataplane::PolicySnapshot>(std::move(first)));
   file_ = std::move(file);
@@ -52,6 +53,7 @@ std::vector<std::string> PolicyPublisher::reload(std::unique_ptr<dataplane::Poli
   if (!refused.empty()) return refused;
 
   kinds_ = std::move(kinds);
+  give_counter_slots(next->policy);
   next->generation = snapshots_.back()->generation + 1;
   published_.store(next.get(), std::memory_order_release);
   snapshots_.push_back(std::shared_ptr<const dataplane::PolicySnapshot>(std::move(next)));
@@ -60,6 +62,19 @@ std::vector<std::string> PolicyPublisher::reload(std::unique_ptr<dataplane::Poli
   file_ = std::move(file);
   ++reloads_;
   return {};
+}
+
+void PolicyPublisher::give_counter_slots(limiter::CompiledPolicy& p) {
+  // A rule keeps the slot its name had; a new name takes the next slot
+  // never given to another, or shares the last one once they are used up.
+  for (limiter::CompiledRule& r : p.rules) {
+    auto it = rule_slots_.find(r.name);
+    if (it == rule_slots_.end()) {
+      const size_t next = std::min(rule_slots_.size(), limiter::kRuleCounterSlots - 1);
+      it = rule_slots_.emplace(r.name, static_cast<uint8_t>(next)).first;
+    }
+    r.counter_slot = it->second;
+  }
 }
 
 std::shared_ptr<const dataplane::PolicySnapshot> PolicyPublisher::current() const {

@@ -57,11 +57,15 @@ class PolicyPublisher {
   [[nodiscard]] uint64_t reloads() const;
 
  private:
+  // Each rule's counter slot, by its name (limiter::CompiledRule::counter_slot).
+  void give_counter_slots(limiter::CompiledPolicy& p);
+
   std::atomic<const dataplane::PolicySnapshot*>& published_;
   rte_rcu_qsbr* qsbr_;
   Limits limits_;
   mutable std::mutex mu_;
   std::map<std::string, uint16_t, std::less<>> kinds_;  // bucket name -> kind, for the life of the process
+  std::map<std::string, uint8_t, std::less<>> rule_slots_;  // rule name -> counter slot, likewise
   // The current policy last, before it those retired and not yet freed: a
   // request that was mid-parse across the swap finishes under the policy it
   // started with (its parse context refers to that policy's field set), so a

@@ -32,7 +32,7 @@ class BusyKeys {
   static constexpr size_t kEntries = 32;
 
   struct Entry {
-    uint16_t rule = 0;
+    uint16_t rule = 0;  // the rule's counter slot (CompiledRule::counter_slot)
     limiter::KeyLabel label;
     uint64_t count = 0;  // never below the key's true weight ...
     uint64_t error = 0;  // ... and count - error never above it

@@ -125,7 +125,7 @@ RequestPath::Next RequestPath::on_head(Pass& p, const http::StreamStep& st) noex
       break;
     case limiter::Verdict::kAnswer:
       counters_.answered.add();
-      if (d.rule >= 0) counters_.rules[rule_slot(d.rule)].answered.add();
+      if (d.rule >= 0) counters_.rules[d.rule_counter].answered.add();
       break;
   }
   if (answered) {
@@ -345,19 +345,19 @@ RequestPlan RequestPath::parse(TcpFlow& flow, ParseContext& ctx, const PolicySna
 
 void RequestPath::count_admitted(const limiter::Decision& d) noexcept {
   if (d.rule < 0) return;  // kAdmit and kRefuse always name their rule
-  counters_.rules[rule_slot(d.rule)].admitted.add();
+  counters_.rules[d.rule_counter].admitted.add();
   // Only one admission in 16 is offered to the busiest keys, weighted 16:
   // the admitted path stays a counter increment most of the time, and a key
   // busy enough to matter is sampled often enough to show.
   if ((++admissions_ & (kAdmissionSample - 1)) == 0) {
-    counters_.busy.record(static_cast<uint16_t>(d.rule), d.label, kAdmissionSample);
+    counters_.busy.record(d.rule_counter, d.label, kAdmissionSample);
   }
 }
 
 void RequestPath::count_refused(const limiter::Decision& d) noexcept {
   if (d.rule < 0) return;
-  counters_.rules[rule_slot(d.rule)].refused.add();
-  counters_.busy.record(static_cast<uint16_t>(d.rule), d.label, 1);
+  counters_.rules[d.rule_counter].refused.add();
+  counters_.busy.record(d.rule_counter, d.label, 1);
 }
 
 }  // namespace sluice::dataplane

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "busy_keys.h"
+#include "limiter/compiled_policy.h"
 
 namespace sluice::dataplane {
 
@@ -102,16 +103,11 @@ struct RuleCounters {
   Counter answered;
 };
 
-// Slots are rule positions in the policy the worker decided with, not names
-// (a name would cost the hot path a lookup): a reload that reorders rules
-// mixes their counts, a slot's count so far belonging to whichever rules held
-// that position. Rules past the 63rd share the last slot.
-inline constexpr size_t kRuleCounters = 64;
-
-// The slot of rule `index` (Decision::rule, >= 0).
-[[nodiscard]] constexpr size_t rule_slot(int index) noexcept {
-  return std::min(static_cast<size_t>(index), kRuleCounters - 1);
-}
+// Slots are given to rule names by the policy publisher and kept across
+// reloads (limiter::CompiledRule::counter_slot, which a Decision carries: no
+// lookup on the hot path). A slot is never given to another name, so a
+// rule's counts only grow; names past the 63rd share the last slot.
+inline constexpr size_t kRuleCounters = limiter::kRuleCounterSlots;
 
 struct alignas(64) WorkerCounters {
 #define SLUICE_DECLARE_COUNTER(name, help) Counter name;
@@ -123,7 +119,7 @@ struct alignas(64) WorkerCounters {
   // under a policy since replaced); the control plane frees older snapshots.
   // Set once per loop pass; 0 until the worker has looked at all its contexts.
   std::atomic<uint64_t> oldest_policy_generation{0};
-  std::array<RuleCounters, kRuleCounters> rules;  // by rule_slot()
+  std::array<RuleCounters, kRuleCounters> rules;  // by CompiledRule::counter_slot
   BusyKeys busy;                                  // every refusal, one admission in 16 (see FlowEngine)
 };
 

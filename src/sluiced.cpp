@@ -240,6 +240,7 @@ class Appliance {
   [[nodiscard]] std::vector<std::string> reload_config();
   [[nodiscard]] std::vector<std::string> publish(LoadedPolicy next, const std::string& name);
   void reload_on_sighup();
+  void warn_if_utc_stepped();
   void collect_retired_policies();
   [[nodiscard]] control::TelemetrySource telemetry_source();
   [[nodiscard]] std::vector<std::pair<std::string, uint64_t>> telemetry_stats() const;
@@ -273,6 +274,7 @@ class Appliance {
   std::unique_ptr<limiter::DigestMap> runs_, users_;
   std::optional<limiter::LimiterState> limiter_;
   std::optional<time::TscClock> clock_;
+  bool utc_step_reported_ = false;
   std::atomic<const dataplane::PolicySnapshot*> published_{nullptr};
   // By create_rcu_and_rings(), start_publisher() and create_workers().
   sluiced::RcuVariable qsbr_;
@@ -674,10 +676,28 @@ void Appliance::poll_until_stopped() {
     if (requests_.reload.exchange(false)) reload_on_sighup();
     if (std::chrono::steady_clock::now() - last_anchor >= std::chrono::seconds(1)) {
       clock_->reanchor();
+      warn_if_utc_stepped();
       last_anchor = std::chrono::steady_clock::now();
       collect_retired_policies();
     }
   }
+}
+
+void Appliance::warn_if_utc_stepped() {
+  // Said once per step: when UTC has moved a second or more from the
+  // limiter's clock, which follows it at 0.05% rather than jump.
+  const int64_t behind = clock_->behind_utc();
+  constexpr auto kSecond = static_cast<int64_t>(time::kNanosPerSecond);
+  const bool stepped = behind > kSecond || behind < -kSecond;
+  if (stepped && !utc_step_reported_) {
+    std::fprintf(stderr,
+                 "sluiced: warning: the system clock was stepped by %.3f s; buckets do not move, and the "
+                 "limiter's clock follows UTC at 0.05%% (%.0f s to converge)\n",
+                 static_cast<double>(behind) / 1e9,
+                 static_cast<double>(behind < 0 ? -behind : behind) /
+                     static_cast<double>(time::TscClock::kMaxSlewPerReanchor));
+  }
+  utc_step_reported_ = stepped;
 }
 
 void Appliance::reload_on_sighup() {

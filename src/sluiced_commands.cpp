@@ -183,7 +183,9 @@ void write_busiest(const Daemon& d, JsonWriter& w, size_t top) {
   const limiter::CompiledPolicy& p = snapshot->policy;
   w.key("busiest").begin_array();
   for (size_t i = 0; i < all.size() && i < top; ++i) {
-    const std::string rule = all[i].rule < p.rules.size() ? p.rules[all[i].rule].name : "#" + std::to_string(all[i].rule);
+    const auto named = std::find_if(p.rules.begin(), p.rules.end(),
+                                    [&](const limiter::CompiledRule& r) { return r.counter_slot == all[i].rule; });
+    const std::string rule = named != p.rules.end() ? named->name : "#" + std::to_string(all[i].rule);
     w.begin_object().key("rule").value(rule).key("key").value(label_text(d, all[i].label));
     w.key("count").value(all[i].count).end_object();
   }
@@ -604,7 +606,7 @@ Reply cmd_usage_report(const Daemon& d, const JsonValue& request, JsonWriter& w)
 }  // namespace
 
 RuleTotals rule_totals(const Daemon& d, const limiter::CompiledRule& rule) {
-  const size_t slot = dataplane::rule_slot(rule.index);
+  const size_t slot = rule.counter_slot;
   RuleTotals t;
   for (unsigned i = 0; i < d.workers; ++i) {
     t.admitted += d.counters[i].rules[slot].admitted.get();

@@ -227,6 +227,7 @@ class PolicyCompiler {
   void rule_match(const policy::RuleSpec& r, CompiledRule& cr) {
     cr.name = r.name;
     cr.index = static_cast<uint16_t>(c_.rules.size());
+    cr.counter_slot = static_cast<uint8_t>(std::min<size_t>(cr.index, kRuleCounterSlots - 1));
     cr.methods = method_set(r.methods);
     for (const std::string& path : r.paths) {
       cr.paths.push_back(*policy::PathPattern::compile(path, nullptr));

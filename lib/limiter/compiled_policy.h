@@ -50,9 +50,18 @@ struct CompiledBucket {
   uint32_t header_window_s = 0;  // w=
 };
 
+// Rule counters (admitted, refused, answered) a worker keeps: one per slot.
+// A rule keeps its slot by name across reloads; names past the last slot
+// share it.
+inline constexpr size_t kRuleCounterSlots = 64;
+
 struct CompiledRule {
   std::string name;
   uint16_t index = 0;
+  // Its counters' slot: its position at compile time; the policy publisher
+  // gives a reloaded rule the slot its name had, so that a reload that
+  // reorders rules never mixes their counts.
+  uint8_t counter_slot = 0;
   MethodSet methods;
   std::vector<policy::PathPattern> paths;
   std::vector<http::FieldId> require;

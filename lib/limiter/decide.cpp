@@ -324,6 +324,7 @@ Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::Request
     if (!rule_applies(rule, state, head, path, params, matched, run_budget)) continue;
     const KeyMaterial key = key_material(policy, state, rule, matched, params, head, conn, client, scratch);
     d.rule = static_cast<int16_t>(rule.index);
+    d.rule_counter = rule.counter_slot;
     if (key.missing) {
       if (answer_missing_key(policy, rule, head, scratch, d)) return out;
       d.rule = -1;

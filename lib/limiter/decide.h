@@ -60,6 +60,7 @@ struct Decision {
   Verdict verdict = Verdict::kForward;
   uint16_t status = 0;            // of `response`
   int16_t rule = -1;              // the rule that applied
+  uint8_t rule_counter = 0;       // its counters' slot (CompiledRule::counter_slot), when rule >= 0
   bool shadow_refusal = false;    // X01: would have been refused, forwarded instead
   bool overflow = false;          // charged to an overflow bucket (table full or reclaiming)
   bool over_credential_ceiling = false;  // TB07: counted against the address's budget instead

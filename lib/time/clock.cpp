@@ -9,17 +9,15 @@ namespace sluice::time {
 
 namespace {
 
-Nanos realtime() noexcept {
+Nanos read_clock(clockid_t id) noexcept {
   timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
+  clock_gettime(id, &ts);
   return static_cast<Nanos>(ts.tv_sec) * kNanosPerSecond + static_cast<Nanos>(ts.tv_nsec);
 }
 
-Nanos monotonic() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-  return static_cast<Nanos>(ts.tv_sec) * kNanosPerSecond + static_cast<Nanos>(ts.tv_nsec);
-}
+Nanos realtime() noexcept { return read_clock(CLOCK_REALTIME); }
+Nanos monotonic() noexcept { return read_clock(CLOCK_MONOTONIC); }
+Nanos monotonic_raw() noexcept { return read_clock(CLOCK_MONOTONIC_RAW); }
 
 bool cpu_has_invariant_tsc() noexcept {
   unsigned eax, ebx, ecx, edx;
@@ -30,16 +28,19 @@ bool cpu_has_invariant_tsc() noexcept {
 
 }  // namespace
 
+ClockSources kernel_clocks() noexcept { return {realtime, monotonic}; }
+
 Nanos SystemClock::now() const noexcept { return realtime(); }
 
-TscClock::TscClock() noexcept : invariant_(cpu_has_invariant_tsc()) {
+TscClock::TscClock(ClockSources sources) noexcept : invariant_(cpu_has_invariant_tsc()), sources_(sources) {
   // Measure the tick rate against CLOCK_MONOTONIC_RAW over ~10 ms.
   const uint64_t t0 = __rdtsc();
-  const Nanos m0 = monotonic();
+  const Nanos m0 = monotonic_raw();
   Nanos m1 = m0;
-  while (m1 - m0 < 10'000'000) m1 = monotonic();
+  while (m1 - m0 < 10'000'000) m1 = monotonic_raw();
   const uint64_t t1 = __rdtsc();
   ns_per_tick_ = static_cast<double>(m1 - m0) / static_cast<double>(t1 - t0);
+  utc_offset_ = static_cast<int64_t>(sources_.realtime() - sources_.monotonic());
   reanchor();
 }
 
@@ -59,7 +60,15 @@ Nanos TscClock::now() const noexcept {
 
 void TscClock::reanchor() noexcept {
   const uint64_t tsc = __rdtsc();
-  const Nanos utc = realtime();
+  const Nanos mono = sources_.monotonic();
+  // UTC's offset from the monotonic clock moves only when UTC is stepped
+  // (or slewed differently): followed at a bounded rate, never jumped to.
+  const int64_t target = static_cast<int64_t>(sources_.realtime() - mono);
+  const int64_t diff = target - utc_offset_;
+  const auto slew = static_cast<int64_t>(kMaxSlewPerReanchor);
+  utc_offset_ += diff > slew ? slew : (diff < -slew ? -slew : diff);
+  behind_utc_ = target - utc_offset_;
+  const Nanos utc = mono + static_cast<Nanos>(utc_offset_);
   const uint64_t s = seq_.load(std::memory_order_relaxed);
   seq_.store(s + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);

@@ -39,17 +39,34 @@ class SystemClock final : public Clock {
   [[nodiscard]] Nanos now() const noexcept override;
 };
 
-// The TSC scaled to UTC: a few ns per read. Anchored to CLOCK_REALTIME at
-// construction and whenever reanchor() is called (the control thread does so
-// every second), so NTP corrections and TSC drift stay bounded. Readers on
-// any thread; reanchor() from one thread at a time. Needs an invariant TSC
-// (constant_tsc and nonstop_tsc), which the constructor checks.
+// Where TscClock reads the kernel's clocks (tests pass their own).
+struct ClockSources {
+  Nanos (*realtime)() noexcept;   // CLOCK_REALTIME: UTC, which an operator or NTP may step
+  Nanos (*monotonic)() noexcept;  // CLOCK_MONOTONIC: never stepped, NTP-slewed like UTC
+};
+[[nodiscard]] ClockSources kernel_clocks() noexcept;
+
+// The TSC scaled to UTC: a few ns per read. Monotonic underneath: the TSC is
+// anchored to CLOCK_MONOTONIC at construction and whenever reanchor() is
+// called (the control thread does so every second), so TSC drift stays
+// bounded, and UTC is CLOCK_MONOTONIC plus an offset taken at start. A step
+// of the system clock therefore moves no bucket; each reanchor() moves the
+// offset towards UTC's by at most kMaxSlewPerReanchor (0.05% of a second, a
+// second's step is absorbed in 2000 s), so calendar windows (DQ03) follow a
+// corrected clock without a jump. Readers on any thread; reanchor() from one
+// thread at a time. Needs an invariant TSC (constant_tsc and nonstop_tsc),
+// which the constructor checks.
 class TscClock final : public Clock {
  public:
-  TscClock() noexcept;
+  static constexpr Nanos kMaxSlewPerReanchor = 500'000;
+
+  explicit TscClock(ClockSources sources = kernel_clocks()) noexcept;
   [[nodiscard]] Nanos now() const noexcept override;
   void reanchor() noexcept;
   [[nodiscard]] bool invariant_tsc() const noexcept { return invariant_; }
+  // How far UTC is from this clock (UTC minus now), as of the last
+  // reanchor(): what is still to be slewed after a step.
+  [[nodiscard]] int64_t behind_utc() const noexcept { return behind_utc_; }
 
  private:
   // A sequence lock around the anchor: odd while the writer updates it, so a
@@ -59,6 +76,9 @@ class TscClock final : public Clock {
   std::atomic<Nanos> anchor_utc_{0};
   double ns_per_tick_ = 1.0;
   bool invariant_ = false;
+  ClockSources sources_;
+  int64_t utc_offset_ = 0;  // now = CLOCK_MONOTONIC + this (reanchor()'s thread only)
+  int64_t behind_utc_ = 0;
 };
 
 }  // namespace sluice::time

@@ -831,11 +831,16 @@ TEST(FlowEngine, DecisionsAreCountedPerRule) {
   EXPECT_NE(busy[0].label.key_hash, busy[1].label.key_hash);  // two buckets
 }
 
-TEST(FlowEngine, RulesPastTheLastSlotShareIt) {
-  EXPECT_EQ(dataplane::rule_slot(0), 0u);
-  EXPECT_EQ(dataplane::rule_slot(62), 62u);
-  EXPECT_EQ(dataplane::rule_slot(63), dataplane::kRuleCounters - 1);
-  EXPECT_EQ(dataplane::rule_slot(200), dataplane::kRuleCounters - 1);
+// A decision counts in its rule's counter slot (which the policy publisher
+// keeps per rule name across reloads; policy_publisher_test).
+TEST(FlowEngine, ADecisionCountsInItsRulesCounterSlot) {
+  EngineWorld w(kKeepPolicy);
+  w.snapshot->policy.rules[1].counter_slot = 9;  // "loose", as a publisher may have placed it
+  Connection c(w);
+  c.handshake();
+  ASSERT_TRUE(c.data(kLoose).forwarded());
+  EXPECT_EQ(w.counters.rules[9].admitted.get(), 1u);
+  EXPECT_EQ(w.counters.rules[1].admitted.get(), 0u);
 }
 
 }  // namespace

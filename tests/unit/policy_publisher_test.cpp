@@ -121,6 +121,40 @@ TEST(PolicyPublisher, ReloadKeepsEachBucketsKindByName) {
   EXPECT_EQ(p.publisher.current()->generation, 3u);
 }
 
+// The counter slot the current policy gives rule `name`, or -1.
+int slot_of(const PolicyPublisher& p, const std::string& name) {
+  const limiter::CompiledRule* r = p.current()->policy.rule_named(name);
+  return r == nullptr ? -1 : r->counter_slot;
+}
+
+// Issue 15: per-rule counters by name. A reload that reorders rules, drops
+// one or brings one back never hands one rule's counts to another.
+TEST(PolicyPublisher, ReloadKeepsEachRulesCounterSlotByName) {
+  Publisher p;
+  EXPECT_EQ(slot_of(p.publisher, "r-alpha"), 0);
+  EXPECT_EQ(slot_of(p.publisher, "r-beta"), 1);
+  ASSERT_TRUE(p.publisher.reload(snapshot("second", {"gamma", "beta", "alpha"}), "second.yaml").empty());
+  EXPECT_EQ(slot_of(p.publisher, "r-gamma"), 2);
+  EXPECT_EQ(slot_of(p.publisher, "r-beta"), 1);
+  EXPECT_EQ(slot_of(p.publisher, "r-alpha"), 0);
+  ASSERT_TRUE(p.publisher.reload(snapshot("third", {"gamma"}), "third.yaml").empty());
+  EXPECT_EQ(slot_of(p.publisher, "r-gamma"), 2);
+  ASSERT_TRUE(p.publisher.reload(snapshot("fourth", {"beta", "alpha"}), "fourth.yaml").empty());
+  EXPECT_EQ(slot_of(p.publisher, "r-alpha"), 0) << "a rule that comes back has its old slot";
+}
+
+TEST(PolicyPublisher, RuleNamesPastTheLastCounterSlotShareIt) {
+  std::string t = "sluice: 1\nname: many\nservice_ports: [80]\nbuckets:\n  b: { rate: 10/min }\nrules:\n";
+  for (int i = 0; i < 70; ++i) t += "  - name: r" + std::to_string(i) + "\n    path: /" + std::to_string(i) + "\n    key: client_ip\n    bucket: b\n";
+  std::atomic<const PolicySnapshot*> published{nullptr};
+  PolicyPublisher publisher{published, nullptr, kLimits};
+  publisher.start(snapshot(t), "many.yaml");
+  EXPECT_EQ(slot_of(publisher, "r0"), 0);
+  EXPECT_EQ(slot_of(publisher, "r62"), 62);
+  EXPECT_EQ(slot_of(publisher, "r63"), 63);
+  EXPECT_EQ(slot_of(publisher, "r69"), 63);
+}
+
 // What a refused reload must leave as it was.
 void expect_unchanged(const Publisher& p, const PolicySnapshot* published, uint64_t generation) {
   EXPECT_EQ(p.published.load(), published);
