@@ -47,11 +47,11 @@ void write_tables(const Daemon& d, JsonWriter& w) {
   const limiter::BucketTable& b = d.limiter->buckets;
   const limiter::BucketTable& r = d.limiter->credential_records;
   w.key("buckets").begin_object().key("capacity").value(static_cast<uint64_t>(b.capacity()));
-  w.key("live").value(static_cast<uint64_t>(b.count_live())).key("overflows").value(b.overflows());
+  w.key("live").value(static_cast<uint64_t>(b.live_as_of_reclaim())).key("overflows").value(b.overflows());
   if (d.reclaimer != nullptr) w.key("reclaimed").value(d.reclaimer->freed(0));
   w.end_object();
   w.key("credential_slots").begin_object().key("capacity").value(static_cast<uint64_t>(r.capacity()));
-  w.key("live").value(static_cast<uint64_t>(r.count_live())).key("overflows").value(r.overflows());
+  w.key("live").value(static_cast<uint64_t>(r.live_as_of_reclaim())).key("overflows").value(r.overflows());
   if (d.reclaimer != nullptr) w.key("reclaimed").value(d.reclaimer->freed(1));
   w.end_object();
   w.key("runs").begin_object().key("live").value(static_cast<uint64_t>(d.runs->size()));

@@ -65,8 +65,10 @@ std::string render_metrics(const Daemon& d) {
 
   const limiter::BucketTable* tables[2] = {&d.limiter->buckets, &d.limiter->credential_records};
   const char* table_names[2] = {"buckets", "credential_slots"};
-  e.family("sluice_table_entries", "gauge", "entries in use in a shared table");
-  for (int t = 0; t < 2; ++t) e.sample("sluice_table_entries", std::string("table=\"") + table_names[t] + "\"", tables[t]->count_live());
+  e.family("sluice_table_entries", "gauge", "entries in use in a shared table, as the reclaimer last counted them (at most 10 s old)");
+  for (int t = 0; t < 2; ++t) {
+    e.sample("sluice_table_entries", std::string("table=\"") + table_names[t] + "\"", tables[t]->live_as_of_reclaim());
+  }
   e.family("sluice_table_capacity", "gauge", "entries a shared table holds");
   for (int t = 0; t < 2; ++t) e.sample("sluice_table_capacity", std::string("table=\"") + table_names[t] + "\"", tables[t]->capacity());
   e.family("sluice_table_overflows_total", "counter", "keys charged to their kind's overflow bucket (no slot free)");

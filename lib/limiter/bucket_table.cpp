@@ -56,12 +56,15 @@ BucketTable::BucketTable(const Options& o)
   closed_ = new std::atomic<uint8_t>[regions_];
   for (unsigned r = 0; r < regions_; ++r) closed_[r].store(0, std::memory_order_relaxed);
   retired_ = new uint8_t[total]();
+  live_in_region_ = new std::atomic<uint64_t>[regions_];
+  for (unsigned r = 0; r < regions_; ++r) live_in_region_[r].store(0, std::memory_order_relaxed);
 }
 
 BucketTable::~BucketTable() {
   munmap(base_, mapped_bytes_);
   delete[] closed_;
   delete[] retired_;
+  delete[] live_in_region_;
 }
 
 BucketSlot* BucketTable::find(const BucketKey& key) noexcept {
@@ -118,6 +121,7 @@ void BucketTable::close_region(unsigned r) noexcept { closed_[r].store(1, std::m
 
 size_t BucketTable::retire_idle(unsigned r, const IdlePredicate& idle) noexcept {
   size_t retired = 0;
+  size_t live = 0;
   const size_t base = size_t{r} * region_slots_;
   uint64_t seen[kMaxWords];
   for (uint64_t i = 0; i < region_slots_; ++i) {
@@ -130,7 +134,10 @@ size_t BucketTable::retire_idle(unsigned r, const IdlePredicate& idle) noexcept 
       seen[w] = s.load(w);
       frozen = frozen || seen[w] == kFrozen;
     }
-    if (frozen || !idle(static_cast<uint16_t>(k1), seen)) continue;
+    if (frozen || !idle(static_cast<uint16_t>(k1), seen)) {
+      ++live;
+      continue;
+    }
     // Freeze every word if and only if it still holds what the predicate saw:
     // a thread charging the bucket meanwhile makes one swap fail, and then the
     // words frozen so far are thawed and the bucket stays.
@@ -144,12 +151,14 @@ size_t BucketTable::retire_idle(unsigned r, const IdlePredicate& idle) noexcept 
         --done;
         s.word(done).store(seen[done], std::memory_order_release);
       }
+      ++live;
       continue;
     }
     swap_key(s, k0, k1, 0, kFreeMark);
     retired_[base + i] = 1;
     ++retired;
   }
+  live_in_region_[r].store(live, std::memory_order_relaxed);
   return retired;
 }
 
@@ -183,6 +192,12 @@ void BucketTable::open_region(unsigned r) noexcept {
 size_t BucketTable::count_free_marks() const noexcept {
   size_t n = 0;
   for (size_t i = 0; i < capacity(); ++i) n += load(slot_at(i)->key[0]) == 0 && load(slot_at(i)->key[1]) == kFreeMark;
+  return n;
+}
+
+size_t BucketTable::live_as_of_reclaim() const noexcept {
+  size_t n = 0;
+  for (unsigned r = 0; r < regions_; ++r) n += live_in_region_[r].load(std::memory_order_relaxed);
   return n;
 }
 

@@ -109,6 +109,11 @@ class BucketTable {
   // claiming or retiring at the time.
   [[nodiscard]] size_t capacity() const noexcept { return size_t{regions_} * region_slots_; }
   [[nodiscard]] size_t count_live() const noexcept;
+  // Slots in use as retire_idle() last counted them, region by region: what
+  // the operator's figures show, since a whole-table scan on every scrape
+  // would sweep the workers' data out of the cache (512 MB at 10 M keys).
+  // As old as the reclaimer's last pass over each region (10 s in sluiced).
+  [[nodiscard]] size_t live_as_of_reclaim() const noexcept;
   // Slots freed by reclamation and not yet reused or emptied (lookups of
   // absent keys probe past them).
   [[nodiscard]] size_t count_free_marks() const noexcept;
@@ -125,6 +130,7 @@ class BucketTable {
   unsigned words_ = 2;
   std::atomic<uint8_t>* closed_ = nullptr;
   uint8_t* retired_ = nullptr;  // per slot, control thread only: retired since the region closed
+  std::atomic<uint64_t>* live_in_region_ = nullptr;  // counted by retire_idle()
   size_t mapped_bytes_ = 0;
   unsigned regions_;
   uint64_t region_slots_;
