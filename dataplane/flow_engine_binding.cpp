@@ -85,11 +85,7 @@ void FlowEngine::bind_answered(TcpFlow& flow, const uint8_t* frame, const FrameV
     // The origin cannot do what the client was promised: both ends reset
     // (the origin's half-open connection at the number it expects).
     binding_failed(flow, out);
-    SegmentSpec s = SegmentEmitter::from(flow, Side::kClient);
-    s.seq = v.ack;
-    s.flags = flag::kRst;
-    s.timestamp = false;
-    emitter_.emit(out, Side::kOrigin, s);
+    proxy_.reset_origin(flow, v, out);
     return;
   }
   // Edits made while unbound (kept answers) are at the appliance's numbers

@@ -236,6 +236,10 @@ void SynProxy::reset_client(const TcpFlow& flow, PacketSink& out) noexcept {
 
 void SynProxy::reset_both(const TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept {
   reset_client(flow, out);
+  reset_origin(flow, v, out);
+}
+
+void SynProxy::reset_origin(const TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept {
   SegmentSpec s = SegmentEmitter::from(flow, Side::kClient);
   s.seq = v.ack;
   s.flags = flag::kRst;

@@ -126,6 +126,9 @@ class SynProxy {
   // The same, and the origin's half-open connection (its SYN-ACK `v`)
   // released.
   void reset_both(const TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept;
+  // The origin's half-open connection (its SYN-ACK `v`) released, at the
+  // number it expects.
+  void reset_origin(const TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept;
 
   // The window field of a segment to the origin in the client's name
   // before the client's own has been seen: all the client's scale allows.

@@ -22,6 +22,18 @@ const std::string kDelayedKeep = std::string(kKeepPolicy) + "binding: delayed\n"
 // Two requests a minute per client; a refusal closes the connection.
 const std::string kDelayedClose = std::string(kSmallPolicy) + "binding: delayed\n";
 
+// The client's FIN at its sequence number `seq`, acknowledging the cookie.
+Peers::Sent client_fin(Peers& p, uint32_t seq) {
+  SegmentSpec fin;
+  fin.seq = seq;
+  fin.ack = p.cookie + 1;
+  fin.flags = flag::kFin | flag::kAck;
+  fin.window = 502;
+  fin.timestamp = true;
+  fin.tsval = ++p.client_clock;
+  return p.feed(Side::kClient, fin);
+}
+
 // The client's view of the origin's stream, from the cookie on.
 StreamView client_stream(const Peers& p) { return StreamView(p.cookie + 1); }
 
@@ -162,33 +174,20 @@ TEST(DelayedBinding, AFinAfterTheRequestGoesWithIt) {
   p.client_handshake(true);
   const auto request = p.client_data(kLoose);
   p.origin_syn = sent_to(w, Side::kOrigin, request.before)[0].view;
-  SegmentSpec fin;
-  fin.seq = p.client_isn + 1 + static_cast<uint32_t>(kLoose.size());
-  fin.ack = p.cookie + 1;
-  fin.flags = flag::kFin | flag::kAck;
-  fin.window = 502;
-  fin.timestamp = true;
-  fin.tsval = ++p.client_clock;
-  EXPECT_EQ(p.feed(Side::kClient, fin).action, FrameAction::kDrop);
+  const uint32_t fin_seq = p.client_isn + 1 + static_cast<uint32_t>(kLoose.size());
+  EXPECT_EQ(client_fin(p, fin_seq).action, FrameAction::kDrop);
   const auto bound = p.origin_answer();
   const auto to_origin = sent_to(w, Side::kOrigin, bound.before);
   ASSERT_FALSE(to_origin.empty());
   EXPECT_TRUE(to_origin.back().view.has(flag::kFin));
-  EXPECT_EQ(to_origin.back().view.seq + to_origin.back().view.payload_len, fin.seq);
+  EXPECT_EQ(to_origin.back().view.seq + to_origin.back().view.payload_len, fin_seq);
 }
 
 TEST(DelayedBinding, AClientThatClosesFirstNeverReachesTheOrigin) {
   EngineWorld w(kDelayedKeep);
   Peers p(w);
   p.client_handshake(true);
-  SegmentSpec fin;
-  fin.seq = p.client_isn + 1;
-  fin.ack = p.cookie + 1;
-  fin.flags = flag::kFin | flag::kAck;
-  fin.window = 502;
-  fin.timestamp = true;
-  fin.tsval = ++p.client_clock;
-  const auto sent = p.feed(Side::kClient, fin);
+  const auto sent = client_fin(p, p.client_isn + 1);
   EXPECT_EQ(sent.action, FrameAction::kDrop);
   EXPECT_TRUE(sent_to(w, Side::kOrigin).empty());
   bool fin_acked = false;
