@@ -28,6 +28,7 @@ size_t Reclaimer::step() {
     const size_t n = tables_[i].table->retire_idle(closed[i], tables_[i].idle());
     freed_[i].fetch_add(n, std::memory_order_relaxed);
     freed += n;
+    if (tables_[i].visited) tables_[i].visited(closed[i]);
   }
   wait_for_readers_();
   bool wrapped = false;

@@ -26,6 +26,9 @@ class Reclaimer {
     // Asked once per step for the predicate to retire with, so it follows
     // the policy published now (and the clock).
     std::function<limiter::BucketTable::IdlePredicate()> idle;
+    // Told of each region once it has been reclaimed (optional): where the
+    // bucket snapshot reads it, while it is warm in the cache.
+    std::function<void(unsigned region)> visited = {};
   };
 
   Reclaimer(std::vector<Table> tables, std::function<void()> wait_for_readers);

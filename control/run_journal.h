@@ -39,9 +39,6 @@ struct LiveRun {
 // token, and what a replayed record must carry to be believed.
 [[nodiscard]] bool valid_run_token(std::string_view token) noexcept;
 
-// CRC-32C (Castagnoli) of `bytes`: the checksum each record carries.
-[[nodiscard]] uint32_t crc32c(std::string_view bytes) noexcept;
-
 class RunJournal {
  public:
   struct Replay {

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "control/command_table.h"
+#include "control/bucket_snapshot.h"
 #include "control/control_server.h"
 #include "control/credential_registry.h"
 #include "control/metrics_server.h"
@@ -240,6 +241,8 @@ class Appliance {
   [[nodiscard]] std::vector<std::string> reload_config();
   [[nodiscard]] std::vector<std::string> publish(LoadedPolicy next, const std::string& name);
   void reload_on_sighup();
+  void restore_buckets();
+  void snapshot_region(unsigned region);
   void warn_if_utc_stepped();
   void collect_retired_policies();
   [[nodiscard]] control::TelemetrySource telemetry_source();
@@ -249,7 +252,9 @@ class Appliance {
   uint64_t share_seed_ = 0;
   std::array<uint8_t, 32> cookie_seed_{};
   uint64_t flow_seed_ = 0;
-  const limiter::KeyHasher bucket_hasher_ = limiter::KeyHasher::random();
+  // Keyed with the state directory's bucket.secret, so that a snapshot's
+  // keys mean the same after a restart (control/bucket_snapshot.h).
+  std::optional<limiter::KeyHasher> bucket_hasher_;
   // What SIGINT, SIGTERM and SIGHUP ask for. Its `stop` is the flag every
   // worker and thread polls, so it comes before all of them and outlives
   // them.
@@ -288,6 +293,8 @@ class Appliance {
   std::optional<control::RunRegistry> run_registry_;
   std::optional<control::CredentialRegistry> credential_registry_;
   std::optional<control::Reclaimer> reclaimer_;
+  std::optional<control::BucketSnapshotter> snapshotter_;
+  bool snapshot_failing_ = false;  // said once until it works again
   sluiced::Daemon daemon_;
   control::CommandTable commands_;
   sluiced::TelemetryRegistration telemetry_;
@@ -335,6 +342,9 @@ Status Appliance::open_state_dir() {
   const control::Secret secret = control::load_or_create_secret(o_.state_dir, "credential.secret");
   if (!secret.error.empty()) return Failure{ExitCode::kState, secret.error};
   credential_hasher_.emplace(std::span<const uint8_t, limiter::KeyHasher::kSecretSize>(secret.bytes));
+  const control::Secret bucket_secret = control::load_or_create_secret(o_.state_dir, "bucket.secret");
+  if (!bucket_secret.error.empty()) return Failure{ExitCode::kState, bucket_secret.error};
+  bucket_hasher_.emplace(std::span<const uint8_t, limiter::KeyHasher::kSecretSize>(bucket_secret.bytes));
   control::RunJournal::Replay replay = journal_.open(o_.state_dir);
   if (!replay.error.empty()) return Failure{ExitCode::kState, replay.error};
   for (const std::string& w : replay.warnings) std::fprintf(stderr, "sluiced: warning: %s\n", w.c_str());
@@ -394,7 +404,7 @@ Status Appliance::create_tables() {
   } catch (const std::bad_alloc&) {
     return Failure{ExitCode::kNoMemory, "no memory for " + std::to_string(o_.buckets) + " buckets; lower --buckets"};
   }
-  limiter_.emplace(limiter::LimiterState{*buckets_, *records_, *runs_, *users_, bucket_hasher_, *credential_hasher_});
+  limiter_.emplace(limiter::LimiterState{*buckets_, *records_, *runs_, *users_, *bucket_hasher_, *credential_hasher_});
   clock_.emplace();
   return std::nullopt;
 }
@@ -421,6 +431,21 @@ void Appliance::start_publisher() {
                      control::PolicyPublisher::Limits{p.stream.head.max_head_bytes, p.stream.head.max_fields,
                                                       record_words(p), kMaxBucketKinds});
   publisher_->start(std::move(loaded_.snapshot), o_.config);
+  restore_buckets();
+}
+
+// Before any worker runs: the buckets the last run left, where the policy
+// still has them unchanged.
+void Appliance::restore_buckets() {
+  const control::BucketRestore r = control::restore_buckets(o_.state_dir, publisher_->current()->policy, *buckets_);
+  if (!r.error.empty()) std::fprintf(stderr, "sluiced: warning: %s\n", r.error.c_str());
+  if (!r.found || !r.error.empty()) return;
+  const double age = clock_->now() > r.taken_at ? static_cast<double>(clock_->now() - r.taken_at) / 1e9 : 0.0;
+  std::printf("sluiced: restored %zu buckets from %s/%s (taken %.1f s ago); left out %zu whose limits changed, "
+              "%zu the policy no longer has, %zu for want of room\n",
+              r.restored, o_.state_dir.c_str(), std::string(control::kBucketSnapshotFile).c_str(), age, r.changed,
+              r.gone, r.no_room);
+  std::fflush(stdout);
 }
 
 Status Appliance::create_workers() {
@@ -509,9 +534,12 @@ std::function<void()> Appliance::wait_for_readers() const {
 // The reclamation of idle buckets, and the commands the control socket
 // serves, over what the daemon owns.
 void Appliance::build_control_plane() {
+  snapshotter_.emplace(*buckets_, o_.state_dir, [this] { return publisher_->current(); },
+                       [this] { return clock_->now(); });
   reclaimer_.emplace(
       std::vector<control::Reclaimer::Table>{
-          {"buckets", buckets_.get(), [this] { return idle_buckets(); }},
+          {"buckets", buckets_.get(), [this] { return idle_buckets(); },
+           [this](unsigned region) { snapshot_region(region); }},
           {"credential_slots", records_.get(), [this] { return idle_credential_records(); }}},
       wait_for_readers());
   daemon_.workers = o_.workers;
@@ -525,6 +553,7 @@ void Appliance::build_control_plane() {
   daemon_.runs = &*run_registry_;
   daemon_.credentials = &*credential_registry_;
   daemon_.reclaimer = &*reclaimer_;
+  daemon_.bucket_snapshots = &*snapshotter_;
   daemon_.check_policy = [this](const std::string& text, const std::string& name) {
     return with_ports(o_, load_policy_text(text, name, *credential_hasher_), name);
   };
@@ -731,6 +760,25 @@ void Appliance::stop_running() noexcept {
   metrics_thread_.stop();
   control_thread_.stop();
   launched_.stop();
+  // The workers are stopped: the buckets as they are now, for the next start.
+  if (snapshotter_) {
+    if (const std::string err = snapshotter_->write_all(); !err.empty()) {
+      std::fprintf(stderr, "sluiced: warning: buckets not saved: %s\n", err.c_str());
+    }
+  }
+}
+
+// The reclaimer has just passed `region` of the bucket table: it is copied
+// for the snapshot, and after the last region the file is written.
+void Appliance::snapshot_region(unsigned region) {
+  snapshotter_->region_visited(region);
+  if (region + 1 != buckets_->regions()) return;
+  if (const std::string err = snapshotter_->write(); !err.empty()) {
+    if (!snapshot_failing_) std::fprintf(stderr, "sluiced: warning: buckets not saved: %s\n", err.c_str());
+    snapshot_failing_ = true;
+  } else {
+    snapshot_failing_ = false;
+  }
 }
 
 void Appliance::print_counters() const {

@@ -94,6 +94,12 @@ Reply cmd_status(const Daemon& d, const JsonValue&, JsonWriter& w) {
   w.key("runs").value(static_cast<uint64_t>(d.runs->size()));
   w.key("credentials").value(static_cast<uint64_t>(d.credentials->summary().credentials));
   w.key("state_dir").value(d.state_dir);
+  if (d.bucket_snapshots != nullptr) {
+    // The last bucket snapshot written (0: none yet): what a crash now would
+    // start from.
+    w.key("bucket_snapshot").begin_object().key("taken_at_ns").value(d.bucket_snapshots->written_at());
+    w.key("slots").value(d.bucket_snapshots->slots_written()).end_object();
+  }
   w.key("telemetry_socket").value(std::string(rte_eal_get_runtime_dir()) + "/dpdk_telemetry.v2");
   w.key("ports").begin_array();
   for (int i = 0; i < 2; ++i) {

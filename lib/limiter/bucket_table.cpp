@@ -195,6 +195,29 @@ size_t BucketTable::count_free_marks() const noexcept {
   return n;
 }
 
+void BucketTable::visit_region(unsigned r, const SlotVisitor& visit) const {
+  const size_t base = size_t{r} * region_slots_;
+  uint64_t words[kMaxWords];
+  for (uint64_t i = 0; i < region_slots_; ++i) {
+    const BucketSlot& s = *slot_at(base + i);
+    const BucketKey key{load(s.key[0]), load(s.key[1])};
+    if (key.k0 == 0) continue;
+    bool frozen = false;
+    for (unsigned w = 0; w < words_; ++w) {
+      words[w] = s.load(w);
+      frozen = frozen || words[w] == kFrozen;
+    }
+    if (!frozen) visit(key, words);
+  }
+}
+
+bool BucketTable::restore(const BucketKey& key, const uint64_t* words) noexcept {
+  const Found f = find_or_claim(key);
+  if (f.overflow) return false;
+  for (unsigned w = 0; w < words_; ++w) f.slot->word(w).store(words[w], std::memory_order_relaxed);
+  return true;
+}
+
 size_t BucketTable::live_as_of_reclaim() const noexcept {
   size_t n = 0;
   for (unsigned r = 0; r < regions_; ++r) n += live_in_region_[r].load(std::memory_order_relaxed);

@@ -114,6 +114,16 @@ class BucketTable {
   // would sweep the workers' data out of the cache (512 MB at 10 M keys).
   // As old as the reclaimer's last pass over each region (10 s in sluiced).
   [[nodiscard]] size_t live_as_of_reclaim() const noexcept;
+
+  // Every slot of region `r` in use, with its state words as read (a bucket
+  // charged meanwhile may be read between the updates of two of its words;
+  // a frozen one is skipped). For the control plane's snapshots.
+  using SlotVisitor = std::function<void(const BucketKey& key, const uint64_t* words)>;
+  void visit_region(unsigned r, const SlotVisitor& visit) const;
+  // `key` given `words` (words() of them) as its state: at start, before
+  // any other thread uses the table. False if it found no slot.
+  [[nodiscard]] bool restore(const BucketKey& key, const uint64_t* words) noexcept;
+  [[nodiscard]] unsigned words() const noexcept { return words_; }
   // Slots freed by reclamation and not yet reused or emptied (lookups of
   // absent keys probe past them).
   [[nodiscard]] size_t count_free_marks() const noexcept;

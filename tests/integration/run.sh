@@ -247,6 +247,9 @@ for entry in "${plan[@]}"; do
         continue
       fi
     fi
+    # Another profile starts from full buckets, as its tests count on: the
+    # last one's snapshot (control/bucket_snapshot.h) is not its to restore.
+    rm -f "$SLT_TMP/state/buckets.snapshot"
     if ! appliance_start "$(policy_file "$policy")" "$workers" "$args" >"$SLT_TMP/appliance-start.msg" 2>&1; then
       broken="$want"
       mapfile -t lines <"$SLT_TMP/appliance-start.msg"
@@ -263,13 +266,14 @@ for entry in "${plan[@]}"; do
   t0=$SECONDS
   # "restart": the test's first phase (t_NAME_before) runs, then sluiced is
   # stopped and started again with the same state directory, then the test.
-  if [ "$extra" = restart ] && [ "$SLUICE_APPLIANCE" = sluiced ]; then
+  # "crash": the same, but sluiced is killed (SIGKILL) instead of stopped.
+  if { [ "$extra" = restart ] || [ "$extra" = crash ]; } && [ "$SLUICE_APPLIANCE" = sluiced ]; then
     if ! timeout -k 5 "${SLUICE_TEST_TIMEOUT:-150}" bash "$HERE/tests.sh" run "$name" before >"$SLT_OUT/before.log" 2>&1; then
       mapfile -t why <"$SLT_WHY" 2>/dev/null
       report_fail "$name" "$kind" "before the restart: ${why[0]:-see $SLT_OUT/before.log}" "${why[@]:1}"
       continue
     fi
-    stop_appliance_checked
+    if [ "$extra" = crash ]; then appliance_kill; else stop_appliance_checked; fi
     if ! appliance_start "$(policy_file "$policy")" "$workers" "$args" >"$SLT_TMP/appliance-start.msg" 2>&1; then
       mapfile -t lines <"$SLT_TMP/appliance-start.msg"
       report_fail "$name" "$kind" "the appliance did not start again:" "${lines[@]}"

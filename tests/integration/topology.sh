@@ -275,6 +275,19 @@ appliance_start() {
 
 # Stops the appliance. Prints a complaint and returns 1 when sluiced did not
 # exit by itself within 10 s of SIGTERM, or exited with a non-zero status.
+# Kills sluiced as a crash would (SIGKILL: no clean stop, nothing saved on
+# the way out), for the tests of what survives one.
+appliance_kill() {
+  local pid="$SLT_APPLIANCE_PID"
+  # shellcheck disable=SC2034  # read by run.sh
+  SLT_APPLIANCE_CONF=""
+  [ -n "$pid" ] || return 0
+  SLT_APPLIANCE_PID=""
+  kill -KILL "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  return 0
+}
+
 appliance_stop() {
   local rc=0 pid="$SLT_APPLIANCE_PID" i status
   # shellcheck disable=SC2034  # read by run.sh

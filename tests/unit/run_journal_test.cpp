@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "control/crc32c.h"
 #include "control/run_journal.h"
 #include "scratch_dir.h"
 
