@@ -249,8 +249,17 @@ Reply cmd_policy_show(const Daemon& d, const JsonValue&, JsonWriter& w) {
 // its name for messages (bounded: it is the client's word), or the refusal.
 // A request that names a file without passing it is refused: sluiced opens
 // no path a client names.
+// A passed policy's bytes: a real one is a few KiB, and the control thread
+// parses it while every other client waits, so a larger one is refused
+// unparsed (a credentials file may be larger: it is parsed line by line).
+constexpr size_t kMaxPassedPolicyBytes = size_t{1} << 20;
+
+// The file a client passed for a command that reads one (passed_file.h):
+// its name for messages (the client's word: bounded, and printable, since
+// it reaches sluiced's log), or the refusal. A request that names a file
+// without passing it is refused: sluiced opens no path a client names.
 Reply passed_file_name(const JsonValue& request, const control::PassedFile& file, std::string_view cmd,
-                       std::string& name) {
+                       std::string& name, size_t max_bytes = control::kMaxPassedFileBytes) {
   std::string error;
   const std::optional<std::string> named = control::string_arg(request, "file", error);
   if (!error.empty()) return refuse(ErrorCode::kBadRequest, "\"file\" is the passed file's name");
@@ -260,13 +269,20 @@ Reply passed_file_name(const JsonValue& request, const control::PassedFile& file
                                               "descriptor); sluiced opens no file a client names");
   }
   name = named && !named->empty() ? named->substr(0, 256) : std::string("(passed file)");
+  for (char& c : name) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
   if (!file.error.empty()) return refuse(ErrorCode::kInvalidArgument, name + ": " + file.error);
+  if (file.bytes.size() > max_bytes) {
+    return refuse(ErrorCode::kInvalidArgument,
+                  name + ": larger than " + std::to_string(max_bytes >> 20) + " MiB; not read");
+  }
   return std::nullopt;
 }
 
 Reply cmd_policy_check(const Daemon& d, const JsonValue& request, const control::PassedFile& file, JsonWriter& w) {
   std::string name;
-  if (Reply r = passed_file_name(request, file, "policy.check", name)) return r;
+  if (Reply r = passed_file_name(request, file, "policy.check", name, kMaxPassedPolicyBytes)) return r;
   // The running daemon's own loader and compiler: what passes here is what
   // a reload accepts.
   const LoadedPolicy checked = d.check_policy(file.bytes, name);
@@ -282,7 +298,9 @@ Reply cmd_policy_reload(const Daemon& d, const JsonValue& request, const control
   std::string name;
   std::vector<std::string> refused;
   if (file.passed || request.get("file") != nullptr) {
-    if (Reply r = passed_file_name(request, file, "policy.reload with a file", name)) return r;
+    if (Reply r = passed_file_name(request, file, "policy.reload with a file", name, kMaxPassedPolicyBytes)) {
+      return r;
+    }
     refused = d.reload_policy(file.bytes, name);
   } else {
     refused = d.reload_config(name);

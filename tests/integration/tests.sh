@@ -632,6 +632,20 @@ EOF
 )"
   check_eq "a named file, not passed: refused, unread" \
     "$(grep -c '"bad_request".*sluiced opens no file a client names' <<<"$out")$(grep -c 'root:' <<<"$out")" 10
+  # A policy past 1 MiB is refused unparsed (the control thread parses it
+  # while every other client waits); a file name with a line break in it
+  # does not write lines of its own into sluiced's log.
+  { printf 'sluice: 1\n'; head -c $((2 * 1024 * 1024)) /dev/zero | tr '\0' '#'; } >"$SLT_TMP/huge.yaml"
+  out="$("$ctl" --socket "$sock" policy check "$SLT_TMP/huge.yaml" 2>&1)"
+  rc=$?
+  check_eq "a 2 MiB policy: refused unparsed" "$rc $(grep -c 'larger than 1 MiB; not read' <<<"$out")" "1 1"
+  local odd="$SLT_TMP/odd
+sluiced: forged.yaml"
+  cp "$copy" "$odd"
+  "$ctl" --socket "$sock" policy reload "$odd" >/dev/null 2>&1
+  check_eq "a file name's line break stays out of the log" "$(grep -c '^sluiced: forged.yaml' "$SLT_SLUICED_LOG")" 0
+  rm -f "$odd"
+  gen="$("$ctl" --socket "$sock" --json policy show | "$SLT_PY" -c 'import json,sys; print(int(json.load(sys.stdin)["generation"]))')"
   # SIGHUP reloads the --config file.
   pid="$(ip netns pids "$NS_BOX" | head -n 1)"
   kill -HUP "$pid"
