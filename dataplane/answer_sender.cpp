@@ -28,8 +28,7 @@ void AnswerSender::send_answer(TcpFlow& flow, PacketSink& out) noexcept {
     counters_.answers_abandoned.add();
     to_origin(flow, out, editor_.to_origin_seq(flow, flow.reset_seq), flow.origin_next, flag::kRst | flag::kAck);
     flow.state = FlowState::kClosed;
-    lender_.give_back(flow);
-    lender_.release_stash(flow);
+    lender_.give_back_all(flow);
     return;
   }
   flow.answer_seq = flow.origin_next;
@@ -38,8 +37,7 @@ void AnswerSender::send_answer(TcpFlow& flow, PacketSink& out) noexcept {
   const ParseContext& ctx = lender_.context(flow);
   flow.answer_pos = answers_.put({ctx.answer, ctx.answer_len});
   flow.answer_len = ctx.answer_len;
-  lender_.give_back(flow);
-  lender_.release_stash(flow);
+  lender_.give_back_all(flow);
   emit_answer(flow, out);
   to_origin(flow, out, editor_.to_origin_seq(flow, flow.reset_seq), flow.origin_next, flag::kRst | flag::kAck);
   flow.state = FlowState::kAnswered;
@@ -64,8 +62,7 @@ void AnswerSender::end_without_answer(TcpFlow& flow, PacketSink& out) noexcept {
   editor_.send_to_client(flow, out, flow.answer_seq, flow.answer_ack, flag::kFin | flag::kAck);
   to_origin(flow, out, editor_.to_origin_seq(flow, origin_expects), flow.origin_next, flag::kRst | flag::kAck);
   flow.state = FlowState::kAnswered;
-  lender_.give_back(flow);
-  lender_.release_stash(flow);
+  lender_.give_back_all(flow);
 }
 
 void AnswerSender::after_answer(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept {
@@ -110,8 +107,7 @@ void AnswerSender::abort(TcpFlow& flow, PacketSink& out) noexcept {
   editor_.send_to_client(flow, out, flow.origin_next, flow.client_next, flag::kRst | flag::kAck);
   to_origin(flow, out, editor_.to_origin_seq(flow, flow.client_next), flow.origin_next, flag::kRst | flag::kAck);
   flow.state = FlowState::kClosed;
-  lender_.give_back(flow);
-  lender_.release_stash(flow);
+  lender_.give_back_all(flow);
 }
 
 void AnswerSender::to_origin(const TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags) noexcept {

@@ -42,6 +42,12 @@ class ContextLender {
   [[nodiscard]] Lent borrow(TcpFlow& flow, const PolicySnapshot& snap) noexcept;
   // Takes back the context and any hold; the flow keeps only its base shifts.
   void give_back(TcpFlow& flow) noexcept;
+  // The flow is over (answered, reset, expired, forgotten): everything it
+  // borrowed comes back, its stash too.
+  void give_back_all(TcpFlow& flow) noexcept {
+    give_back(flow);
+    release_stash(flow);
+  }
   // Takes back the context of an established flow that no longer needs it:
   // nothing in flight, nothing the client lacks. Fields the client has yet
   // to acknowledge move to a hold if one is free.

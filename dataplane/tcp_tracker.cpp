@@ -30,8 +30,7 @@ TcpTracker::SynOutcome TcpTracker::client_syn(TcpFlow* flow, const ServiceFrame&
   if (flow != nullptr) {
     // The client reuses the ports of a connection that is over (or whose
     // handshake it abandoned): a new connection, tracked from scratch.
-    lender_.give_back(*flow);
-    lender_.release_stash(*flow);
+    lender_.give_back_all(*flow);
     const FlowKey key = flow->key;
     const uint64_t hash = flow->hash;
     const int32_t share = flow->share;  // the same client
@@ -105,8 +104,7 @@ void TcpTracker::origin_syn(TcpFlow& flow, const uint8_t* frame, const FrameView
 
 void TcpTracker::reset(TcpFlow& flow) noexcept {
   flow.state = FlowState::kClosed;
-  lender_.give_back(flow);
-  lender_.release_stash(flow);
+  lender_.give_back_all(flow);
 }
 
 void TcpTracker::client_fin(TcpFlow& flow) noexcept {
@@ -129,15 +127,13 @@ void TcpTracker::close_if_finished(TcpFlow& flow) noexcept {
 }
 
 void TcpTracker::expire(TcpFlow& flow) noexcept {
-  lender_.give_back(flow);
-  lender_.release_stash(flow);
+  lender_.give_back_all(flow);
   shares_.close_flow(flow.share);
   counters_.flows_expired.add();
 }
 
 void TcpTracker::erase(TcpFlow& flow) noexcept {
-  lender_.give_back(flow);
-  lender_.release_stash(flow);
+  lender_.give_back_all(flow);
   shares_.close_flow(flow.share);
   flows_.erase(&flow);
 }
