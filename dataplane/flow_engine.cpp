@@ -67,6 +67,7 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
               shares_),
       answers_(config.answer_bytes),
       proxy_(config.cookie_seed, emitter_, counters),
+      adopter_(emitter_),
       tracker_(config.flows, config.timeouts, lender_, shares_, counters),
       editor_(lender_, answers_, emitter_, counters),
       sender_(lender_, editor_, answers_, emitter_, counters),
@@ -110,9 +111,7 @@ FrameResult FlowEngine::from_client(TcpFlow* flow, const ServiceFrame& sf, uint8
       return proxy_ack(sf, frame, v, snap, now, out);
     }
     if (v.payload_len == 0) return forward_frame(v);
-    counters_.untracked_reset.add();
-    sender_.reset_untracked(frame, v, out);
-    return drop_frame(v);
+    return untracked_client(sf, frame, v, snap, now, out);
   }
   tracker_.client_seen(*flow, v, now);
   if (v.has(flag::kRst)) return client_reset(*flow, frame, v);
@@ -286,6 +285,8 @@ FrameResult FlowEngine::apply(TcpFlow& flow, ParseContext& ctx, uint8_t* frame, 
       flow.state = FlowState::kPassThrough;
       lender_.give_back(flow);
       break;
+    case RequestPlan::Stop::kReset:
+      return abort(flow, v, out);
     case RequestPlan::Stop::kPaused:
     case RequestPlan::Stop::kReleaseHeld:
       break;
@@ -297,6 +298,9 @@ FrameResult FlowEngine::from_origin(TcpFlow* flow, uint8_t* frame, FrameView& v,
                                     PacketSink& out) noexcept {
   if (flow == nullptr) return forward_frame(v);
   if (flow->binding != Binding::kBound) [[unlikely]] return unbound_origin(*flow, frame, v, now, out);
+  if (flow->adopted && v.payload_len != 0 && seq_lt(v.seq, flow->origin_isn + 1)) [[unlikely]] {
+    return adopted_too_late(*flow, v, out);
+  }
   if (flow->context >= 0 && v.has(flag::kAck)) origin_acknowledged(*flow, v.ack, out);
   const uint32_t framed_before = flow->origin_next;
   if (flow->stream_edited && room >= v.frame_len + 128) {

@@ -20,8 +20,10 @@
 //   an attacker could fill. Retransmitted bytes already parsed are forwarded
 //   and never charged again.
 // - Client payload on a service-port flow whose handshake was not seen (the
-//   appliance started later, or the flow expired) is never parsed; both ends
-//   get a RST so the client reconnects through the appliance.
+//   appliance restarted, or the flow expired) is adopted if it begins a
+//   request head (flow_adopter.h: the origin tells its numbers, the
+//   connection carries heads only); otherwise both ends get a RST so the
+//   client reconnects through the appliance.
 // - A fragment of a service-port segment is dropped: it could carry a head
 //   past the parser.
 #pragma once
@@ -37,6 +39,7 @@
 #include "client_shares.h"
 #include "deadline_keeper.h"
 #include "eviction.h"
+#include "flow_adopter.h"
 #include "flow_segment.h"
 #include "frame.h"
 #include "limiter/decide.h"
@@ -95,7 +98,9 @@ class FlowEngine {
   // Expires idle flows and ends those past a deadline of `snap`'s policy
   // (deadline_keeper.h), looking at up to `slots` slots.
   void sweep(time::Nanos now, size_t slots, const PolicySnapshot& snap, PacketSink& out) noexcept {
-    tracker_.sweep(now, slots, [&](TcpFlow& flow) { keep_deadlines(flow, snap, now, out); });
+    tracker_.sweep(
+        now, slots, [&](TcpFlow& flow) { expiring(flow, out); },
+        [&](TcpFlow& flow) { keep_deadlines(flow, snap, now, out); });
   }
 
   [[nodiscard]] const FlowTable& flows() const noexcept { return tracker_.flows(); }
@@ -150,6 +155,11 @@ class FlowEngine {
   // The origin's acknowledgement `ack` (its numbers) on a flow with a context.
   void origin_acknowledged(TcpFlow& flow, uint32_t ack, PacketSink& out) noexcept;
   FrameResult abort(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept;
+  // A flow about to be forgotten, idle past its timeout: one inside a
+  // request body (deadlines.body off) is reset both ways, so that no
+  // connection the appliance forgets is mid-body, where adopting it
+  // (flow_adopter.h) would be unsafe.
+  void expiring(TcpFlow& flow, PacketSink& out) noexcept;
   // Ends `flow` if it has missed a deadline: 408 to a slow head, a close
   // to an idle or silent connection, resets to a stalled body.
   void keep_deadlines(TcpFlow& flow, const PolicySnapshot& snap, time::Nanos now, PacketSink& out) noexcept;
@@ -193,6 +203,24 @@ class FlowEngine {
   // The sweep's look at a binding flow: its SYN sent again after a second
   // without an answer, the client reset after SynProxy::kOriginAnswerDeadline.
   void keep_binding(TcpFlow& flow, time::Nanos now, PacketSink& out) noexcept;
+  // The first forwarded bytes of a flow not yet bound: the SYN to the
+  // origin, or an adopted flow's probe; and again while the origin is silent.
+  void start_binding(TcpFlow& flow, time::Nanos now, PacketSink& out) noexcept;
+  void bind_again(const TcpFlow& flow, PacketSink& out) noexcept;
+  // What a binding flow's stash holds, to the origin at `seq` (its numbers).
+  void send_stash(TcpFlow& flow, uint32_t seq, uint32_t ack, uint16_t window, PacketSink& out) noexcept;
+  // Client payload on a flow the worker does not track: adopted
+  // (flow_adopter.h) if it begins a request head and an adoption is
+  // allowed, else both ends reset.
+  [[nodiscard]] FrameResult untracked_client(const ServiceFrame& sf, uint8_t* frame, FrameView& v,
+                                             const PolicySnapshot& snap, time::Nanos now, PacketSink& out) noexcept;
+  // An origin segment of an adopted flow waiting for its numbers: the
+  // probe's answer binds it; anything else ends it.
+  [[nodiscard]] FrameResult adopted_origin(TcpFlow& flow, const uint8_t* frame, const FrameView& v, time::Nanos now,
+                                           PacketSink& out) noexcept;
+  // An adopted flow's origin sending bytes from before the adoption: the
+  // client had not acknowledged all it was sent, so its numbers are wrong.
+  FrameResult adopted_too_late(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept;
   // Lends `flow` a context, taking one back from the slowest holder when
   // none is free. False: the segment is dropped (counted).
   [[nodiscard]] bool lend_context(TcpFlow& flow, const PolicySnapshot& snap, time::Nanos now, PacketSink& out) noexcept;
@@ -207,6 +235,7 @@ class FlowEngine {
   AnswerStore answers_;
   SegmentEmitter emitter_;
   SynProxy proxy_;
+  FlowAdopter adopter_;
   TcpTracker tracker_;
   StreamEditor editor_;
   AnswerSender sender_;

@@ -62,8 +62,7 @@ FrameResult FlowEngine::proxy_ack(const ServiceFrame& sf, uint8_t* frame, FrameV
     if (v.payload_len != 0 && proxy_.may_follow_handshake(sf.key, v, now)) {
       counters_.syn_cookie_early_data.add();
     } else if (v.payload_len != 0) {
-      counters_.untracked_reset.add();
-      sender_.reset_untracked(frame, v, out);
+      return untracked_client(sf, frame, v, snap, now, out);
     }
     return drop_frame(v);
   }
@@ -157,7 +156,8 @@ void FlowEngine::end_slow(TcpFlow& flow, Owes what, PacketSink& out) noexcept {
 
 void FlowEngine::keep_deadlines(TcpFlow& flow, const PolicySnapshot& snap, Nanos now, PacketSink& out) noexcept {
   if (flow.binding == Binding::kBinding) {
-    keep_binding(flow, now, out);
+    // (One that failed stays kBinding, closed, until it is forgotten.)
+    if (flow.state != FlowState::kClosed) keep_binding(flow, now, out);
     return;
   }
   if (flow.proxied && flow.state == FlowState::kSynSent) {

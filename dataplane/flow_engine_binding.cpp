@@ -33,7 +33,7 @@ FrameResult FlowEngine::unbound_client(TcpFlow& flow, uint8_t* frame, FrameView&
       (void)lender_.stash_fin(flow, v.seq + v.payload_len);
     }
     if (flow.binding == Binding::kUnbound) {
-      proxy_.bind(flow, now, out);
+      start_binding(flow, now, out);
       return r;
     }
   } else if (v.has(flag::kFin) && flow.binding == Binding::kBinding) {
@@ -48,7 +48,7 @@ FrameResult FlowEngine::unbound_client(TcpFlow& flow, uint8_t* frame, FrameView&
   // Waiting on the origin.
   if (flow.binding == Binding::kBinding && now - flow.syn_sent_at >= kResendOnClient) {
     flow.syn_sent_at = now;
-    proxy_.resend_syn(flow, out);
+    bind_again(flow, out);
   }
   return r;
 }
@@ -61,13 +61,14 @@ void FlowEngine::stash_held(TcpFlow& flow, const ParseContext& ctx, const FrameV
   const uint32_t count = v.seq - flow.held_seq;
   (void)lender_.stash(flow, editor_.to_origin_seq(flow, flow.held_seq),
                       {reinterpret_cast<const uint8_t*>(ctx.head.get()), count});
-  if (flow.binding == Binding::kUnbound) proxy_.bind(flow, now, out);
+  if (flow.binding == Binding::kUnbound) start_binding(flow, now, out);
 }
 
 FrameResult FlowEngine::unbound_origin(TcpFlow& flow, const uint8_t* frame, const FrameView& v, Nanos now,
                                        PacketSink& out) noexcept {
   // Unbound, the origin has no connection: nothing can come from it.
   if (flow.binding == Binding::kUnbound) return drop_frame(v);
+  if (flow.adopted) return adopted_origin(flow, frame, v, now, out);
   if (!v.has(flag::kAck) || v.ack != flow.client_isn + 1) return drop_frame(v);
   flow.last_seen = now;
   if (v.has(flag::kSyn)) {
@@ -93,19 +94,39 @@ void FlowEngine::bind_answered(TcpFlow& flow, const uint8_t* frame, const FrameV
   // only for the fields of a response, and it has had none.)
   if (flow.context >= 0) lender_.context(flow).to_client.renumber_sender(delta);
   proxy_.acknowledge_again(flow, out);
+  send_stash(flow, lender_.stash_start(flow), flow.origin_isn + 1, SynProxy::window_to_origin(flow), out);
+}
+
+void FlowEngine::send_stash(TcpFlow& flow, uint32_t seq, uint32_t ack, uint16_t window, PacketSink& out) noexcept {
   const std::span<const uint8_t> stashed = lender_.stashed(flow);
   if (!stashed.empty()) {
     SegmentSpec s = SegmentEmitter::from(flow, Side::kClient);
-    s.seq = lender_.stash_start(flow);
-    s.ack = flow.origin_isn + 1;
+    s.seq = seq;
+    s.ack = ack;
     s.flags = flag::kAck;
-    s.window = SynProxy::window_to_origin(flow);
+    s.window = window;
     const bool fin = lender_.stash_closed(flow);
     emitter_.emit_split(out, Side::kOrigin, s, stashed, payload_per_segment(flow.origin_mss, flow.timestamps),
                         fin ? flag::kAck | flag::kPsh | flag::kFin : flag::kAck | flag::kPsh);
     if (fin) tracker_.client_fin(flow);
   }
   lender_.release_stash(flow);
+}
+
+void FlowEngine::start_binding(TcpFlow& flow, Nanos now, PacketSink& out) noexcept {
+  if (flow.adopted) {
+    adopter_.bind(flow, now, out);
+  } else {
+    proxy_.bind(flow, now, out);
+  }
+}
+
+void FlowEngine::bind_again(const TcpFlow& flow, PacketSink& out) noexcept {
+  if (flow.adopted) {
+    adopter_.probe(flow, out);
+  } else {
+    proxy_.resend_syn(flow, out);
+  }
 }
 
 void FlowEngine::binding_failed(TcpFlow& flow, PacketSink& out) noexcept {
@@ -115,11 +136,15 @@ void FlowEngine::binding_failed(TcpFlow& flow, PacketSink& out) noexcept {
 
 void FlowEngine::keep_binding(TcpFlow& flow, Nanos now, PacketSink& out) noexcept {
   if (now - flow.bind_since > SynProxy::kOriginAnswerDeadline) {
-    counters_.syn_proxy_refused.add();
+    if (flow.adopted) {
+      counters_.adoption_failed.add();
+    } else {
+      counters_.syn_proxy_refused.add();
+    }
     binding_failed(flow, out);
   } else if (now - flow.syn_sent_at >= kResendOnSweep) {
     flow.syn_sent_at = now;
-    proxy_.resend_syn(flow, out);
+    bind_again(flow, out);
   }
 }
 

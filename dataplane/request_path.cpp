@@ -43,6 +43,12 @@ void follow_reload(ContextPool& contexts, int32_t index, ParseContext& ctx, cons
   }
 }
 
+// Whether a request's bytes go on past its head: a body, or another
+// protocol once the origin switches.
+bool carries_more(const http::RequestHead& h) noexcept {
+  return h.body != http::BodyKind::kNone || h.upgrade || h.method_kind == http::Method::kConnect;
+}
+
 }  // namespace
 
 RequestPath::RequestPath(limiter::LimiterState& limiter, ContextPool& contexts, AnswerStore& answers,
@@ -100,6 +106,15 @@ RequestPath::Next RequestPath::on_need_more(Pass& p) noexcept {
 RequestPath::Next RequestPath::on_head(Pass& p, const http::StreamStep& st) noexcept {
   ParseContext& ctx = p.ctx;
   p.cur.off += static_cast<uint32_t>(st.consumed);
+  if (p.flow.adopted && carries_more(p.rs->head())) [[unlikely]] {
+    // Where an adopted connection's stream stands is a guess from a
+    // segment that looked like a head (flow_adopter.h). Were the origin in
+    // fact inside an earlier body, bytes it reads as a request could pass
+    // as this one's body: an adopted connection carries heads only.
+    counters_.adopted_reset.add();
+    p.plan.stop = RequestPlan::Stop::kReset;
+    return Next::kReturn;
+  }
   counters_.requests.add();
   const limiter::ConnectionFacts conn{p.flow.key.client, p.flow.key.origin, p.flow.key.origin_port};
   const limiter::Decision d = limiter::decide(*p.policy, limiter_, p.rs->head(), conn, p.now, *scratch_);

@@ -69,6 +69,8 @@ struct RequestPlan {
     kPaused,       // the rest waits: a protocol switch is pending, or too many requests are unanswered
     kAnswerClose,  // refused (or answered) and the connection closes: `answer`, the origin reset at reset_seq
     kPassThrough,  // the connection left HTTP: bridged from here on
+    kReset,        // an adopted connection's request with a body or a protocol switch: both ends reset, the
+                   // request unjudged (flow_adopter.h)
   };
   Stop stop = Stop::kEnd;
   // The segment's payload bytes that go to the origin now, from its start;

@@ -24,6 +24,11 @@ void SeqShift::renumber_sender(uint32_t delta) noexcept {
   }
 }
 
+void SeqShift::renumber_receiver(uint32_t delta) noexcept {
+  base_ += delta;
+  for (unsigned i = 0; i < count_; ++i) edits_[i].before += delta;
+}
+
 int64_t SeqShift::total_shift() const noexcept {
   if (count_ == 0) return base_;
   const Edit& e = edits_[count_ - 1];

@@ -53,6 +53,10 @@ class SeqShift {
   // staying as it was: a stream the appliance numbered itself until the
   // real sender's ISN was known (delayed binding, syn_proxy.h).
   void renumber_sender(uint32_t delta) noexcept;
+  // The receiver's numbers all move up by `delta`, the sender's staying as
+  // they were: a receiver whose numbers were learnt late (an adopted
+  // connection, flow_adopter.h).
+  void renumber_receiver(uint32_t delta) noexcept;
 
   [[nodiscard]] bool empty() const noexcept { return count_ == 0 && base_ == 0; }
   [[nodiscard]] unsigned pending() const noexcept { return count_; }

@@ -102,6 +102,12 @@ struct TcpFlow {
   time::Nanos syn_sent_at = 0;        // the SYN to the origin last sent (before the origin answered)
   time::Nanos bind_since = 0;         // the SYN to the origin first sent (delayed binding)
   Binding binding = Binding::kBound;
+  // A connection begun before the appliance knew it (a restart, an expired
+  // flow), taken up at a client's request head (flow_adopter.h): it never
+  // carries a request body, and nothing the origin sent before it was
+  // adopted (origin_isn + 1) may follow.
+  bool adopted = false;
+  uint16_t adopted_window = 0;  // the window field of the client's adopted segment: what the probe and stash offer
 
   int32_t context = -1;  // the borrowed ParseContext, or -1
   int32_t share = -1;    // the client's share of flows and contexts (client_shares.h)

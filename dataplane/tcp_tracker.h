@@ -79,11 +79,17 @@ class TcpTracker {
   void client_fin(TcpFlow& flow) noexcept;
   void origin_fin(TcpFlow& flow) noexcept;
 
-  // Expires idle flows, looking at up to `slots` slots; `on_live(flow)`
-  // sees each flow that stays.
-  template <typename OnLive>
-  void sweep(time::Nanos now, size_t slots, OnLive&& on_live) noexcept {
-    flows_.sweep(now, timeouts_, slots, [&](TcpFlow& f) { expire(f); }, on_live);
+  // Expires idle flows, looking at up to `slots` slots; `on_expire(flow)`
+  // sees each before it goes, `on_live(flow)` each flow that stays.
+  template <typename OnExpire, typename OnLive>
+  void sweep(time::Nanos now, size_t slots, OnExpire&& on_expire, OnLive&& on_live) noexcept {
+    flows_.sweep(
+        now, timeouts_, slots,
+        [&](TcpFlow& f) {
+          on_expire(f);
+          expire(f);
+        },
+        on_live);
   }
 
  private:

@@ -45,6 +45,9 @@ class Counter {
   X(flows_expired, "flows removed by timeout")                                                 \
   X(flow_table_full, "SYNs dropped because the flow table was full")                           \
   X(untracked_reset, "client payload on a flow the appliance does not track: both ends reset") \
+  X(flows_adopted, "connections the appliance did not know (begun before a restart, or expired) adopted at a request head") \
+  X(adoption_failed, "adopted connections the origin gave no numbers for (silent, reset, or sending): reset") \
+  X(adopted_reset, "requests with a body or a protocol switch on an adopted connection: reset unjudged") \
   X(requests, "request heads parsed")                                                          \
   X(forwarded, "requests no rule applied to (RF02)")                                           \
   X(exempt, "exempt requests (TB08, TB18)")                                                    \

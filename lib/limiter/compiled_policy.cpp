@@ -81,6 +81,7 @@ class PolicyCompiler {
     c_.keep_alive_answers = p_.after_answer == policy::AfterAnswer::kKeepAlive;
     c_.deadlines = p_.deadlines;
     c_.syn_proxy = p_.syn_proxy;
+    c_.adoption = p_.adoption;
     c_.delayed_binding = p_.syn_proxy && p_.delayed_binding;
     c_.stream.head.max_head_bytes = p_.max_head_bytes;
     c_.stream.head.max_fields = p_.max_fields;

@@ -131,6 +131,7 @@ struct CompiledPolicy {
   policy::Deadlines deadlines;
   bool syn_proxy = true;
   bool delayed_binding = true;
+  bool adoption = true;
 
   [[nodiscard]] const CompiledBucket* bucket_named(std::string_view name) const noexcept;
   [[nodiscard]] const CompiledRule* rule_named(std::string_view name) const noexcept;

@@ -4,6 +4,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdio>
 #include <fstream>
@@ -53,6 +55,29 @@ bool parse_rate(std::string_view s, uint64_t& count, Nanos& period) {
 
 namespace {
 
+// A key or value as messages quote it: at most 40 characters, anything but
+// printable ASCII escaped. Messages may reach a log or another user; a
+// line of some other file given as a policy must not come back whole.
+std::string quoted(std::string_view key) {
+  static constexpr size_t kMax = 40;
+  std::string out = "'";
+  for (size_t i = 0; i < key.size() && i < kMax; ++i) {
+    const auto c = static_cast<unsigned char>(key[i]);
+    if (c == '\'' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  out += key.size() > kMax ? "'..." : "'";
+  return out;
+}
+
 // Reads nodes strictly, collecting errors with their marks.
 class Reader {
  public:
@@ -76,28 +101,6 @@ class Reader {
     return false;
   }
 
-  // A key as messages quote it: at most 40 characters, anything but
-  // printable ASCII escaped. Messages may reach a log or another user; a
-  // line of some other file given as a policy must not come back whole.
-  static std::string quoted_key(std::string_view key) {
-    static constexpr size_t kMax = 40;
-    std::string out = "'";
-    for (size_t i = 0; i < key.size() && i < kMax; ++i) {
-      const auto c = static_cast<unsigned char>(key[i]);
-      if (c == '\'' || c == '\\') {
-        out += '\\';
-        out += static_cast<char>(c);
-      } else if (c >= 0x20 && c < 0x7f) {
-        out += static_cast<char>(c);
-      } else {
-        char hex[5];
-        std::snprintf(hex, sizeof hex, "\\x%02x", c);
-        out += hex;
-      }
-    }
-    out += key.size() > kMax ? "'..." : "'";
-    return out;
-  }
 
   // Reports every key of `map` not in `allowed`.
   // yaml-cpp keeps both entries of a key given twice and reads the first: a
@@ -108,7 +111,7 @@ class Reader {
       const std::string key = kv.first.Scalar();
       for (const auto& [name, line] : seen) {
         if (name == key) {
-          error(kv.first, quoted_key(key) + " appears twice in " + what + " (first at line " + std::to_string(line) + ")");
+          error(kv.first, quoted(key) + " appears twice in " + what + " (first at line " + std::to_string(line) + ")");
         }
       }
       seen.emplace_back(key, mark(kv.first).line);
@@ -124,7 +127,7 @@ class Reader {
       if (!ok) {
         std::string list;
         for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-        error(kv.first, "unknown key " + quoted_key(key) + " in " + what + " (expected one of: " + list + ")");
+        error(kv.first, "unknown key " + quoted(key) + " in " + what + " (expected one of: " + list + ")");
       }
     }
   }
@@ -146,7 +149,7 @@ class Reader {
     uint64_t v = 0;
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (ec != std::errc() || end != s.data() + s.size()) {
-      error(n, what + " must be a whole number, not '" + s + "'");
+      error(n, what + " must be a whole number, not " + quoted(s));
       return std::nullopt;
     }
     if (v < min || v > max) {
@@ -204,7 +207,7 @@ bool is_token(std::string_view s) {
 void read_methods(Reader& r, const YAML::Node& n, std::vector<std::string>& out) {
   for (const std::string& m : r.strings(n, "methods")) {
     if (!is_token(m)) {
-      r.error(n, "'" + m + "' is not an HTTP method");
+      r.error(n, quoted(m) + " is not an HTTP method");
       continue;
     }
     out.push_back(m);
@@ -215,7 +218,7 @@ void read_paths(Reader& r, const YAML::Node& n, std::vector<std::string>& out, c
   for (const std::string& p : r.strings(n, what)) {
     std::string why;
     if (!PathPattern::compile(p, &why)) {
-      r.error(n, "bad path pattern '" + p + "': " + why);
+      r.error(n, "bad path pattern " + quoted(p) + ": " + why);
       continue;
     }
     out.push_back(p);
@@ -244,7 +247,7 @@ void read_response(Reader& r, const YAML::Node& n, ResponseSpec& out, const std:
         const std::string name = kv.first.Scalar();
         const auto value = r.string(kv.second, "header " + name);
         if (!is_token(name)) {
-          r.error(kv.first, "'" + name + "' is not a valid header name");
+          r.error(kv.first, quoted(name) + " is not a valid header name");
           continue;
         }
         if (!value) continue;
@@ -268,7 +271,7 @@ void read_client_ip(Reader& r, const YAML::Node& n, ClientIpSpec& out) {
   if (n["headers"]) {
     for (const std::string& h : r.strings(n["headers"], "client_ip headers")) {
       if (!is_token(h)) {
-        r.error(n["headers"], "'" + h + "' is not a valid header name");
+        r.error(n["headers"], quoted(h) + " is not a valid header name");
         continue;
       }
       out.headers.push_back(h);
@@ -291,7 +294,7 @@ void read_client_ip(Reader& r, const YAML::Node& n, ClientIpSpec& out) {
       if (auto parsed = net::parse_network(net)) {
         out.trusted_proxies.push_back(*parsed);
       } else {
-        r.error(n["trusted_proxies"], "'" + net + "' is not an address or network (such as 198.18.0.0/15)");
+        r.error(n["trusted_proxies"], quoted(net) + " is not an address or network (such as 198.18.0.0/15)");
       }
     }
   }
@@ -305,7 +308,7 @@ void read_credentials(Reader& r, const YAML::Node& n, CredentialSpec& out) {
   r.only(n, {"header", "anonymous", "unknown"}, "credentials");
   if (n["header"]) {
     const auto h = r.string(n["header"], "credentials header");
-    if (h && !is_token(*h)) r.error(n["header"], "'" + *h + "' is not a valid header name");
+    if (h && !is_token(*h)) r.error(n["header"], quoted(*h) + " is not a valid header name");
     else if (h) out.header = *h;
   }
   if (n["anonymous"]) out.anonymous = r.strings(n["anonymous"], "credentials anonymous");
@@ -323,7 +326,7 @@ void read_usage(Reader& r, const YAML::Node& n, UsageSpec& out) {
   if (n["response_field"]) {
     const auto h = r.string(n["response_field"], "usage response_field");
     if (h && (!is_token(*h) || h->size() > UsageSpec::kMaxNameLength)) {
-      r.error(n["response_field"], "'" + *h + "' is not a header name of at most " +
+      r.error(n["response_field"], quoted(*h) + " is not a header name of at most " +
                                        std::to_string(UsageSpec::kMaxNameLength) + " characters");
     } else if (h) {
       out.response_field = *h;
@@ -338,15 +341,30 @@ void read_cors(Reader& r, const YAML::Node& n, CorsSpec& out) {
   if (n["preflight_paths"]) read_paths(r, n["preflight_paths"], out.preflight_paths, "cors preflight_paths");
   if (n["expose_headers"]) {
     for (const std::string& h : r.strings(n["expose_headers"], "cors expose_headers")) {
-      if (!is_token(h)) r.error(n["expose_headers"], "'" + h + "' is not a valid header name");
+      if (!is_token(h)) r.error(n["expose_headers"], quoted(h) + " is not a valid header name");
       else out.expose_headers.push_back(h);
     }
   }
 }
 
+// Bucket and rule names: they reach metric labels, RateLimit-Policy fields
+// and every message about them, so they are plain.
+bool plain_name(std::string_view s) {
+  static constexpr size_t kMax = 64;
+  if (s.empty() || s.size() > kMax) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == ':';
+  });
+}
+constexpr const char* kPlainName = " (1 to 64 letters, digits, '_', '-', '.' or ':')";
+
 void read_bucket(Reader& r, const YAML::Node& key, const YAML::Node& n, BucketSpec& b) {
   b.mark = r.mark(key);
   b.name = key.Scalar();
+  if (!plain_name(b.name)) {
+    r.error(key, "bucket name " + quoted(b.name) + " is not a plain name" + kPlainName);
+    b.name = "?";
+  }
   if (!r.is_map(n, "bucket " + b.name)) return;
   const bool window = static_cast<bool>(n["window"]);
   if (window) {
@@ -368,7 +386,7 @@ void read_bucket(Reader& r, const YAML::Node& key, const YAML::Node& n, BucketSp
       for (const auto& kv : n["quotas"]) {
         BucketSpec::Override o;
         o.key = kv.first.Scalar();
-        if (!seen.insert(o.key).second) r.error(kv.first, "quota for '" + o.key + "' given twice");
+        if (!seen.insert(o.key).second) r.error(kv.first, "quota for " + quoted(o.key) + " given twice");
         if (!r.is_map(kv.second, "quota " + o.key)) continue;
         r.only(kv.second, {"requests", "tokens"}, "quota " + o.key);
         if (kv.second["requests"]) {
@@ -392,7 +410,7 @@ void read_bucket(Reader& r, const YAML::Node& key, const YAML::Node& n, BucketSp
   }
   const auto rate = r.string(n["rate"], "bucket " + b.name + " rate");
   if (rate && !parse_rate(*rate, b.count, b.period)) {
-    r.error(n["rate"], "bucket " + b.name + ": rate must be a count per s, min or hour, such as 600/min, not '" + *rate + "'");
+    r.error(n["rate"], "bucket " + b.name + ": rate must be a count per s, min or hour, such as 600/min, not " + quoted(*rate));
     return;
   }
   b.burst = static_cast<uint32_t>(std::min<uint64_t>(b.count, UINT32_MAX));
@@ -412,7 +430,7 @@ void read_key(Reader& r, const YAML::Node& n, KeySpec& k) {
     else if (s == "user") k.kind = KeySpec::Kind::kUser;
     else if (s == "host") k.kind = KeySpec::Kind::kHost;
     else if (s == "destination") k.kind = KeySpec::Kind::kDestination;
-    else r.error(n, "key must be client_ip, credential, user, host, destination, {path_param: NAME} or {header: NAME}, not '" + s + "'");
+    else r.error(n, "key must be client_ip, credential, user, host, destination, {path_param: NAME} or {header: NAME}, not " + quoted(s));
     return;
   }
   if (!r.is_map(n, "key")) return;
@@ -427,7 +445,7 @@ void read_key(Reader& r, const YAML::Node& n, KeySpec& k) {
   } else if (n["header"]) {
     k.kind = KeySpec::Kind::kHeader;
     const auto s = r.string(n["header"], "key header");
-    if (s && !is_token(*s)) r.error(n["header"], "'" + *s + "' is not a valid header name");
+    if (s && !is_token(*s)) r.error(n["header"], quoted(*s) + " is not a valid header name");
     else if (s) k.name = *s;
   }
 }
@@ -447,7 +465,7 @@ void read_rule_match(Reader& r, const YAML::Node& n, const std::string& what, Ru
   if (n["path"]) read_paths(r, n["path"], rule.paths, what + " path");
   if (n["require"]) {
     for (const std::string& f : r.strings(n["require"], what + " require")) {
-      if (!is_token(f)) r.error(n["require"], "'" + f + "' is not a valid header name");
+      if (!is_token(f)) r.error(n["require"], quoted(f) + " is not a valid header name");
       else rule.require_fields.push_back(f);
     }
   }
@@ -513,7 +531,13 @@ void read_rule(Reader& r, const YAML::Node& n, RuleSpec& rule) {
              "answer", "refusal", "header_style", "shadow"},
          "rule");
   if (!n["name"]) r.error(n, "rule needs a name");
-  else if (auto s = r.string(n["name"], "rule name")) rule.name = *s;
+  else if (auto s = r.string(n["name"], "rule name")) {
+    if (plain_name(*s)) {
+      rule.name = *s;
+    } else {
+      r.error(n["name"], "rule name " + quoted(*s) + " is not a plain name" + kPlainName);
+    }
+  }
   const std::string what = "rule " + (rule.name.empty() ? std::string("?") : rule.name);
   read_rule_match(r, n, what, rule);
   read_rule_key(r, n, what, rule);
@@ -674,11 +698,11 @@ void read_deadlines(Reader& r, const YAML::Node& d, Deadlines& out) {
   one("keep_alive", out.keep_alive);
 }
 
-void read_syn_proxy(Reader& r, const YAML::Node& n, bool& out) {
-  const auto s = r.string(n, "syn_proxy");
+void read_on_off(Reader& r, const YAML::Node& n, const char* key, bool& out) {
+  const auto s = r.string(n, key);
   if (s == "on") out = true;
   else if (s == "off") out = false;
-  else if (s) r.error(n, "syn_proxy must be on or off");
+  else if (s) r.error(n, std::string(key) + " must be on or off");
 }
 
 void read_binding(Reader& r, const YAML::Node& n, bool syn_proxy, bool& out) {
@@ -754,7 +778,7 @@ void read_answers(Reader& r, const YAML::Node& root, Policy& p) {
 // sees every mistake in one pass, never half of them.
 void read_policy(Reader& r, const YAML::Node& root, Policy& p) {
   r.only(root, {"sluice", "name", "mode", "header_style", "service_ports", "limits", "client_ip", "credentials", "cors",
-                "usage", "after_answer", "deadlines", "syn_proxy", "binding", "exempt", "buckets", "rules", "refusal", "unauthorized", "not_found"},
+                "usage", "after_answer", "deadlines", "syn_proxy", "binding", "adoption", "exempt", "buckets", "rules", "refusal", "unauthorized", "not_found"},
          "the policy");
   read_preamble(r, root, p);
   if (root["service_ports"]) read_service_ports(r, root["service_ports"], p.service_ports);
@@ -765,7 +789,8 @@ void read_policy(Reader& r, const YAML::Node& root, Policy& p) {
   if (root["usage"]) read_usage(r, root["usage"], p.usage);
   if (root["after_answer"]) read_after_answer(r, root["after_answer"], p.after_answer);
   if (root["deadlines"]) read_deadlines(r, root["deadlines"], p.deadlines);
-  if (root["syn_proxy"]) read_syn_proxy(r, root["syn_proxy"], p.syn_proxy);
+  if (root["syn_proxy"]) read_on_off(r, root["syn_proxy"], "syn_proxy", p.syn_proxy);
+  if (root["adoption"]) read_on_off(r, root["adoption"], "adoption", p.adoption);
   if (root["binding"]) read_binding(r, root["binding"], p.syn_proxy, p.delayed_binding);
   if (root["exempt"]) read_exemptions(r, root["exempt"], p.exemptions);
   if (root["buckets"]) read_buckets(r, root["buckets"], p.buckets);

@@ -186,6 +186,11 @@ struct Conversation {
   bool client_fin = false;
   bool syn_proxy = false;  // the handshake through the SYN proxy: the origin's numbers and clock translated
   bool delayed_binding = false;  // with it, the origin's connection opened for the first forwarded byte
+  // The connection was open before the engine started (a restart): it is
+  // adopted at its first request (flow_adopter.h), each end numbering the
+  // other as an appliance that is gone had translated. Requests carry no
+  // body (a body resets an adopted connection, a unit test's matter).
+  bool adopted = false;
   uint16_t client_mss = 1460;
   uint32_t room = 0;  // ServiceFrame::room for frames fed (0: they may not grow)
   std::vector<Exchange> exchanges;
@@ -217,10 +222,10 @@ std::string chunked(const std::string& body, size_t piece) {
   return out + "0\r\n\r\n";
 }
 
-std::string make_request(FuzzedDataProvider& in, size_t index, Exchange& ex) {
+std::string make_request(FuzzedDataProvider& in, size_t index, bool bodies, Exchange& ex) {
   static const char* const kPaths[] = {"/loose", "/tight", "/healthz"};
   const char* path = kPaths[in.ConsumeIntegralInRange<int>(0, 2)];
-  const int method = in.ConsumeIntegralInRange<int>(0, 3);  // GET, HEAD, POST length, POST chunked
+  const int method = in.ConsumeIntegralInRange<int>(0, bodies ? 3 : 1);  // GET, HEAD, POST length, POST chunked
   static const char* const kMethods[] = {"GET ", "HEAD ", "POST ", "POST "};
   std::string head =
       std::string(kMethods[method]) + path + " HTTP/1.1\r\nHost: api\r\nX-Request: " + std::to_string(index) + "\r\n";
@@ -279,12 +284,13 @@ Conversation choose_conversation(FuzzedDataProvider& in) {
   c.room = (bits & 16) ? 2048 : 0;
   c.syn_proxy = bits & 32;
   c.delayed_binding = c.syn_proxy && (bits & 64);
+  c.adopted = bits & 128;
   static const uint16_t kMss[] = {1460, 536, 200, 88, 64};
   c.client_mss = kMss[in.ConsumeIntegralInRange<int>(0, 4)];
   const size_t n = in.ConsumeIntegralInRange<size_t>(1, 5);
   for (size_t i = 0; i < n; ++i) {
     Exchange ex;
-    ex.request = make_request(in, i, ex);
+    ex.request = make_request(in, i, !c.adopted, ex);
     ex.response = make_response(in, i, ex.head);
     c.exchanges.push_back(std::move(ex));
   }
@@ -330,6 +336,7 @@ struct Endpoint {
   uint32_t ts = 1000, peer_ts = 0;
   uint32_t ack_sent = 0;  // the last acknowledgement it sent
   bool syn_pending = false;  // the origin got a SYN (delayed binding) it has yet to answer
+  bool probe_pending = false;  // the origin got a segment outside its window (an adoption's probe) to answer
 
   [[nodiscard]] uint32_t end() const { return static_cast<uint32_t>(out.size()) + (fin_queued ? 1 : 0); }
   [[nodiscard]] bool fin_received() const { return fin_at && *fin_at == rcv_nxt; }
@@ -386,6 +393,10 @@ class Network final : public dp::PacketSink {
   }
 
   void handshake() {
+    if (c_.adopted) {
+      adopted_start();
+      return;
+    }
     if (c_.syn_proxy) {
       proxied_handshake();
       return;
@@ -418,6 +429,18 @@ class Network final : public dp::PacketSink {
     }
     if (feed(origin_, origin_.isn, client_.isn + 1, flag::kSyn | flag::kAck, "", 0)) fail("the origin's SYN-ACK forwarded");
     if (w_.counters.syn_proxy_bound.get() != 1) fail("the proxied handshake did not complete");
+  }
+
+  // No handshake: the ends know each other by other numbers than their own
+  // (the cookie, cut requests, inserted fields of before), and the client's
+  // clock for the origin is another; its first request, whole in one
+  // segment as clients send it, is adopted.
+  void adopted_start() {
+    client_.seen_isn = client_.isn + 7777;
+    origin_.seen_isn = origin_.isn + 0x12345678;
+    client_.peer_ts = 3'000'000;
+    send_new(client_, mss(client_), Delivery::kNow);
+    if (w_.counters.flows_adopted.get() != 1) fail("the first request was not adopted");
   }
 
   // Up to `len` new bytes of `e`'s stream, as far as it may send.
@@ -499,6 +522,11 @@ class Network final : public dp::PacketSink {
   // The origin's SYN-ACK to a SYN the engine sent it since (delayed
   // binding), outside the engine's call that sent it.
   void answer_syn() {
+    if (origin_.probe_pending && !origin_.reset) {
+      // As TCP answers a segment outside its window: an ACK with its numbers.
+      origin_.probe_pending = false;
+      pure_ack(origin_);
+    }
     if (!origin_.syn_pending || origin_.reset) return;
     origin_.syn_pending = false;
     (void)feed(origin_, origin_.isn, client_.isn + 1, flag::kSyn | flag::kAck, "", 0);
@@ -636,6 +664,12 @@ void Network::receive(Endpoint& e, const dp::FrameView& v, const uint8_t* frame)
   if (!dp::tcp_checksum_ok(frame, v)) fail("a segment to the %s has a bad checksum", to_client ? "client" : "origin");
   if (v.has(flag::kRst)) {
     e.reset = true;
+    return;
+  }
+  // A segment far outside the window (an adoption's probe) is answered, not taken.
+  const auto offset = static_cast<int32_t>(v.seq - (peer.seen_isn + 1));
+  if (!to_client && !v.has(flag::kSyn) && (offset < -(1 << 28) || offset > (1 << 28))) {
+    e.probe_pending = true;
     return;
   }
   if (c_.timestamps && v.options.has_timestamp) e.peer_ts = std::max(e.peer_ts, v.options.tsval);
@@ -912,8 +946,9 @@ void settle(Network& net, const Conversation& c) {
 
 void print_conversation(const Conversation& c) {
   static const char* const kFate[] = {"admitted", "refused", "exempt", "unjudged"};
-  trace("policy %d fields %d timestamps %d pipelined %d fin %d mss %u room %u\n", static_cast<int>(c.policy),
-        c.insert_fields, c.timestamps, c.pipelined, c.client_fin, c.client_mss, c.room);
+  trace("policy %d fields %d timestamps %d pipelined %d fin %d mss %u room %u proxy %d delayed %d adopted %d\n",
+        static_cast<int>(c.policy), c.insert_fields, c.timestamps, c.pipelined, c.client_fin, c.client_mss, c.room,
+        c.syn_proxy, c.delayed_binding, c.adopted);
   for (const Exchange& ex : c.exchanges) {
     trace("--- %s request:\n%s\n--- response:\n%s\n", kFate[static_cast<int>(ex.fate)], ex.request.c_str(),
           ex.response.c_str());

@@ -52,6 +52,7 @@ ctl-status-stats             limiting  tb-small           1
 ctl-reload                   limiting  tb-small           1
 wire-overlap-decoy           limiting  tb-small           1
 ctl-buckets-crash            limiting  tb-small           1  crash
+wire-adopt-restart           limiting  tb-small           1  crash
 wire-ipv6-extension-chain    limiting  tb-small           1
 wire-ipv4-options            limiting  tb-small           1
 wire-unframable-response     limiting  tb-small           1
@@ -1544,6 +1545,142 @@ t_ctl_buckets_crash() {
   check_eq "sluiced said what it restored" "$(grep -cE '^sluiced: restored [1-9][0-9]* buckets from .*buckets.snapshot' "$SLT_SLUICED_LOG")" 1
   client after --source "$s" --count 6 --path '/bc/after{i}'
   check_eq "TB01 the spent budget stayed spent across the crash: 5 more, then 429" "$(res statuses after)" "200x5 429."
+  finish
+}
+
+# Connection adoption across a crash: keep-alive connections that were open
+# when sluiced was killed (SIGKILL) are adopted by the new one at their next
+# request head, not reset. Before the crash keepalive_across.py (in the
+# background, from this test's address) opens 4 keep-alive connections with
+# a GET on each (200), and a fifth whose POST is mid-body (1000 of its
+# 100000 bytes sent; the origin answers it at once, before the body), then
+# waits for a go file. After the restart, on the very same sockets (it never
+# reconnects): a second, then a third GET on each of the 4 is admitted (200,
+# with TB16's four RateLimit fields, tb-small's Limit 20) and reaches the
+# origin once; the rest of the POST's body, of which the new sluiced cannot
+# know where in the stream it is, gets no response: the connection is reset
+# or closed. stats counts at least the 4 in flows_adopted. 13 requests in
+# all: within the bare 20 whether or not the snapshot before the crash held
+# the first 5.
+adopt_files() {  # the helper's files: pid and go file under $SLT_TMP, its JSON in $SLT_OUT
+  ADOPT_PID="$SLT_TMP/wire-adopt-restart.pid" ADOPT_GO="$SLT_TMP/wire-adopt-restart.go"
+  ADOPT_READY="$SLT_OUT/across-before.json" ADOPT_OUT="$SLT_OUT/across.json"
+}
+# adopt_running PID: that process is alive (not a zombie) and is keepalive_across.py.
+adopt_running() {
+  local state
+  state="$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)"
+  [ -n "$state" ] && [ "$state" != Z ] && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q keepalive_across.py
+}
+# adopt_stop: the helper killed by its pid if it still runs (TERM, then KILL).
+adopt_stop() {
+  local pid i
+  pid="$(cat "$ADOPT_PID" 2>/dev/null)"
+  [ -n "$pid" ] || return 0
+  if adopt_running "$pid"; then
+    kill -TERM "$pid" 2>/dev/null
+    for ((i = 0; i < 20; i++)); do adopt_running "$pid" || break; sleep 0.1; done
+    adopt_running "$pid" && kill -KILL "$pid" 2>/dev/null
+  fi
+  rm -f "$SLT_TMP/pids/$pid" "$ADOPT_PID"
+}
+# across FILE PYEXPR: evaluates PYEXPR on the helper's JSON (D), C its kept
+# connections, M the mid-body one, st(r) a request's status or "!how it ended".
+across() {
+  "$SLT_PY" -c 'import json,sys
+D=json.load(open(sys.argv[1])); C=D.get("connections", []); M=D.get("mid_body") or {}
+st=lambda r: str(r["status"]) if r["end"] == "answered" else "!" + str(r["end"])
+print(eval(sys.argv[2]))' "$1" "$2" 2>&1 | tail -n 1
+}
+t_wire_adopt_restart_before() {
+  local s pid i
+  s="$(src4)"
+  adopt_files
+  rm -f "$ADOPT_GO" "$ADOPT_READY" "$ADOPT_OUT" "$ADOPT_PID"
+  ip netns exec "$NS_CLI" "$SLT_PY" "$SLT_HERE/keepalive_across.py" --host "$ORIGIN4" --source "$s" \
+    --connections 4 --path '/adopt/c{c}/r{i}' --post-path /adopt/mid-body --body-length 100000 --partial 1000 \
+    --go "$ADOPT_GO" --wait-go 120 --timeout 5 --ready "$ADOPT_READY" --out "$ADOPT_OUT" \
+    >"$SLT_OUT/across.stdout" 2>&1 &
+  pid=$!   # `ip netns exec` execs in place: the helper's own pid
+  echo "$pid" >"$ADOPT_PID"
+  slt_track_pid "$pid"
+  for ((i = 0; i < 300; i++)); do
+    [ -s "$ADOPT_READY" ] && break
+    adopt_running "$pid" || break
+    sleep 0.1
+  done
+  if [ ! -s "$ADOPT_READY" ]; then
+    fail "keepalive_across.py said nothing within 30 s (pid $pid): $(tail -n 3 "$SLT_OUT/across.stdout" 2>/dev/null | tr '\n' ' ' | tail -c 300)"
+    adopt_stop
+    finish
+  fi
+  note "before the restart: $(tr -d ' \n' <"$ADOPT_READY" | head -c 1500)"
+  check_eq "before the restart: keepalive_across.py's errors" "$(across "$ADOPT_READY" 'D["errors"]')" "[]"
+  check_eq "before the restart: the first GET on each of the 4 keep-alive connections" \
+    "$(across "$ADOPT_READY" '" ".join(st(r) for c in C for r in c["requests"])')" "200 200 200 200"
+  check_eq "before the restart: the POST head and 1000 of its 100000 body bytes sent (mid-body)" \
+    "$(across "$ADOPT_READY" 'M.get("body_sent_before")')" 1000
+  note "the origin's early answer to the mid-body POST: $(across "$ADOPT_READY" 'M.get("early")')"
+  failed && adopt_stop
+  finish
+}
+t_wire_adopt_restart() {
+  local s pid i after want
+  s="$(src4)"
+  adopt_files
+  pid="$(cat "$ADOPT_PID" 2>/dev/null)"
+  if [ -z "$pid" ]; then
+    fail "keepalive_across.py was not started (no $ADOPT_PID: the phase before the restart runs only when sluiced is the appliance)"
+    finish
+  fi
+  if ! adopt_running "$pid"; then
+    fail "keepalive_across.py from before the restart (pid $pid) is no longer running: $(tail -n 3 "$SLT_OUT/across.stdout" 2>/dev/null | tr '\n' ' ' | tail -c 300)"
+    adopt_stop
+    finish
+  fi
+  trap adopt_stop EXIT
+  : >"$ADOPT_GO"
+  # 8 GETs and the body's rest, each send and read bounded by 5 s.
+  for ((i = 0; i < 900; i++)); do
+    adopt_running "$pid" || break
+    sleep 0.1
+  done
+  adopt_running "$pid" && fail "keepalive_across.py still ran 90 s after the go file (killed)"
+  adopt_stop
+  trap - EXIT
+  if [ ! -s "$ADOPT_OUT" ]; then
+    fail "keepalive_across.py wrote no results: $(tail -n 3 "$SLT_OUT/across.stdout" 2>/dev/null | tr '\n' ' ' | tail -c 300)"
+    finish
+  fi
+  after="$(SLT_CTL --json stats)"
+  note "after the restart: $(tr -d ' \n' <"$ADOPT_OUT" | head -c 3000)"
+  note "appliance: $("$SLT_PY" -c 'import json,sys; c=json.loads(sys.argv[1])["counters"]; print(", ".join("%s %s" % (k, int(c.get(k, 0))) for k in ("flows_adopted", "adoption_failed", "adopted_reset", "untracked_reset")))' "$after" 2>&1)"
+  check_eq "keepalive_across.py's errors" "$(across "$ADOPT_OUT" 'D["errors"]')" "[]"
+  check_eq "the helper opened no connection after the restart (4 kept and the mid-body one, before it)" \
+    "$(across "$ADOPT_OUT" 'D["connects"]')" 5
+  check_eq "after the restart: the 2nd and 3rd GET on each of the 4 kept connections, on the same socket (no reconnect)" \
+    "$(across "$ADOPT_OUT" '" | ".join(" ".join(st(r) for r in c["requests"] if r["i"] > 1) for c in C)')" \
+    "200 200 | 200 200 | 200 200 | 200 200"
+  check_eq "after the restart: those responses from the same local port as the first (the same connection)" \
+    "$(across "$ADOPT_OUT" 'sum(1 for c in C for r in c["requests"] if r["i"] > 1 and r["end"] == "answered" and r["local_port"] == c["local_port"])')" 8
+  check_eq "after the restart: none of them announced a close" \
+    "$(across "$ADOPT_OUT" 'sum(1 for c in C for r in c["requests"] if r["i"] > 1 and r["close_announced"])')" 0
+  check_eq "TB16 after the restart: all four RateLimit fields on each of the 8 (admitted by the new sluiced)" \
+    "$(across "$ADOPT_OUT" 'sum(1 for c in C for r in c["requests"] if r["i"] > 1 and len(r["ratelimit"]) == 4)')" 8
+  check_eq "TB16 after the restart: their RateLimit-Limit (tb-small's bare 20)" \
+    "$(across "$ADOPT_OUT" '" ".join(r["ratelimit"].get("ratelimit-limit", "-") for c in C for r in c["requests"] if r["i"] > 1)')" \
+    "20 20 20 20 20 20 20 20"
+  check_eq "after the restart, the rest of the mid-body POST's body: no response (its place in the stream is unknown)" \
+    "$(across "$ADOPT_OUT" 'M.get("status")')" None
+  check_re "after the restart, the mid-body connection: reset or closed" "$(across "$ADOPT_OUT" 'M.get("end")')" '^(reset|closed)$'
+  local adopted
+  adopted="$("$SLT_PY" -c 'import json,sys; print(int(json.loads(sys.argv[1])["counters"].get("flows_adopted", 0)))' "$after" 2>&1)"
+  [[ "$adopted" =~ ^[0-9]+$ ]] && [ "$adopted" -ge 4 ] ||
+    fail "stats: flows_adopted (the 4 kept connections): got '$(shown "$adopted")', want at least 4"
+  olog_settle
+  want="$(for c in 0 1 2 3; do printf '/adopt/c%d/r2\n/adopt/c%d/r3\n' "$c" "$c"; done | sort | tr '\n' ' ' | sed 's/ $//')"
+  check_eq "the origin got each GET after the restart once" \
+    "$(olog_lines "$s" | awk '$3 ~ /^\/adopt\/c[0-9]+\/r[23]$/ { print $3 }' | sort | tr '\n' ' ' | sed 's/ $//')" "$want"
   finish
 }
 

@@ -28,9 +28,9 @@ ORIGIN6=2001:db8::20
 CLIENT4=198.18.0.10       # the client's primary address (Chromium, readiness probes)
 CLIENT6=2001:db8::10
 # Tests take their source addresses from these pools (one key per test):
-# 198.18.0.100-199 and 2001:db8::1:0-63 (hex).
-SLT_POOL4_FIRST=100
-SLT_POOL_SIZE=100
+# 198.18.0.40-189 and 2001:db8::1:0-95 (hex): two of each per registered test.
+SLT_POOL4_FIRST=40
+SLT_POOL_SIZE=150
 
 slt_log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 

@@ -278,13 +278,14 @@ TEST(DelayedBinding, DataAheadOfTheHandshakesAckIsDroppedNotReset) {
   EXPECT_TRUE(sent_to(w, Side::kOrigin, rest.before)[0].view.has(flag::kSyn));
 }
 
-// A segment of a connection the appliance never answered is reset, as
+// A segment of a connection the appliance never answered that does not
+// begin a request (adopted if it did: flow_adoption_test.cpp) is reset, as
 // before delayed binding: the client reconnects through the proxy.
 TEST(DelayedBinding, DataOfAnUnknownConnectionIsStillReset) {
   EngineWorld w(kDelayedKeep);
   Peers p(w);
   p.cookie = 0x5a5a5a5a;  // no cookie of this engine's
-  const auto stray = p.client_data(kLoose);
+  const auto stray = p.client_data("body bytes of some earlier request");
   EXPECT_EQ(stray.action, FrameAction::kDrop);
   EXPECT_TRUE(sent_with(w, Side::kClient, flag::kRst, stray.before));
   EXPECT_EQ(w.counters.untracked_reset.get(), 1u);

@@ -483,8 +483,10 @@ TEST(FlowEngine, Ipv6RefusalHasValidChecksums) {
   }
 }
 
+// (A request head on a connection the appliance does not know is adopted:
+// flow_adoption_test.cpp. Off, or not at a head, it is not.)
 TEST(FlowEngine, PayloadWithoutHandshakeIsNeverParsed) {
-  EngineWorld w;
+  EngineWorld w(std::string(kSmallPolicy) + "adoption: off\n");
   Connection c(w);
   const Fed f = c.data(kGet);  // no handshake seen
   EXPECT_EQ(f.action, FrameAction::kDrop);

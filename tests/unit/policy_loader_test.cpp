@@ -45,7 +45,7 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
   const std::vector<Broken> cases = {
       {"unknown top-level key", kMinimal + "bukets: {}\n",
        "p.yaml:8:1: unknown key 'bukets' in the policy (expected one of: sluice, name, mode, header_style, "
-       "service_ports, limits, client_ip, credentials, cors, usage, after_answer, deadlines, syn_proxy, binding, exempt, buckets, "
+       "service_ports, limits, client_ip, credentials, cors, usage, after_answer, deadlines, syn_proxy, binding, adoption, exempt, buckets, "
        "rules, refusal, unauthorized, not_found)"},
       {"after_answer neither keep-alive nor close", kMinimal + "after_answer: linger\n",
        "p.yaml:8:15: after_answer must be keep-alive or close"},
@@ -103,7 +103,15 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
        kMinimal + "\"root:*:19000:0:99999:7:::\\t\\x01with-a-long-tail-of-more-text\": 1\n",
        "p.yaml:8:1: unknown key 'root:*:19000:0:99999:7:::\\x09\\x01with-a-long-t'... in the policy (expected one of: "
        "sluice, name, mode, header_style, service_ports, limits, client_ip, credentials, cors, usage, after_answer, "
-       "deadlines, syn_proxy, binding, exempt, buckets, rules, refusal, unauthorized, not_found)"},
+       "deadlines, syn_proxy, binding, adoption, exempt, buckets, rules, refusal, unauthorized, not_found)"},
+      {"a value is quoted bounded and escaped too (issue 15)",
+       kMinimal + "exempt:\n  - { path: /h, methods: \"GET\\x01root:*:19000:0:99999:7:::and-more-of-the-line\" }\n",
+       "p.yaml:9:26: 'GET\\x01root:*:19000:0:99999:7:::and-more-of'... is not an HTTP method"},
+      {"a bucket name that is not plain", "sluice: 1\nbuckets:\n  \"b\\x1b[31m\": { rate: 10/s }\n",
+       "p.yaml:3:3: bucket name 'b\\x1b[31m' is not a plain name (1 to 64 letters, digits, '_', '-', '.' or ':')"},
+      {"a rule name that is not plain", kMinimal + "  - name: \"two words\"\n    key: client_ip\n    bucket: b\n",
+       "p.yaml:8:11: rule name 'two words' is not a plain name (1 to 64 letters, digits, '_', '-', '.' or ':')"},
+      {"adoption neither on nor off", kMinimal + "adoption: maybe\n", "p.yaml:8:11: adoption must be on or off"},
       {"binding neither delayed nor immediate", kMinimal + "binding: late\n",
        "p.yaml:8:10: binding must be delayed or immediate"},
       {"delayed binding without the SYN proxy", kMinimal + "syn_proxy: off\nbinding: delayed\n",

@@ -1,0 +1,274 @@
+#!/usr/bin/python3
+"""Keep-alive connections held open across an appliance restart, for the
+wire-adopt-restart test (standard library only; run in the client namespace,
+in the background).
+
+Before the restart: opens --connections keep-alive connections from --source
+to --host:--port, one after the other, and sends one GET on each (request 1);
+then one more connection with a POST head that announces --body-length bytes
+(Content-Length) and only the first --partial of them, so that the
+connection is mid-body. (The origin answers that POST at once, before its
+body is in: the early answer is read and recorded then.) Writes what it saw
+to --ready (JSON), then waits for the --go file to appear (at most --wait-go
+seconds, at most 300; then it exits with status 2).
+
+After the go file appears: on each kept connection, on the very same socket
+(it never reconnects), a second GET (request 2), then on each a third
+(request 3); then the rest of the POST's body on the mid-body connection,
+and what came back (a response, a reset, a close, nothing). Writes --out
+(JSON) and exits 0; 1 if it could not set up the connections before the
+restart. Every socket operation is bounded by --timeout seconds, and the
+whole run by --wait-go plus 120 s.
+
+Each request's record: {"i": 2, "path": "/adopt/c0/r2", "local_port": 40000,
+"status": 200 or null, "end": "answered" | "reset" | "closed" | "timeout" |
+"protocol" | "send-reset" | "send-closed" | "send-timeout", "ratelimit":
+{"ratelimit-limit": "20", ...}, "close_announced": false, "t": seconds}.
+"""
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from http_client import PeerGone, ProtocolError, Reader, Timeout, read_response  # noqa: E402
+
+RATELIMIT = ("ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "ratelimit-policy")
+
+
+class OutOfTime(Exception):
+    pass
+
+
+def write_json(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+class Kept:
+    """One keep-alive connection: one socket, one reader, for its whole life."""
+
+    def __init__(self, index, args, t0):
+        self.index = index
+        self.args = args
+        self.t0 = t0
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.bind((args.source, 0))
+        self.sock.settimeout(args.timeout)
+        self.sock.connect((args.host, args.port))
+        self.local_port = self.sock.getsockname()[1]
+        self.rd = Reader(self.sock, time.monotonic() + args.timeout)
+        self.requests = []
+
+    def request(self, i):
+        path = self.args.path.replace("{c}", str(self.index)).replace("{i}", str(i))
+        head = ("GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: slt-keepalive-across/1\r\n"
+                "X-Slt-Test: wire-adopt-restart\r\n\r\n" % (path, self.args.host))
+        try:
+            port = self.sock.getsockname()[1]   # the same socket: the same port, whatever became of it
+        except OSError:
+            port = None
+        rec = {"i": i, "path": path, "local_port": port, "status": None, "end": None, "ratelimit": {}, "close_announced": False,
+               "t": round(time.monotonic() - self.t0, 3)}
+        self.requests.append(rec)
+        self.sock.settimeout(self.args.timeout)
+        try:
+            self.sock.sendall(head.encode())
+        except ConnectionResetError:
+            rec["end"] = "send-reset"
+            return rec
+        except (BrokenPipeError, ConnectionAbortedError):
+            rec["end"] = "send-closed"
+            return rec
+        except socket.timeout:
+            rec["end"] = "send-timeout"
+            return rec
+        except OSError as e:
+            rec["end"] = "send-error"
+            rec["error"] = str(e)
+            return rec
+        rec["end"] = read_one(self.rd, self.args.timeout, rec)
+        return rec
+
+    def record(self):
+        return {"conn": self.index, "local_port": self.local_port, "requests": self.requests}
+
+
+def read_one(rd, timeout, rec):
+    """Reads one response into rec; returns how the read ended."""
+    rd.deadline = time.monotonic() + timeout
+    try:
+        resp = read_response(rd, rec.get("method", "GET"))
+    except PeerGone as e:
+        return "reset" if e.reset else "closed"
+    except (Timeout, socket.timeout):
+        return "timeout"
+    except ProtocolError as e:
+        rec["error"] = str(e)
+        return "protocol"
+    except OSError as e:
+        rec["error"] = str(e)
+        return "reset" if isinstance(e, ConnectionResetError) else "error"
+    rec["status"] = resp["status"]
+    rec["ratelimit"] = {k: resp["headers"][k] for k in RATELIMIT if k in resp["headers"]}
+    rec["close_announced"] = resp["close_announced"]
+    return "answered"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--host", required=True)
+    ap.add_argument("--port", type=int, default=80)
+    ap.add_argument("--source", required=True, help="the local address every connection is bound to")
+    ap.add_argument("--connections", type=int, default=4, help="keep-alive connections (at most 64)")
+    ap.add_argument("--path", default="/adopt/c{c}/r{i}", help="{c}: the connection's number from 0, {i}: the request's from 1")
+    ap.add_argument("--post-path", default="/adopt/mid-body")
+    ap.add_argument("--body-length", type=int, default=100000, help="the POST's Content-Length")
+    ap.add_argument("--partial", type=int, default=1000, help="body bytes sent before the restart")
+    ap.add_argument("--go", required=True, help="the file whose appearance starts the second part")
+    ap.add_argument("--wait-go", type=float, default=120.0, help="seconds to wait for it (at most 300)")
+    ap.add_argument("--timeout", type=float, default=5.0, help="seconds per socket operation")
+    ap.add_argument("--ready", required=True, help="JSON: what the first part saw")
+    ap.add_argument("--out", required=True, help="JSON: everything, once done")
+    args = ap.parse_args()
+    if not 1 <= args.connections <= 64:
+        sys.exit("keepalive_across.py: --connections must be 1..64")
+    if not 0 < args.partial < args.body_length:
+        sys.exit("keepalive_across.py: --partial must be within the body")
+    wait_go = min(max(args.wait_go, 0.0), 300.0)
+
+    def out_of_time(signum, frame):
+        raise OutOfTime("the whole run took over %d s" % int(wait_go + 120))
+
+    signal.signal(signal.SIGALRM, out_of_time)
+    signal.alarm(int(wait_go + 120))
+
+    t0 = time.monotonic()
+    res = {"pid": os.getpid(), "source": args.source, "connections": [], "mid_body": None,
+           "connects": 0, "phase": "before", "errors": []}
+    kept = []
+    mid = None
+    mid_rd = None
+    try:
+        # ---- before the restart
+        try:
+            for c in range(args.connections):
+                k = Kept(c, args, t0)
+                res["connects"] += 1
+                kept.append(k)
+                k.request(1)
+            mid = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            mid.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            mid.bind((args.source, 0))
+            mid.settimeout(args.timeout)
+            mid.connect((args.host, args.port))
+            res["connects"] += 1
+        except OSError as e:
+            res["errors"].append("opening the connections: %s" % e)
+            res["connections"] = [k.record() for k in kept]
+            write_json(args.ready, res)
+            write_json(args.out, res)
+            return 1
+        mb = {"local_port": mid.getsockname()[1], "path": args.post_path, "content_length": args.body_length,
+              "body_sent_before": 0, "early": None, "drained_after": 0, "rest_sent": 0, "rest_send": None,
+              "status": None, "end": None}
+        res["mid_body"] = mb
+        head = ("POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: slt-keepalive-across/1\r\n"
+                "X-Slt-Test: wire-adopt-restart\r\nContent-Type: application/octet-stream\r\n"
+                "Content-Length: %d\r\n\r\n" % (args.post_path, args.host, args.body_length))
+        try:
+            mid.sendall(head.encode() + b"x" * args.partial)
+            mb["body_sent_before"] = args.partial
+        except OSError as e:
+            res["errors"].append("sending the POST head: %s" % e)
+        # The origin answers a POST it discards before the body is in: read
+        # that answer now, so that it is not taken for one after the restart.
+        mid_rd = Reader(mid, time.monotonic() + 2.0)
+        early = {"method": "POST", "status": None, "ratelimit": {}}
+        early_end = read_one(mid_rd, 2.0, early)
+        mb["early"] = {"end": early_end, "status": early["status"], "ratelimit": early["ratelimit"]}
+        res["connections"] = [k.record() for k in kept]
+        res["before_s"] = round(time.monotonic() - t0, 3)
+        write_json(args.ready, res)
+
+        # ---- wait for the go file
+        end = time.monotonic() + wait_go
+        while not os.path.exists(args.go):
+            if time.monotonic() >= end:
+                res["errors"].append("no go file (%s) within %g s" % (args.go, wait_go))
+                res["phase"] = "no-go"
+                write_json(args.out, res)
+                return 2
+            time.sleep(0.05)
+        res["phase"] = "after"
+        res["go_at_s"] = round(time.monotonic() - t0, 3)
+
+        # ---- after the restart: the same sockets, never a new connection
+        for i in (2, 3):
+            for k in kept:
+                k.request(i)
+        # Whatever the mid-body connection has received since (it should be
+        # nothing), then the rest of the body.
+        mid.setblocking(False)
+        try:
+            while True:
+                b = mid.recv(65536)
+                if not b:
+                    break
+                mb["drained_after"] += len(b)
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:
+            pass
+        mid.setblocking(True)
+        mid.settimeout(args.timeout)
+        rest = b"x" * (args.body_length - args.partial)
+        try:
+            mid.sendall(rest)
+            mb["rest_sent"] = len(rest)
+            mb["rest_send"] = "sent"
+        except ConnectionResetError:
+            mb["rest_send"] = "reset"
+        except (BrokenPipeError, ConnectionAbortedError):
+            mb["rest_send"] = "closed"
+        except socket.timeout:
+            mb["rest_send"] = "timeout"
+        except OSError as e:
+            mb["rest_send"] = "error: %s" % e
+        rec = {"method": "POST", "status": None, "ratelimit": {}}
+        mb["end"] = read_one(mid_rd, args.timeout, rec)
+        mb["status"] = rec["status"]
+        if mb["end"] != "answered":   # a reset seen on the send is the way it ended
+            if "reset" in (mb["end"], mb["rest_send"]):
+                mb["end"] = "reset"
+            elif mb["end"] == "timeout" and mb["rest_send"] == "closed":
+                mb["end"] = "closed"
+        mb["ratelimit"] = rec["ratelimit"]
+        res["connections"] = [k.record() for k in kept]
+        res["elapsed_s"] = round(time.monotonic() - t0, 3)
+        write_json(args.out, res)
+        return 0
+    except OutOfTime as e:
+        res["errors"].append(str(e))
+        res["connections"] = [k.record() for k in kept]
+        write_json(args.out, res)
+        return 2
+    finally:
+        signal.alarm(0)
+        for k in kept:
+            k.sock.close()
+        if mid is not None:
+            mid.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
