@@ -1522,13 +1522,20 @@ t_ctl_run_budget() {
 # Issue 15, buckets survive a crash: 15 of the bare budget's 20 (an hour)
 # are spent, a bucket snapshot taken after them is awaited (the reclaimer
 # writes one each 10 s sweep), then sluiced is killed (SIGKILL) and started
-# again on the same state directory: the client has 5 left, not 20.
+# again on the same state directory: the client has 5 left, not 20; and a
+# live run with its own budget of 1 a minute, spent before the crash, is
+# still spent after it (TB13).
 t_ctl_buckets_crash_before() {
   local s i taken0 taken
   s="$(src4)"
   taken0="$(SLT_CTL --json status | "$SLT_PY" -c 'import json,sys; print(int(json.load(sys.stdin)["bucket_snapshot"]["taken_at_ns"]))')"
   client spend --source "$s" --count 15 --path '/bc/{i}'
   check_eq "15 admitted before the crash" "$(res statuses spend)" "200x15"
+  # A live run with a budget of its own (TB13: 1 a minute), spent.
+  SLT_CTL run start crash-run --budget 1 >/dev/null 2>&1 || fail "run start crash-run"
+  client run --source "$s" --count 1 --path '/vrx/crash-run/v1/x'
+  check_eq "the run's one request a minute, before the crash" "$(res statuses run)" "200"
+  date +%s >"$SLT_TMP/crash-run.spent"
   # A snapshot whose sweep began after the spending: two more writes.
   local writes=0 last="$taken0"
   for ((i = 0; i < 60 && writes < 2; i++)); do
@@ -1545,6 +1552,18 @@ t_ctl_buckets_crash() {
   check_eq "sluiced said what it restored" "$(grep -cE '^sluiced: restored [1-9][0-9]* buckets from .*buckets.snapshot' "$SLT_SLUICED_LOG")" 1
   client after --source "$s" --count 6 --path '/bc/after{i}'
   check_eq "TB01 the spent budget stayed spent across the crash: 5 more, then 429" "$(res statuses after)" "200x5 429."
+  # Within the minute its one request refills in, the run is still spent.
+  local spent elapsed
+  spent="$(cat "$SLT_TMP/crash-run.spent" 2>/dev/null || echo 0)"
+  client run --source "$s" --count 1 --path '/vrx/crash-run/v1/y'
+  elapsed=$(($(date +%s) - spent))
+  if [ "$elapsed" -lt 55 ]; then
+    check_eq "TB13 the run's spent budget stayed spent across the crash (${elapsed}s after it was spent)" \
+      "$(res statuses run)" "429."
+  else
+    note "the run's check skipped: ${elapsed}s since it was spent, its budget may have refilled"
+  fi
+  SLT_CTL run end crash-run >/dev/null 2>&1
   finish
 }
 
