@@ -237,12 +237,16 @@ TEST(BucketTableConcurrency, ReclaimingWhileChargingNeverAdmitsMoreThanTheBudget
   std::atomic<Nanos> now{kT0};
   std::atomic<bool> stop{false};
   std::array<std::atomic<uint64_t>, kWorkers> passes{};
-  std::array<std::array<std::atomic<int>, 16>, 1> admitted{};
+  std::array<std::atomic<int>, 16> admitted{}, by_overflow{};
   std::vector<std::thread> workers;
   for (int w = 0; w < kWorkers; ++w) {
     workers.emplace_back([&, w] {
       while (!stop.load()) {
-        for (uint64_t k = 0; k < 16; ++k) admitted[0][k] += charge_gcra(t, key_of(0, k), now.load(), l).decision.admit;
+        for (uint64_t k = 0; k < 16; ++k) {
+          const GcraCharge c = charge_gcra(t, key_of(0, k), now.load(), l);
+          admitted[k] += c.decision.admit;
+          by_overflow[k] += c.decision.admit && c.overflow;
+        }
         passes[w].fetch_add(1);  // a quiescent state
       }
     });
@@ -267,8 +271,17 @@ TEST(BucketTableConcurrency, ReclaimingWhileChargingNeverAdmitsMoreThanTheBudget
   }
   stop = true;
   for (auto& w : workers) w.join();
-  // 200 steps of 0.1 s is 20 s: at most burst + 20 per key.
-  for (uint64_t k = 0; k < 16; ++k) EXPECT_LE(admitted[0][k].load(), 2 + 20) << "key " << k;
+  // 200 steps of 0.1 s is 20 s: at most burst + 20 per key, besides what
+  // the kind's shared overflow bucket admitted while the key's region was
+  // closed (bucket_table.h: a key charged there starts full when the
+  // region reopens). Here every full bucket is dropped at once; the
+  // appliance drops only buckets full for idle_drop_after, a minute.
+  int overflowed = 0;
+  for (uint64_t k = 0; k < 16; ++k) {
+    EXPECT_LE(admitted[k].load(), 2 + 20 + by_overflow[k].load()) << "key " << k;
+    overflowed += by_overflow[k].load();
+  }
+  EXPECT_LE(overflowed, 2 + 20) << "the overflow bucket keeps its own budget";
 }
 
 }  // namespace
