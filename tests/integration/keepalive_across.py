@@ -31,6 +31,7 @@ import json
 import os
 import signal
 import socket
+import struct
 import sys
 import time
 
@@ -51,6 +52,27 @@ def write_json(path, obj):
         json.dump(obj, f, indent=1, sort_keys=True)
         f.write("\n")
     os.replace(tmp, path)
+
+
+def tcp_state(sock):
+    """The socket's unacknowledged segments, timer backoff and retransmissions (TCP_INFO)."""
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    except OSError:
+        return None
+    # struct tcp_info: u8 state, ca_state, retransmits, probes, backoff, ...; u32 rto, ato,
+    # snd_mss, rcv_mss, unacked (at byte 24)
+    return {"retransmits": info[2], "backoff": info[4], "unacked": struct.unpack_from("I", info, 24)[0]}
+
+
+def wait_acknowledged(sock, seconds):
+    """Waits (bounded) until nothing the socket sent is unacknowledged; returns what still is."""
+    end = time.monotonic() + seconds
+    while True:
+        st = tcp_state(sock)
+        if st is None or st["unacked"] == 0 or time.monotonic() >= end:
+            return st
+        time.sleep(0.05)
 
 
 class Kept:
@@ -196,6 +218,9 @@ def main():
         early = {"method": "POST", "status": None, "ratelimit": {}}
         early_end = read_one(mid_rd, 2.0, early)
         mb["early"] = {"end": early_end, "status": early["status"], "ratelimit": early["ratelimit"]}
+        # Nothing of it in flight when sluiced is killed: a segment lost with
+        # it would be retransmitted on a backed-off timer, seconds later.
+        mb["in_flight_before"] = wait_acknowledged(mid, 5.0)
         res["connections"] = [k.record() for k in kept]
         res["before_s"] = round(time.monotonic() - t0, 3)
         write_json(args.ready, res)
@@ -230,7 +255,9 @@ def main():
         except OSError:
             pass
         mid.setblocking(True)
-        mid.settimeout(args.timeout)
+        # Long enough for a retransmission after a backed-off timer.
+        mid.settimeout(3 * args.timeout)
+        mb["tcp_before_rest"] = tcp_state(mid)
         rest = b"x" * (args.body_length - args.partial)
         try:
             mid.sendall(rest)
@@ -245,7 +272,8 @@ def main():
         except OSError as e:
             mb["rest_send"] = "error: %s" % e
         rec = {"method": "POST", "status": None, "ratelimit": {}}
-        mb["end"] = read_one(mid_rd, args.timeout, rec)
+        mb["end"] = read_one(mid_rd, 3 * args.timeout, rec)
+        mb["tcp_after_rest"] = tcp_state(mid)
         mb["status"] = rec["status"]
         if mb["end"] != "answered":   # a reset seen on the send is the way it ended
             if "reset" in (mb["end"], mb["rest_send"]):
