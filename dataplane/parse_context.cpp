@@ -46,15 +46,23 @@ void ParseContext::renew_requests(const limiter::CompiledPolicy& p, uint64_t g) 
                    std::span<char>(spill.get(), spill_bytes));
 }
 
-void ParseContext::push_response_fields(std::string_view fields) noexcept {
+void ParseContext::push_response_fields(const limiter::AdmittedFields& fields) noexcept {
   if (response_fields_count == response_fields.size()) return;  // expect() refuses first
-  response_fields[(response_fields_front + response_fields_count) % response_fields.size()].assign(fields);
+  limiter::AdmittedFields& to = response_fields[(response_fields_front + response_fields_count) % response_fields.size()];
+  // The name only where the style has one: most of the 96 bytes stay untouched.
+  to.style = fields.style;
+  to.limit = fields.limit;
+  to.remaining = fields.remaining;
+  to.reset = fields.reset;
+  to.window = fields.window;
+  to.name_len = fields.name_len;
+  if (fields.name_len != 0) std::memcpy(to.name, fields.name, fields.name_len);
   ++response_fields_count;
 }
 
-const FieldText* ParseContext::take_response_fields() noexcept {
+const limiter::AdmittedFields* ParseContext::take_response_fields() noexcept {
   if (response_fields_count == 0) return nullptr;
-  const FieldText* t = &response_fields[response_fields_front];
+  const limiter::AdmittedFields* t = &response_fields[response_fields_front];
   response_fields_front = static_cast<uint8_t>((response_fields_front + 1) % response_fields.size());
   --response_fields_count;
   return t;

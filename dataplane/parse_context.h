@@ -93,9 +93,10 @@ struct ParseContext {
   // The fields each outstanding request's response is to get (empty for
   // requests that get none), in request order: pushed when a request is
   // forwarded, taken at its final response's status line.
-  std::array<FieldText, http::ResponseStream::kMaxOutstanding> response_fields;
-  void push_response_fields(std::string_view fields) noexcept;
-  [[nodiscard]] const FieldText* take_response_fields() noexcept;  // nullptr if none is queued
+  std::array<limiter::AdmittedFields, http::ResponseStream::kMaxOutstanding> response_fields;
+  void push_response_fields(const limiter::AdmittedFields& fields) noexcept;
+  // nullptr if none is queued
+  [[nodiscard]] const limiter::AdmittedFields* take_response_fields() noexcept;
 
   // Where each outstanding request's tokens are charged when its response
   // reports them (DQ05), in request order: pushed when a request is

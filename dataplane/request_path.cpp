@@ -63,9 +63,6 @@ RequestPath::RequestPath(limiter::LimiterState& limiter, ContextPool& contexts, 
 
 void RequestPath::set_insert_fields(bool on) noexcept {
   insert_fields_ = on;
-  // Without insertion admitted responses pass unchanged: their fields need
-  // not be rendered.
-  scratch_->render_admitted_fields = on;
 }
 
 RequestPath::Next RequestPath::on_need_more(Pass& p) noexcept {
@@ -183,11 +180,7 @@ void RequestPath::forward_request(Pass& p, const limiter::Decision& d) noexcept 
   (void)ctx.responses.expect(http::request_kind(p.rs->head()));
   ++ctx.requests_forwarded;
   ctx.push_usage(d);
-  if (insert_fields_) {
-    const bool fields = d.verdict == limiter::Verdict::kAdmit && !d.fields.empty();
-    if (fields && d.fields.size() > kMaxInsertedFields) counters_.fields_skipped.add();
-    ctx.push_response_fields(fields ? d.fields : std::string_view());
-  }
+  if (insert_fields_) ctx.push_response_fields(d.verdict == limiter::Verdict::kAdmit ? d.fields : limiter::AdmittedFields{});
 }
 
 void RequestPath::on_message_end(Pass& p, const http::StreamStep& st) noexcept {

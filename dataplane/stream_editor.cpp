@@ -127,15 +127,20 @@ void StreamEditor::add_response_points(TcpFlow& flow, ParseContext& ctx, const R
   }
 }
 
-void StreamEditor::add_fields(TcpFlow& flow, ParseContext& ctx, uint32_t at, const FieldText& fields) noexcept {
+void StreamEditor::add_fields(TcpFlow& flow, ParseContext& ctx, uint32_t at, const limiter::AdmittedFields& fields) noexcept {
   // Kept answers not yet spliced in have their room reserved.
-  if (ctx.to_client.pending() + (ctx.kept_count != 0 ? ctx.kept_unsent() : 0u) >= SeqShift::kMaxEdits ||
-      !ctx.to_client.add(at, 0, fields.len)) {
+  if (ctx.to_client.pending() + (ctx.kept_count != 0 ? ctx.kept_unsent() : 0u) >= SeqShift::kMaxEdits) {
     counters_.fields_skipped.add();
     return;
   }
-  ParseContext::EditBytes& e = ctx.edit_bytes[ctx.to_client.pending() - 1];
-  e.fields.assign(fields.view());
+  // Rendered now, into the bytes of the edit they become.
+  ParseContext::EditBytes& e = ctx.edit_bytes[ctx.to_client.pending()];
+  const size_t n = fields.render(e.fields.bytes);
+  if (n == 0 || n > sizeof e.fields.bytes || !ctx.to_client.add(at, 0, static_cast<uint32_t>(n))) {
+    counters_.fields_skipped.add();
+    return;
+  }
+  e.fields.len = static_cast<uint8_t>(n);
   e.answer_len = 0;
   flow.stream_edited = true;
   counters_.fields_inserted.add();

@@ -135,7 +135,7 @@ void BM_DecideLiveKeys(benchmark::State& state) {
     }
     for (Plan& p : plans) p = plan(*s.policy, *s.state, h.head(), conns[i++ & 0xffff], now, *s.scratch);
     for (const Plan& p : plans) prefetch(*s.state, p);
-    for (const Plan& p : plans) benchmark::DoNotOptimize(finish(*s.policy, *s.state, p, now += 1000, *s.scratch).verdict);
+    for (Plan& p : plans) benchmark::DoNotOptimize(finish(*s.policy, *s.state, p, now += 1000, *s.scratch).verdict);
   }
   const int64_t decisions = static_cast<int64_t>(state.iterations()) * (burst ? 32 : 1);
   state.SetItemsProcessed(decisions);

@@ -67,7 +67,9 @@ int limiter_demo(const char* config_dir) {
     if (parser.feed(text).status != http::HeadStatus::kComplete) return 1;
     const limiter::Decision d = limiter::decide(*compiled, state, parser.head(), conn, start + i * 1'000'000ull, *scratch);
     if (i <= 2 || (i >= 59 && i <= 60)) {
-      std::string fields(d.fields);
+      char rendered[512];
+      const size_t n = d.fields.render(rendered);
+      std::string fields(rendered, n == SIZE_MAX ? 0 : n);
       for (size_t p; (p = fields.find("\r\n")) != std::string::npos;) fields.replace(p, 2, "  ");
       std::printf("#%-3d admitted  %s\n", i, fields.c_str());
     } else if (i == 3) {

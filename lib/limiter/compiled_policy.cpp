@@ -282,7 +282,8 @@ class PolicyCompiler {
     }
     cr.refusal = r.refusal ? response(*r.refusal, r.mark, true) : c_.refusal;
     cr.style = r.header_style.value_or(p_.header_style);
-    cr.fields = policy::ratelimit_fields(cr.style);
+    // The styles' templates are made on first use: here, off the hot path.
+    (void)policy::ratelimit_fields(cr.style);
     cr.shadow = r.shadow;
   }
 
@@ -294,11 +295,9 @@ class PolicyCompiler {
 
 }  // namespace
 
-bool MethodSet::contains(const http::RequestHead& h) const noexcept {
-  if (any) return true;
-  if (h.method_kind != http::Method::kOther) return (known >> static_cast<unsigned>(h.method_kind)) & 1;
+bool MethodSet::contains_other(std::string_view method) const noexcept {
   for (const std::string& m : other) {
-    if (m == h.method) return true;
+    if (m == method) return true;
   }
   return false;
 }

@@ -30,7 +30,14 @@ struct MethodSet {
   uint32_t known = 0;
   std::vector<std::string> other;
 
-  [[nodiscard]] bool contains(const http::RequestHead& h) const noexcept;
+  [[nodiscard]] bool contains(const http::RequestHead& h) const noexcept {
+    if (any) return true;
+    if (h.method_kind != http::Method::kOther) return (known >> static_cast<unsigned>(h.method_kind)) & 1;
+    return contains_other(h.method);
+  }
+
+ private:
+  [[nodiscard]] bool contains_other(std::string_view method) const noexcept;
 };
 
 struct StringHash {
@@ -79,8 +86,7 @@ struct CompiledRule {
   uint16_t answer_status = 0;
   const policy::ResponseTemplate* answer = nullptr;
   const policy::ResponseTemplate* refusal = nullptr;
-  policy::HeaderStyle style = policy::HeaderStyle::kSeed;
-  policy::TextTemplate fields;  // the rate-limit fields of `style`
+  policy::HeaderStyle style = policy::HeaderStyle::kSeed;  // of its rate-limit fields (policy::ratelimit_fields)
   bool shadow = false;
 };
 

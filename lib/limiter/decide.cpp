@@ -35,16 +35,15 @@ bool append(std::span<char> out, size_t& pos, std::string_view s) noexcept {
   return true;
 }
 
-// Renders a response into scratch; falls back to the bare status if the
-// template does not fit (it always does for the shipped ones).
-Decision respond(Decision d, Verdict verdict, const policy::ResponseTemplate& t, const policy::TemplateValues& v,
-                 std::span<const std::string_view> fields, DecisionScratch& scratch, bool keep_alive) noexcept {
+// Renders a response into scratch, as `d`'s; falls back to the bare status
+// if the template does not fit (it always does for the shipped ones).
+void respond(Decision& d, Verdict verdict, const policy::ResponseTemplate& t, const policy::TemplateValues& v,
+             std::span<const std::string_view> fields, DecisionScratch& scratch, bool keep_alive) noexcept {
   const size_t n = t.render(v, fields, scratch.response, keep_alive);
   d.keep_alive = keep_alive;
   d.verdict = verdict;
   d.status = t.status();
   d.response = std::string_view(scratch.response, n);
-  return d;
 }
 
 uint64_t next_trace_id(DecisionScratch& scratch) noexcept {
@@ -80,6 +79,20 @@ std::string_view cors_fields(const CompiledPolicy& p, const http::RequestHead& h
     return {};
   }
   return {scratch.fields + start, used - start};
+}
+
+AdmittedFields admitted_fields(policy::HeaderStyle style, const policy::TemplateValues& v) noexcept {
+  AdmittedFields f;
+  f.style = style;
+  f.limit = v.limit;
+  f.remaining = v.remaining;
+  f.reset = v.reset;
+  f.window = v.window;
+  if (style == policy::HeaderStyle::kIetf) {
+    f.name_len = static_cast<uint8_t>(std::min(v.policy.size(), AdmittedFields::kMaxName));
+    std::memcpy(f.name, v.policy.data(), f.name_len);
+  }
+  return f;
 }
 
 // The operator's copy of what a request was counted by: at most 32 bytes,
@@ -150,7 +163,7 @@ bool rule_applies(const CompiledRule& rule, LimiterState& state, const http::Req
   matched = -1;
   if (!rule.paths.empty()) {
     for (size_t i = 0; i < rule.paths.size() && matched < 0; ++i) {
-      if (rule.paths[i].match(path, params)) matched = static_cast<int>(i);
+      if (rule.paths[i].may_match(path) && rule.paths[i].match(path, params)) matched = static_cast<int>(i);
     }
     if (matched < 0) return false;
   }
@@ -257,11 +270,11 @@ bool answer_missing_key(const CompiledPolicy& policy, const CompiledRule& rule, 
       d.verdict = Verdict::kForward;
       return true;
     }
-    d = respond(d, Verdict::kAnswer, *policy.unauthorized, {}, {}, scratch, answer_keeps_connection(policy, head));
+    respond(d, Verdict::kAnswer, *policy.unauthorized, {}, {}, scratch, answer_keeps_connection(policy, head));
     return true;
   }
   if (rule.missing_key == policy::RuleSpec::MissingKey::kAnswer400) {
-    d = respond(d, Verdict::kAnswer, *policy.bad_request, {}, {}, scratch, answer_keeps_connection(policy, head));
+    respond(d, Verdict::kAnswer, *policy.bad_request, {}, {}, scratch, answer_keeps_connection(policy, head));
     return true;
   }
   return false;
@@ -337,9 +350,9 @@ Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::Request
   return out;
 }
 
-Decision finish(const CompiledPolicy& policy, LimiterState& state, const Plan& p, Nanos now,
-                DecisionScratch& scratch) noexcept {
-  Decision d = p.decision;
+const Decision& finish(const CompiledPolicy& policy, LimiterState& state, Plan& p, Nanos now,
+                       DecisionScratch& scratch) noexcept {
+  Decision& d = p.decision;
   if (!p.charge) return d;
   const CompiledRule& rule = *p.rule;
   const CompiledBucket& b = *p.bucket;
@@ -375,21 +388,22 @@ Decision finish(const CompiledPolicy& policy, LimiterState& state, const Plan& p
     v.retry_after = c.decision.retry_after_s;
   }
 
-  size_t used = 0;
-  const bool plain_admit = admit && !(rule.answer_status != 0 && rule.answer != nullptr);
-  if (!plain_admit || scratch.render_admitted_fields) {
-    const size_t n = rule.fields.render(v, scratch.fields, 0);
-    if (n != SIZE_MAX) used = n;
+  const bool answered = rule.answer_status != 0 && rule.answer != nullptr;
+  if ((admit || rule.shadow || policy.shadow) && !answered) {
+    d.shadow_refusal = !admit;
+    d.verdict = Verdict::kAdmit;
+    d.fields = admitted_fields(rule.style, v);
+    return d;
   }
+  // The fields go into a response written now.
+  size_t used = 0;
+  const size_t n = policy::ratelimit_fields(rule.style).render(v, scratch.fields, 0);
+  if (n != SIZE_MAX) used = n;
   const std::string_view fields(scratch.fields, used);
-  d.fields = fields;
   if (admit || rule.shadow || policy.shadow) {
     d.shadow_refusal = !admit;
-    if (rule.answer_status != 0 && rule.answer != nullptr) {
-      const std::array<std::string_view, 1> f{fields};
-      return respond(d, Verdict::kAnswer, *rule.answer, v, f, scratch, answer_keeps_connection(policy, *p.head));
-    }
-    d.verdict = Verdict::kAdmit;
+    const std::array<std::string_view, 1> f{fields};
+    respond(d, Verdict::kAnswer, *rule.answer, v, f, scratch, answer_keeps_connection(policy, *p.head));
     return d;
   }
   const http::RequestHead& head = *p.head;
@@ -398,7 +412,19 @@ Decision finish(const CompiledPolicy& policy, LimiterState& state, const Plan& p
   const std::string_view cors = cors_fields(policy, head, scratch, used);
   const std::array<std::string_view, 2> f{fields, cors};
   d.retry_after_s = v.retry_after;
-  return respond(d, Verdict::kRefuse, *rule.refusal, v, f, scratch, answer_keeps_connection(policy, head));
+  respond(d, Verdict::kRefuse, *rule.refusal, v, f, scratch, answer_keeps_connection(policy, head));
+  return d;
+}
+
+size_t AdmittedFields::render(std::span<char> out) const noexcept {
+  if (none()) return 0;
+  policy::TemplateValues v;
+  v.limit = limit;
+  v.remaining = remaining;
+  v.reset = reset;
+  v.window = window;
+  v.policy = std::string_view(name, name_len);
+  return policy::ratelimit_fields(style).render(v, out, 0);
 }
 
 bool answer_keeps_connection(const CompiledPolicy& policy, const http::RequestHead& head) noexcept {
@@ -408,7 +434,8 @@ bool answer_keeps_connection(const CompiledPolicy& policy, const http::RequestHe
 
 Decision decide(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
                 const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch) noexcept {
-  return finish(policy, state, plan(policy, state, head, conn, now, scratch), now, scratch);
+  Plan p = plan(policy, state, head, conn, now, scratch);
+  return finish(policy, state, p, now, scratch);
 }
 
 Decision closing_answer(Decision d, DecisionScratch& scratch) noexcept {
@@ -436,11 +463,15 @@ Decision answer_parse_error(const CompiledPolicy& policy, http::ParseError error
     case 505: t = policy.bad_version; break;
     default: break;
   }
-  return respond(Decision{}, Verdict::kAnswer, *t, {}, {}, scratch, false);
+  Decision d;
+  respond(d, Verdict::kAnswer, *t, {}, {}, scratch, false);
+  return d;
 }
 
 Decision answer_timeout(const CompiledPolicy& policy, DecisionScratch& scratch) noexcept {
-  return respond(Decision{}, Verdict::kAnswer, *policy.timed_out, {}, {}, scratch, false);
+  Decision d;
+  respond(d, Verdict::kAnswer, *policy.timed_out, {}, {}, scratch, false);
+  return d;
 }
 
 void report_usage(LimiterState& state, const BucketKey& usage_key, uint64_t tokens, Nanos now) noexcept {

@@ -56,6 +56,27 @@ struct KeyLabel {
   uint64_t key_hash = 0;  // BucketKey::k0, identifies the bucket
 };
 
+// An admitted response's rate-limit fields (TB16), not yet rendered: most
+// are rendered only when a response is framed, so decide() does not pay for
+// text the caller may never write. Self-contained (the bucket's name is
+// copied, the template is its style's, for the life of the process), so it
+// outlives the policy that made it.
+struct AdmittedFields {
+  static constexpr size_t kMaxName = 64;  // bucket names are at most this long (policy_loader.cpp)
+  policy::HeaderStyle style = policy::HeaderStyle::kNone;  // kNone: no fields
+  uint8_t name_len = 0;
+  uint32_t limit = 0;
+  uint32_t remaining = 0;
+  uint32_t reset = 0;
+  uint32_t window = 0;
+  char name[kMaxName];  // the bucket's, for the styles that name it (the first name_len bytes)
+
+  [[nodiscard]] bool none() const noexcept { return style == policy::HeaderStyle::kNone; }
+  // Writes the fields at the start of `out`: their length, or SIZE_MAX if
+  // they do not fit (0: none).
+  [[nodiscard]] size_t render(std::span<char> out) const noexcept;
+};
+
 struct Decision {
   Verdict verdict = Verdict::kForward;
   uint16_t status = 0;            // of `response`
@@ -65,7 +86,7 @@ struct Decision {
   bool overflow = false;          // charged to an overflow bucket (table full or reclaiming)
   bool over_credential_ceiling = false;  // TB07: counted against the address's budget instead
   uint32_t retry_after_s = 0;     // of a refusal
-  std::string_view fields;        // header lines for the response (kAdmit), in scratch
+  AdmittedFields fields;          // kAdmit: the response's rate-limit fields, rendered when inserted
   std::string_view response;      // complete response (kRefuse, kAnswer), in scratch
   bool keep_alive = false;        // `response` leaves the connection open (answer_keeps_connection)
   BucketKey usage_key{};          // where a finished request's tokens are charged (DQ05)
@@ -81,9 +102,6 @@ struct DecisionScratch {
   char credential[8192];
   char material[512];
   uint64_t trace_seed = 0x9e3779b97f4a7c15ull;  // set per worker
-  // Whether an admission renders its rate-limit fields (Decision::fields).
-  // A caller that does not add them to responses saves the rendering.
-  bool render_admitted_fields = true;
   uint64_t trace_counter = 0;
 };
 
@@ -113,8 +131,9 @@ struct Plan {
 inline void prefetch(LimiterState& state, const Plan& p) noexcept {
   if (p.charge) state.buckets.prefetch(p.key);
 }
-[[nodiscard]] Decision finish(const CompiledPolicy& policy, LimiterState& state, const Plan& p, Nanos now,
-                              DecisionScratch& scratch) noexcept;
+// The decision, made in `p` (a Decision is some 200 bytes: not copied).
+const Decision& finish(const CompiledPolicy& policy, LimiterState& state, Plan& p, Nanos now,
+                       DecisionScratch& scratch) noexcept;
 
 // Whether the appliance's own answer to `head` (a refusal, a 401, a 404)
 // leaves the connection open: the policy keeps connections after answers,

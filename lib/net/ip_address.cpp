@@ -17,13 +17,6 @@ IpAddress IpAddress::v4(uint32_t host_order) noexcept {
   return a;
 }
 
-bool IpAddress::is_v4() const noexcept {
-  for (int i = 0; i < 10; ++i) {
-    if (bytes[i] != 0) return false;
-  }
-  return bytes[10] == 0xff && bytes[11] == 0xff;
-}
-
 IpAddress IpAddress::prefix(unsigned bits) const noexcept {
   unsigned keep = is_v4() ? 96 + (bits > 32 ? 32 : bits) : (bits > 128 ? 128 : bits);
   IpAddress out = *this;

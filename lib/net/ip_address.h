@@ -7,6 +7,8 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <bit>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -17,7 +19,14 @@ struct IpAddress {
 
   [[nodiscard]] static IpAddress v4(uint32_t host_order) noexcept;
   [[nodiscard]] static IpAddress v6(const std::array<uint8_t, 16>& b) noexcept { return IpAddress{b}; }
-  [[nodiscard]] bool is_v4() const noexcept;
+  // The IPv4-mapped form, ::ffff:a.b.c.d: two 8-byte words compared.
+  static_assert(std::endian::native == std::endian::little);
+  [[nodiscard]] bool is_v4() const noexcept {
+    uint64_t hi, lo;
+    std::memcpy(&hi, bytes.data(), 8);
+    std::memcpy(&lo, bytes.data() + 8, 8);
+    return hi == 0 && (lo & 0xffffffffull) == 0xffff0000ull;
+  }
   // The address with all but the first `bits` bits cleared (bits counted on
   // the IPv6 form for IPv6, on the IPv4 form for IPv4).
   [[nodiscard]] IpAddress prefix(unsigned bits) const noexcept;

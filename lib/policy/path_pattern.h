@@ -25,6 +25,9 @@ class PathPattern {
   // True if `path` (normalised) matches; params[i] then holds the i-th
   // parameter's segment, a view into `path`.
   [[nodiscard]] bool match(std::string_view path, std::span<std::string_view, kMaxParams> params) const noexcept;
+  // False if `path` cannot match: it does not begin as every match does.
+  // Inline, for the many patterns a request is not for.
+  [[nodiscard]] bool may_match(std::string_view path) const noexcept { return path.starts_with(lead_); }
   [[nodiscard]] int param_index(std::string_view name) const noexcept;
   [[nodiscard]] const std::string& text() const noexcept { return text_; }
 
@@ -34,6 +37,7 @@ class PathPattern {
     int param = -1;  // >= 0: a {param} segment
   };
   std::string text_;
+  std::string lead_;  // what every path it matches begins with ("/" at least)
   std::vector<Segment> segments_;
   enum class Tail : uint8_t { kExact, kSubtreeOfLast, kAnyUnder } tail_ = Tail::kExact;
   std::vector<std::string> params_;

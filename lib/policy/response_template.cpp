@@ -258,20 +258,21 @@ size_t ResponseTemplate::render(const TemplateValues& v, std::span<const std::st
   return pos;
 }
 
-TextTemplate ratelimit_fields(HeaderStyle style) {
-  std::string_view text;
+const TextTemplate& ratelimit_fields(HeaderStyle style) {
+  static const TextTemplate kNone = *TextTemplate::compile("", nullptr);
+  static const TextTemplate kSeed = *TextTemplate::compile(
+      "RateLimit-Limit: {limit}\r\nRateLimit-Remaining: {remaining}\r\nRateLimit-Reset: {reset}\r\n"
+      "RateLimit-Policy: {limit};w={window}\r\n",
+      nullptr);
+  static const TextTemplate kIetf = *TextTemplate::compile(
+      "RateLimit-Policy: \"{policy}\";q={limit};w={window}\r\nRateLimit: \"{policy}\";r={remaining};t={reset}\r\n",
+      nullptr);
   switch (style) {
-    case HeaderStyle::kNone: text = ""; break;
-    case HeaderStyle::kSeed:
-      text =
-          "RateLimit-Limit: {limit}\r\nRateLimit-Remaining: {remaining}\r\nRateLimit-Reset: {reset}\r\n"
-          "RateLimit-Policy: {limit};w={window}\r\n";
-      break;
-    case HeaderStyle::kIetf:
-      text = "RateLimit-Policy: \"{policy}\";q={limit};w={window}\r\nRateLimit: \"{policy}\";r={remaining};t={reset}\r\n";
-      break;
+    case HeaderStyle::kSeed: return kSeed;
+    case HeaderStyle::kIetf: return kIetf;
+    case HeaderStyle::kNone: break;
   }
-  return *TextTemplate::compile(text, nullptr);
+  return kNone;
 }
 
 std::string_view reason_phrase(uint16_t status) noexcept {

@@ -77,7 +77,10 @@ class ResponseTemplate {
 };
 
 // The rate-limit fields of a header style (TB16 / X02), as a template.
-[[nodiscard]] TextTemplate ratelimit_fields(HeaderStyle style);
+// The rate-limit fields of a header style (TB16): one template per style,
+// for the life of the process (a decision may refer to it after its policy
+// is gone).
+[[nodiscard]] const TextTemplate& ratelimit_fields(HeaderStyle style);
 
 [[nodiscard]] std::string_view reason_phrase(uint16_t status) noexcept;
 

@@ -157,7 +157,10 @@ class Limiter {
       out.decision = limiter::decide(*policy_, *state_, parser.head(), conn, now, *scratch_);
     }
     out.response = std::string(out.decision.response);
-    out.fields = std::string(out.decision.fields);
+    char fields[512];
+    const size_t n = out.decision.fields.render(fields);
+    EXPECT_NE(n, SIZE_MAX) << "the admitted fields fit 512 bytes";
+    out.fields = std::string(fields, n == SIZE_MAX ? 0 : n);
     return out;
   }
 

@@ -69,9 +69,8 @@ class EditorBench {
     EXPECT_TRUE(sink_.sent.empty());  // responses before it are outstanding: nothing sent yet
   }
   // What the response path found in O: fields after status lines, response ends.
-  void fields_at(uint32_t at, std::string_view text) {
-    texts_.emplace_back();
-    texts_.back().assign(text);
+  void fields_at(uint32_t at, const limiter::AdmittedFields& fields) {
+    texts_.push_back(fields);
     points_.push_back({dataplane::ResponsePoint::Kind::kFields, kOriginIsn + 1 + at, 0, nullptr});
   }
   void response_end_at(uint32_t at, uint32_t ended) {
@@ -159,7 +158,7 @@ class EditorBench {
   RecordingSink sink_;
   dataplane::TcpFlow flow_;
   std::vector<dataplane::ResponsePoint> points_;
-  std::vector<dataplane::FieldText> texts_;
+  std::vector<limiter::AdmittedFields> texts_;
   size_t room_extra_ = 0;
 };
 
@@ -169,14 +168,32 @@ std::string text(char c, size_t n, std::string_view tag) {
   return s;
 }
 
+limiter::AdmittedFields seed_fields(uint32_t limit, uint32_t remaining, uint32_t reset) {
+  limiter::AdmittedFields f;
+  f.style = policy::HeaderStyle::kSeed;
+  f.limit = limit;
+  f.remaining = remaining;
+  f.reset = reset;
+  f.window = 60;
+  return f;
+}
+
+std::string rendered(const limiter::AdmittedFields& f) {
+  char text[256];
+  const size_t n = f.render(text);
+  EXPECT_NE(n, SIZE_MAX);
+  return std::string(text, n == SIZE_MAX ? 0 : n);
+}
+
 struct Model {
   std::string o = text('a', 2900, "origin:");
   std::string c = text('A', 700, "client:");
   // Into O: fields at two status lines, a kept answer at a response's end.
   uint32_t fields1_at = 60, answer_at = 1200, fields2_at = 1900;
-  std::string fields1 = "RateLimit-Limit: 10\r\nRateLimit-Remaining: 9\r\n";
+  limiter::AdmittedFields values1 = seed_fields(10, 9, 6), values2 = seed_fields(10, 8, 12);
+  std::string fields1 = rendered(values1);
   std::string answer = "HTTP/1.1 429 Too Many Requests\r\nContent-Length: 9\r\n\r\nslow down";
-  std::string fields2 = "RateLimit-Limit: 10\r\nRateLimit-Remaining: 8\r\nRateLimit-Reset: 6\r\n";
+  std::string fields2 = rendered(values2);
   // Out of C: the refused request.
   uint32_t removed_from = 250, removed_to = 420;
 
@@ -187,9 +204,9 @@ struct Model {
   [[nodiscard]] std::string origin_sees() const { return c.substr(0, removed_from) + c.substr(removed_to); }
   void record(EditorBench& b) const {
     b.keep_open(removed_from, removed_to, 2, answer);
-    b.fields_at(fields1_at, fields1);
+    b.fields_at(fields1_at, values1);
     b.response_end_at(answer_at, 2);
-    b.fields_at(fields2_at, fields2);
+    b.fields_at(fields2_at, values2);
     b.record_points();
   }
 };

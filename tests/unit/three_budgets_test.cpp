@@ -407,19 +407,24 @@ TEST(ThreeBudgets, TB19_AClassSwitchedOffCarriesNoFields) {
 namespace sluice::test {
 namespace {
 
-// A caller that does not insert fields into admitted responses can skip
-// rendering them; refusals are complete either way (TB16 on the 429).
-TEST(ThreeBudgets, TB16AdmittedFieldsRenderedOnlyWhenAsked) {
+// An admission's fields are values, rendered only by a caller that inserts
+// them (the data plane, as a response is framed); they outlive the policy.
+// Refusals are complete either way (TB16 on the 429).
+TEST(ThreeBudgets, TB16AdmittedFieldsAreRenderedOnlyWhenInserted) {
   Limiter l("three-budgets.yaml");
   const std::string get = "GET /v1/models HTTP/1.1\r\nHost: a\r\n\r\n";
-  EXPECT_NE(l.send(get).header("RateLimit-Remaining"), "");
-  l.scratch().render_admitted_fields = false;
-  const Result admitted = l.send(get);
-  EXPECT_EQ(admitted.verdict(), limiter::Verdict::kAdmit);
-  EXPECT_EQ(admitted.fields, "");
-  l.count_admitted(58, get);
+  const Result first = l.send(get);
+  EXPECT_EQ(first.verdict(), limiter::Verdict::kAdmit);
+  EXPECT_EQ(first.decision.fields.style, policy::HeaderStyle::kSeed);
+  EXPECT_EQ(first.decision.fields.limit, 60u);
+  EXPECT_EQ(first.decision.fields.remaining, 59u);
+  EXPECT_EQ(first.header("RateLimit-Remaining"), "59");
+  char small[20];
+  EXPECT_EQ(first.decision.fields.render(small), SIZE_MAX) << "too small: nothing half written";
+  l.count_admitted(59, get);
   const Result refused = l.send(get);
   ASSERT_EQ(refused.verdict(), limiter::Verdict::kRefuse);
+  EXPECT_TRUE(refused.decision.fields.none());
   EXPECT_EQ(refused.header("RateLimit-Remaining"), "0");
   EXPECT_EQ(refused.header("RateLimit-Limit"), "60");
 }
