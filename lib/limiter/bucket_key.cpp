@@ -4,6 +4,7 @@
 
 #include <sys/random.h>
 
+#include <bit>
 #include <cstring>
 #include <stdexcept>
 
@@ -13,6 +14,16 @@
 namespace sluice::limiter {
 
 namespace {
+
+// MurmurHash3's 64-bit finaliser: a bijection that spreads every input bit.
+uint64_t mix64(uint64_t x) noexcept {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
+}
 
 BucketKey finish(XXH128_hash_t h, uint16_t bucket) noexcept {
   return {h.low64 | (uint64_t{1} << 63), (h.high64 & ~uint64_t{0xffff}) | bucket};
@@ -58,12 +69,14 @@ BucketKey KeyHasher::key(uint16_t bucket, std::span<const uint8_t> material) con
 }
 
 BucketKey KeyHasher::key(uint16_t bucket, const Digest& d) const noexcept {
-  uint8_t buf[3 + sizeof d];
-  buf[0] = static_cast<uint8_t>(bucket);
-  buf[1] = static_cast<uint8_t>(bucket >> 8);
-  buf[2] = 1;
-  std::memcpy(buf + 3, &d, sizeof d);
-  return finish(XXH3_128bits_withSecret(buf, sizeof buf, secret_.data(), kSecretSize), bucket);
+  // A digest is already a keyed hash of its material: mixed (bijectively)
+  // with the bucket and this hasher's own secret it is the key, so a
+  // credential is hashed once per request, not twice, and keys still differ
+  // from the digests operators see (`sluicectl credential hash`).
+  uint64_t s[2];
+  std::memcpy(s, secret_.data(), sizeof s);
+  const uint64_t b = uint64_t{bucket} * 0x9e3779b97f4a7c15ull;
+  return finish({mix64(d.lo ^ s[0] ^ b), mix64(d.hi ^ s[1] ^ std::rotl(b, 32))}, bucket);
 }
 
 }  // namespace sluice::limiter

@@ -1,7 +1,9 @@
 // Bucket keys: a keyed 128-bit XXH3 of the key material (a client address, a
-// credential digest, a run token...) and the bucket it belongs to, with a
-// secret drawn at process start, so no credential byte is ever stored and no
-// client can aim two keys at one bucket. 111 bits of hash survive; the low 16
+// run token...) and the bucket it belongs to, with a secret drawn at process
+// start (or kept in the state directory), so no credential byte is ever
+// stored and no client can aim two keys at one bucket. A credential's digest
+// (already a keyed XXH3) is mixed with the bucket and the secret instead of
+// hashed again. 111 bits of hash survive; the low 16
 // bits of k1 carry the bucket index, so the table knows each slot's algorithm
 // and idle rule without another word.
 #pragma once

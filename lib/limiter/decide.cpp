@@ -109,7 +109,11 @@ KeyLabel label_of(KeyLabel::Kind kind, std::span<const uint8_t> material, const 
     return l;
   }
   const size_t n = std::min(material.size(), l.bytes.size());
-  if (n != 0) std::memcpy(l.bytes.data(), material.data(), n);
+  if (n == sizeof(net::IpAddress::bytes)) {
+    std::memcpy(l.bytes.data(), material.data(), sizeof(net::IpAddress::bytes));  // an address: one move, no call
+  } else if (n != 0) {
+    std::memcpy(l.bytes.data(), material.data(), n);
+  }
   l.len = static_cast<uint8_t>(n);
   return l;
 }
@@ -284,8 +288,7 @@ bool answer_missing_key(const CompiledPolicy& policy, const CompiledRule& rule, 
 // credential the address has not been using is counted against the
 // address's own budget.
 void plan_charge(const CompiledPolicy& policy, LimiterState& state, const CompiledRule& rule, KeyMaterial key,
-                 uint64_t run_budget, LazyClientIp& client, Nanos now, Plan& out) noexcept {
-  Decision& d = out.decision;
+                 uint64_t run_budget, LazyClientIp& client, Nanos now, Decision& d, Charge& out) noexcept {
   uint16_t bucket = rule.bucket;
   if (rule.slots_per_ip != 0 && key.credential) {
     const net::IpAddress& ip = client.get();
@@ -304,7 +307,7 @@ void plan_charge(const CompiledPolicy& policy, LimiterState& state, const Compil
   const uint16_t kind = out.bucket->index;
   out.key = key.credential ? state.bucket_hasher.key(kind, *key.credential) : state.bucket_hasher.key(kind, key.bytes);
   d.label = label_of(key.label, key.bytes, key.credential, out.key);
-  out.charge = true;
+  out.due = true;
   out.run_budget = static_cast<uint32_t>(std::min<uint64_t>(run_budget, UINT32_MAX));
   if (out.bucket->calendar) {
     out.window = out.bucket->window;
@@ -318,17 +321,19 @@ void plan_charge(const CompiledPolicy& policy, LimiterState& state, const Compil
 
 }  // namespace
 
-Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
-          const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch) noexcept {
-  Plan out;
+namespace {
+
+// plan() into the caller's decision and charge (decide()'s are its own
+// locals, returned without a copy).
+void plan_into(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
+               const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch, Decision& d, Charge& out) noexcept {
   out.head = &head;
-  Decision& d = out.decision;
   const std::string_view path = policy::normalize_path(head.path, std::span<char>(scratch.path, head.path.size() + 1));
   // Filled by the pattern that matches; only its own parameters are read.
   std::array<std::string_view, PathPattern::kMaxParams> params;
   if (exempt(policy, head, path, params)) {
     d.verdict = Verdict::kExempt;
-    return out;
+    return;
   }
   LazyClientIp client(policy, head, conn.peer);
   for (const CompiledRule& rule : policy.rules) {
@@ -339,21 +344,38 @@ Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::Request
     d.rule = static_cast<int16_t>(rule.index);
     d.rule_counter = rule.counter_slot;
     if (key.missing) {
-      if (answer_missing_key(policy, rule, head, scratch, d)) return out;
+      if (answer_missing_key(policy, rule, head, scratch, d)) return;
       d.rule = -1;
       continue;  // the rule does not apply to this request
     }
-    plan_charge(policy, state, rule, key, run_budget, client, now, out);
-    return out;
+    plan_charge(policy, state, rule, key, run_budget, client, now, d, out);
+    return;
   }
   d.verdict = Verdict::kForward;
+}
+
+void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge& p, Nanos now,
+                 DecisionScratch& scratch, Decision& d) noexcept;
+
+}  // namespace
+
+Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
+          const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch) noexcept {
+  Plan out;
+  plan_into(policy, state, head, conn, now, scratch, out.decision, out.charge);
   return out;
 }
 
 const Decision& finish(const CompiledPolicy& policy, LimiterState& state, Plan& p, Nanos now,
                        DecisionScratch& scratch) noexcept {
-  Decision& d = p.decision;
-  if (!p.charge) return d;
+  if (p.charge.due) finish_into(policy, state, p.charge, now, scratch, p.decision);
+  return p.decision;
+}
+
+namespace {
+
+void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge& p, Nanos now,
+                 DecisionScratch& scratch, Decision& d) noexcept {
   const CompiledRule& rule = *p.rule;
   const CompiledBucket& b = *p.bucket;
   policy::TemplateValues v;
@@ -393,7 +415,7 @@ const Decision& finish(const CompiledPolicy& policy, LimiterState& state, Plan& 
     d.shadow_refusal = !admit;
     d.verdict = Verdict::kAdmit;
     d.fields = admitted_fields(rule.style, v);
-    return d;
+    return;
   }
   // The fields go into a response written now.
   size_t used = 0;
@@ -404,7 +426,7 @@ const Decision& finish(const CompiledPolicy& policy, LimiterState& state, Plan& 
     d.shadow_refusal = !admit;
     const std::array<std::string_view, 1> f{fields};
     respond(d, Verdict::kAnswer, *rule.answer, v, f, scratch, answer_keeps_connection(policy, *p.head));
-    return d;
+    return;
   }
   const http::RequestHead& head = *p.head;
   v.trace_id = next_trace_id(scratch);
@@ -413,8 +435,9 @@ const Decision& finish(const CompiledPolicy& policy, LimiterState& state, Plan& 
   const std::array<std::string_view, 2> f{fields, cors};
   d.retry_after_s = v.retry_after;
   respond(d, Verdict::kRefuse, *rule.refusal, v, f, scratch, answer_keeps_connection(policy, head));
-  return d;
 }
+
+}  // namespace
 
 size_t AdmittedFields::render(std::span<char> out) const noexcept {
   if (none()) return 0;
@@ -434,8 +457,12 @@ bool answer_keeps_connection(const CompiledPolicy& policy, const http::RequestHe
 
 Decision decide(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
                 const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch) noexcept {
-  Plan p = plan(policy, state, head, conn, now, scratch);
-  return finish(policy, state, p, now, scratch);
+  // Made in place: a Decision is some 200 bytes.
+  Decision d;
+  Charge charge;
+  plan_into(policy, state, head, conn, now, scratch, d, charge);
+  if (charge.due) finish_into(policy, state, charge, now, scratch, d);
+  return d;
 }
 
 Decision closing_answer(Decision d, DecisionScratch& scratch) noexcept {

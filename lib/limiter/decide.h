@@ -115,21 +115,26 @@ struct DecisionScratch {
 // must stay valid until finish(). A plan that needs no charge is already the
 // decision, and its response (if any) lives in the scratch: act on it before
 // the next plan() or finish() with the same scratch.
-struct Plan {
-  Decision decision;     // final unless `charge`
-  bool charge = false;   // a bucket must still be charged
+// What a plan leaves to do: the bucket and key a request is charged to.
+struct Charge {
+  bool due = false;  // a bucket must still be charged
   const CompiledRule* rule = nullptr;
   const CompiledBucket* bucket = nullptr;
   BucketKey key{};
-  WindowLimit window{};  // calendar buckets: this key's quotas
+  WindowLimit window{};     // calendar buckets: this key's quotas
   uint32_t run_budget = 0;  // a live run's own budget (requests per minute), 0: the bucket's
   const http::RequestHead* head = nullptr;
+};
+
+struct Plan {
+  Decision decision;  // final unless charge.due
+  Charge charge;
 };
 
 [[nodiscard]] Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
                         const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch) noexcept;
 inline void prefetch(LimiterState& state, const Plan& p) noexcept {
-  if (p.charge) state.buckets.prefetch(p.key);
+  if (p.charge.due) state.buckets.prefetch(p.charge.key);
 }
 // The decision, made in `p` (a Decision is some 200 bytes: not copied).
 const Decision& finish(const CompiledPolicy& policy, LimiterState& state, Plan& p, Nanos now,
