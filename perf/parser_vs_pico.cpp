@@ -1,0 +1,111 @@
+// sluice's head parser beside picohttpparser (h2o's, the usual yardstick for
+// HTTP/1 head parsing), in one process and interleaved, so that the machine's
+// drifts touch both alike (issue 16). picohttpparser is not part of sluice:
+// this program is built only when meson is given -Dpicohttpparser=PATH, a
+// checkout of github.com/h2o/picohttpparser, compiled with -O3 -march=native
+// (its SSE4.2 path). For each of parser_bench's three heads: R repetitions,
+// each timing N parses by sluice (its best instruction set, tracked fields
+// located, framing checked) and then N by phr_parse_request (every field
+// line located); the median ns per head of each and their ratio.
+//
+//   ./build/perf/parser_vs_pico [--repetitions R] [--parses N]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "http/head_parser.h"
+
+extern "C" {
+#include "picohttpparser.h"
+}
+
+namespace {
+
+using namespace sluice::http;
+using Clock = std::chrono::steady_clock;
+
+// The heads of perf/parser_bench.cpp: curl's GET, an API POST, Chromium's GET.
+const char* const kHeads[] = {
+    "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: curl/7.88.1\r\nAccept: */*\r\n\r\n",
+    "POST /v1/chat/completions HTTP/1.1\r\nHost: api.example.com\r\nUser-Agent: OpenAI/Python 1.54.4\r\n"
+    "Accept: application/json\r\nAccept-Encoding: gzip, deflate\r\nContent-Type: application/json\r\n"
+    "Authorization: Bearer sk-proj-4f2a9c1e7b3d8e6f0a1b2c3d4e5f6a7b8c9d0e1f\r\n"
+    "X-Forwarded-For: 198.18.7.42, 198.18.0.1\r\nConnection: keep-alive\r\nContent-Length: 190\r\n\r\n",
+    "GET /dashboard?tab=usage HTTP/1.1\r\nHost: app.example.com\r\nConnection: keep-alive\r\n"
+    "User-Agent: Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/156.0.0.0 "
+    "Safari/537.36\r\n"
+    "Accept: text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,image/apng,*/*;q=0.8,"
+    "application/signed-exchange;v=b3;q=0.7\r\n"
+    "Sec-Fetch-Site: same-origin\r\nSec-Fetch-Mode: navigate\r\nSec-Fetch-Dest: document\r\n"
+    "sec-ch-ua: \"Not:A-Brand\";v=\"8\", \"Chromium\";v=\"156\"\r\nsec-ch-ua-mobile: ?0\r\n"
+    "sec-ch-ua-platform: \"Linux\"\r\nAccept-Encoding: gzip, deflate, br, zstd\r\n"
+    "Accept-Language: en-US,en;q=0.9\r\n"
+    "Cookie: session_id=8f14e45fceea167a5a36dedd4bea2543; csrftoken=c9f0f895fb98ab9159f51fd0297e236d; "
+    "theme=dark\r\n\r\n",
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+template <typename Parse>
+double ns_per_parse(int parses, Parse&& parse) {
+  const auto start = Clock::now();
+  for (int i = 0; i < parses; ++i) parse();
+  return std::chrono::duration<double, std::nano>(Clock::now() - start).count() / parses;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repetitions = 301, parses = 2000;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--repetitions") == 0) repetitions = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--parses") == 0) parses = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "usage: parser_vs_pico [--repetitions R] [--parses N]\n");
+      return 2;
+    }
+  }
+  if (repetitions < 1 || parses < 1) {
+    std::fprintf(stderr, "parser_vs_pico: --repetitions and --parses must be positive\n");
+    return 2;
+  }
+  static const FieldSet fields;
+  std::vector<FieldLine> store;
+  std::vector<char> spill(16384);
+  HeadParser parser(fields, {}, store, spill);
+  std::printf("%-8s %12s %12s %8s   (median of %d repetitions of %d parses, interleaved; sluice: %s)\n", "head",
+              "sluice ns", "pico ns", "ratio", repetitions, parses, std::string(to_string(best_isa())).c_str());
+  for (const char* text : kHeads) {
+    const std::string head(text);
+    std::vector<double> ours, theirs;
+    volatile size_t sink = 0;
+    for (int r = 0; r < repetitions; ++r) {
+      ours.push_back(ns_per_parse(parses, [&] {
+        parser.reset();
+        const FeedResult res = parser.feed(head);
+        if (res.status != HeadStatus::kComplete) std::abort();
+        sink = sink + parser.head().field_count;
+      }));
+      theirs.push_back(ns_per_parse(parses, [&] {
+        const char *method, *path;
+        size_t method_len, path_len, num_headers = 100;
+        int minor;
+        phr_header headers[100];
+        const int n = phr_parse_request(head.data(), head.size(), &method, &method_len, &path, &path_len, &minor,
+                                        headers, &num_headers, 0);
+        if (n != static_cast<int>(head.size())) std::abort();
+        sink = sink + num_headers;
+      }));
+    }
+    const double a = median(ours), b = median(theirs);
+    std::printf("%-8s %12.1f %12.1f %7.2fx\n", (std::to_string(head.size()) + "B").c_str(), a, b, a / b);
+  }
+  return 0;
+}
