@@ -4,13 +4,18 @@
 #   1. sluiced inline (AF_PACKET driver, one worker), and
 #   2. nginx acting as a rate-limiting reverse proxy (limit_req, keep-alive
 #      upstream) in the same middle namespace, the kernel bridging the rest,
-# with the same per-address budget, set high enough that every request is
-# admitted (the limiter decides on every request; nothing is refused, so both
-# forward the same work). Prints requests per second (wrk) and the CPU
-# seconds the limiter itself used per 100k requests (utime + stime from
-# /proc), each the median of --runs runs, alternating the two.
+# with the same per-address budget, in two scenarios:
+#   admitting  a budget high enough that every request is admitted (the
+#              limiter decides on every request and forwards it);
+#   refusing   a budget of one request a minute, spent at once: every other
+#              request is answered 429 by the limiter itself, on the same
+#              keep-alive connection (the origin sees almost nothing).
+# Prints requests per second (wrk, every answer counted) and the CPU seconds
+# the limiter itself used per 100k requests (utime + stime from /proc), each
+# the median of --runs runs, alternating the two limiters.
 #
 #   perf/e2e_compare.sh [BUILD_DIR] [--runs N] [--seconds S] [--connections C]
+#                       [--scenario admitting|refusing|both]
 #
 # Traffic stays inside three namespaces this script creates (198.18.0.0/24);
 # everything is torn down on exit, also on failure or interruption.
@@ -18,13 +23,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
 
-build=build runs=3 seconds=8 connections=32
+build=build runs=3 seconds=8 connections=32 scenarios="admitting refusing"
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs="$2"; shift 2 ;;
     --seconds) seconds="$2"; shift 2 ;;
     --connections) connections="$2"; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --scenario)
+      case "$2" in
+        admitting|refusing) scenarios="$2" ;;
+        both) scenarios="admitting refusing" ;;
+        *) echo "e2e_compare.sh: --scenario must be admitting, refusing or both" >&2; exit 2 ;;
+      esac
+      shift 2 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     -*) echo "e2e_compare.sh: unknown option $1" >&2; exit 2 ;;
     *) build="$1"; shift ;;
   esac
@@ -54,39 +66,45 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-cat >"$SLT_TMP/bench.yaml" <<'EOF'
+# Each scenario's budget, the same for both limiters: the policy's rate and
+# burst, and nginx's (limit_req's burst counts past the first request).
+write_policy() {  # NAME RATE BURST
+  cat >"$SLT_TMP/$1.yaml" <<EOF
 sluice: 1
-name: bench
+name: $1
 service_ports: [80]
 buckets:
-  per-ip: { rate: 6000000/min, burst: 100000 }
+  per-ip: { rate: $2, burst: $3 }
 rules:
   - name: per-ip
     key: client_ip
     bucket: per-ip
 EOF
-mkdir -p "$SLT_TMP/proxy"
-cat >"$SLT_TMP/proxy/nginx.conf" <<EOF
-# The same budget as bench.yaml: 100000 a second per address, bursts of 100000.
+}
+write_proxy_conf() {  # NAME RATE BURST (0: none)
+  local burst=""
+  [ "$3" != 0 ] && burst="burst=$3 "
+  mkdir -p "$SLT_TMP/proxy-$1"
+  cat >"$SLT_TMP/proxy-$1/nginx.conf" <<EOF
 worker_processes 1;
 daemon off;
-pid $SLT_TMP/proxy/nginx.pid;
-error_log $SLT_TMP/proxy/error.log warn;
+pid $SLT_TMP/proxy-$1/nginx.pid;
+error_log $SLT_TMP/proxy-$1/error.log warn;
 events { worker_connections 4096; }
 http {
   access_log off;
-  client_body_temp_path $SLT_TMP/proxy;
-  proxy_temp_path $SLT_TMP/proxy;
-  fastcgi_temp_path $SLT_TMP/proxy;
-  uwsgi_temp_path $SLT_TMP/proxy;
-  scgi_temp_path $SLT_TMP/proxy;
-  limit_req_zone \$binary_remote_addr zone=perip:10m rate=100000r/s;
+  client_body_temp_path $SLT_TMP/proxy-$1;
+  proxy_temp_path $SLT_TMP/proxy-$1;
+  fastcgi_temp_path $SLT_TMP/proxy-$1;
+  uwsgi_temp_path $SLT_TMP/proxy-$1;
+  scgi_temp_path $SLT_TMP/proxy-$1;
+  limit_req_zone \$binary_remote_addr zone=perip:10m rate=$2;
   upstream origin { server $ORIGIN4:80; keepalive 64; }
   server {
     listen $PROXY4:80;
     keepalive_requests 1000000;
     location / {
-      limit_req zone=perip burst=100000 nodelay;
+      limit_req zone=perip ${burst}nodelay;
       limit_req_status 429;
       proxy_pass http://origin;
       proxy_http_version 1.1;
@@ -95,6 +113,13 @@ http {
   }
 }
 EOF
+}
+# admitting: 100000 a second per address, bursts of 100000.
+write_policy admitting 6000000/min 100000
+write_proxy_conf admitting 100000r/s 100000
+# refusing: one a minute.
+write_policy refusing 1/min 1
+write_proxy_conf refusing 1r/m 0
 
 cpu_ticks() {  # utime + stime of the given pids, in clock ticks
   local t=0 p
@@ -105,34 +130,24 @@ cpu_ticks() {  # utime + stime of the given pids, in clock ticks
   echo "$t"
 }
 
-# One wrk run against URL while measuring PIDS' CPU: prints "rps cpu_s_per_100k".
+# One wrk run against URL while measuring PIDS' CPU: prints "rps
+# cpu_s_per_100k refused_percent" (refused: wrk's non-2xx answers).
 measure() {
   local url="$1"; shift
-  local before after out rps reqs
+  local before after out rps reqs refused
   before="$(cpu_ticks "$@")"
   out="$(in_cli wrk -t1 -c"$connections" -d"${seconds}s" --latency "$url" 2>&1)" || { echo "$out" >&2; return 1; }
   after="$(cpu_ticks "$@")"
   rps="$(awk '/^Requests\/sec/ {print $2}' <<<"$out")"
   reqs="$(awk '/requests in/ {print $1}' <<<"$out")"
-  if grep -q 'Non-2xx' <<<"$out"; then echo "warning: wrk saw non-2xx responses: $(grep Non-2xx <<<"$out")" >&2; fi
-  awk -v r="$rps" -v n="$reqs" -v t=$((after - before)) -v hz="$(getconf CLK_TCK)" \
-    'BEGIN { printf "%.0f %.3f\n", r, (t / hz) / (n / 100000) }'
+  refused="$(awk '/Non-2xx or 3xx responses/ {print $5}' <<<"$out")"
+  awk -v r="$rps" -v n="$reqs" -v x="${refused:-0}" -v t=$((after - before)) -v hz="$(getconf CLK_TCK)" \
+    'BEGIN { printf "%.0f %.3f %.1f\n", r, (t / hz) / (n / 100000), 100 * x / n }'
 }
 
 median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-echo "== topology, origin (nginx)"
-topology_up
-origin_start
-sluiced_rows=() proxy_rows=()
-for ((r = 1; r <= runs; r++)); do
-  echo "== run $r/$runs: sluiced inline"
-  appliance_start "$SLT_TMP/bench.yaml" 1 || exit 1
-  sluiced_rows+=("$(measure "http://$ORIGIN4/" "$SLT_APPLIANCE_PID")")
-  echo "   ${sluiced_rows[-1]}"
-  appliance_stop || true
-
-  echo "== run $r/$runs: nginx limit_req proxy"
+proxy_up() {  # SCENARIO: the nginx proxy in the middle namespace, answering
   ip -n "$NS_BOX" link add br0 type bridge stp_state 0 forward_delay 0
   ip -n "$NS_BOX" link set c1 master br0
   ip -n "$NS_BOX" link set o1 master br0
@@ -143,32 +158,61 @@ for ((r = 1; r <= runs; r++)); do
   in_box sysctl -qw net.ipv4.conf.all.arp_ignore=0 net.ipv4.conf.br0.arp_ignore=0
   # Not through in_box (a function: `&` would fork a shell around it): this
   # way $! is nginx's master itself, which stops on SIGTERM.
-  ip netns exec "$NS_BOX" nginx -c "$SLT_TMP/proxy/nginx.conf" -e "$SLT_TMP/proxy/error.log" &
+  ip netns exec "$NS_BOX" nginx -c "$SLT_TMP/proxy-$1/nginx.conf" -e "$SLT_TMP/proxy-$1/error.log" &
   PROXY_PID=$!
-  ready=0
+  local ready=0 i
   for ((i = 0; i < 50; i++)); do
-    if in_cli curl -sf -o /dev/null --connect-timeout 0.2 --max-time 1 "http://$PROXY4/healthz"; then ready=1; break; fi
+    # Any answer will do: the refusing proxy may answer its probe 429.
+    if in_cli curl -s -o /dev/null --connect-timeout 0.2 --max-time 1 "http://$PROXY4/healthz"; then ready=1; break; fi
     sleep 0.1
   done
-  [ "$ready" = 1 ] || { echo "the nginx proxy did not answer on $PROXY4:" >&2; tail -5 "$SLT_TMP/proxy/error.log" >&2; exit 1; }
-  proxy_pids="$(ip netns pids "$NS_BOX")"
-  # shellcheck disable=SC2086
-  proxy_rows+=("$(measure "http://$PROXY4/" $proxy_pids)")
-  echo "   ${proxy_rows[-1]}"
+  [ "$ready" = 1 ] || { echo "the nginx proxy did not answer on $PROXY4:" >&2; tail -5 "$SLT_TMP/proxy-$1/error.log" >&2; exit 1; }
+}
+proxy_down() {
   kill "$PROXY_PID" 2>/dev/null; wait "$PROXY_PID" 2>/dev/null || true
   PROXY_PID=""
   # Nothing of the proxy may outlive its run (the next one binds the same port).
   ip netns pids "$NS_BOX" | xargs -r kill -KILL 2>/dev/null || true
   ip -n "$NS_BOX" link del br0
+}
+
+echo "== topology, origin (nginx)"
+topology_up
+origin_start
+declare -A rows=()
+for scenario in $scenarios; do
+  for ((r = 1; r <= runs; r++)); do
+    echo "== $scenario, run $r/$runs: sluiced inline"
+    # Each run from full buckets: not the last run's, kept in its snapshot.
+    rm -f "$SLT_TMP/state/buckets.snapshot"
+    appliance_start "$SLT_TMP/$scenario.yaml" 1 || exit 1
+    row="$(measure "http://$ORIGIN4/" "$SLT_APPLIANCE_PID")"
+    rows[$scenario,sluiced]+="$row"$'\n'
+    echo "   $row"
+    appliance_stop || true
+
+    echo "== $scenario, run $r/$runs: nginx limit_req proxy"
+    proxy_up "$scenario"
+    proxy_pids="$(ip netns pids "$NS_BOX")"
+    # shellcheck disable=SC2086
+    row="$(measure "http://$PROXY4/" $proxy_pids)"
+    rows[$scenario,proxy]+="$row"$'\n'
+    echo "   $row"
+    proxy_down
+  done
 done
 
-s_rps="$(printf '%s\n' "${sluiced_rows[@]}" | awk '{print $1}' | median)"
-s_cpu="$(printf '%s\n' "${sluiced_rows[@]}" | awk '{print $2}' | median)"
-p_rps="$(printf '%s\n' "${proxy_rows[@]}" | awk '{print $1}' | median)"
-p_cpu="$(printf '%s\n' "${proxy_rows[@]}" | awk '{print $2}' | median)"
+column_median() { awk -v c="$1" 'NF { print $c }' | median; }
 echo
 echo "wrk -t1 -c$connections -d${seconds}s, GET / (3-byte body), medians of $runs runs on $(nproc) CPUs"
-printf '%-34s %12s %26s\n' "limiter" "requests/s" "limiter CPU s per 100k req"
-printf '%-34s %12s %26s\n' "sluiced (AF_PACKET, 1 worker)" "$s_rps" "$s_cpu"
-printf '%-34s %12s %26s\n' "nginx limit_req proxy (1 worker)" "$p_rps" "$p_cpu"
+printf '%-10s %-34s %12s %26s %10s\n' "scenario" "limiter" "requests/s" "limiter CPU s per 100k req" "refused %"
+for scenario in $scenarios; do
+  for limiter in sluiced proxy; do
+    name="sluiced (AF_PACKET, 1 worker)"
+    [ "$limiter" = proxy ] && name="nginx limit_req proxy (1 worker)"
+    data="${rows[$scenario,$limiter]}"
+    printf '%-10s %-34s %12s %26s %10s\n' "$scenario" "$name" "$(column_median 1 <<<"$data")" \
+      "$(column_median 2 <<<"$data")" "$(column_median 3 <<<"$data")"
+  done
+done
 echo "(sluiced busy-polls while traffic flows: its CPU time is wall time of one core, whatever the load)"
