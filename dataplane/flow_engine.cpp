@@ -327,6 +327,7 @@ FrameResult FlowEngine::from_origin(TcpFlow* flow, uint8_t* frame, FrameView& v,
 
 void FlowEngine::origin_acknowledged(TcpFlow& flow, uint32_t ack, PacketSink& out) noexcept {
   ParseContext& ctx = lender_.context(flow);
+  StreamEditor::fold_removals(ctx, ack);
   const bool owed = ctx.buffering && ctx.held_ack_owed;
   if (ctx.judged.ranges() == 0 && !owed) return;
   const uint32_t acked = editor_.to_client_ack(flow, ack);

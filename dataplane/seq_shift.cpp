@@ -79,11 +79,17 @@ uint32_t SeqShift::backward(uint32_t y) const noexcept {
 }
 
 void SeqShift::acknowledged(uint32_t y) noexcept {
+  if (count_ == 0) return;
+  const Edit& last = edits_[count_ - 1];
+  acknowledged(y, last.at + last.removed);
+}
+
+void SeqShift::acknowledged(uint32_t y, uint32_t sender_limit) noexcept {
   unsigned done = 0;
   while (done < count_) {
     const Edit& e = edits_[done];
     const uint32_t end = shifted(e.at, e.before + e.inserted);
-    if (before(y, end)) break;
+    if (before(y, end) || before(sender_limit, e.at + e.removed)) break;
     base_ = e.before + e.inserted - static_cast<int64_t>(e.removed);
     ++done;
   }

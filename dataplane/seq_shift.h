@@ -45,6 +45,9 @@ class SeqShift {
   // The receiver has acknowledged up to `receiver_ack`: edits wholly before
   // it are folded into the base shift.
   void acknowledged(uint32_t receiver_ack) noexcept;
+  // The same, but only edits that also end at or before sender sequence
+  // `sender_limit` (the sender may still send again what lies after it).
+  void acknowledged(uint32_t receiver_ack, uint32_t sender_limit) noexcept;
 
   // No pending edit, everything shifted by `base` (what a flow keeps once
   // every edit has been acknowledged).

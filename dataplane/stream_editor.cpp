@@ -116,6 +116,22 @@ EditOutcome StreamEditor::keep_open(TcpFlow& flow, ParseContext& ctx, const Requ
   return EditOutcome::kDone;
 }
 
+void StreamEditor::fold_removals(ParseContext& ctx, uint32_t origin_ack) noexcept {
+  // A removal needs no keeping once the origin has acknowledged everything
+  // before it and the client has been told its refused bytes arrived (its
+  // kept answer acknowledged, so it will not send them again). Kept, the
+  // removals of a connection whose every request is refused (the origin
+  // silent) filled the shift and closed the connection every 32 requests.
+  // The one still growing (a refused body arriving) stays.
+  if (ctx.to_origin.pending() == 0 || ctx.absorbing) return;
+  uint32_t cap = 0;
+  if (ctx.ack_cap(cap)) {
+    ctx.to_origin.acknowledged(origin_ack, cap);
+  } else {
+    ctx.to_origin.acknowledged(origin_ack);
+  }
+}
+
 void StreamEditor::add_response_points(TcpFlow& flow, ParseContext& ctx, const ResponsePlan& plan) noexcept {
   for (unsigned i = 0; i < plan.points; ++i) {
     const ResponsePoint& p = plan.at[i];
@@ -221,6 +237,7 @@ EditOutcome StreamEditor::to_origin(TcpFlow& flow, uint8_t* frame, FrameView& v,
   if (!answered && (ctx.kept_count < kept_before || (cut != 0 && !held_back))) {
     send_to_client(flow, out, flow.origin_next, to_client_ack(flow, flow.origin_ack), flag::kAck);
   }
+  fold_removals(ctx, flow.origin_ack);
   return EditOutcome::kDone;
 }
 

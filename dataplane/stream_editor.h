@@ -86,6 +86,10 @@ class StreamEditor {
   [[nodiscard]] EditOutcome to_origin(TcpFlow& flow, uint8_t* frame, FrameView& v, uint32_t parsed_before,
                                       PacketSink& out) noexcept;
 
+  // The removals from the client's stream the origin has acknowledged up to
+  // (`origin_ack`, its numbers), folded into the base.
+  static void fold_removals(ParseContext& ctx, uint32_t origin_ack) noexcept;
+
  private:
   [[nodiscard]] std::span<const char> edit_bytes(const ParseContext& ctx, unsigned i) const noexcept;
   // The client's number of the first byte of origin segment `v` that carries

@@ -90,6 +90,41 @@ TEST(KeptAnswer, TB14_TheRefusedRequestIsCutOutAndTheConnectionServesTheNext) {
   EXPECT_EQ(w.counters.admitted.get(), 2u);
 }
 
+// A client refused again and again on one connection (its budget spent,
+// the origin silent): each refusal's removal is folded once the client has
+// its answer, so the connection stays open however many there are (it was
+// closed every 32, when the removals filled the shift), and the next
+// admitted request still reaches the origin where its stream stands.
+TEST(KeptAnswer, ManyRefusalsInARowKeepTheConnectionOpen) {
+  EngineWorld w(kKeepPolicy);
+  Connection c(w);
+  ASSERT_NO_FATAL_FAILURE(spend_tight(c));
+  const uint32_t origin_next = c.client_seq_;  // the origin has every byte before here
+  uint32_t origin_sent = c.origin_seq_;        // the client's view of the origin's stream
+  for (int i = 0; i < 100; ++i) {
+    const size_t before = w.sink.sent.size();
+    // Each request acknowledges the answer before it, as a keep-alive
+    // client's next request does.
+    ASSERT_TRUE(c.client(flag::kAck | flag::kPsh, kTight, {}, origin_sent).payload_withheld()) << "request " << i;
+    // Its answer (and an acknowledgement of the request before, now that
+    // the client has that one's answer).
+    uint32_t answered = 0;
+    for (const SentSegment& seg : sent_to(w, Side::kClient, before)) {
+      if (seg.view.payload_len == 0) continue;
+      ASSERT_TRUE(is_kept_answer(seg.payload())) << "request " << i << ": " << seg.payload();
+      answered += seg.view.payload_len;
+    }
+    ASSERT_NE(answered, 0u) << "request " << i << " unanswered";
+    origin_sent += answered;
+  }
+  EXPECT_EQ(w.counters.refused.get(), 100u);
+  EXPECT_EQ(w.counters.answers_sent.get(), 0u) << "no closing answer";
+  const Fed next = c.client(flag::kAck | flag::kPsh, kLoose, {}, origin_sent);
+  ASSERT_TRUE(next.forwarded());
+  EXPECT_EQ(next.payload(), kLoose);
+  EXPECT_EQ(next.view.seq, origin_next) << "the refused requests are not in the origin's stream";
+}
+
 // The answer is lost: the client sends the refused request again (it was
 // never acknowledged), and gets the same answer at the same place, uncharged;
 // the origin gets a bare acknowledgement at most.
