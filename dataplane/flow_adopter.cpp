@@ -32,7 +32,14 @@ bool FlowAdopter::begins_request(std::span<const uint8_t> payload) noexcept {
 
 bool FlowAdopter::allows(time::Nanos now) noexcept {
   const time::Nanos elapsed = now - refilled_;
-  if (elapsed >= time::kNanosPerSecond / kPerSecond) {
+  // Past the time a whole burst takes to refill, the allowance is full: the
+  // product below would overflow for a long idle (or the first call, whose
+  // `refilled_` is 0 on a clock of ns since 1970).
+  static constexpr time::Nanos kRefillAll = time::kNanosPerSecond / kPerSecond * kBurst;
+  if (elapsed >= kRefillAll) {
+    allowance_ = kBurst;
+    refilled_ = now;
+  } else if (elapsed >= time::kNanosPerSecond / kPerSecond) {
     const uint64_t add = static_cast<uint64_t>(elapsed) * kPerSecond / time::kNanosPerSecond;
     allowance_ = static_cast<uint32_t>(std::min<uint64_t>(kBurst, allowance_ + add));
     refilled_ = now;

@@ -302,6 +302,22 @@ TEST(FlowAdoption, AdoptionsPerWorkerAreLimited) {
   EXPECT_EQ(allowed, FlowAdopter::kPerSecond / 100);
 }
 
+// On the appliance's clock (ns since 1970) the first call, and any after a
+// long idle, find the whole burst: the refill never overflows.
+TEST(FlowAdoption, TheAllowanceIsWholeOnARealClockAndAfterALongIdle) {
+  dataplane::SegmentEmitter emitter;
+  FlowAdopter adopter(emitter);
+  time::Nanos now = 1'768'464'000ull * kSecond;
+  for (int round = 0; round < 2; ++round) {
+    uint32_t allowed = 0;
+    for (uint32_t i = 0; i < FlowAdopter::kBurst + 10; ++i) allowed += adopter.allows(now) ? 1u : 0u;
+    EXPECT_EQ(allowed, FlowAdopter::kBurst) << "round " << round;
+    // About 107 days: elapsed x kPerSecond is 2^64 plus a little, which a
+    // wrapping refill read as almost nothing.
+    now += (~uint64_t{0} / FlowAdopter::kPerSecond) + 1;
+  }
+}
+
 // A flow forgotten inside a request body (deadlines.body off, the idle
 // timeout past) has its connection reset, so that no connection the
 // appliance does not know is mid-body.
