@@ -4,7 +4,11 @@
 #include <rte_ethdev.h>
 #include <rte_ether.h>
 
+#include <algorithm>
+#include <bit>
 #include <cstdio>
+
+#include "rss_owner.h"
 
 namespace sluice::dataplane {
 namespace {
@@ -12,11 +16,8 @@ namespace {
 // A Toeplitz key made of one repeated 16-bit pattern hashes (a, b) and (b, a)
 // alike, so both directions of a TCP flow reach the same queue (Woo and Park,
 // "Scalable TCP Session Monitoring with Symmetric Receive-side Scaling").
-uint8_t kSymmetricKey[40] = {
-    0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a,
-    0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a,
-    0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a,
-};
+// rte_eth_rss_conf wants it writable.
+std::array<uint8_t, 40> symmetric_key = kSymmetricRssKey;
 
 std::string errno_text(int rc) { return rte_strerror(rc < 0 ? -rc : rc); }
 
@@ -37,11 +38,13 @@ std::string start_port(uint16_t port, const PortSetup& setup, rte_mempool* pool,
   }
 
   rte_eth_conf conf{};
-  const uint64_t rss_types = (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP) & dev.flow_type_rss_offloads;
+  // On the addresses alone: a flow's owner is named by its addresses
+  // (rss_owner.h), so that a client's flows share one worker.
+  const uint64_t rss_types = RTE_ETH_RSS_IP & dev.flow_type_rss_offloads;
   if (setup.queues > 1 && rss_types != 0) {
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
-    conf.rx_adv_conf.rss_conf.rss_key = kSymmetricKey;
-    conf.rx_adv_conf.rss_conf.rss_key_len = sizeof kSymmetricKey;
+    conf.rx_adv_conf.rss_conf.rss_key = symmetric_key.data();
+    conf.rx_adv_conf.rss_conf.rss_key_len = static_cast<uint8_t>(symmetric_key.size());
     conf.rx_adv_conf.rss_conf.rss_hf = rss_types;
     info.rss = true;
   }
@@ -84,6 +87,34 @@ std::string start_port(uint16_t port, const PortSetup& setup, rte_mempool* pool,
 void stop_port(uint16_t port) noexcept {
   rte_eth_dev_stop(port);
   rte_eth_dev_close(port);
+}
+
+std::string align_redirection(std::span<const uint16_t> ports, uint16_t queues, std::vector<uint16_t>& table) {
+  size_t smallest = RssOwner::kMaxEntries;
+  std::vector<uint16_t> sizes;
+  for (uint16_t port : ports) {
+    rte_eth_dev_info dev{};
+    if (int rc = rte_eth_dev_info_get(port, &dev); rc != 0) return "no device info: " + errno_text(rc);
+    if (dev.reta_size == 0 || !std::has_single_bit(dev.reta_size) || dev.reta_size < queues) {
+      return "port " + std::to_string(port) + " has a redirection table of " + std::to_string(dev.reta_size) +
+             " entries";
+    }
+    sizes.push_back(dev.reta_size);
+    smallest = std::min<size_t>(smallest, dev.reta_size);
+  }
+  for (size_t i = 0; i < ports.size(); ++i) {
+    std::vector<rte_eth_rss_reta_entry64> reta(sizes[i] / RTE_ETH_RETA_GROUP_SIZE + 1);
+    for (size_t e = 0; e < sizes[i]; ++e) {
+      auto& group = reta[e / RTE_ETH_RETA_GROUP_SIZE];
+      group.mask |= uint64_t{1} << (e % RTE_ETH_RETA_GROUP_SIZE);
+      group.reta[e % RTE_ETH_RETA_GROUP_SIZE] = static_cast<uint16_t>((e % smallest) % queues);
+    }
+    if (int rc = rte_eth_dev_rss_reta_update(ports[i], reta.data(), sizes[i]); rc != 0) {
+      return "port " + std::to_string(ports[i]) + ": cannot set its redirection table: " + errno_text(rc);
+    }
+  }
+  table = RssOwner::even_table(smallest, queues);
+  return {};
 }
 
 }  // namespace sluice::dataplane

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 struct rte_mempool;
 
@@ -32,5 +34,14 @@ struct PortSetup {
 [[nodiscard]] std::string start_port(uint16_t port, const PortSetup& setup, rte_mempool* pool, PortInfo& info);
 
 void stop_port(uint16_t port) noexcept;
+
+// Gives the started ports (all with symmetric RSS over `queues` queues) one
+// redirection table: entry i names queue (i mod R) mod queues, R the smallest
+// table among them, so a flow's frames reach the same queue index on every
+// port. Fills `table` with the R entries (what RssOwner takes), or returns
+// what went wrong; the ports' tables may then be as the driver left them, and
+// the workers must not take the receive queue for the owner.
+[[nodiscard]] std::string align_redirection(std::span<const uint16_t> ports, uint16_t queues,
+                                            std::vector<uint16_t>& table);
 
 }  // namespace sluice::dataplane

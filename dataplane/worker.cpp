@@ -22,8 +22,8 @@ Worker::Worker(const WorkerSetup& setup, const WorkerShared& shared, limiter::Li
       counters_(counters),
       engine_(setup.engine, limiter, counters, 0x9e3779b97f4a7c15ull ^ (uint64_t{setup.index} << 32) ^ rte_rdtsc()),
       sink_(*this) {
-  tx_[static_cast<int>(Side::kClient)].init(setup.client_port, static_cast<uint16_t>(setup.index));
-  tx_[static_cast<int>(Side::kOrigin)].init(setup.origin_port, static_cast<uint16_t>(setup.index));
+  tx_[static_cast<int>(Side::kClient)].init(setup.client_port, queue());
+  tx_[static_cast<int>(Side::kOrigin)].init(setup.origin_port, queue());
 }
 
 void Worker::TxQueue::push(rte_mbuf* m, Counter& sent, Counter& dropped) noexcept {
@@ -130,21 +130,27 @@ bool Worker::receive(rte_mbuf* m, Side from, const PolicySnapshot& snap, Owned& 
     forward(m, from);
     return false;
   }
-  const unsigned owner = flow_owner(sf.hash, setup_.workers);
-  if (owner != setup_.index) {
-    if (rte_ring_mp_enqueue(shared_.inboxes[owner], m) != 0) {
-      counters_.handoff_dropped.add();
-      rte_pktmbuf_free(m);
-    } else {
-      counters_.handed_off.add();
+  if (setup_.workers > 1) {
+    const unsigned owner = owner_of(sf);
+    if (owner != setup_.index) {
+      if (rte_ring_mp_enqueue(shared_.inboxes[owner], m) != 0) {
+        counters_.handoff_dropped.add();
+        rte_pktmbuf_free(m);
+      } else {
+        counters_.handed_off.add();
+      }
+      return false;
     }
-    return false;
   }
-  // One buffer (a chain was linearized above): the frame may grow into its tailroom.
-  sf.room = static_cast<uint32_t>(rte_pktmbuf_data_len(m)) + rte_pktmbuf_tailroom(m);
+  sf.room = room_of(m);
   owned = Owned{m, from, v, sf};
   engine_.prefetch(sf);
   return true;
+}
+
+uint32_t Worker::room_of(const rte_mbuf* m) noexcept {
+  // One buffer (a chain was linearized on receipt): the frame may grow into its tailroom.
+  return static_cast<uint32_t>(rte_pktmbuf_data_len(m)) + rte_pktmbuf_tailroom(m);
 }
 
 void Worker::receive_burst(rte_mbuf** frames, uint16_t n, Side from, const PolicySnapshot& snap,
@@ -186,7 +192,7 @@ unsigned Worker::poll_once() noexcept {
   const time::Nanos now = shared_.clock->now();
   rte_mbuf* frames[kBurst];
   unsigned received = 0;
-  const uint16_t q = static_cast<uint16_t>(setup_.index);
+  const uint16_t q = queue();
 
   uint16_t n = rte_eth_rx_burst(setup_.client_port, q, frames, kBurst);
   counters_.rx_client.add(n);
@@ -211,6 +217,7 @@ unsigned Worker::poll_once() noexcept {
         forward(m, from);  // the policy changed in between: bridge it
         continue;
       }
+      sf.room = room_of(m);
       handle_owned(m, from, v, sf, snap, now);
     }
   }

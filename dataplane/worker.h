@@ -4,13 +4,18 @@
 // Frames that are not TCP to a service port are bridged to the other port
 // untouched; service-port frames of a flow another worker owns are handed to
 // that worker through its ring, so no flow is ever processed by two workers.
+// Flows between the same two addresses have one owner: the receive queue
+// symmetric RSS picks for them where the ports have it (RssOwner: hand-offs
+// are then rare), else a keyed hash of the addresses (rss_owner.h).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "flow_engine.h"
+#include "rss_owner.h"
 #include "time/clock.h"
 
 struct rte_mbuf;
@@ -31,13 +36,20 @@ struct WorkerShared {
 };
 
 struct WorkerSetup {
-  unsigned index = 0;    // also the queue on both ports and the RCU thread id
+  unsigned index = 0;    // the RCU thread id, the inbox, and (unless `queue` says) the queue on both ports
   unsigned workers = 1;
+  // The receive and transmit queue on both ports, where it is not `index`
+  // (perf/packet_rate spaces its ring ports' queues apart, so that the ring
+  // driver's per-queue counters of two workers share no cache line).
+  std::optional<uint16_t> queue;
   uint16_t client_port = 0;
   uint16_t origin_port = 1;
   rte_mempool* pool = nullptr;
   unsigned idle_sleep_us = 0;  // after many empty polls, sleep this long (0: busy-poll)
   uint64_t flow_seed = 0;      // keys the flow hash (flow_key.h): the same for every worker
+  // The queue symmetric RSS gives a flow names its owner; null (ports without
+  // it, such as AF_PACKET's): a keyed hash of its addresses does (address_owner()).
+  const RssOwner* rss = nullptr;
   EngineConfig engine;
 };
 
@@ -98,8 +110,16 @@ class Worker {
   void receive_burst(rte_mbuf** frames, uint16_t n, Side from, const PolicySnapshot& snap, time::Nanos now) noexcept;
   void handle_owned(rte_mbuf* m, Side from, FrameView& v, const ServiceFrame& sf, const PolicySnapshot& snap,
                     time::Nanos now) noexcept;
+  [[nodiscard]] unsigned owner_of(const ServiceFrame& sf) const noexcept {
+    return setup_.rss != nullptr ? setup_.rss->owner(sf.key)
+                                 : address_owner(sf.key, setup_.flow_seed, setup_.workers);
+  }
+  // The frame may grow into its buffer's tailroom (it is one buffer).
+  [[nodiscard]] static uint32_t room_of(const rte_mbuf* m) noexcept;
   void forward(rte_mbuf* m, Side from) noexcept;
   [[nodiscard]] Side side_of(const rte_mbuf* m) const noexcept;
+
+  [[nodiscard]] uint16_t queue() const noexcept { return setup_.queue.value_or(static_cast<uint16_t>(setup_.index)); }
 
   WorkerSetup setup_;
   WorkerShared shared_;

@@ -89,6 +89,9 @@
 #include "dataplane/syn_cookie.h"
 #include "dataplane/syn_proxy.h"
 #include "dataplane/worker.h"
+#include "packet_limiter.h"
+#include "packet_rate_workers.h"
+#include "packet_wire.h"
 #include "limiter/compiled_policy.h"
 #include "limiter/decide.h"
 #include "policy/policy_loader.h"
@@ -98,118 +101,11 @@ namespace {
 
 using namespace sluice;
 using namespace sluice::dataplane;
+using namespace sluice::perf;
 
 // ---------------------------------------------------------------------------
-// What goes on the wire.
-
-constexpr uint16_t kServicePort = 80;
-size_t g_chunk = 1024;                       // frames per port built, then timed, at a time (--chunk)
-constexpr uint32_t kAddresses = 1024;        // client addresses; flows spread over them
-constexpr uint32_t kAdmitNet = 0xc6120000;   // 198.18.0.0: clients of admitted flows
-constexpr uint32_t kRefuseNet = 0xc6128000;  // 198.18.128.0: clients of refused flows
-constexpr uint32_t kSynNet = 0xc6130000;     // 198.19.0.0: clients of the SYN cookie scenario
-constexpr uint32_t kFieldsNet = 0xc6124000;  // 198.18.64.0 and 198.18.80.0: the fields scenario's two sets
-constexpr uint32_t kOriginIp = 0xc6130050;   // 198.19.0.80
-constexpr uint16_t kFirstClientPort = 1024;  // flow f uses port 1024 + f / kAddresses
-constexpr uint16_t kWarmupPort = 1023;       // the flows that spend the refused addresses' budget
-
-// A budget nobody reaches for GET /v1/models; one request an hour per client
-// address for GET /v1/limits, spent before the refused scenario is timed. The
-// head limit is the smallest the loader takes, because every refused flow
-// keeps its parse context (and its buffers) until it expires (see the report).
-constexpr std::string_view kPolicy = R"(sluice: 1
-name: packet-rate
-service_ports: [80]
-syn_proxy: off
-header_style: ietf
-after_answer: close
-limits:
-  max_head_bytes: 1024
-  max_fields: 32
-buckets:
-  open: { rate: 1000000000/s, burst: 1000000000 }
-  shut: { rate: 1/hour, burst: 1 }
-rules:
-  - name: limited
-    path: /v1/limits
-    key: client_ip
-    bucket: shut
-  - name: per-client
-    key: client_ip
-    bucket: open
-refusal:
-  status: 429
-  headers:
-    Content-Type: application/json
-  body: '{"error":{"code":"rate_limited","message":"Too many requests. Retry after the number of seconds in Retry-After."}}'
-)";
-
-// 87 bytes each, like perf/parser_bench's curl GET.
-constexpr std::string_view kAdmitHead =
-    "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: curl/7.88.1\r\nAccept: */*\r\n\r\n";
-constexpr std::string_view kRefuseHead =
-    "GET /v1/limits HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: curl/7.88.1\r\nAccept: */*\r\n\r\n";
-// A small API response as a typical origin sends it: 149 bytes, 132 of head.
-constexpr std::string_view kResponse =
-    "HTTP/1.1 200 OK\r\nDate: Mon, 30 Nov 2026 12:00:00 GMT\r\nContent-Type: application/json\r\n"
-    "Content-Length: 17\r\nConnection: keep-alive\r\n\r\n{\"object\":\"list\"}";
-
-const uint8_t kClientMac[6] = {0x02, 0, 0, 0, 0, 0x10};
-const uint8_t kOriginMac[6] = {0x02, 0, 0, 0, 0, 0x20};
-
-struct L2 {
-  uint8_t to_origin[14];
-  uint8_t to_client[14];
-  L2() {
-    std::memcpy(to_origin, kOriginMac, 6);
-    std::memcpy(to_origin + 6, kClientMac, 6);
-    std::memcpy(to_client, kClientMac, 6);
-    std::memcpy(to_client + 6, kOriginMac, 6);
-    to_origin[12] = to_client[12] = 0x08;
-    to_origin[13] = to_client[13] = 0x00;
-  }
-};
-const L2 kL2;
-
-[[noreturn]] void die(const std::string& msg) {
-  std::fprintf(stderr, "packet_rate: %s\n", msg.c_str());
-  std::exit(1);
-}
-
-// One TCP segment of a client-origin connection.
-struct Tcp {
-  Side from = Side::kClient;
-  uint32_t client_ip = 0;
-  uint16_t client_port = 0;
-  uint16_t origin_port = kServicePort;
-  uint32_t seq = 0, ack = 0;
-  uint8_t flags = 0;
-  std::string_view payload;
-};
-
-size_t write_tcp(uint8_t* out, size_t room, const Tcp& t) {
-  const bool c = t.from == Side::kClient;
-  const net::IpAddress client = net::IpAddress::v4(t.client_ip), origin = net::IpAddress::v4(kOriginIp);
-  SegmentSpec s;
-  s.l2 = c ? std::span<const uint8_t>(kL2.to_origin) : std::span<const uint8_t>(kL2.to_client);
-  s.ip_version = 4;
-  s.src = c ? client : origin;
-  s.dst = c ? origin : client;
-  s.sport = c ? t.client_port : t.origin_port;
-  s.dport = c ? t.origin_port : t.client_port;
-  s.seq = t.seq;
-  s.ack = (t.flags & tcp_flag::kAck) ? t.ack : 0;
-  s.flags = t.flags;
-  s.window = 502;
-  s.timestamp = true;  // as Linux clients and servers send them
-  s.tsval = c ? 1'000'000 : 2'000'000;
-  s.tsecr = c ? 2'000'000 : 1'000'000;
-  s.ip_id = static_cast<uint16_t>(t.seq);
-  s.payload = {reinterpret_cast<const uint8_t*>(t.payload.data()), t.payload.size()};
-  const size_t len = write_segment({out, room}, s);
-  if (len == 0) die("a frame does not fit its buffer");
-  return len;
-}
+// What goes on the wire: packet_wire.h.
+size_t g_chunk = 1024;  // frames per port built, then timed, at a time (--chunk)
 
 // The three bridged frames: UDP (60 bytes), ICMP echo (64), TCP ACK to 443 (66).
 std::vector<std::vector<uint8_t>> bridged_templates() {
@@ -250,20 +146,6 @@ std::vector<std::vector<uint8_t>> bridged_templates() {
   return t;
 }
 
-// Flow f of a scenario: address, port, initial sequence numbers.
-struct FlowId {
-  uint32_t client_ip;
-  uint16_t client_port;
-  uint32_t client_isn;
-  uint32_t origin_isn;
-};
-
-FlowId flow_id(uint32_t net, uint64_t f, uint32_t epoch) {
-  return FlowId{net + static_cast<uint32_t>(f % kAddresses), static_cast<uint16_t>(kFirstClientPort + f / kAddresses),
-                static_cast<uint32_t>(0x10000000u + f * 7919u + epoch * 0x01000193u),
-                static_cast<uint32_t>(0x50000000u + f * 104729u + epoch * 0x0100019du)};
-}
-
 // ---------------------------------------------------------------------------
 // The rig: EAL objects, the limiter's state, the worker.
 
@@ -274,6 +156,7 @@ struct Options {
   size_t contexts = 2048;  // sluiced's default
   long cpu = -1;        // -1: the lcore may run on every CPU
   std::string scenario = "all";
+  unsigned workers = 0;  // --workers: the multi-worker comparison instead of the scenarios
 };
 
 constexpr size_t kDefaultBridged = 1 << 20;
@@ -310,36 +193,13 @@ class Rig {
       if (!err.empty()) die(err);
     }
 
-    // The policy, compiled as sluiced compiles it.
-    bucket_hasher_ = std::make_unique<limiter::KeyHasher>(limiter::KeyHasher::random());
-    credential_hasher_ = std::make_unique<limiter::KeyHasher>(limiter::KeyHasher::random());
-    policy::LoadResult loaded = policy::load_policy_text(kPolicy, "packet-rate.yaml");
-    std::vector<policy::PolicyError> errors = std::move(loaded.errors);
-    std::optional<limiter::CompiledPolicy> compiled;
-    if (loaded.policy) compiled = limiter::compile_policy(*loaded.policy, *credential_hasher_, errors);
-    if (!errors.empty() || !compiled) {
-      for (const auto& e : errors) std::fprintf(stderr, "%s\n", e.to_string().c_str());
-      die("the built-in policy does not load");
-    }
-    snap_ = std::make_unique<PolicySnapshot>();
-    snap_->policy = std::move(*compiled);
-    for (uint16_t p : snap_->policy.source.service_ports) snap_->service_ports.set(p);
-    buckets_ = std::make_unique<limiter::BucketTable>(limiter::BucketTable::Options{
-        .capacity = 1 << 16, .bucket_kinds = static_cast<uint16_t>(snap_->policy.buckets.size())});
-    records_ = std::make_unique<limiter::BucketTable>(limiter::BucketTable::Options{
-        .capacity = 4096, .bucket_kinds = 1, .words = std::max(2u, (snap_->policy.max_slots + 1) & ~1u)});
-    runs_ = std::make_unique<limiter::DigestMap>(1 << 10);
-    users_ = std::make_unique<limiter::DigestMap>(1 << 10);
-    state_ = std::make_unique<limiter::LimiterState>(
-        limiter::LimiterState{*buckets_, *records_, *runs_, *users_, *bucket_hasher_, *credential_hasher_});
-    published_.store(snap_.get());
 
     qsbr_ = static_cast<rte_rcu_qsbr*>(rte_zmalloc("pr_qsbr", rte_rcu_qsbr_get_memsize(1), RTE_CACHE_LINE_SIZE));
     if (qsbr_ == nullptr || rte_rcu_qsbr_init(qsbr_, 1) != 0) die("no memory for the RCU state");
     rte_rcu_qsbr_thread_register(qsbr_, 0);
     rte_rcu_qsbr_thread_online(qsbr_, 0);
 
-    WorkerShared shared{&published_, qsbr_, {}, &stop_, &clock_};
+    WorkerShared shared{limiter_.published(), qsbr_, {}, &stop_, &clock_};
     WorkerSetup ws;
     ws.index = 0;
     ws.workers = 1;
@@ -349,12 +209,12 @@ class Rig {
     ws.engine.flows = flow_slots;
     ws.engine.contexts = contexts;
     ws.engine.cookie_seed = kCookieSeed;
-    ws.engine.max_head_bytes = snap_->policy.stream.head.max_head_bytes;
-    ws.engine.max_fields = snap_->policy.stream.head.max_fields;
+    ws.engine.max_head_bytes = limiter_.snapshot().policy.stream.head.max_head_bytes;
+    ws.engine.max_fields = limiter_.snapshot().policy.stream.head.max_fields;
     // Plain forwarding, as the admitted and refused scenarios measure it;
     // the fields scenario turns insertion on and off itself.
     ws.engine.insert_fields = false;
-    worker_ = std::make_unique<Worker>(ws, shared, *state_, counters_);
+    worker_ = std::make_unique<Worker>(ws, shared, limiter_.state(), counters_);
   }
 
   ~Rig() {
@@ -454,15 +314,15 @@ class Rig {
   [[nodiscard]] const WorkerCounters& counters() const { return counters_; }
   [[nodiscard]] const Worker& worker() const { return *worker_; }
   [[nodiscard]] Worker& worker() { return *worker_; }
-  [[nodiscard]] const PolicySnapshot& snapshot() const { return *snap_; }
+  [[nodiscard]] const PolicySnapshot& snapshot() const { return limiter_.snapshot(); }
   // For the syn scenario: the worker reads the snapshot afresh every pass,
   // and only this thread runs it. Bound as the handshake completes, so that
   // every validated cookie takes the same path (with delayed binding the
   // first 256 would wait unbound, holding the worker's bind stashes, and
   // the rest be bound at once anyway).
   void set_syn_proxy(bool on) {
-    snap_->policy.syn_proxy = on;
-    snap_->policy.delayed_binding = false;
+    limiter_.snapshot().policy.syn_proxy = on;
+    limiter_.snapshot().policy.delayed_binding = false;
   }
   [[nodiscard]] time::Nanos now() { return clock_.now(); }
 
@@ -498,12 +358,7 @@ class Rig {
   uint16_t port_[2] = {};
   std::vector<rte_mbuf*> in_[2];
 
-  std::unique_ptr<limiter::KeyHasher> bucket_hasher_, credential_hasher_;
-  std::unique_ptr<PolicySnapshot> snap_;
-  std::unique_ptr<limiter::BucketTable> buckets_, records_;
-  std::unique_ptr<limiter::DigestMap> runs_, users_;
-  std::unique_ptr<limiter::LimiterState> state_;
-  std::atomic<const PolicySnapshot*> published_{nullptr};
+  PacketLimiter limiter_;
   std::atomic<bool> stop_{false};
   time::TscClock clock_;
   rte_rcu_qsbr* qsbr_ = nullptr;
@@ -896,7 +751,7 @@ std::vector<Row> syn_cookies(Rig& rig, const Options& o) {
 
 const char kUsage[] =
     "usage: packet_rate [--repetitions N] [--frames N] [--scenario bridged|admitted|fields|refused|syn|all]\n"
-    "                   [--flows N] [--contexts N] [--chunk N] [--cpu N]\n"
+    "                   [--flows N] [--contexts N] [--chunk N] [--cpu N] [--workers N]\n"
     "  --repetitions N  repetitions per scenario; medians are reported (default 5)\n"
     "  --frames N       per repetition: bridged frames (default 1048576), admitted requests, each with its\n"
     "                   response (default 262144), refused flows, one request each (default 65536),\n"
@@ -906,7 +761,12 @@ const char kUsage[] =
     "  --cpu N          pin the worker to CPU N (default: it may run on any)\n"
     "  --chunk N        frames per port built, then timed, at a time (default 1024; larger chunks are\n"
     "                   colder in cache when the worker reads them)\n"
-    "  --scenario S     which to run (default all)\n";
+    "  --scenario S     which to run (default all)\n"
+    "  --workers N      instead of the scenarios: the admitted pattern through 1 worker, then N workers\n"
+    "                   whose owner is the RSS queue, then N whose owner is a keyed hash, each worker on\n"
+    "                   its own lcore (lcore i on CPU i modulo the CPUs); reports requests/s, per worker,\n"
+    "                   the scaling against one worker and the share of frames handed over. --frames,\n"
+    "                   --flows, --contexts and --repetitions apply; --chunk is requests per worker\n";
 
 bool parse_size(const char* s, size_t& out, size_t lo, size_t hi) {
   char* end = nullptr;
@@ -941,6 +801,9 @@ Options parse_options(int argc, char** argv) {
       if (!parse_size(v, o.contexts, 1, size_t{1} << 22)) die("--contexts wants 1 to 4194304");
     } else if (a == "--flows") {
       if (!parse_size(v, o.flows, 1, size_t{1} << 24)) die("--flows wants 1 to 16777216");
+    } else if (a == "--workers") {
+      if (!parse_size(v, n, 2, 64)) die("--workers wants 2 to 64");
+      o.workers = static_cast<unsigned>(n);
     } else if (a == "--scenario") {
       o.scenario = v;
       if (o.scenario != "bridged" && o.scenario != "admitted" && o.scenario != "fields" && o.scenario != "refused" &&
@@ -981,11 +844,32 @@ int main(int argc, char** argv) {
                                   "--no-telemetry",
                                   "--log-level=*:warning",
                                   "--lcores=0@" + cpu_set};
+  if (o.workers != 0) {
+    if (o.cpu >= 0) die("--cpu and --workers: the workers are pinned to CPUs 0, 1, ...");
+    std::string lcores = "--lcores=";
+    for (unsigned i = 0; i < o.workers; ++i) {
+      lcores += (i ? "," : "") + std::to_string(i) + "@" + std::to_string(cpus > 0 ? i % cpus : 0);
+    }
+    eal.back() = lcores;
+  }
   std::vector<char*> eal_argv;
   for (std::string& s : eal) eal_argv.push_back(s.data());
   eal_argv.push_back(nullptr);
   if (rte_eal_init(static_cast<int>(eal_argv.size() - 1), eal_argv.data()) < 0) {
     die(std::string("DPDK would not start: ") + rte_strerror(rte_errno));
+  }
+
+  if (o.workers != 0) {
+    WorkersRun run;
+    run.workers = o.workers;
+    run.repetitions = o.repetitions;
+    if (o.frames != 0) run.requests = o.frames;
+    run.flows = o.flows;
+    run.contexts = o.contexts;
+    run.chunk = g_chunk;
+    const int rc = run_workers(run);
+    rte_eal_cleanup();
+    return rc;
   }
 
   // Flow slots for every flow any scenario keeps (7/8 of the table is usable),

@@ -386,6 +386,10 @@ Status Appliance::start_ports() {
   if (std::string err = ports_.start(client, origin, setup, pool_.get()); !err.empty()) {
     return Failure{ExitCode::kInterface, std::move(err)};
   }
+  if (!ports_.rss_note().empty()) {
+    std::fprintf(stderr, "sluiced: warning: %s; flows are owned by their hash, and frames a worker does not own are "
+                         "handed over\n", ports_.rss_note().c_str());
+  }
   return std::nullopt;
 }
 
@@ -485,6 +489,7 @@ dataplane::WorkerSetup Appliance::worker_setup(unsigned index, const dataplane::
   ws.engine.share_seed = share_seed_ + index;
   ws.engine.cookie_seed = cookie_seed_;
   ws.flow_seed = flow_seed_;
+  ws.rss = ports_.rss_owner();
   ws.engine.timeouts.idle = time::Nanos{o_.idle_timeout_s} * time::kNanosPerSecond;
   ws.engine.timeouts.half_open = time::Nanos{o_.half_open_timeout_s} * time::kNanosPerSecond;
   ws.engine.max_head_bytes = first.policy.stream.head.max_head_bytes;
@@ -654,7 +659,7 @@ void Appliance::print_summary() const {
     std::printf("  %s port %u: %s (%s) mac %s link %s%s, %u queue%s%s\n", i == 0 ? "client" : "origin", p.id,
                 p.name.c_str(), p.driver.c_str(), p.mac.c_str(), p.link_up ? "up" : "down",
                 p.speed_mbps != 0 && p.link_up ? (" " + std::to_string(p.speed_mbps) + " Mb/s").c_str() : "",
-                o_.workers, o_.workers == 1 ? "" : "s", p.rss ? ", symmetric RSS" : "");
+                o_.workers, o_.workers == 1 ? "" : "s", p.rss ? ", symmetric RSS (a flow's owner is its queue)" : "");
   }
   std::printf("  workers: %u (flows %zu, contexts %zu each), buckets %zu\n", o_.workers, o_.flows, o_.contexts,
               buckets_->capacity());

@@ -37,6 +37,15 @@ std::string StartedPorts::start(uint16_t client, uint16_t origin, const dataplan
       return err;
     }
   }
+  if (setup.queues > 1 && info_[0].rss && info_[1].rss) {
+    std::vector<uint16_t> table;
+    rss_note_ = dataplane::align_redirection(ids_, setup.queues, table);
+    if (rss_note_.empty()) {
+      rss_.emplace(table);
+    } else {
+      info_[0].rss = info_[1].rss = false;
+    }
+  }
   return {};
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -73,6 +74,12 @@ class StartedPorts {
                                   rte_mempool* pool);
   // Client first, then origin (what sluiced::Daemon::ports expects).
   [[nodiscard]] const dataplane::PortInfo* info() const noexcept { return info_.data(); }
+  // Where both ports spread flows with symmetric RSS over one redirection
+  // table: which worker owns a flow. Null otherwise (the workers use the flow
+  // hash), and rss_note() says why when RSS was there but the table could
+  // not be aligned.
+  [[nodiscard]] const dataplane::RssOwner* rss_owner() const noexcept { return rss_ ? &*rss_ : nullptr; }
+  [[nodiscard]] const std::string& rss_note() const noexcept { return rss_note_; }
   [[nodiscard]] uint16_t client() const noexcept { return ids_[0]; }
   [[nodiscard]] uint16_t origin() const noexcept { return ids_[1]; }
 
@@ -80,6 +87,8 @@ class StartedPorts {
   std::array<dataplane::PortInfo, 2> info_{};
   std::array<uint16_t, 2> ids_{};
   size_t started_ = 0;
+  std::optional<dataplane::RssOwner> rss_;
+  std::string rss_note_;
 };
 
 // One hand-off ring per worker (frames that reached a worker other than the

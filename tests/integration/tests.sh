@@ -1276,11 +1276,14 @@ t_wire_slow_head_crowd() {
   finish
 }
 
-# Two workers (--workers 2) share one budget table: 4 parallel connections
-# of 8 requests from one address (bare budget 20) get exactly 20 admitted
-# between them; a connection either has all 8 admitted or ends with one 429
-# (after its admitted ones) and the close; then a pipelined batch from
-# another address crosses its budget as with one worker.
+# Two workers (--workers 2): 4 parallel connections of 8 requests from one
+# address (bare budget 20) get exactly 20 admitted between them; a
+# connection either has all 8 admitted or ends with one 429 (after its
+# admitted ones) and the close; then a pipelined batch from another address
+# crosses its budget as with one worker. The kernel's fanout spreads the
+# connections over both workers' queues by their ports; the worker that
+# owns the address (rss_owner.h) gets each frame, handed over where it came
+# in on the other queue.
 t_tb_workers2_budget() {
   local s0 s1
   s0="$(src4 0)" s1="$(src4 1)"
