@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # End to end, side by side in one run: wrk (Debian) drives the same origin
 # (nginx) through
-#   1. sluiced inline (AF_PACKET driver, one worker), and
-#   2. nginx acting as a rate-limiting reverse proxy (limit_req, keep-alive
+#   1. sluiced inline on DPDK's AF_PACKET driver (one worker),
+#   2. sluiced inline on DPDK's AF_XDP driver (one worker; where the kernel
+#      has AF_XDP sockets, unless --attach af-packet), and
+#   3. nginx acting as a rate-limiting reverse proxy (limit_req, keep-alive
 #      upstream) in the same middle namespace, the kernel bridging the rest,
 # with the same per-address budget, in two scenarios:
 #   admitting  a budget high enough that every request is admitted (the
@@ -12,10 +14,10 @@
 #              keep-alive connection (the origin sees almost nothing).
 # Prints requests per second (wrk, every answer counted) and the CPU seconds
 # the limiter itself used per 100k requests (utime + stime from /proc), each
-# the median of --runs runs, alternating the two limiters.
+# the median of --runs runs, alternating the limiters.
 #
 #   perf/e2e_compare.sh [BUILD_DIR] [--runs N] [--seconds S] [--connections C]
-#                       [--scenario admitting|refusing|both]
+#                       [--scenario admitting|refusing|both] [--attach af-packet|af-xdp|both]
 #
 # Traffic stays inside three namespaces this script creates (198.18.0.0/24);
 # everything is torn down on exit, also on failure or interruption.
@@ -23,7 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
 
-build=build runs=3 seconds=8 connections=32 scenarios="admitting refusing"
+build=build runs=3 seconds=8 connections=32 scenarios="admitting refusing" attach=auto
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs="$2"; shift 2 ;;
@@ -36,7 +38,13 @@ while [ $# -gt 0 ]; do
         *) echo "e2e_compare.sh: --scenario must be admitting, refusing or both" >&2; exit 2 ;;
       esac
       shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --attach)
+      case "$2" in
+        af-packet|af-xdp|both) attach="$2" ;;
+        *) echo "e2e_compare.sh: --attach must be af-packet, af-xdp or both" >&2; exit 2 ;;
+      esac
+      shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     -*) echo "e2e_compare.sh: unknown option $1" >&2; exit 2 ;;
     *) build="$1"; shift ;;
   esac
@@ -54,6 +62,15 @@ done
 SLUICE_APPLIANCE=sluiced
 SLUICED="$root/$build/src/sluiced"
 PROXY4=198.18.0.30
+
+case "$attach" in
+  auto) if slt_have_af_xdp; then attach="af-packet af-xdp"; else attach=af-packet
+          echo "e2e_compare.sh: this kernel has no AF_XDP sockets: sluiced on AF_PACKET only" >&2; fi ;;
+  both) attach="af-packet af-xdp" ;;
+esac
+if [[ "$attach" == *af-xdp* ]] && ! slt_have_af_xdp; then
+  echo "e2e_compare.sh: --attach $attach: this kernel has no AF_XDP sockets" >&2; exit 3
+fi
 
 slt_clean_stale
 slt_init "slt-$$"
@@ -148,6 +165,9 @@ measure() {
 median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 proxy_up() {  # SCENARIO: the nginx proxy in the middle namespace, answering
+  # Nothing of an AF_XDP sluiced may sit in front of the bridge.
+  ip -n "$NS_BOX" link set dev c1 xdp off 2>/dev/null || true
+  ip -n "$NS_BOX" link set dev o1 xdp off 2>/dev/null || true
   ip -n "$NS_BOX" link add br0 type bridge stp_state 0 forward_delay 0
   ip -n "$NS_BOX" link set c1 master br0
   ip -n "$NS_BOX" link set o1 master br0
@@ -182,14 +202,18 @@ origin_start
 declare -A rows=()
 for scenario in $scenarios; do
   for ((r = 1; r <= runs; r++)); do
-    echo "== $scenario, run $r/$runs: sluiced inline"
-    # Each run from full buckets: not the last run's, kept in its snapshot.
-    rm -f "$SLT_TMP/state/buckets.snapshot"
-    appliance_start "$SLT_TMP/$scenario.yaml" 1 || exit 1
-    row="$(measure "http://$ORIGIN4/" "$SLT_APPLIANCE_PID")"
-    rows[$scenario,sluiced]+="$row"$'\n'
-    echo "   $row"
-    appliance_stop || true
+    for a in $attach; do
+      echo "== $scenario, run $r/$runs: sluiced inline ($a)"
+      # Each run from full buckets: not the last run's, kept in its snapshot.
+      rm -f "$SLT_TMP/state/buckets.snapshot"
+      args=""
+      [ "$a" = af-xdp ] && args="--af-xdp c1:o1"
+      appliance_start "$SLT_TMP/$scenario.yaml" 1 "$args" || exit 1
+      row="$(measure "http://$ORIGIN4/" "$SLT_APPLIANCE_PID")"
+      rows[$scenario,$a]+="$row"$'\n'
+      echo "   $row"
+      appliance_stop || true
+    done
 
     echo "== $scenario, run $r/$runs: nginx limit_req proxy"
     proxy_up "$scenario"
@@ -207,9 +231,12 @@ echo
 echo "wrk -t1 -c$connections -d${seconds}s, GET / (3-byte body), medians of $runs runs on $(nproc) CPUs"
 printf '%-10s %-34s %12s %26s %10s\n' "scenario" "limiter" "requests/s" "limiter CPU s per 100k req" "refused %"
 for scenario in $scenarios; do
-  for limiter in sluiced proxy; do
-    name="sluiced (AF_PACKET, 1 worker)"
-    [ "$limiter" = proxy ] && name="nginx limit_req proxy (1 worker)"
+  for limiter in $attach proxy; do
+    case "$limiter" in
+      af-packet) name="sluiced (AF_PACKET, 1 worker)" ;;
+      af-xdp) name="sluiced (AF_XDP, 1 worker)" ;;
+      proxy) name="nginx limit_req proxy (1 worker)" ;;
+    esac
     data="${rows[$scenario,$limiter]}"
     printf '%-10s %-34s %12s %26s %10s\n' "$scenario" "$name" "$(column_median 1 <<<"$data")" \
       "$(column_median 2 <<<"$data")" "$(column_median 3 <<<"$data")"

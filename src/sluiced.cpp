@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <new>
@@ -134,27 +135,57 @@ int check_config(const sluiced::Options& o) {
   return 0;
 }
 
+// The receive queues a Linux interface has (its /sys/class/net/IF/queues/rx-N
+// entries), or 0 where that cannot be read.
+[[nodiscard]] unsigned receive_queues(const std::string& ifname) {
+  std::error_code ec;
+  unsigned n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/sys/class/net/" + ifname + "/queues", ec)) {
+    n += entry.path().filename().string().starts_with("rx-");
+  }
+  return ec ? 0 : n;
+}
+
 // The cheap checks first, so a typo costs nothing and touches no state: the
 // policy (compiled here with a throw-away secret), the interfaces.
 [[nodiscard]] Status preflight(const sluiced::Options& o) {
   if (const LoadedPolicy checked = load_with_ports(o, o.config, limiter::KeyHasher::random()); !checked.snapshot) {
     return policy_unusable(checked, o.config);
   }
-  if (!o.af_packet) return std::nullopt;
+  if (!o.kernel_interfaces()) return std::nullopt;
   for (const std::string& ifname : {o.client_if, o.origin_if}) {
     if (if_nametoindex(ifname.c_str()) == 0) {
       return Failure{ExitCode::kInterface, "interface '" + ifname + "' does not exist in this network namespace"};
     }
   }
-  if (geteuid() != 0) return Failure{ExitCode::kEal, "--af-packet needs root (raw sockets on both interfaces)"};
+  if (o.af_xdp) {
+    // AF_XDP binds a socket to each queue: the interface needs one per worker.
+    for (const std::string& ifname : {o.client_if, o.origin_if}) {
+      const unsigned queues = receive_queues(ifname);
+      if (queues != 0 && queues < o.workers) {
+        return Failure{ExitCode::kInterface, "interface '" + ifname + "' has " + std::to_string(queues) +
+                                                 " receive queue" + (queues == 1 ? "" : "s") + "; --workers " +
+                                                 std::to_string(o.workers) + " needs one each (ethtool -L " + ifname +
+                                                 " combined " + std::to_string(o.workers) + ")"};
+      }
+    }
+  }
+  if (geteuid() != 0) {
+    return Failure{ExitCode::kEal, o.af_packet ? "--af-packet needs root (raw sockets on both interfaces)"
+                                               : "--af-xdp needs root (XDP programs and sockets on both interfaces)"};
+  }
   return std::nullopt;
 }
 
-// The EAL's own command line: the operator's with --ports; with --af-packet,
-// ours (no huge pages, the two interfaces as virtual devices).
+// The virtual devices the EAL makes of the two interfaces (client, origin).
+constexpr const char* kAfPacketDevice[2] = {"net_af_packet0", "net_af_packet1"};
+constexpr const char* kAfXdpDevice[2] = {"net_af_xdp0", "net_af_xdp1"};
+
+// The EAL's own command line: the operator's with --ports; with --af-packet
+// or --af-xdp, ours (no huge pages, the two interfaces as virtual devices).
 [[nodiscard]] std::vector<std::string> eal_arguments(const sluiced::Options& o) {
   std::vector<std::string> eal = {"sluiced"};
-  if (!o.af_packet) {
+  if (!o.kernel_interfaces()) {
     eal.insert(eal.end(), o.eal_args.begin(), o.eal_args.end());
     return eal;
   }
@@ -166,9 +197,18 @@ int check_config(const sluiced::Options& o) {
   // Every lcore may run on every CPU: with AF_PACKET the box is usually
   // shared (CI, a demo), and the kernel places the threads best.
   eal.push_back("--lcores=(0-" + std::to_string(o.workers) + ")@(0-" + std::to_string(cpus > 0 ? cpus - 1 : 0) + ")");
+  if (o.af_xdp) {
+    // Queues 0 .. workers-1 of each interface, an XDP program redirecting
+    // each to its socket. Busy polling off: the workers poll, and the box is
+    // shared.
+    const std::string q = ",start_queue=0,queue_count=" + std::to_string(o.workers) + ",busy_budget=0";
+    eal.push_back("--vdev=" + std::string(kAfXdpDevice[0]) + ",iface=" + o.client_if + q);
+    eal.push_back("--vdev=" + std::string(kAfXdpDevice[1]) + ",iface=" + o.origin_if + q);
+    return eal;
+  }
   const std::string q = ",qpairs=" + std::to_string(o.workers);
-  eal.push_back("--vdev=net_af_packet0,iface=" + o.client_if + q);
-  eal.push_back("--vdev=net_af_packet1,iface=" + o.origin_if + q);
+  eal.push_back("--vdev=" + std::string(kAfPacketDevice[0]) + ",iface=" + o.client_if + q);
+  eal.push_back("--vdev=" + std::string(kAfPacketDevice[1]) + ",iface=" + o.origin_if + q);
   return eal;
 }
 
@@ -177,10 +217,13 @@ int check_config(const sluiced::Options& o) {
 [[nodiscard]] Status resolve_ports(const sluiced::Options& o, uint16_t& client, uint16_t& origin) {
   client = o.client_port;
   origin = o.origin_port;
-  if (o.af_packet) {
-    if (rte_eth_dev_get_port_by_name("net_af_packet0", &client) != 0 ||
-        rte_eth_dev_get_port_by_name("net_af_packet1", &origin) != 0) {
-      return Failure{ExitCode::kInterface, "the AF_PACKET ports did not come up (is the interface up?)"};
+  if (o.kernel_interfaces()) {
+    const auto& names = o.af_xdp ? kAfXdpDevice : kAfPacketDevice;
+    if (rte_eth_dev_get_port_by_name(names[0], &client) != 0 ||
+        rte_eth_dev_get_port_by_name(names[1], &origin) != 0) {
+      return Failure{ExitCode::kInterface,
+                     o.af_xdp ? "the AF_XDP ports did not come up (is the interface up, with --workers queues?)"
+                              : "the AF_PACKET ports did not come up (is the interface up?)"};
     }
     return std::nullopt;
   }
@@ -481,7 +524,7 @@ dataplane::WorkerSetup Appliance::worker_setup(unsigned index, const dataplane::
   ws.client_port = ports_.client();
   ws.origin_port = ports_.origin();
   ws.pool = pool_.get();
-  ws.idle_sleep_us = o_.idle_sleep_us.value_or(o_.af_packet ? 20 : 0);
+  ws.idle_sleep_us = o_.idle_sleep_us.value_or(o_.kernel_interfaces() ? 20 : 0);
   ws.engine.flows = o_.flows;
   ws.engine.contexts = o_.contexts;
   ws.engine.flows_per_client = o_.flows_per_client;

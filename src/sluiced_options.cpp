@@ -50,8 +50,8 @@ namespace {
 // The options that take a value; each is applied by apply_setting or
 // apply_number.
 constexpr std::string_view kWithValue[] = {
-    "config", "check-config", "af-packet", "ports", "workers", "service-ports", "control-socket", "control-group", "metrics",
-    "state-dir", "runs", "credentials", "flows", "contexts", "flows-per-client", "contexts-per-client", "buckets", "memory", "idle-sleep", "idle-timeout", "half-open-timeout"};
+    "config", "check-config", "af-packet", "af-xdp", "ports", "workers", "service-ports", "control-socket",
+    "control-group", "metrics", "state-dir", "runs", "credentials", "flows", "contexts", "flows-per-client", "contexts-per-client", "buckets", "memory", "idle-sleep", "idle-timeout", "half-open-timeout"};
 
 // The numeric options (table sizes, memory, timers): "" or what is wrong
 // with the value.
@@ -94,10 +94,10 @@ std::string apply_setting(const std::string& name, const std::string& value, Opt
   } else if (name == "check-config") {
     o.mode = Options::Mode::kCheckConfig;
     o.config = value;
-  } else if (name == "af-packet") {
-    if (!split_pair(value, o.client_if, o.origin_if)) return "--af-packet wants CLIENT_IF:ORIGIN_IF, got '" + value + "'";
-    if (o.client_if == o.origin_if) return "--af-packet: the client and origin interfaces must differ";
-    o.af_packet = true;
+  } else if (name == "af-packet" || name == "af-xdp") {
+    if (!split_pair(value, o.client_if, o.origin_if)) return "--" + name + " wants CLIENT_IF:ORIGIN_IF, got '" + value + "'";
+    if (o.client_if == o.origin_if) return "--" + name + ": the client and origin interfaces must differ";
+    (name == "af-packet" ? o.af_packet : o.af_xdp) = true;
   } else if (name == "ports") {
     std::string a, b;
     if (!split_pair(value, a, b) || !parse_number<uint16_t>(a, o.client_port, 0, 1023) ||
@@ -154,8 +154,13 @@ std::string apply_option(int argc, const char* const* argv, int& i, Options& o) 
 std::string check_combination(const Options& o) {
   if (o.mode == Options::Mode::kCheckConfig) return {};
   if (o.config.empty()) return "--config FILE is required";
-  if (o.af_packet == o.ports) return "give exactly one of --af-packet CLIENT_IF:ORIGIN_IF or --ports A:B";
-  if (o.af_packet && !o.eal_args.empty()) return "EAL arguments after -- are for --ports; --af-packet sets its own";
+  if (int{o.af_packet} + int{o.af_xdp} + int{o.ports} != 1) {
+    return "give exactly one of --af-packet CLIENT_IF:ORIGIN_IF, --af-xdp CLIENT_IF:ORIGIN_IF or --ports A:B";
+  }
+  if (o.kernel_interfaces() && !o.eal_args.empty()) {
+    return std::string("EAL arguments after -- are for --ports; ") + (o.af_packet ? "--af-packet" : "--af-xdp") +
+           " sets its own";
+  }
   return {};
 }
 
@@ -196,6 +201,11 @@ Usage:
   sluiced --config FILE --af-packet CLIENT_IF:ORIGIN_IF [options]
       Runs on two Linux interfaces through DPDK's AF_PACKET driver: no huge
       pages, no NIC binding (how CI and the demo run; needs root).
+  sluiced --config FILE --af-xdp CLIENT_IF:ORIGIN_IF [options]
+      The same through DPDK's AF_XDP driver: frames bypass the kernel's stack
+      (an XDP program hands each to sluiced), for NICs that stay with the
+      kernel. Each interface needs --workers queues (ethtool -L IF combined
+      N), from queue 0; a veth has one, so one worker. Needs root.
   sluiced --config FILE --ports CLIENT_PORT:ORIGIN_PORT [options] -- EAL_ARGS
       Runs on two DPDK ports (NICs bound to vfio-pci), symmetric RSS so both
       directions of a TCP flow reach one worker. EAL_ARGS are DPDK's own
@@ -219,8 +229,9 @@ Options:
   --idle-timeout S       forget an established flow after S seconds without a segment (default 600);
                          its next request resets it, so keep this above the origins' keep-alive timeout
   --half-open-timeout S  forget a flow whose handshake did not finish within S seconds (default 10)
-  --memory MB            DPDK memory with --af-packet (default 1024)
-  --idle-sleep US        sleep after a long run of empty polls (default 20 with --af-packet, 0 with --ports)
+  --memory MB            DPDK memory with --af-packet or --af-xdp (default 1024)
+  --idle-sleep US        sleep after a long run of empty polls (default 20 with --af-packet or
+                         --af-xdp, 0 with --ports)
   --control-socket PATH  control socket for sluicectl (default /run/sluice/control.sock), 0660
   --control-group NAME   a group whose members (primary or supplementary) may use it besides root
                          (default: root only). Each user holds at most 8 connections; a request

@@ -27,7 +27,8 @@ struct Options {
   enum class Mode : uint8_t { kRun, kCheckConfig, kHelp, kVersion } mode = Mode::kRun;
   std::string config;        // --config, or the file of --check-config
   bool af_packet = false;    // --af-packet CLIENT_IF:ORIGIN_IF
-  std::string client_if, origin_if;
+  bool af_xdp = false;       // --af-xdp CLIENT_IF:ORIGIN_IF
+  std::string client_if, origin_if;  // of --af-packet or --af-xdp
   bool ports = false;        // --ports A:B
   uint16_t client_port = 0, origin_port = 1;
   unsigned workers = 1;
@@ -43,12 +44,16 @@ struct Options {
   uint32_t flows_per_client = 0;     // per worker; 0: a sixteenth of flows
   uint32_t contexts_per_client = 0;  // per worker; 0: a sixteenth of contexts
   size_t buckets = size_t{1} << 20;
-  unsigned memory_mb = 1024; // DPDK memory with --af-packet (no huge pages)
+  unsigned memory_mb = 1024; // DPDK memory with --af-packet or --af-xdp (no huge pages)
   std::optional<unsigned> idle_sleep_us;
   unsigned idle_timeout_s = 600;       // an established flow with no segment either way
   unsigned half_open_timeout_s = 10;   // a handshake not finished
   bool quiet = false;
   std::vector<std::string> eal_args;  // after "--"
+
+  // On two Linux interfaces (--af-packet or --af-xdp): sluiced makes the
+  // EAL's arguments itself, and the box is usually shared.
+  [[nodiscard]] bool kernel_interfaces() const noexcept { return af_packet || af_xdp; }
 };
 
 struct ParseResult {

@@ -46,6 +46,8 @@ printf 'sluice: 1\nname: noports\nbuckets:\n  b: { rate: 10/min }\nrules:\n  - n
 expect usage-no-config 2 '^sluiced: --config FILE is required' -- "$sluiced" --af-packet a:b
 expect usage-unknown-option 2 "unknown option '--frobnicate'" -- "$sluiced" --config x --af-packet a:b --frobnicate
 expect usage-both-modes 2 'exactly one of' -- "$sluiced" --config x --af-packet a:b --ports 0:1
+expect usage-af-xdp-and-af-packet 2 'exactly one of' -- "$sluiced" --config x --af-packet a:b --af-xdp c:d
+expect usage-af-xdp-pair 2 '--af-xdp wants CLIENT_IF:ORIGIN_IF' -- "$sluiced" --config x --af-xdp c
 expect config-missing-file 3 "cannot read the policy file" -- "$sluiced" --config "$tmp/none.yaml" --af-packet a:b
 expect config-broken-file 3 "broken.yaml:4:[0-9]+: " -- "$sluiced" --config "$tmp/broken.yaml" --af-packet a:b
 expect check-config-broken 3 "broken.yaml:4:[0-9]+: " -- "$sluiced" --check-config "$tmp/broken.yaml"
@@ -55,6 +57,9 @@ expect interface-missing 4 "interface 'slc-nope0' does not exist" -- \
 
 if [ "$(id -u)" -eq 0 ]; then
   ip netns add "$ns" && ip -n "$ns" link add a0 type veth peer name b0 && ip -n "$ns" link set a0 up && ip -n "$ns" link set b0 up
+  # A veth has one queue: AF_XDP binds a socket to each worker's.
+  expect af-xdp-queues 4 "interface 'a0' has 1 receive queue; --workers 2 needs one each" -- \
+    ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-xdp a0:b0 --state-dir "$tmp/state" --workers 2
   # 8 workers' packet buffers do not fit in 64 MB of DPDK memory.
   expect no-memory 5 "no memory for [0-9]+ packet buffers" -- \
     ip netns exec "$ns" "$sluiced" --config config/default.yaml --af-packet a0:b0 --state-dir "$tmp/state" --workers 8 --memory 64

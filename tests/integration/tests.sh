@@ -58,6 +58,7 @@ wire-ipv4-options            limiting  tb-small           1
 wire-unframable-response     limiting  tb-small           1
 wire-ipv4-fragments          limiting  tb-small           1
 tb-workers2-budget           limiting  tb-small           2
+wire-af-xdp                  limiting  tb-small           1  args=--af-xdp,c1:o1
 wire-fragment-in-target      limiting  tb-strict          1
 wire-invalid-host            limiting  tb-strict          1
 wire-host-key-spellings      limiting  tb-strict          1
@@ -1302,6 +1303,26 @@ t_tb_workers2_budget() {
   check_eq "no errors" "$(res expr par 'len(S.get("errors", []))')" 0
   check_olog "the 20 admitted only" "$s0" 20
   check_eq "pipelined" "$(res statuses pipe)" "200x20 429."
+  check_olog "pipelined: the 20 admitted only" "$s1" 20
+  finish
+}
+
+# The appliance on DPDK's AF_XDP driver (--af-xdp: an XDP program hands
+# each frame of c1 and o1 to sluiced, past the kernel's stack) limits as on
+# AF_PACKET: TB01/TB16 curl gets 200 with the four fields; a pipelined batch
+# from another address (bare budget 20) gets "200x20 429." and the origin
+# logs exactly the 20; the ports are the AF_XDP driver's. Skipped (run.sh)
+# where the kernel has no AF_XDP sockets.
+t_wire_af_xdp() {
+  local s0 s1 code
+  s0="$(src4 0)" s1="$(src4 1)"
+  check_eq "the ports are AF_XDP's" "$(grep -cE '^  (client|origin) port [0-9]+: net_af_xdp[01] \(net_af_xdp\)' "$SLT_SLUICED_LOG")" 2
+  code="$(ccurl xc --interface "$s0" "http://$ORIGIN4/xdp/curl")"
+  check_eq "TB01 curl: admitted" "$code" 200
+  check_eq "TB16 curl: RateLimit-Limit" "$(chdr xc RateLimit-Limit)" 20
+  check_eq "curl: the body" "$(cbody xc)" ok
+  client pipe --source "$s1" --count 26 --mode pipeline --path '/echo?xdp={i}'
+  check_eq "TB01 pipelined across the budget" "$(res statuses pipe)" "200x20 429."
   check_olog "pipelined: the 20 admitted only" "$s1" 20
   finish
 }

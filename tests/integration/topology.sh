@@ -206,6 +206,11 @@ SLT_APPLIANCE_N=0
 # shellcheck disable=SC2034  # read by run.sh
 SLT_APPLIANCE_CONF=""   # "policy-file workers args" of the running one
 
+# Whether this kernel lets a process open AF_XDP sockets (address family 44).
+slt_have_af_xdp() {
+  "$SLT_PY" -c 'import socket; socket.socket(44, socket.SOCK_RAW).close()' 2>/dev/null
+}
+
 slt_probe_origin() {  # one readiness probe, from the client, through the appliance
   local code
   code="$(in_cli curl --noproxy '*' -sS -o /dev/null -w '%{http_code}' --connect-timeout 1 --max-time 1 \
@@ -241,7 +246,19 @@ appliance_start() {
       # so runs never meet (a restart within a run keeps the state); its
       # Prometheus endpoint on the appliance namespace's own loopback.
       SLT_CONTROL_SOCKET="$SLT_TMP/control.sock"
-      ip netns exec "$NS_BOX" "$SLUICED" --config "$policy" --af-packet c1:o1 --workers "$workers" \
+      # AF_PACKET unless the test's ARGS attach it through AF_XDP (which, in
+      # copy mode, needs the full checksums slt_offloads_off asks the
+      # client's and origin's stacks for: a veth otherwise hands on partial
+      # ones).
+      local attach="--af-packet c1:o1"
+      case " $args " in *" --af-xdp "*) attach="" ;; esac
+      # An AF_XDP sluiced that was killed leaves its XDP program on the
+      # interfaces (it passes what no socket takes, but nothing should sit
+      # in front of the next appliance).
+      in_box ip link set dev c1 xdp off 2>/dev/null
+      in_box ip link set dev o1 xdp off 2>/dev/null
+      # shellcheck disable=SC2086  # attach is a list of words
+      ip netns exec "$NS_BOX" "$SLUICED" --config "$policy" $attach --workers "$workers" \
         --control-socket "$SLT_CONTROL_SOCKET" --metrics 127.0.0.1:9464 --state-dir "$SLT_TMP/state" $args ${SLUICED_EXTRA_ARGS:-} >"$SLT_APPLIANCE_LOG" 2>&1 </dev/null &
       SLT_APPLIANCE_PID=$!   # `ip netns exec` execs in place: this is sluiced's pid
       slt_track_pid "$SLT_APPLIANCE_PID"
