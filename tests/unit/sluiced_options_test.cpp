@@ -27,6 +27,21 @@ TEST(SluicedOptions, AfPacketRun) {
   EXPECT_EQ(*r.options.service_ports, (std::vector<uint16_t>{80, 8080}));
 }
 
+TEST(SluicedOptions, AfXdpRun) {
+  const ParseResult r = parse({"--config", "p.yaml", "--af-xdp", "eth1:eth2"});
+  ASSERT_EQ(r.error, "");
+  EXPECT_TRUE(r.options.af_xdp);
+  EXPECT_FALSE(r.options.af_packet);
+  EXPECT_TRUE(r.options.kernel_interfaces());
+  EXPECT_EQ(r.options.client_if, "eth1");
+  EXPECT_EQ(r.options.origin_if, "eth2");
+  const ParseResult ports = parse({"--config", "p.yaml", "--ports", "0:1", "--", "-l", "0-1"});
+  ASSERT_EQ(ports.error, "");
+  EXPECT_FALSE(ports.options.kernel_interfaces());
+  EXPECT_NE(parse({"--config", "p.yaml", "--af-xdp", "a:b", "--", "-l", "0-1"}).error.find("--af-xdp sets its own"),
+            std::string::npos);
+}
+
 TEST(SluicedOptions, SharesPerClientDefaultToNoneGiven) {
   const ParseResult plain = parse({"--config", "p.yaml", "--af-packet", "c1:o1"});
   EXPECT_EQ(plain.options.flows_per_client, 0u);
