@@ -1,6 +1,9 @@
 // See response_stream.h.
 #include "http/response_stream.h"
 
+#include <emmintrin.h>
+
+#include <cstring>
 #include <type_traits>
 
 #include "http/ascii_case.h"
@@ -37,6 +40,21 @@ bool for_each_element(std::string_view list, F&& f) noexcept {
     if (comma == std::string_view::npos) return true;
     list.remove_prefix(comma + 1);
   }
+}
+
+// The offset of the first control byte (is_ctl: below 0x20 but HTAB, or DEL)
+// of p[0, n), or n. Field values are mostly long runs of printable bytes.
+size_t first_ctl(const char* p, size_t n) noexcept {
+  size_t i = 0;
+  const __m128i below = _mm_set1_epi8(0x1f), tab = _mm_set1_epi8('\t'), del = _mm_set1_epi8(0x7f);
+  for (; i + 16 <= n; i += 16) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
+    const __m128i low = _mm_andnot_si128(_mm_cmpeq_epi8(x, tab), _mm_cmpeq_epi8(_mm_max_epu8(x, below), below));
+    const int mask = _mm_movemask_epi8(_mm_or_si128(low, _mm_cmpeq_epi8(x, del)));
+    if (mask != 0) return i + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
+  }
+  while (i < n && !is_ctl(static_cast<unsigned char>(p[i]))) ++i;
+  return i;
 }
 
 }  // namespace
@@ -328,6 +346,69 @@ ResponseError ResponseStream::finish_head() noexcept {
   return ResponseError::kNone;
 }
 
+// At the start of a field line: the whole line through its LF, if it lies
+// in p[0, n) and every check step() makes on it passes, with step()'s effects
+// (the field counted, a framing field's value read by end_field()). Returns
+// the bytes taken, or 0 to leave the line to step(), which then finds what is
+// wrong or incomplete (nothing has changed). `error`: what end_field() found
+// wrong with a framing value (step() would find it at this line's LF).
+size_t ResponseStream::whole_field_line(const char* p, size_t n, ResponseError& error) noexcept {
+  size_t colon = 0;
+  while (colon < n && is_tchar(static_cast<unsigned char>(p[colon]))) ++colon;
+  if (colon == 0 || colon == n || p[colon] != ':') return 0;
+  const size_t cr = colon + 1 + first_ctl(p + colon + 1, n - colon - 1);
+  if (cr + 1 >= n || p[cr] != '\r' || p[cr + 1] != '\n') return 0;
+  const size_t line = cr + 2;
+  if (line > limits_.max_head_bytes - head_bytes_ || fields_ >= limits_.max_fields) return 0;
+  const std::string_view name(p, colon <= kFramingNameMax ? colon : 0);
+  framing_ = iequals_lower(name, "content-length")                              ? Framing::kContentLength
+             : iequals_lower(name, "transfer-encoding")                         ? Framing::kTransferEncoding
+             : iequals_lower(name, "connection")                                ? Framing::kConnection
+             : !usage_field_.empty() && iequals_lower(name, usage_field_)       ? Framing::kUsage
+                                                                                : Framing::kOther;
+  if (framing_ != Framing::kOther) {
+    size_t v = colon + 1;
+    while (v < cr && is_ows(static_cast<unsigned char>(p[v]))) ++v;
+    if (cr - v > line_.size()) {
+      framing_ = Framing::kOther;
+      return 0;
+    }
+    std::memcpy(line_.data(), p + v, cr - v);
+    line_len_ = static_cast<uint16_t>(cr - v);
+    error = end_field();
+    if (error != ResponseError::kNone) return 0;
+  }
+  framing_ = Framing::kOther;  // as end_field() leaves them
+  line_len_ = 0;
+  ++fields_;
+  head_bytes_ += static_cast<uint32_t>(line);
+  return line;
+}
+
+// At the start of a head: the status line through its LF, if it lies in
+// p[0, n) and every check step() makes on it passes ("HTTP/1." DIGIT SP, a
+// code 100-599, then CR or SP, a reason without control bytes and CR, then
+// LF), with step()'s effects. Returns the bytes taken, or 0 to leave the line
+// to step() (nothing has changed).
+size_t ResponseStream::whole_status_line(const char* p, size_t n) noexcept {
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (n < 14 || std::memcmp(p, "HTTP/1.", 7) != 0 || !digit(p[7]) || p[8] != ' ' || p[9] < '1' || p[9] > '5' ||
+      !digit(p[10]) || !digit(p[11])) {
+    return 0;
+  }
+  size_t cr = 12;
+  if (p[12] == ' ') cr = 13 + first_ctl(p + 13, n - 13);
+  if (cr + 1 >= n || p[cr] != '\r' || p[cr + 1] != '\n') return 0;
+  const size_t line = cr + 2;
+  if (line > limits_.max_head_bytes - head_bytes_) return 0;
+  minor_version_ = static_cast<uint8_t>(p[7] - '0');
+  status_ = static_cast<uint16_t>((p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0'));
+  line_len_ = 0;
+  head_state_ = HeadState::kLineStart;
+  head_bytes_ += static_cast<uint32_t>(line);
+  return line;
+}
+
 ResponseStep ResponseStream::feed_head(std::span<const char> piece) noexcept {
   const size_t n = piece.size();
   if (n == 0) return {ResponseEvent::kNeedMore, ResponseError::kNone, 0};
@@ -337,8 +418,7 @@ ResponseStep ResponseStream::feed_head(std::span<const char> piece) noexcept {
   while (i < n) {
     if (head_state_ == HeadState::kSkipValue || head_state_ == HeadState::kReason) {
       // Runs of bytes that are only checked: no state changes until a control byte.
-      size_t j = i;
-      while (j < n && !is_ctl(static_cast<unsigned char>(piece[j]))) ++j;
+      const size_t j = i + first_ctl(piece.data() + i, n - i);
       if (j - i > max - head_bytes_) return fail(ResponseError::kHeadTooLarge);
       head_bytes_ += static_cast<uint32_t>(j - i);
       i = j;
@@ -356,6 +436,23 @@ ResponseStep ResponseStream::feed_head(std::span<const char> piece) noexcept {
       head_bytes_ += static_cast<uint32_t>(j - i);
       i = j;
       if (i == n) break;
+    }
+    if (head_state_ == HeadState::kStatusLine && line_len_ == 0) {
+      const size_t line = whole_status_line(piece.data() + i, n - i);
+      if (line != 0) {
+        i += line;
+        if (report_status_lines_) return {ResponseEvent::kStatusLine, ResponseError::kNone, i};
+        continue;
+      }
+    }
+    if (head_state_ == HeadState::kLineStart) {
+      ResponseError e = ResponseError::kNone;
+      const size_t line = whole_field_line(piece.data() + i, n - i, e);
+      if (e != ResponseError::kNone) return fail(e);
+      if (line != 0) {
+        i += line;
+        continue;
+      }
     }
     if (head_bytes_ == max) return fail(ResponseError::kHeadTooLarge);
     ++head_bytes_;

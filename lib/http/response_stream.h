@@ -6,10 +6,13 @@
 // connection stops being HTTP (101, or a 2xx to CONNECT).
 //
 // Unlike the request side, nothing here keeps a view into the caller's
-// segments: the head is read byte by byte by a small state machine that keeps
-// only what framing needs (status, version, and the values of Content-Length,
+// segments: the head is read by a small state machine that keeps only what
+// framing needs (status, version, and the values of Content-Length,
 // Transfer-Encoding and Connection, in one bounded line buffer); every other
-// field line is checked and skipped. Bodies are skipped by BodyFramer without
+// field line is checked and skipped. A status or field line that lies whole
+// in the piece, and is plainly valid, is taken in one go (values scanned 16 bytes at
+// a time); anything else goes byte by byte, where every error is found, so
+// both ways end in the same state. Bodies are skipped by BodyFramer without
 // looking at their data. Strict like the request parser, but an error here
 // only means the flow can no longer be framed: the caller bridges it as is.
 //
@@ -203,6 +206,8 @@ class ResponseStream {
 
   ResponseStep fail(ResponseError e) noexcept;
   ResponseStep feed_head(std::span<const char> piece) noexcept;
+  [[nodiscard]] size_t whole_field_line(const char* p, size_t n, ResponseError& error) noexcept;
+  [[nodiscard]] size_t whole_status_line(const char* p, size_t n) noexcept;
   [[nodiscard]] ResponseError step(unsigned char c) noexcept;
   [[nodiscard]] ResponseError end_field() noexcept;
   [[nodiscard]] ResponseError finish_head() noexcept;
