@@ -172,7 +172,15 @@ struct L3 {
   v.ack = load32(f + l4 + 8);
   v.flags = f[l4 + 13];
   v.window = load16(f + l4 + 14);
-  if (doff > 20) parse_options(f + l4 + 20, doff - 20, v.options);
+  // NOP, NOP, timestamps: what Linux and most stacks put on every segment
+  // after the handshake; anything else takes the general walk.
+  if (doff == 32 && load32(f + l4 + 20) == 0x0101080au) {
+    v.options.has_timestamp = true;
+    v.options.tsval = load32(f + l4 + 24);
+    v.options.tsecr = load32(f + l4 + 28);
+  } else if (doff > 20) {
+    parse_options(f + l4 + 20, doff - 20, v.options);
+  }
   v.payload_offset = static_cast<uint16_t>(l4 + doff);
   v.payload_len = static_cast<uint32_t>(ip_end - (l4 + doff));
   return FrameKind::kTcp;

@@ -7,16 +7,6 @@
 
 namespace sluice::net {
 
-IpAddress IpAddress::v4(uint32_t host_order) noexcept {
-  IpAddress a;
-  a.bytes[10] = a.bytes[11] = 0xff;
-  a.bytes[12] = static_cast<uint8_t>(host_order >> 24);
-  a.bytes[13] = static_cast<uint8_t>(host_order >> 16);
-  a.bytes[14] = static_cast<uint8_t>(host_order >> 8);
-  a.bytes[15] = static_cast<uint8_t>(host_order);
-  return a;
-}
-
 IpAddress IpAddress::prefix(unsigned bits) const noexcept {
   unsigned keep = is_v4() ? 96 + (bits > 32 ? 32 : bits) : (bits > 128 ? 128 : bits);
   IpAddress out = *this;

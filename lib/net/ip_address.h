@@ -17,7 +17,14 @@ namespace sluice::net {
 struct IpAddress {
   std::array<uint8_t, 16> bytes{};
 
-  [[nodiscard]] static IpAddress v4(uint32_t host_order) noexcept;
+  // Inline: the data plane makes two per frame.
+  [[nodiscard]] static IpAddress v4(uint32_t host_order) noexcept {
+    IpAddress a;
+    a.bytes[10] = a.bytes[11] = 0xff;
+    const uint32_t network_order = __builtin_bswap32(host_order);
+    std::memcpy(a.bytes.data() + 12, &network_order, 4);
+    return a;
+  }
   [[nodiscard]] static IpAddress v6(const std::array<uint8_t, 16>& b) noexcept { return IpAddress{b}; }
   // The IPv4-mapped form, ::ffff:a.b.c.d: two 8-byte words compared.
   static_assert(std::endian::native == std::endian::little);

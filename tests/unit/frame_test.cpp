@@ -244,6 +244,24 @@ TEST(Frame, ReadsSynOptions) {
   EXPECT_FALSE(v.options.has_timestamp);
 }
 
+// Timestamps after two NOPs (the common layout, read directly) and in any
+// other place (the general walk) read the same.
+TEST(Frame, ReadsTimestampsInEitherLayout) {
+  auto f = segment(4, 0, "");
+  const size_t opts = parse_frame(f).l4_offset + 20;
+  const uint8_t common[kTimestampOptionBytes] = {1, 1, 8, 10, 0, 0, 1, 2, 0xff, 0, 0, 3};
+  const uint8_t other[kTimestampOptionBytes] = {8, 10, 0, 0, 1, 2, 0xff, 0, 0, 3, 1, 0};
+  for (const uint8_t* layout : {common, other}) {
+    std::copy(layout, layout + kTimestampOptionBytes, f.begin() + static_cast<std::ptrdiff_t>(opts));
+    const FrameView v = parse_frame(f);
+    ASSERT_EQ(v.kind, FrameKind::kTcp);
+    EXPECT_TRUE(v.options.has_timestamp);
+    EXPECT_EQ(v.options.tsval, 0x102u);
+    EXPECT_EQ(v.options.tsecr, 0xff000003u);
+    EXPECT_EQ(v.options.mss, 0);
+  }
+}
+
 // Issue 13: a third tag could hide a service-port segment from the walk, so
 // it is dropped (kOpaque), not bridged.
 TEST(Frame, VlanTagsPastTwoAreNotWalkedButDropped) {
