@@ -23,6 +23,10 @@ done
 if [ -x ./build/perf/packet_rate ]; then
   echo "== perf/packet_rate (the worker loop on ring ports)"
   ./build/perf/packet_rate --repetitions "$reps" 2>&1 | grep -v '^EAL\|TELEMETRY'
+  if [ "$(nproc)" -ge 2 ]; then
+    echo "== perf/packet_rate --workers 2 (one worker against two, each on its own CPU)"
+    ./build/perf/packet_rate --workers 2 --repetitions "$((reps * 4 + 1))" 2>&1 | grep -v '^EAL\|TELEMETRY'
+  fi
 fi
 if [ "${SLUICE_BENCH_E2E:-1}" = 1 ]; then
   echo "== perf/e2e_compare.sh (wrk through sluiced and through nginx limit_req)"
