@@ -14,6 +14,7 @@ build_pkgs=(
   libsodium-dev        # SipHash for SYN cookies (dataplane/syn_cookie.cpp)
   libgtest-dev libgmock-dev libbenchmark-dev
   libhttp-parser-dev   # the same-run baseline in perf/parser_bench
+  libhiredis-dev       # the control thread's link to Redis (cluster budgets)
 )
 # The network-namespace integration tests (tests/integration) and the demo
 # on veth pairs: sluiced between a client namespace and an origin namespace.
@@ -25,6 +26,7 @@ net_pkgs=(
 test_pkgs=(
   clang libclang-rt-14-dev   # libFuzzer and the clang sanitizer runtimes
   chromium                   # the integration tests' browser (CORS preflight, TB08/TB09)
+  redis-server               # cluster budgets' tests start their own Redis
 )
 
 case "$profile" in

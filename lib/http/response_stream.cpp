@@ -132,6 +132,15 @@ ResponseStep ResponseStream::fail(ResponseError e) noexcept {
   return {ResponseEvent::kError, e, 0};
 }
 
+// Which framing field a name is (empty: a name too long to be one).
+ResponseStream::Framing ResponseStream::framing_of(std::string_view name) const noexcept {
+  if (iequals_lower(name, "content-length")) return Framing::kContentLength;
+  if (iequals_lower(name, "transfer-encoding")) return Framing::kTransferEncoding;
+  if (iequals_lower(name, "connection")) return Framing::kConnection;
+  if (!usage_field_.empty() && iequals_lower(name, usage_field_)) return Framing::kUsage;
+  return Framing::kOther;
+}
+
 // One byte of a head, outside the runs feed_head skips in bulk.
 ResponseError ResponseStream::step(unsigned char c) noexcept {
   switch (head_state_) {
@@ -197,14 +206,7 @@ ResponseError ResponseStream::step(unsigned char c) noexcept {
         return ResponseError::kNone;
       }
       if (c != ':') return c == '\n' ? ResponseError::kBadLineEnding : ResponseError::kBadField;
-      {
-        const std::string_view name(line_.data(), line_len_ <= kFramingNameMax ? line_len_ : 0);
-        framing_ = iequals_lower(name, "content-length")                              ? Framing::kContentLength
-                   : iequals_lower(name, "transfer-encoding")                         ? Framing::kTransferEncoding
-                   : iequals_lower(name, "connection")                                ? Framing::kConnection
-                   : !usage_field_.empty() && iequals_lower(name, usage_field_)       ? Framing::kUsage
-                                                                                      : Framing::kOther;
-      }
+      framing_ = framing_of(std::string_view(line_.data(), line_len_ <= kFramingNameMax ? line_len_ : 0));
       line_len_ = 0;
       head_state_ = framing_ == Framing::kOther ? HeadState::kSkipValue : HeadState::kValueStart;
       return ResponseError::kNone;
@@ -360,12 +362,7 @@ size_t ResponseStream::whole_field_line(const char* p, size_t n, ResponseError& 
   if (cr + 1 >= n || p[cr] != '\r' || p[cr + 1] != '\n') return 0;
   const size_t line = cr + 2;
   if (line > limits_.max_head_bytes - head_bytes_ || fields_ >= limits_.max_fields) return 0;
-  const std::string_view name(p, colon <= kFramingNameMax ? colon : 0);
-  framing_ = iequals_lower(name, "content-length")                              ? Framing::kContentLength
-             : iequals_lower(name, "transfer-encoding")                         ? Framing::kTransferEncoding
-             : iequals_lower(name, "connection")                                ? Framing::kConnection
-             : !usage_field_.empty() && iequals_lower(name, usage_field_)       ? Framing::kUsage
-                                                                                : Framing::kOther;
+  framing_ = framing_of(std::string_view(p, colon <= kFramingNameMax ? colon : 0));
   if (framing_ != Framing::kOther) {
     size_t v = colon + 1;
     while (v < cr && is_ows(static_cast<unsigned char>(p[v]))) ++v;

@@ -208,6 +208,7 @@ class ResponseStream {
   ResponseStep feed_head(std::span<const char> piece) noexcept;
   [[nodiscard]] size_t whole_field_line(const char* p, size_t n, ResponseError& error) noexcept;
   [[nodiscard]] size_t whole_status_line(const char* p, size_t n) noexcept;
+  [[nodiscard]] Framing framing_of(std::string_view name) const noexcept;
   [[nodiscard]] ResponseError step(unsigned char c) noexcept;
   [[nodiscard]] ResponseError end_field() noexcept;
   [[nodiscard]] ResponseError finish_head() noexcept;

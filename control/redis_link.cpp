@@ -1,0 +1,208 @@
+// See redis_link.h.
+#include "control/redis_link.h"
+
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <charconv>
+#include <vector>
+
+namespace sluice::control {
+namespace {
+
+timeval to_timeval(std::chrono::milliseconds ms) noexcept {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(ms.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((ms.count() % 1000) * 1000);
+  return tv;
+}
+
+// hiredis writes with write(2): a server that went away would raise SIGPIPE,
+// whose default action ends the process. Blocked on this thread for the
+// call, and one the call raised taken back before it is unblocked (sluiced
+// ignores SIGPIPE anyway; this keeps the link safe in any program).
+class SigpipeBlocked {
+ public:
+  SigpipeBlocked() noexcept {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+  }
+  ~SigpipeBlocked() {
+    sigset_t pending;
+    sigpending(&pending);
+    if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
+      const timespec now{};
+      (void)sigtimedwait(&pipe_, nullptr, &now);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeBlocked(const SigpipeBlocked&) = delete;
+  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
+
+ private:
+  sigset_t pipe_{}, old_{};
+  bool was_pending_ = false;
+};
+
+}  // namespace
+
+std::string_view to_string(RedisError e) noexcept {
+  switch (e) {
+    case RedisError::kNone: return "none";
+    case RedisError::kUnreachable: return "unreachable";
+    case RedisError::kBackingOff: return "backing_off";
+    case RedisError::kConnectionLost: return "connection_lost";
+    case RedisError::kServer: return "server_error";
+    case RedisError::kProtocol: return "protocol";
+  }
+  return "unknown";
+}
+
+std::string RedisEndpoint::to_string() const {
+  if (!unix_path.empty()) return "unix:" + unix_path;
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+std::optional<RedisEndpoint> parse_redis_endpoint(std::string_view text, std::string& error) {
+  RedisEndpoint e;
+  if (text.starts_with("unix:")) {
+    e.unix_path = std::string(text.substr(5));
+    if (e.unix_path.empty() || e.unix_path.front() != '/') {
+      error = "a Unix socket endpoint is unix:/absolute/path";
+      return std::nullopt;
+    }
+    return e;
+  }
+  std::string_view host, port;
+  if (text.starts_with("[")) {
+    const size_t close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      error = "an IPv6 endpoint is [ADDRESS]:PORT";
+      return std::nullopt;
+    }
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos || text.find(':') != colon) {
+      error = "an endpoint is HOST:PORT, [IPV6]:PORT or unix:/path";
+      return std::nullopt;
+    }
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  unsigned value = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (host.empty() || port.empty() || ec != std::errc() || end != port.data() + port.size() || value == 0 ||
+      value > 65535) {
+    error = "an endpoint needs a host and a port from 1 to 65535";
+    return std::nullopt;
+  }
+  e.host = std::string(host);
+  e.port = static_cast<uint16_t>(value);
+  return e;
+}
+
+void RedisReply::Free::operator()(redisReply* r) const noexcept { freeReplyObject(r); }
+bool RedisReply::is_error() const noexcept { return r_ && r_->type == REDIS_REPLY_ERROR; }
+bool RedisReply::is_integer() const noexcept { return r_ && r_->type == REDIS_REPLY_INTEGER; }
+bool RedisReply::is_array() const noexcept { return r_ && r_->type == REDIS_REPLY_ARRAY; }
+bool RedisReply::is_nil() const noexcept { return r_ && r_->type == REDIS_REPLY_NIL; }
+long long RedisReply::integer() const noexcept { return r_ ? r_->integer : 0; }
+std::string_view RedisReply::text() const noexcept {
+  if (!r_ || r_->str == nullptr) return {};
+  return {r_->str, r_->len};
+}
+size_t RedisReply::elements() const noexcept { return is_array() ? r_->elements : 0; }
+const redisReply* RedisReply::element(size_t i) const noexcept {
+  return i < elements() ? r_->element[i] : nullptr;
+}
+bool reply_is_integer(const redisReply* r) noexcept { return r != nullptr && r->type == REDIS_REPLY_INTEGER; }
+long long reply_integer(const redisReply* r) noexcept { return r != nullptr ? r->integer : 0; }
+
+RedisLink::RedisLink(RedisEndpoint endpoint, Options options)
+    : endpoint_(std::move(endpoint)), options_(options) {}
+
+RedisLink::~RedisLink() {
+  if (ctx_ != nullptr) redisFree(ctx_);
+}
+
+void RedisLink::drop(Clock::time_point now) noexcept {
+  if (ctx_ != nullptr) redisFree(ctx_);
+  ctx_ = nullptr;
+  backoff_ = backoff_.count() == 0 ? options_.backoff_min : std::min(backoff_ * 2, options_.backoff_max);
+  retry_at_ = now + backoff_;
+}
+
+RedisError RedisLink::connect(Clock::time_point now, std::string& detail) {
+  if (now < retry_at_) {
+    detail = "backing off after a failure, next attempt in " +
+             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(retry_at_ - now).count()) + " ms";
+    return RedisError::kBackingOff;
+  }
+  ++connects_;
+  const timeval tv = to_timeval(options_.connect_timeout);
+  redisContext* c = endpoint_.unix_path.empty() ? redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port, tv)
+                                                : redisConnectUnixWithTimeout(endpoint_.unix_path.c_str(), tv);
+  if (c == nullptr || c->err != 0) {
+    detail = endpoint_.to_string() + ": " + (c != nullptr ? c->errstr : "out of memory");
+    if (c != nullptr) redisFree(c);
+    ++failed_connects_;
+    drop(now);
+    return RedisError::kUnreachable;
+  }
+  if (redisSetTimeout(c, to_timeval(options_.command_timeout)) != REDIS_OK) {
+    detail = endpoint_.to_string() + ": cannot set the command timeout";
+    redisFree(c);
+    ++failed_connects_;
+    drop(now);
+    return RedisError::kUnreachable;
+  }
+  ctx_ = c;
+  return RedisError::kNone;
+}
+
+RedisLink::Result RedisLink::command(std::span<const std::string_view> argv, Clock::time_point now) {
+  Result r;
+  if (ctx_ == nullptr) {
+    r.error = connect(now, r.detail);
+    if (r.error != RedisError::kNone) return r;
+  }
+  std::vector<const char*> args;
+  std::vector<size_t> lengths;
+  args.reserve(argv.size());
+  lengths.reserve(argv.size());
+  for (std::string_view a : argv) {
+    args.push_back(a.data());
+    lengths.push_back(a.size());
+  }
+  redisReply* reply = nullptr;
+  {
+    const SigpipeBlocked blocked;
+    reply = static_cast<redisReply*>(redisCommandArgv(ctx_, static_cast<int>(args.size()), args.data(),
+                                                      lengths.data()));
+  }
+  if (reply == nullptr) {
+    r.error = RedisError::kConnectionLost;
+    r.detail = endpoint_.to_string() + ": " + (ctx_->err != 0 ? ctx_->errstr : "no reply");
+    drop(now);
+    return r;
+  }
+  backoff_ = std::chrono::milliseconds{0};  // it answered: a later failure starts the back-off afresh
+  r.reply = RedisReply(reply);
+  if (r.reply.is_error()) {
+    r.error = RedisError::kServer;
+    r.detail = std::string(r.reply.text());
+  }
+  return r;
+}
+
+}  // namespace sluice::control

@@ -1,0 +1,124 @@
+// One connection from the control thread to a Redis server, for budgets
+// that hold across several boxes (cluster mode, issue 17): Debian's hiredis
+// under RAII, a connect and a command timeout so a slow server never holds
+// the control thread for long, and a back-off so that an unreachable server
+// costs one connection attempt per back-off period, not one per sync.
+//
+// Never on the data path: the workers decide on their own tables and never
+// wait for Redis. Blocking calls, one thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+struct redisContext;
+struct redisReply;
+
+namespace sluice::control {
+
+enum class RedisError : uint8_t {
+  kNone,
+  kUnreachable,     // no connection could be made (refused, no such socket, timeout)
+  kBackingOff,      // the last attempt failed recently: no new one yet (see RedisLink::Options)
+  kConnectionLost,  // the connection broke, or a reply did not come within the command timeout
+  kServer,          // the server answered with an error (the detail holds its text)
+  kProtocol,        // a reply of a shape the caller did not expect
+};
+
+[[nodiscard]] std::string_view to_string(RedisError e) noexcept;
+
+// Where a Redis server listens: HOST:PORT, [IPV6]:PORT, or unix:PATH.
+struct RedisEndpoint {
+  std::string host;
+  uint16_t port = 0;
+  std::string unix_path;  // non-empty: a Unix socket, host and port unused
+
+  [[nodiscard]] std::string to_string() const;
+};
+
+// The endpoint `text` names, or nullopt with `error` saying why.
+[[nodiscard]] std::optional<RedisEndpoint> parse_redis_endpoint(std::string_view text, std::string& error);
+
+// A reply, owned (freed with hiredis's freeReplyObject).
+class RedisReply {
+ public:
+  RedisReply() = default;
+  explicit RedisReply(redisReply* r) noexcept : r_(r) {}
+
+  [[nodiscard]] explicit operator bool() const noexcept { return r_ != nullptr; }
+  [[nodiscard]] bool is_error() const noexcept;
+  [[nodiscard]] bool is_integer() const noexcept;
+  [[nodiscard]] bool is_array() const noexcept;
+  [[nodiscard]] bool is_nil() const noexcept;
+  [[nodiscard]] long long integer() const noexcept;
+  // The text of a string, status or error reply.
+  [[nodiscard]] std::string_view text() const noexcept;
+  [[nodiscard]] size_t elements() const noexcept;
+  // Element i of an array reply, as a view (owned by this reply).
+  [[nodiscard]] const redisReply* element(size_t i) const noexcept;
+
+ private:
+  struct Free {
+    void operator()(redisReply* r) const noexcept;
+  };
+  std::unique_ptr<redisReply, Free> r_;
+};
+
+// Reads an element returned by RedisReply::element().
+[[nodiscard]] bool reply_is_integer(const redisReply* r) noexcept;
+[[nodiscard]] long long reply_integer(const redisReply* r) noexcept;
+
+class RedisLink {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Options {
+    std::chrono::milliseconds connect_timeout{250};
+    std::chrono::milliseconds command_timeout{250};
+    // After a failure, the next attempt waits this long, doubling up to the
+    // maximum; a success starts again from the minimum.
+    std::chrono::milliseconds backoff_min{100};
+    std::chrono::milliseconds backoff_max{5000};
+  };
+
+  struct Result {
+    RedisError error = RedisError::kNone;
+    std::string detail;  // what went wrong, one line
+    RedisReply reply;    // with kNone or kServer
+  };
+
+  RedisLink(RedisEndpoint endpoint, Options options);
+  ~RedisLink();
+  RedisLink(const RedisLink&) = delete;
+  RedisLink& operator=(const RedisLink&) = delete;
+
+  // Sends one command and waits for its reply, connecting first if there is
+  // no connection (unless backing off at `now`). A server error reply is
+  // kServer with its text; a broken connection is closed, and the next
+  // command connects again.
+  [[nodiscard]] Result command(std::span<const std::string_view> argv, Clock::time_point now);
+
+  [[nodiscard]] bool connected() const noexcept { return ctx_ != nullptr; }
+  [[nodiscard]] const RedisEndpoint& endpoint() const noexcept { return endpoint_; }
+  // Connection attempts made, and how many of them failed.
+  [[nodiscard]] uint64_t connects() const noexcept { return connects_; }
+  [[nodiscard]] uint64_t failed_connects() const noexcept { return failed_connects_; }
+
+ private:
+  [[nodiscard]] RedisError connect(Clock::time_point now, std::string& detail);
+  void drop(Clock::time_point now) noexcept;
+
+  RedisEndpoint endpoint_;
+  Options options_;
+  redisContext* ctx_ = nullptr;
+  Clock::time_point retry_at_{};
+  std::chrono::milliseconds backoff_{0};
+  uint64_t connects_ = 0;
+  uint64_t failed_connects_ = 0;
+};
+
+}  // namespace sluice::control
