@@ -1,0 +1,75 @@
+// See cluster_sync.h.
+#include "control/cluster_sync.h"
+
+#include <array>
+#include <cinttypes>
+#include <cstdio>
+
+namespace sluice::control {
+
+ClusterSync::ClusterSync(limiter::BucketTable& table, ClusterGcra& gcra, std::string prefix,
+                         std::vector<limiter::Nanos> intervals)
+    : table_(table), gcra_(gcra), prefix_(std::move(prefix)), intervals_(std::move(intervals)) {}
+
+std::string ClusterSync::redis_key(const limiter::BucketKey& key) const {
+  char tail[64];
+  std::snprintf(tail, sizeof tail, ":{g%02u}:%016" PRIx64 "%016" PRIx64, static_cast<unsigned>(key.k0 % kGroups),
+                key.k0, key.k1);
+  return prefix_ + tail;
+}
+
+bool ClusterSync::publish(const limiter::BucketKey& key, uint64_t tat) noexcept {
+  const limiter::BucketTable::Found f = table_.find_or_claim(key);
+  // A key without a slot of its own (its region full or being reclaimed) is
+  // charged to the shared overflow bucket, which is stricter already.
+  if (f.overflow) return false;
+  uint64_t cur = f.slot->load(0);
+  while (cur != limiter::BucketTable::kFrozen && cur < tat) {
+    if (f.slot->word(0).compare_exchange_weak(cur, tat, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+ClusterSync::Report ClusterSync::sync(std::span<const KeySpend> spends, limiter::Nanos box_now,
+                                      RedisLink::Clock::time_point now) {
+  Report report;
+  std::array<std::vector<size_t>, kGroups> groups;
+  for (size_t i = 0; i < spends.size(); ++i) {
+    const uint16_t kind = spends[i].key.bucket();
+    if (kind >= intervals_.size() || intervals_[kind] == 0) continue;  // not a cluster GCRA bucket
+    groups[spends[i].key.k0 % kGroups].push_back(i);
+  }
+  std::vector<ClusterSpend> batch;
+  std::vector<int64_t> ahead_us;
+  for (const std::vector<size_t>& group : groups) {
+    if (group.empty()) continue;
+    batch.clear();
+    for (size_t i : group) {
+      const KeySpend& s = spends[i];
+      // Rounded up to whole microseconds: a box never tells Redis it spent
+      // less than it did.
+      const uint64_t spent_ns = s.admitted * intervals_[s.key.bucket()];
+      batch.push_back(ClusterSpend{redis_key(s.key), (spent_ns + 999) / 1000});
+    }
+    const RedisLink::Result r = gcra_.apply(batch, ahead_us, now);
+    if (r.error != RedisError::kNone) {
+      if (report.error == RedisError::kNone) {
+        report.error = r.error;
+        report.detail = r.detail;
+      }
+      for (size_t i : group) report.unsent.push_back(spends[i]);
+      continue;
+    }
+    report.sent += group.size();
+    for (size_t j = 0; j < group.size(); ++j) {
+      if (ahead_us[j] <= 0) continue;  // the shared bucket is full: nothing to add
+      const uint64_t tat = box_now + static_cast<uint64_t>(ahead_us[j]) * 1000;
+      report.published += publish(spends[group[j]].key, tat);
+    }
+  }
+  return report;
+}
+
+}  // namespace sluice::control

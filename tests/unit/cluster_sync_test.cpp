@@ -1,0 +1,136 @@
+// Two boxes' bucket tables meeting on one budget through a real redis-server
+// (control/cluster_sync.h): what box A admitted on a key reaches box B's
+// table with B's next sync, so B admits only what is left of the shared
+// budget, and the other way round; a publish never moves a TAT back; spends
+// whose batch failed come back to be counted again; keys are hash-tagged.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "control/cluster_sync.h"
+#include "limiter/charge.h"
+#include "redis_server.h"
+
+namespace sluice::control {
+namespace {
+
+using Clock = RedisLink::Clock;
+
+// 10 a minute, all 10 at once from full: one request every 6 s.
+limiter::GcraLimit ten_a_minute() {
+  limiter::GcraLimit l;
+  EXPECT_TRUE(limiter::GcraLimit::make(10, 60 * time::kNanosPerSecond, 10, l));
+  return l;
+}
+
+time::Nanos wall_now() {
+  return static_cast<time::Nanos>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
+// A box: its own bucket table and Redis link, the hasher secret shared.
+struct Box {
+  explicit Box(const RedisEndpoint& redis)
+      : table(limiter::BucketTable::Options{.capacity = 4096, .bucket_kinds = 1}),
+        link(redis, {}),
+        gcra(link),
+        sync(table, gcra, "sluice:test", {ten_a_minute().interval}) {}
+
+  // Admits requests on `key` until the first refusal; returns how many.
+  unsigned admit_all(const limiter::BucketKey& key, time::Nanos now) {
+    unsigned n = 0;
+    while (n < 100 && charge_gcra(table, key, now, ten_a_minute()).decision.admit) ++n;
+    return n;
+  }
+
+  limiter::BucketTable table;
+  RedisLink link;
+  ClusterGcra gcra;
+  ClusterSync sync;
+};
+
+class ClusterSyncTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(server_.start()) << "could not start redis-server (scripts/install-deps.sh test)"; }
+
+  limiter::BucketKey key_of(const char* client) {
+    const std::string_view m(client);
+    return hasher_.key(0, {reinterpret_cast<const uint8_t*>(m.data()), m.size()});
+  }
+
+  RedisServer server_;
+  std::array<uint8_t, limiter::KeyHasher::kSecretSize> secret_{7, 1, 4};
+  limiter::KeyHasher hasher_{secret_};
+};
+
+TEST_F(ClusterSyncTest, WhatOneBoxSpentTheOtherCannotSpendAgain) {
+  Box a(server_.endpoint()), b(server_.endpoint());
+  const limiter::BucketKey k = key_of("198.18.0.41");
+  // Box A admits 6 of the 10, then syncs them.
+  time::Nanos now = wall_now();
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(charge_gcra(a.table, k, now, ten_a_minute()).decision.admit);
+  const KeySpend spent_a[] = {{k, 6}};
+  ClusterSync::Report r = a.sync.sync(spent_a, now, Clock::now());
+  ASSERT_EQ(r.error, RedisError::kNone) << r.detail;
+  EXPECT_EQ(r.sent, 1u);
+  // Box B, which never saw the key, reads it with its sync: 4 left for it.
+  now = wall_now();
+  const KeySpend read_b[] = {{k, 0}};
+  r = b.sync.sync(read_b, now, Clock::now());
+  ASSERT_EQ(r.error, RedisError::kNone) << r.detail;
+  EXPECT_EQ(r.published, 1u);
+  EXPECT_EQ(b.admit_all(k, now), 4u);
+  // B syncs its 4; A, reading, has nothing left.
+  const KeySpend spent_b[] = {{k, 4}};
+  ASSERT_EQ(b.sync.sync(spent_b, now, Clock::now()).error, RedisError::kNone);
+  const KeySpend read_a[] = {{k, 0}};
+  ASSERT_EQ(a.sync.sync(read_a, now, Clock::now()).error, RedisError::kNone);
+  EXPECT_EQ(a.admit_all(k, now), 0u);
+  // Another key is untouched by all this.
+  EXPECT_EQ(a.admit_all(key_of("198.18.0.42"), now), 10u);
+}
+
+TEST_F(ClusterSyncTest, APublishNeverMovesATatBack) {
+  Box a(server_.endpoint()), b(server_.endpoint());
+  const limiter::BucketKey k = key_of("198.18.0.43");
+  const time::Nanos now = wall_now();
+  // B alone spends 8 locally before anything reaches Redis; A syncs 1.
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(charge_gcra(b.table, k, now, ten_a_minute()).decision.admit);
+  const KeySpend spent_a[] = {{k, 1}};
+  ASSERT_EQ(a.sync.sync(spent_a, now, Clock::now()).error, RedisError::kNone);
+  // B reads the shared lead (1 request's worth): its own 8 stay spent.
+  const KeySpend read_b[] = {{k, 0}};
+  const ClusterSync::Report r = b.sync.sync(read_b, now, Clock::now());
+  ASSERT_EQ(r.error, RedisError::kNone);
+  EXPECT_EQ(r.published, 0u);
+  EXPECT_EQ(b.admit_all(k, now), 2u);
+}
+
+TEST_F(ClusterSyncTest, SpendsOfAFailedBatchComeBackAndKindsOutsideTheClusterStayLocal) {
+  Box a(server_.endpoint());
+  const limiter::BucketKey k = key_of("198.18.0.44");
+  const limiter::BucketKey local{k.k0, (k.k1 & ~uint64_t{0xffff}) | 3};  // kind 3: no cluster interval
+  server_.stop();
+  const KeySpend spends[] = {{k, 2}, {local, 5}};
+  const ClusterSync::Report r = a.sync.sync(spends, wall_now(), Clock::now());
+  EXPECT_EQ(r.error, RedisError::kUnreachable);
+  EXPECT_EQ(r.sent, 0u);
+  ASSERT_EQ(r.unsent.size(), 1u);  // the local kind was never part of a batch
+  EXPECT_EQ(r.unsent[0].key, k);
+  EXPECT_EQ(r.unsent[0].admitted, 2u);
+}
+
+TEST(ClusterSyncKeys, HashTaggedByGroup) {
+  limiter::BucketTable table(limiter::BucketTable::Options{.capacity = 4096, .bucket_kinds = 1});
+  RedisLink link(RedisEndpoint{{}, 0, "/nonexistent"}, {});
+  ClusterGcra gcra(link);
+  const ClusterSync sync(table, gcra, "sluice:prod", {1000});
+  const limiter::BucketKey k{0x8000000000000013ull, 0x0123456789ab0000ull};
+  EXPECT_EQ(sync.redis_key(k), "sluice:prod:{g03}:80000000000000130123456789ab0000");
+}
+
+}  // namespace
+}  // namespace sluice::control
