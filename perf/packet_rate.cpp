@@ -89,6 +89,7 @@
 #include "dataplane/syn_cookie.h"
 #include "dataplane/syn_proxy.h"
 #include "dataplane/worker.h"
+#include "median.h"
 #include "packet_limiter.h"
 #include "packet_rate_workers.h"
 #include "packet_wire.h"
@@ -426,17 +427,12 @@ void handshake(Rig& rig, uint32_t net, size_t n, uint32_t epoch, uint16_t port_o
   for (size_t first = 0; first < n; first += g_chunk) {
     const size_t m = std::min(g_chunk, n - first);
     for (size_t f = first; f < first + m; ++f) {
-      const FlowId i = id(f);
-      rig.add_tcp({Side::kClient, i.client_ip, i.client_port, kServicePort, i.client_isn, 0, tcp_flag::kSyn, ""});
-      rig.add_tcp({Side::kOrigin, i.client_ip, i.client_port, kServicePort, i.origin_isn, i.client_isn + 1,
-                   tcp_flag::kSyn | tcp_flag::kAck, ""});
+      const Handshake h = handshake_of(id(f));
+      rig.add_tcp(h.syn);
+      rig.add_tcp(h.syn_ack);
     }
     (void)rig.pass(true);
-    for (size_t f = first; f < first + m; ++f) {
-      const FlowId i = id(f);
-      rig.add_tcp({Side::kClient, i.client_ip, i.client_port, kServicePort, i.client_isn + 1, i.origin_isn + 1,
-                   tcp_flag::kAck, ""});
-    }
+    for (size_t f = first; f < first + m; ++f) rig.add_tcp(handshake_of(id(f)).ack);
     (void)rig.pass(true);
   }
   expect(rig.counters().flows_established.get() - established == n, "handshake",
@@ -452,12 +448,6 @@ struct Row {
   std::string unit;                                // what is counted
   std::vector<double> worker_rate, baseline_rate;  // per second, one per repetition
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 void print_rows(const std::vector<Row>& rows, unsigned reps) {
   std::printf("\n%-9s %-30s %-22s %11s %13s %8s %12s %8s %11s\n", "scenario", "per repetition", "counted",
@@ -507,20 +497,11 @@ Row bridged(Rig& rig, const Options& o) {
   return row;
 }
 
-// Request k of the admitted pattern on `flows` flows of `net`: flow k %
-// flows, the round-th request on it, and the origin's response right after.
-// The request acknowledges the origin's stream up to its last response plus
-// `ack_extra_per_round` for every earlier response (bytes the client saw
-// inserted, in its own numbers).
+// Request k of the admitted pattern and its response (packet_wire.h).
 void add_request_and_response(Rig& rig, uint32_t net, size_t flows, uint64_t k, uint32_t ack_extra_per_round) {
-  const uint32_t q = static_cast<uint32_t>(kAdmitHead.size()), a = static_cast<uint32_t>(kResponse.size());
-  const FlowId id = flow_id(net, k % flows, 0);
-  const auto round = static_cast<uint32_t>(k / flows);
-  const uint32_t cseq = id.client_isn + 1 + round * q, oseq = id.origin_isn + 1 + round * a;
-  rig.add_tcp({Side::kClient, id.client_ip, id.client_port, kServicePort, cseq, oseq + round * ack_extra_per_round,
-               tcp_flag::kAck | tcp_flag::kPsh, kAdmitHead});
-  rig.add_tcp({Side::kOrigin, id.client_ip, id.client_port, kServicePort, oseq, cseq + q,
-               tcp_flag::kAck | tcp_flag::kPsh, kResponse});
+  const Exchange e = admitted_exchange(net, flows, k, ack_extra_per_round);
+  rig.add_tcp(e.request);
+  rig.add_tcp(e.response);
 }
 
 std::vector<Row> admitted(Rig& rig, const Options& o) {

@@ -42,6 +42,7 @@
 #include "dataplane/ports.h"
 #include "dataplane/rss_owner.h"
 #include "dataplane/worker.h"
+#include "median.h"
 #include "packet_limiter.h"
 #include "packet_wire.h"
 
@@ -58,7 +59,7 @@ using Clock = std::chrono::steady_clock;
 
 class Crew {
  public:
-  explicit Crew(unsigned lanes) : lanes_(lanes), seats_(lanes) {
+  explicit Crew(unsigned lanes) : seats_(lanes) {
     unsigned lcore = rte_get_next_lcore(-1, 1, 0);
     for (unsigned lane = 1; lane < lanes; ++lane) {
       if (lcore >= RTE_MAX_LCORE) die(std::to_string(lanes) + " lanes need as many lcores");
@@ -116,7 +117,6 @@ class Crew {
     return 0;
   }
 
-  unsigned lanes_;
   std::vector<Seat> seats_;
   std::atomic<uint64_t> generation_{0};
   std::atomic<unsigned> done_{0};
@@ -136,18 +136,18 @@ class WorkerRig {
       : workers_(workers), nic_(dataplane::RssOwner::even_table(dataplane::RssOwner::kMaxEntries, workers)) {
     std::string tag = "w";  // (not "w" + to_string: GCC 12 warns wrongly, -Wrestrict)
     tag += std::to_string(id);
-    const unsigned frames = static_cast<unsigned>(std::max<size_t>(8 * chunk * workers, 8192) - 1);
-    frames_pool_ = rte_pktmbuf_pool_create((tag + "_frames").c_str(), frames, 256, 0, RTE_PKTMBUF_HEADROOM + 512,
-                                           static_cast<int>(rte_socket_id()));
     worker_pool_ = rte_pktmbuf_pool_create((tag + "_worker").c_str(), 8191, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
                                            static_cast<int>(rte_socket_id()));
-    if (frames_pool_ == nullptr || worker_pool_ == nullptr) die(std::string("mempool: ") + rte_strerror(rte_errno));
+    if (worker_pool_ == nullptr) die(std::string("mempool: ") + rte_strerror(rte_errno));
+    // A lane builds two frames per request, a chunk at a time, for its worker
+    // and then for the baseline.
+    const auto lane_frames = static_cast<unsigned>(std::max<size_t>(8 * chunk, 4096) - 1);
     for (unsigned l = 0; l < workers; ++l) {
       lanes_.push_back(std::make_unique<Lane>());
       // A pool per lane, as a NIC's queues each have their descriptors'
       // buffers: lanes that shared one met in its ring once their caches
       // overflowed (a chunk is thousands of frames).
-      lanes_[l]->pool = rte_pktmbuf_pool_create((tag + "_lane" + std::to_string(l)).c_str(), frames / workers, 256, 0,
+      lanes_[l]->pool = rte_pktmbuf_pool_create((tag + "_lane" + std::to_string(l)).c_str(), lane_frames, 256, 0,
                                                 RTE_PKTMBUF_HEADROOM + 512, static_cast<int>(rte_socket_id()));
       if (lanes_[l]->pool == nullptr) die(std::string("mempool: ") + rte_strerror(rte_errno));
     }
@@ -191,8 +191,8 @@ class WorkerRig {
       port_[s] = static_cast<uint16_t>(port);
       dataplane::PortInfo info;
       const std::string err = dataplane::start_port(
-          port_[s], dataplane::PortSetup{static_cast<uint16_t>(workers * kQueueStride), 1024, 1024}, frames_pool_,
-          info);
+          port_[s], dataplane::PortSetup{static_cast<uint16_t>(workers * kQueueStride), 1024, 1024},
+          lanes_[0]->pool, info);  // the ring driver allocates nothing from it
       if (!err.empty()) die(err);
     }
     if (workers > 1) {
@@ -245,7 +245,6 @@ class WorkerRig {
     for (rte_ring* r : inboxes_) rte_ring_free(r);
     for (rte_ring* r : idle_rings_) rte_ring_free(r);
     for (auto& lane : lanes_) rte_mempool_free(lane->pool);
-    rte_mempool_free(frames_pool_);
     rte_mempool_free(worker_pool_);
   }
   WorkerRig(const WorkerRig&) = delete;
@@ -398,7 +397,6 @@ class WorkerRig {
   PacketLimiter limiter_;
   time::TscClock clock_;
   std::atomic<bool> stop_{false};
-  rte_mempool* frames_pool_ = nullptr;
   rte_mempool* worker_pool_ = nullptr;
   uint16_t port_[2] = {};
   std::vector<std::unique_ptr<Lane>> lanes_;
@@ -412,16 +410,10 @@ class WorkerRig {
 // flow k % flows, the origin's response right behind it.
 
 void add_request_and_response(WorkerRig& rig, unsigned lane, size_t flows, uint64_t k) {
-  const auto q = static_cast<uint32_t>(kAdmitHead.size()), a = static_cast<uint32_t>(kResponse.size());
-  const FlowId id = flow_id(kAdmitNet, k % flows, 0);
-  const auto round = static_cast<uint32_t>(k / flows);
-  const uint32_t cseq = id.client_isn + 1 + round * q, oseq = id.origin_isn + 1 + round * a;
-  const Tcp request{Side::kClient, id.client_ip, id.client_port, kServicePort, cseq, oseq,
-                    tcp_flag::kAck | tcp_flag::kPsh, kAdmitHead};
-  if (rig.nic_lane(request) != lane) return;
-  rig.add(lane, request);
-  rig.add(lane, Tcp{Side::kOrigin, id.client_ip, id.client_port, kServicePort, oseq, cseq + q,
-                    tcp_flag::kAck | tcp_flag::kPsh, kResponse});
+  const Exchange e = admitted_exchange(kAdmitNet, flows, k);
+  if (rig.nic_lane(e.request) != lane) return;
+  rig.add(lane, e.request);
+  rig.add(lane, e.response);
 }
 
 void handshake(WorkerRig& rig, size_t flows, size_t chunk) {
@@ -429,16 +421,13 @@ void handshake(WorkerRig& rig, size_t flows, size_t chunk) {
     const size_t n = std::min(chunk, flows - first);
     for (int step = 0; step < 2; ++step) {
       for (size_t f = first; f < first + n; ++f) {
-        const FlowId i = flow_id(kAdmitNet, f, 0);
-        const Tcp syn{Side::kClient, i.client_ip, i.client_port, kServicePort, i.client_isn, 0, tcp_flag::kSyn, ""};
-        const unsigned lane = rig.nic_lane(syn);
+        const Handshake h = handshake_of(flow_id(kAdmitNet, f, 0));
+        const unsigned lane = rig.nic_lane(h.syn);
         if (step == 0) {
-          rig.add(lane, syn);
-          rig.add(lane, Tcp{Side::kOrigin, i.client_ip, i.client_port, kServicePort, i.origin_isn, i.client_isn + 1,
-                            tcp_flag::kSyn | tcp_flag::kAck, ""});
+          rig.add(lane, h.syn);
+          rig.add(lane, h.syn_ack);
         } else {
-          rig.add(lane, Tcp{Side::kClient, i.client_ip, i.client_port, kServicePort, i.client_isn + 1,
-                            i.origin_isn + 1, tcp_flag::kAck, ""});
+          rig.add(lane, h.ack);
         }
       }
       rig.serial_pass();
@@ -504,12 +493,6 @@ void repetition(Crew& crew, Config& c, const WorkersRun& run) {
   // Frames the engines handled, counted once each (a handed-over frame is
   // seen by the engine of its owner only).
   c.handed.push_back(service == 0 ? 0.0 : static_cast<double>(handed) / static_cast<double>(service));
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 }  // namespace

@@ -145,4 +145,37 @@ inline FlowId flow_id(uint32_t net, uint64_t f, uint32_t epoch) {
                 static_cast<uint32_t>(0x50000000u + f * 104729u + epoch * 0x0100019du)};
 }
 
+// A flow's handshake as both ends send it.
+struct Handshake {
+  Tcp syn, syn_ack, ack;
+};
+
+inline Handshake handshake_of(const FlowId& i) {
+  return {Tcp{Side::kClient, i.client_ip, i.client_port, kServicePort, i.client_isn, 0, tcp_flag::kSyn, ""},
+          Tcp{Side::kOrigin, i.client_ip, i.client_port, kServicePort, i.origin_isn, i.client_isn + 1,
+              tcp_flag::kSyn | tcp_flag::kAck, ""},
+          Tcp{Side::kClient, i.client_ip, i.client_port, kServicePort, i.client_isn + 1, i.origin_isn + 1,
+              tcp_flag::kAck, ""}};
+}
+
+// Request k of the admitted pattern on `flows` flows of `net` (flow k %
+// flows, the round-th request on it) and the origin's response to it. The
+// request acknowledges the origin's stream up to its last response plus
+// `ack_extra_per_round` for every earlier response (bytes the client saw
+// inserted, in its own numbers).
+struct Exchange {
+  Tcp request, response;
+};
+
+inline Exchange admitted_exchange(uint32_t net, size_t flows, uint64_t k, uint32_t ack_extra_per_round = 0) {
+  const auto q = static_cast<uint32_t>(kAdmitHead.size()), a = static_cast<uint32_t>(kResponse.size());
+  const FlowId id = flow_id(net, k % flows, 0);
+  const auto round = static_cast<uint32_t>(k / flows);
+  const uint32_t cseq = id.client_isn + 1 + round * q, oseq = id.origin_isn + 1 + round * a;
+  return {Tcp{Side::kClient, id.client_ip, id.client_port, kServicePort, cseq, oseq + round * ack_extra_per_round,
+              tcp_flag::kAck | tcp_flag::kPsh, kAdmitHead},
+          Tcp{Side::kOrigin, id.client_ip, id.client_port, kServicePort, oseq, cseq + q, tcp_flag::kAck | tcp_flag::kPsh,
+              kResponse}};
+}
+
 }  // namespace sluice::perf

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "http/head_parser.h"
+#include "median.h"
 
 extern "C" {
 #include "picohttpparser.h"
@@ -26,6 +27,7 @@ extern "C" {
 namespace {
 
 using namespace sluice::http;
+using sluice::perf::median;
 using Clock = std::chrono::steady_clock;
 
 // The heads of perf/parser_bench.cpp: curl's GET, an API POST, Chromium's GET.
@@ -47,11 +49,6 @@ const char* const kHeads[] = {
     "Cookie: session_id=8f14e45fceea167a5a36dedd4bea2543; csrftoken=c9f0f895fb98ab9159f51fd0297e236d; "
     "theme=dark\r\n\r\n",
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 template <typename Parse>
 double ns_per_parse(int parses, Parse&& parse) {
