@@ -319,10 +319,6 @@ void plan_charge(const CompiledPolicy& policy, LimiterState& state, const Compil
   }
 }
 
-}  // namespace
-
-namespace {
-
 // plan() into the caller's decision and charge (decide()'s are its own
 // locals, returned without a copy).
 void plan_into(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
@@ -354,26 +350,7 @@ void plan_into(const CompiledPolicy& policy, LimiterState& state, const http::Re
   d.verdict = Verdict::kForward;
 }
 
-void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge& p, Nanos now,
-                 DecisionScratch& scratch, Decision& d) noexcept;
-
-}  // namespace
-
-Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
-          const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch) noexcept {
-  Plan out;
-  plan_into(policy, state, head, conn, now, scratch, out.decision, out.charge);
-  return out;
-}
-
-const Decision& finish(const CompiledPolicy& policy, LimiterState& state, Plan& p, Nanos now,
-                       DecisionScratch& scratch) noexcept {
-  if (p.charge.due) finish_into(policy, state, p.charge, now, scratch, p.decision);
-  return p.decision;
-}
-
-namespace {
-
+// The charge a plan left, made, and what it decides written into `d`.
 void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge& p, Nanos now,
                  DecisionScratch& scratch, Decision& d) noexcept {
   const CompiledRule& rule = *p.rule;
@@ -438,6 +415,19 @@ void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge
 }
 
 }  // namespace
+
+Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
+          const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch) noexcept {
+  Plan out;
+  plan_into(policy, state, head, conn, now, scratch, out.decision, out.charge);
+  return out;
+}
+
+const Decision& finish(const CompiledPolicy& policy, LimiterState& state, Plan& p, Nanos now,
+                       DecisionScratch& scratch) noexcept {
+  if (p.charge.due) finish_into(policy, state, p.charge, now, scratch, p.decision);
+  return p.decision;
+}
 
 size_t AdmittedFields::render(std::span<char> out) const noexcept {
   if (none()) return 0;
