@@ -6,6 +6,16 @@
 #include <cstdio>
 
 namespace sluice::control {
+namespace {
+
+// A spend too large to count (its product overflowed) counts as this much.
+constexpr uint64_t kNever = uint64_t{1} << 62;
+// The furthest a published TAT runs ahead of now (about 73 years): a value
+// gone wrong in Redis leaves its key refused, with every sum the charge
+// makes (and the Retry-After it answers) still in range.
+constexpr limiter::Nanos kMaxLead = limiter::Nanos{1} << 61;
+
+}  // namespace
 
 ClusterSync::ClusterSync(limiter::BucketTable& table, ClusterGcra& gcra, std::string prefix,
                          std::vector<limiter::Nanos> intervals)
@@ -50,8 +60,9 @@ ClusterSync::Report ClusterSync::sync(std::span<const KeySpend> spends, limiter:
       const KeySpend& s = spends[i];
       // Rounded up to whole microseconds: a box never tells Redis it spent
       // less than it did.
-      const uint64_t spent_ns = s.admitted * intervals_[s.key.bucket()];
-      batch.push_back(ClusterSpend{redis_key(s.key), (spent_ns + 999) / 1000});
+      uint64_t spent_ns = 0;
+      if (__builtin_mul_overflow(s.admitted, intervals_[s.key.bucket()], &spent_ns)) spent_ns = kNever;
+      batch.push_back(ClusterSpend{redis_key(s.key), spent_ns / 1000 + (spent_ns % 1000 != 0)});
     }
     const RedisLink::Result r = gcra_.apply(batch, ahead_us, now);
     if (r.error != RedisError::kNone) {
@@ -65,8 +76,11 @@ ClusterSync::Report ClusterSync::sync(std::span<const KeySpend> spends, limiter:
     report.sent += group.size();
     for (size_t j = 0; j < group.size(); ++j) {
       if (ahead_us[j] <= 0) continue;  // the shared bucket is full: nothing to add
-      const uint64_t tat = box_now + static_cast<uint64_t>(ahead_us[j]) * 1000;
-      report.published += publish(spends[group[j]].key, tat);
+      // A lead past any bucket's (a value gone wrong in Redis) is cut to
+      // kMaxLead: the key stays refused, never wrapping round to full.
+      const auto lead_us = static_cast<uint64_t>(ahead_us[j]);
+      const limiter::Nanos lead = lead_us > kMaxLead / 1000 ? kMaxLead : lead_us * 1000;
+      report.published += publish(spends[group[j]].key, box_now + lead);
     }
   }
   return report;

@@ -1,8 +1,9 @@
 // Two boxes' bucket tables meeting on one budget through a real redis-server
 // (control/cluster_sync.h): what box A admitted on a key reaches box B's
 // table with B's next sync, so B admits only what is left of the shared
-// budget, and the other way round; a publish never moves a TAT back; spends
-// whose batch failed come back to be counted again; keys are hash-tagged.
+// budget, and the other way round; a publish never moves a TAT back, nor
+// wraps one round from a value gone wrong; spends whose batch failed come
+// back to be counted again; keys are hash-tagged.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -107,6 +108,33 @@ TEST_F(ClusterSyncTest, APublishNeverMovesATatBack) {
   ASSERT_EQ(r.error, RedisError::kNone);
   EXPECT_EQ(r.published, 0u);
   EXPECT_EQ(b.admit_all(k, now), 2u);
+}
+
+// A shared TAT that went wrong in Redis (written by someone else, far past
+// any bucket) leaves the key refused on the box, with a Retry-After in range,
+// rather than wrapping round to a full bucket.
+TEST_F(ClusterSyncTest, ALeadPastAnyBucketLeavesTheKeyRefused) {
+  Box a(server_.endpoint());
+  const limiter::BucketKey k = key_of("198.18.0.45");
+  RedisLink raw(server_.endpoint(), {});
+  const std::string key = a.sync.redis_key(k);
+  // 2^64 ns and 5 ms ahead of now, in microseconds: in nanoseconds, that
+  // lead wraps round to 5 ms.
+  const std::string tat = std::to_string(wall_now() / 1000 + 18'446'744'073'709'552ull + 5'000);
+  const std::string_view set[] = {"SET", key, tat};
+  ASSERT_EQ(raw.command(set, Clock::now()).error, RedisError::kNone);
+  const time::Nanos now = wall_now();
+  const KeySpend read[] = {{k, 0}};
+  const ClusterSync::Report r = a.sync.sync(read, now, Clock::now());
+  ASSERT_EQ(r.error, RedisError::kNone) << r.detail;
+  EXPECT_EQ(r.published, 1u);
+  const limiter::GcraCharge c = charge_gcra(a.table, k, now, ten_a_minute());
+  EXPECT_FALSE(c.decision.admit);
+  EXPECT_GT(c.decision.retry_after_s, 365u * 24 * 3600);
+  // Spends too large to multiply out are sent saturated, not wrapped.
+  const KeySpend huge[] = {{k, ~uint64_t{0}}};
+  EXPECT_EQ(a.sync.sync(huge, now, Clock::now()).error, RedisError::kNone);
+  EXPECT_FALSE(charge_gcra(a.table, k, now, ten_a_minute()).decision.admit);
 }
 
 TEST_F(ClusterSyncTest, SpendsOfAFailedBatchComeBackAndKindsOutsideTheClusterStayLocal) {
