@@ -30,9 +30,9 @@ return ahead
 
 std::string_view ClusterGcra::script() noexcept { return kScript; }
 
-RedisLink::Result ClusterGcra::load(RedisLink::Clock::time_point now) {
+RedisLink::Result ClusterGcra::load(std::string_view routing_key, RedisLink::Clock::time_point now) {
   const std::string_view argv[] = {"SCRIPT", "LOAD", kScript};
-  RedisLink::Result r = link_.command(argv, now);
+  RedisLink::Result r = redis_.command(routing_key, argv, now);
   if (r.error == RedisError::kNone) {
     if (r.reply.text().size() != 40) {
       r.error = RedisError::kProtocol;
@@ -55,15 +55,15 @@ RedisLink::Result ClusterGcra::apply(std::span<const ClusterSpend> batch, std::v
   RedisLink::Result r;
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (sha1_.empty()) {
-      r = load(now);
+      r = load(batch.front().key, now);
       if (r.error != RedisError::kNone) return r;
     }
     std::vector<std::string_view> argv = {"EVALSHA", sha1_, keys};
     for (const ClusterSpend& s : batch) argv.push_back(s.key);
     for (const std::string& v : spent) argv.push_back(v);
-    r = link_.command(argv, now);
-    // The server lost the script (restarted, flushed, failed over): load it
-    // again, once.
+    r = redis_.command(batch.front().key, argv, now);
+    // The node lost the script (restarted, flushed, failed over), or never
+    // had it (another node of the cluster): load it there, once.
     if (r.error == RedisError::kServer && r.detail.starts_with("NOSCRIPT")) {
       sha1_.clear();
       continue;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "control/redis_link.h"
+#include "control/redis_router.h"
 
 namespace sluice::control {
 
@@ -29,9 +30,10 @@ struct ClusterSpend {
 
 class ClusterGcra {
  public:
-  explicit ClusterGcra(RedisLink& link) noexcept : link_(link) {}
+  explicit ClusterGcra(RedisRouter& redis) noexcept : redis_(redis) {}
 
-  // Adds each spend to its key's shared TAT (a TAT behind Redis's clock
+  // The keys of a batch must lie in one Redis Cluster slot (ClusterSync tags
+  // them so). Adds each spend to its key's shared TAT (a TAT behind Redis's clock
   // starts from it: the bucket had filled) and fills `ahead_us`, one per
   // spend, with how far the shared TAT now runs ahead of that clock (0: the
   // bucket is full). A spend of 0 only reads. One round trip: the script is
@@ -46,9 +48,11 @@ class ClusterGcra {
   [[nodiscard]] static std::string_view script() noexcept;
 
  private:
-  [[nodiscard]] RedisLink::Result load(RedisLink::Clock::time_point now);
+  // On the node that holds `routing_key`: a script loaded on one node is
+  // not loaded on the others.
+  [[nodiscard]] RedisLink::Result load(std::string_view routing_key, RedisLink::Clock::time_point now);
 
-  RedisLink& link_;
+  RedisRouter& redis_;
   std::string sha1_;  // the script's digest on the server, once loaded
 };
 

@@ -5,10 +5,12 @@
 // key stays behind what all of them have spent. The workers go on deciding on
 // the local table alone; a key converges within one sync interval.
 //
-// Keys in Redis: PREFIX:{gNN}:K0K1 (hex), the hash tag grouping keys by the
-// low bits of k0 so that a batch of one group lies in one Redis Cluster slot.
-// The bucket keys must be made with a hasher secret every box shares, and the
-// buckets numbered alike (the same policy), or boxes would not meet on a key.
+// Keys in Redis: PREFIX:{gNN}:BUCKET:K0K1 (hex), the hash tag grouping keys
+// by the low bits of k0 so that a batch of one group lies in one Redis
+// Cluster slot. The bucket keys must be made with the cluster's shared
+// secret (LimiterState::cluster_hasher), and are named by their bucket's
+// name, not its kind: boxes number their buckets each in their own way
+// (kinds outlive reloads), so K1's low 16 bits, the kind, are left out.
 //
 // Publishing only ever moves a TAT forward (compare-and-swap, like a
 // charge), so spending the workers add meanwhile is never lost: it is in the
@@ -24,24 +26,23 @@
 #include "limiter/bucket_key.h"
 #include "limiter/bucket_table.h"
 #include "limiter/gcra.h"
+#include "limiter/spend_log.h"
 
 namespace sluice::control {
 
-// Requests a box admitted on one key since its last sync.
-struct KeySpend {
-  limiter::BucketKey key;
-  uint64_t admitted = 0;  // 0: only read the shared lead
-};
+using limiter::KeySpend;  // spent 0: only read the shared lead
 
 class ClusterSync {
  public:
   // Hash tags: keys spread over this many groups, a batch per group.
   static constexpr unsigned kGroups = 16;
 
-  // `intervals[k]`: bucket kind k's emission interval (what one admitted
-  // request adds to a TAT); 0 for a kind that is not a cluster GCRA bucket.
-  ClusterSync(limiter::BucketTable& table, ClusterGcra& gcra, std::string prefix,
-              std::vector<limiter::Nanos> intervals);
+  ClusterSync(limiter::BucketTable& table, ClusterGcra& gcra, std::string prefix);
+
+  // `names[k]`: the name of the cluster bucket of kind k, or empty for a
+  // kind that is not shared (its spends are ignored). Set again whenever
+  // the policy changes.
+  void set_buckets(std::vector<std::string> names) { names_ = std::move(names); }
 
   struct Report {
     size_t sent = 0;       // keys whose spend reached Redis
@@ -57,6 +58,15 @@ class ClusterSync {
   [[nodiscard]] Report sync(std::span<const KeySpend> spends, limiter::Nanos box_now,
                             RedisLink::Clock::time_point now);
 
+  // The `local-share` fallback, while Redis cannot be reached: each key is
+  // charged `others` times what this box spent on it, as if every other box
+  // spent as much, so that the box alone holds the budget divided by the
+  // box count. Returns the keys charged.
+  size_t share_locally(std::span<const KeySpend> spends, uint32_t others, limiter::Nanos box_now) noexcept;
+
+  // Whether kind k is a shared bucket.
+  [[nodiscard]] bool shared(uint16_t kind) const noexcept { return kind < names_.size() && !names_[kind].empty(); }
+
   [[nodiscard]] std::string redis_key(const limiter::BucketKey& key) const;
 
  private:
@@ -66,7 +76,7 @@ class ClusterSync {
   limiter::BucketTable& table_;
   ClusterGcra& gcra_;
   std::string prefix_;
-  std::vector<limiter::Nanos> intervals_;
+  std::vector<std::string> names_;
 };
 
 }  // namespace sluice::control

@@ -16,6 +16,8 @@
 #include <string>
 #include <string_view>
 
+#include "net/endpoint.h"
+
 struct redisContext;
 struct redisReply;
 
@@ -33,16 +35,10 @@ enum class RedisError : uint8_t {
 [[nodiscard]] std::string_view to_string(RedisError e) noexcept;
 
 // Where a Redis server listens: HOST:PORT, [IPV6]:PORT, or unix:PATH.
-struct RedisEndpoint {
-  std::string host;
-  uint16_t port = 0;
-  std::string unix_path;  // non-empty: a Unix socket, host and port unused
-
-  [[nodiscard]] std::string to_string() const;
-};
-
-// The endpoint `text` names, or nullopt with `error` saying why.
-[[nodiscard]] std::optional<RedisEndpoint> parse_redis_endpoint(std::string_view text, std::string& error);
+using RedisEndpoint = net::Endpoint;
+inline std::optional<RedisEndpoint> parse_redis_endpoint(std::string_view text, std::string& error) {
+  return net::parse_endpoint(text, error);
+}
 
 // A reply, owned (freed with hiredis's freeReplyObject).
 class RedisReply {

@@ -74,6 +74,7 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
       requests_(limiter, lender_.contexts(), answers_, counters, trace_seed),
       responses_(limiter, counters) {
   set_insert_fields(config.insert_fields);
+  requests_.set_spend_log(config.spends);
 }
 
 void FlowEngine::set_insert_fields(bool on) noexcept {

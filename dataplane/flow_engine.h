@@ -81,6 +81,9 @@ struct EngineConfig {
   // (TB16), inserted after the status line; the flow's sequence numbers are
   // then shifted for the rest of its life (dataplane/README.md).
   bool insert_fields = true;
+  // Issue 17: this worker's record of what it admits on `scope: cluster`
+  // buckets, which the cluster sync turns over (none: no cluster buckets).
+  limiter::SpendLog* spends = nullptr;
 };
 
 class FlowEngine {

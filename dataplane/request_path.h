@@ -126,6 +126,8 @@ class RequestPath {
   // Whether admitted requests' responses get the decision's rate-limit
   // fields (rendered only then).
   void set_insert_fields(bool on) noexcept;
+  // Issue 17: where admissions on cluster buckets are recorded.
+  void set_spend_log(limiter::SpendLog* log) noexcept { scratch_->spends = log; }
 
  private:
   // The steps of parse(). Those every request takes are forced inline: each

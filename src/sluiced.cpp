@@ -53,6 +53,7 @@
 #include "dataplane/worker.h"
 #include "limiter/compiled_policy.h"
 #include "limiter/credential_slots.h"
+#include "sluiced_cluster.h"
 #include "sluiced_commands.h"
 #include "sluiced_guards.h"
 #include "sluiced_metrics.h"
@@ -123,11 +124,21 @@ LoadedPolicy load_with_ports(const sluiced::Options& o, const std::string& file,
   return std::max(2u, (p.max_slots + 1) & ~1u);
 }
 
+// Issue 17: a cluster section's secret file is read at the check too, so a
+// missing or loose one is found before anything starts.
+[[nodiscard]] Status cluster_secret_usable(const dataplane::PolicySnapshot& snap) {
+  const std::optional<policy::ClusterSpec>& c = snap.policy.source.cluster;
+  std::string error;
+  if (c && !sluiced::read_cluster_secret(c->secret_file, error)) return Failure{ExitCode::kConfig, error};
+  return std::nullopt;
+}
+
 // --check-config: the policy alone, hashed with a throw-away secret (the
 // anonymous tokens' digests are all that depends on it).
 int check_config(const sluiced::Options& o) {
   const LoadedPolicy loaded = load_with_ports(o, o.config, limiter::KeyHasher::random());
   if (!loaded.snapshot) return report(policy_unusable(loaded, o.config));
+  if (Status failed = cluster_secret_usable(*loaded.snapshot)) return report(*failed);
   const dataplane::PolicySnapshot& snap = *loaded.snapshot;
   std::printf("%s: ok: policy '%s', digest %016" PRIx64 ", %zu rules, %zu buckets, service ports %s\n",
               o.config.c_str(), snap.policy.source.name.c_str(), snap.policy.digest, snap.policy.rules.size(),
@@ -149,9 +160,9 @@ int check_config(const sluiced::Options& o) {
 // The cheap checks first, so a typo costs nothing and touches no state: the
 // policy (compiled here with a throw-away secret), the interfaces.
 [[nodiscard]] Status preflight(const sluiced::Options& o) {
-  if (const LoadedPolicy checked = load_with_ports(o, o.config, limiter::KeyHasher::random()); !checked.snapshot) {
-    return policy_unusable(checked, o.config);
-  }
+  const LoadedPolicy checked = load_with_ports(o, o.config, limiter::KeyHasher::random());
+  if (!checked.snapshot) return policy_unusable(checked, o.config);
+  if (Status failed = cluster_secret_usable(*checked.snapshot)) return failed;
   if (!o.kernel_interfaces()) return std::nullopt;
   for (const std::string& ifname : {o.client_if, o.origin_if}) {
     if (if_nametoindex(ifname.c_str()) == 0) {
@@ -283,6 +294,7 @@ class Appliance {
   // was refused, or none.
   [[nodiscard]] std::vector<std::string> reload_config();
   [[nodiscard]] std::vector<std::string> publish(LoadedPolicy next, const std::string& name);
+  [[nodiscard]] LoadedPolicy same_cluster(LoadedPolicy next, const std::string& name) const;
   void reload_on_sighup();
   void restore_buckets();
   void snapshot_region(unsigned region);
@@ -313,6 +325,9 @@ class Appliance {
   control::RunJournal journal_;
   std::vector<control::LiveRun> replayed_runs_;
   LoadedPolicy loaded_;  // its snapshot goes to the publisher
+  // Issue 17: the shared secret, the workers' spend logs, the sync service
+  // (by load_running_policy(), create_tables() and build_control_plane()).
+  sluiced::ClusterPart cluster_;
   // By start_eal() and start_ports().
   sluiced::Eal eal_;
   sluiced::Mempool pool_;
@@ -343,7 +358,7 @@ class Appliance {
   sluiced::TelemetryRegistration telemetry_;
   // By start_running(); stop_running() releases them.
   sluiced::LaunchedWorkers launched_;
-  sluiced::ServiceThread control_thread_, metrics_thread_, reclaimer_thread_;
+  sluiced::ServiceThread control_thread_, metrics_thread_, reclaimer_thread_, cluster_thread_;
 };
 
 Status Appliance::start() {
@@ -399,6 +414,9 @@ Status Appliance::open_state_dir() {
 Status Appliance::load_running_policy() {
   loaded_ = load_with_ports(o_, o_.config, *credential_hasher_);
   if (!loaded_.snapshot) return policy_unusable(loaded_, o_.config);  // changed since preflight
+  if (const std::string err = cluster_.prepare(loaded_.snapshot->policy.source); !err.empty()) {
+    return Failure{ExitCode::kConfig, err};
+  }
   return std::nullopt;
 }
 
@@ -451,7 +469,9 @@ Status Appliance::create_tables() {
   } catch (const std::bad_alloc&) {
     return Failure{ExitCode::kNoMemory, "no memory for " + std::to_string(o_.buckets) + " buckets; lower --buckets"};
   }
-  limiter_.emplace(limiter::LimiterState{*buckets_, *records_, *runs_, *users_, *bucket_hasher_, *credential_hasher_});
+  limiter_.emplace(limiter::LimiterState{*buckets_, *records_, *runs_, *users_, *bucket_hasher_, *credential_hasher_,
+                                         cluster_.hasher()});
+  cluster_.make_logs(o_.workers);
   clock_.emplace();
   return std::nullopt;
 }
@@ -533,6 +553,7 @@ dataplane::WorkerSetup Appliance::worker_setup(unsigned index, const dataplane::
   ws.engine.cookie_seed = cookie_seed_;
   ws.flow_seed = flow_seed_;
   ws.rss = ports_.rss_owner();
+  ws.engine.spends = cluster_.log(index);
   ws.engine.timeouts.idle = time::Nanos{o_.idle_timeout_s} * time::kNanosPerSecond;
   ws.engine.timeouts.half_open = time::Nanos{o_.half_open_timeout_s} * time::kNanosPerSecond;
   ws.engine.max_head_bytes = first.policy.stream.head.max_head_bytes;
@@ -590,6 +611,13 @@ void Appliance::build_control_plane() {
            [this](unsigned region) { snapshot_region(region); }},
           {"credential_slots", records_.get(), [this] { return idle_credential_records(); }}},
       wait_for_readers());
+  cluster_.build(control::ClusterService::Setup{
+      .table = buckets_.get(),
+      .wait_for_readers = wait_for_readers(),
+      .box_clock = [this] { return clock_->now(); },
+      .bucket_names = [this] { return sluiced::cluster_bucket_names(publisher_->current()->policy, kMaxBucketKinds); },
+  });
+  daemon_.cluster = cluster_.service();
   daemon_.workers = o_.workers;
   daemon_.counters = counters_.get();
   daemon_.ports = ports_.info();
@@ -603,7 +631,7 @@ void Appliance::build_control_plane() {
   daemon_.reclaimer = &*reclaimer_;
   daemon_.bucket_snapshots = &*snapshotter_;
   daemon_.check_policy = [this](const std::string& text, const std::string& name) {
-    return with_ports(o_, load_policy_text(text, name, *credential_hasher_), name);
+    return same_cluster(with_ports(o_, load_policy_text(text, name, *credential_hasher_), name), name);
   };
   daemon_.reload_policy = [this](const std::string& text, const std::string& name) {
     return publish(with_ports(o_, load_policy_text(text, name, *credential_hasher_), name), name);
@@ -641,8 +669,23 @@ std::vector<std::string> Appliance::reload_config() {
 }
 
 std::vector<std::string> Appliance::publish(LoadedPolicy next, const std::string& name) {
+  next = same_cluster(std::move(next), name);
   if (!next.snapshot) return next.errors;
   return publisher_->reload(std::move(next.snapshot), name);
+}
+
+// Issue 17: the cluster section (the Redis, the shared secret the keys are
+// made with, the fallback) is the one part of a policy a reload cannot
+// change: the workers' keys and the sync thread were made from it.
+LoadedPolicy Appliance::same_cluster(LoadedPolicy next, const std::string& name) const {
+  if (!next.snapshot) return next;
+  const std::optional<policy::ClusterSpec>& now = publisher_->current()->policy.source.cluster;
+  if (next.snapshot->policy.source.cluster != now) {
+    next.snapshot.reset();
+    next.errors.push_back(name + ": the cluster section differs from the running one; it takes a restart of sluiced "
+                                 "to change (nothing was changed)");
+  }
+  return next;
 }
 
 // The same counters on DPDK's telemetry socket (dpdk-telemetry.py).
@@ -742,6 +785,9 @@ void Appliance::start_running() {
   // Every region of both tables once every 10 s: a bucket is dropped within
   // 10 s of becoming droppable (RF08's 10 minutes idle, TB07's quiet time).
   reclaimer_thread_.start(requests_.stop, [this] { reclaimer_->serve(requests_.stop, std::chrono::seconds(10)); });
+  if (control::ClusterService* cluster = cluster_.service()) {
+    cluster_thread_.start(requests_.stop, [this, cluster] { cluster->serve(requests_.stop); });
+  }
 }
 
 // The main thread's own work while the appliance runs: SIGHUP's reloads,
@@ -804,6 +850,7 @@ void Appliance::collect_retired_policies() {
 // In reverse order of start_running(); the signal handling stays until the
 // appliance ends.
 void Appliance::stop_running() noexcept {
+  cluster_thread_.stop();
   reclaimer_thread_.stop();
   metrics_thread_.stop();
   control_thread_.stop();

@@ -64,6 +64,26 @@ void write_tables(const Daemon& d, JsonWriter& w) {
   w.end_object();
 }
 
+// Issue 17: the cluster sync, when the policy has a cluster section.
+void write_cluster(const Daemon& d, JsonWriter& w) {
+  if (d.cluster == nullptr) return;
+  const control::ClusterCounters& c = d.cluster->counters();
+  const auto get = [](const std::atomic<uint64_t>& v) { return v.load(std::memory_order_relaxed); };
+  const policy::ClusterSpec& spec = d.cluster->spec();
+  w.key("cluster").begin_object();
+  w.key("state").value(get(c.in_fallback) != 0 ? "fallback" : "synced");
+  w.key("fallback").value(spec.fallback == policy::ClusterSpec::Fallback::kLocalShare ? "local-share" : "local-full");
+  w.key("last_error").value(d.cluster->last_error());
+  w.key("sync_interval_ms").value(spec.sync_interval / 1'000'000);
+  w.key("syncs").value(get(c.syncs)).key("sync_failures").value(get(c.sync_failures));
+  w.key("fallbacks").value(get(c.fallbacks)).key("fallback_keys").value(get(c.fallback_keys));
+  w.key("keys_sent").value(get(c.keys_sent)).key("keys_published").value(get(c.keys_published));
+  w.key("keys_watched").value(get(c.keys_watched));
+  w.key("last_sync_us").value(get(c.last_sync_us)).key("max_sync_us").value(get(c.max_sync_us));
+  w.key("spend_lost_records").value(d.cluster->lost_records());
+  w.end_object();
+}
+
 void write_ports(const Daemon& d, JsonWriter& w) {
   w.key("ports").begin_array();
   for (int i = 0; i < 2; ++i) {
@@ -227,6 +247,7 @@ Reply cmd_stats(const Daemon& d, const JsonValue&, JsonWriter& w) {
   write_rules(d, w);
   write_busiest(d, w, 10);
   write_tables(d, w);
+  write_cluster(d, w);
   write_ports(d, w);
   return std::nullopt;
 }

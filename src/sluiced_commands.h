@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "control/cluster_service.h"
 #include "control/bucket_snapshot.h"
 #include "control/command_table.h"
 #include "control/credential_registry.h"
@@ -36,6 +37,7 @@ struct Daemon {
   control::CredentialRegistry* credentials = nullptr;
   const control::Reclaimer* reclaimer = nullptr;
   const control::BucketSnapshotter* bucket_snapshots = nullptr;
+  const control::ClusterService* cluster = nullptr;  // issue 17: none without a cluster section
   // Loads a policy's text with the daemon's hasher (policy.check), and
   // loads and publishes one (policy.reload): the reasons it was refused, or
   // none. `name` is what messages call it (the file the client passed).

@@ -46,6 +46,12 @@ KeyHasher::KeyHasher(std::span<const uint8_t, kSecretSize> secret) noexcept {
   std::memcpy(secret_.data(), secret.data(), kSecretSize);
 }
 
+KeyHasher KeyHasher::from_material(std::span<const uint8_t> material) noexcept {
+  std::array<uint8_t, kSecretSize> secret;
+  (void)XXH3_generateSecret(secret.data(), secret.size(), material.data(), material.size());
+  return KeyHasher(secret);
+}
+
 Digest KeyHasher::digest(std::span<const uint8_t> material) const noexcept {
   const XXH128_hash_t h = XXH3_128bits_withSecret(material.data(), material.size(), secret_.data(), kSecretSize);
   return {h.low64, h.high64};

@@ -38,6 +38,10 @@ class KeyHasher {
   // A fixed secret, for tests and for digests that must be the same across
   // restarts (the credential file the control plane loads).
   explicit KeyHasher(std::span<const uint8_t, kSecretSize> secret) noexcept;
+  // A secret spread from `material` of any length (at least 16 bytes, say),
+  // XXH3's own way: for a secret several boxes share, kept in a file
+  // (issue 17's cluster secret).
+  [[nodiscard]] static KeyHasher from_material(std::span<const uint8_t> material) noexcept;
 
   [[nodiscard]] BucketKey key(uint16_t bucket, std::span<const uint8_t> material) const noexcept;
   [[nodiscard]] BucketKey key(uint16_t bucket, const Digest& d) const noexcept;

@@ -172,6 +172,9 @@ class PolicyCompiler {
     cb.name = b.name;
     cb.index = static_cast<uint16_t>(c_.buckets.size());
     cb.idle_drop_after = b.idle_drop_after;
+    if (b.scope == policy::BucketSpec::Scope::kCluster) {
+      cb.cluster_salt = XXH3_64bits_withSeed(b.name.data(), b.name.size(), 0x736c756963652d63ull) | 1;  // "sluice-c"
+    }
     if (b.kind == policy::BucketSpec::Kind::kCalendarMinute) {
       cb.calendar = true;
       cb.window = {b.requests_per_minute, b.tokens_per_minute};

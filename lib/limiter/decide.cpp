@@ -217,6 +217,7 @@ KeyMaterial credential_key(const CompiledPolicy& policy, LimiterState& state, co
   if (rule.key_kind == KeySpec::Kind::kCredential) {
     KeyMaterial k;
     k.credential = credential;
+    k.bytes = bytes_of(norm);  // for cluster buckets: the digest is keyed per box (cluster_key)
     k.label = KeyLabel::Kind::kCredential;
     return k;
   }
@@ -284,6 +285,16 @@ bool answer_missing_key(const CompiledPolicy& policy, const CompiledRule& rule, 
   return false;
 }
 
+// Issue 17: a `scope: cluster` bucket's key, the same on every box: made
+// with the cluster's shared secret from the material itself (a credential's
+// digest is keyed with the box's own secret), the bucket told apart by its
+// name's salt rather than its kind, which each box gives as it likes; the
+// kind goes in the low bits as ever.
+BucketKey cluster_key(const KeyHasher& cluster, const CompiledBucket& b, const KeyMaterial& key) noexcept {
+  const BucketKey k = cluster.key(0, key.bytes);
+  return {(k.k0 ^ b.cluster_salt) | (uint64_t{1} << 63), ((k.k1 ^ b.cluster_salt) & ~uint64_t{0xffff}) | b.index};
+}
+
 // The bucket and key a request is charged to. TB07: past the ceiling, a
 // credential the address has not been using is counted against the
 // address's own budget.
@@ -305,7 +316,11 @@ void plan_charge(const CompiledPolicy& policy, LimiterState& state, const Compil
   // Keyed by the bucket's kind, not its position in this policy: a reload
   // that keeps a bucket keeps its kind, and so its state.
   const uint16_t kind = out.bucket->index;
-  out.key = key.credential ? state.bucket_hasher.key(kind, *key.credential) : state.bucket_hasher.key(kind, key.bytes);
+  if (out.bucket->cluster_salt != 0 && state.cluster_hasher != nullptr) {
+    out.key = cluster_key(*state.cluster_hasher, *out.bucket, key);
+  } else {
+    out.key = key.credential ? state.bucket_hasher.key(kind, *key.credential) : state.bucket_hasher.key(kind, key.bytes);
+  }
   d.label = label_of(key.label, key.bytes, key.credential, out.key);
   out.due = true;
   out.run_budget = static_cast<uint32_t>(std::min<uint64_t>(run_budget, UINT32_MAX));
@@ -382,6 +397,11 @@ void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge
     const GcraCharge c = charge_gcra(state.buckets, p.key, now, own ? run_limit : b.gcra);
     admit = c.decision.admit;
     d.overflow = c.overflow;
+    // Issue 17: what the other boxes must hear of at the next sync (a
+    // charge to the shared overflow bucket is this box's own).
+    if (admit && !c.overflow && b.cluster_salt != 0 && scratch.spends != nullptr) {
+      scratch.spends->record(p.key, own ? run_limit.interval : b.gcra.interval);
+    }
     v.remaining = c.decision.remaining;
     v.reset = c.decision.reset_s;
     v.retry_after = c.decision.retry_after_s;

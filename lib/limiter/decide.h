@@ -15,6 +15,7 @@
 #include "limiter/bucket_table.h"
 #include "limiter/compiled_policy.h"
 #include "limiter/digest_map.h"
+#include "limiter/spend_log.h"
 #include "net/ip_address.h"
 
 namespace sluice::limiter {
@@ -27,6 +28,9 @@ struct LimiterState {
   const DigestMap& users;           // credential digest -> user id (RF04)
   const KeyHasher& bucket_hasher;      // per process: bucket keys
   const KeyHasher& credential_hasher;  // stable: credential digests, as in the credential file
+  // Issue 17: keys of `scope: cluster` buckets, with the secret every box of
+  // the cluster shares (none: those buckets are keyed as the box's own).
+  const KeyHasher* cluster_hasher = nullptr;
 };
 
 struct ConnectionFacts {
@@ -103,6 +107,9 @@ struct DecisionScratch {
   char material[512];
   uint64_t trace_seed = 0x9e3779b97f4a7c15ull;  // set per worker
   uint64_t trace_counter = 0;
+  // Issue 17: where this worker records what it admits on cluster buckets
+  // (none: not recorded).
+  SpendLog* spends = nullptr;
 };
 
 [[nodiscard]] Decision decide(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,

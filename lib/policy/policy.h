@@ -108,6 +108,26 @@ struct BucketSpec {
   // RF08: an idle bucket is dropped this long after it is full again
   // (default one minute: a bucket dropped is one nobody has used for a while).
   Nanos idle_drop_after = time::kNanosPerMinute;
+  // Issue 17: a budget of this box alone (the seeds' per-process floor), or
+  // one every box of the `cluster` section shares through Redis.
+  enum class Scope : uint8_t { kBox, kCluster } scope = Scope::kBox;
+};
+
+// Issue 17: where the boxes that share `scope: cluster` budgets meet.
+struct ClusterSpec {
+  Mark mark;
+  std::vector<std::string> redis;   // endpoints (HOST:PORT, [IPV6]:PORT, unix:/path): cluster seeds or one primary
+  std::string key_prefix = "sluice";
+  Nanos sync_interval = 20'000'000;  // 20 ms
+  // What a box enforces while Redis cannot be reached: the budget divided
+  // by `boxes` (local-share), or the whole budget (local-full).
+  enum class Fallback : uint8_t { kLocalShare, kLocalFull } fallback = Fallback::kLocalShare;
+  uint32_t boxes = 0;        // the boxes expected to share the budgets (local-share divides by it)
+  std::string secret_file;   // the bucket-key secret every box shares (keys meet only if it does)
+  bool operator==(const ClusterSpec& o) const {
+    return redis == o.redis && key_prefix == o.key_prefix && sync_interval == o.sync_interval &&
+           fallback == o.fallback && boxes == o.boxes && secret_file == o.secret_file;
+  }
 };
 
 // What a rule's bucket is keyed by.
@@ -177,6 +197,7 @@ struct Policy {
   CorsSpec cors;
   std::vector<Exemption> exemptions;
   std::vector<BucketSpec> buckets;
+  std::optional<ClusterSpec> cluster;  // issue 17: budgets shared by several boxes
   std::vector<RuleSpec> rules;
   UsageSpec usage;
   AfterAnswer after_answer = AfterAnswer::kKeepAlive;

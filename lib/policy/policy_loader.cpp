@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "http/token_chars.h"
+#include "net/endpoint.h"
 #include "policy/path_pattern.h"
 #include "policy/response_template.h"
 
@@ -358,6 +359,19 @@ bool plain_name(std::string_view s) {
 }
 constexpr const char* kPlainName = " (1 to 64 letters, digits, '_', '-', '.' or ':')";
 
+// Issue 17: `scope: cluster` shares the budget with every box of the
+// policy's `cluster` section. Calendar windows stay per box for now.
+void read_scope(Reader& r, const YAML::Node& n, BucketSpec& b) {
+  if (!n["scope"]) return;
+  const auto s = r.string(n["scope"], "bucket " + b.name + " scope");
+  if (s == "box") b.scope = BucketSpec::Scope::kBox;
+  else if (s == "cluster") b.scope = BucketSpec::Scope::kCluster;
+  else if (s) r.error(n["scope"], "bucket " + b.name + ": scope must be box or cluster");
+  if (b.scope == BucketSpec::Scope::kCluster && n["window"]) {
+    r.error(n["scope"], "bucket " + b.name + ": scope: cluster is for rate buckets; calendar windows are per box");
+  }
+}
+
 void read_bucket(Reader& r, const YAML::Node& key, const YAML::Node& n, BucketSpec& b) {
   b.mark = r.mark(key);
   b.name = key.Scalar();
@@ -368,7 +382,8 @@ void read_bucket(Reader& r, const YAML::Node& key, const YAML::Node& n, BucketSp
   if (!r.is_map(n, "bucket " + b.name)) return;
   const bool window = static_cast<bool>(n["window"]);
   if (window) {
-    r.only(n, {"window", "requests", "tokens", "quotas"}, "bucket " + b.name);
+    r.only(n, {"window", "requests", "tokens", "quotas", "scope"}, "bucket " + b.name);
+    read_scope(r, n, b);
     b.kind = BucketSpec::Kind::kCalendarMinute;
     const auto w = r.string(n["window"], "bucket " + b.name + " window");
     if (w && *w != "minute") r.error(n["window"], "bucket " + b.name + ": the only calendar window is 'minute'");
@@ -402,7 +417,8 @@ void read_bucket(Reader& r, const YAML::Node& key, const YAML::Node& n, BucketSp
     }
     return;
   }
-  r.only(n, {"rate", "burst", "idle_drop_after"}, "bucket " + b.name);
+  r.only(n, {"rate", "burst", "idle_drop_after", "scope"}, "bucket " + b.name);
+  read_scope(r, n, b);
   b.kind = BucketSpec::Kind::kContinuous;
   if (!n["rate"]) {
     r.error(n, "bucket " + b.name + " needs a rate (such as 600/min or 10/s), or a window");
@@ -567,6 +583,9 @@ void cross_check(Reader& r, Policy& p) {
       }
     }
     bucket_names.insert(b.name);
+    if (b.scope == BucketSpec::Scope::kCluster && !p.cluster) {
+      r.error_at(b.mark, "bucket " + b.name + ": scope: cluster needs a cluster section (the Redis the boxes share)");
+    }
   }
   std::set<std::string> rule_names;
   for (const RuleSpec& rule : p.rules) {
@@ -752,6 +771,54 @@ void read_buckets(Reader& r, const YAML::Node& bs, std::vector<BucketSpec>& out)
   }
 }
 
+// Issue 17: the Redis the boxes share budgets through, and how they sync.
+void read_cluster(Reader& r, const YAML::Node& n, std::optional<ClusterSpec>& out) {
+  if (!r.is_map(n, "cluster")) return;
+  r.only(n, {"redis", "key_prefix", "sync_interval", "fallback", "boxes", "secret_file"}, "cluster");
+  ClusterSpec c;
+  c.mark = r.mark(n);
+  if (!n["redis"]) r.error(n, "cluster needs redis: the Redis Cluster's seed nodes, or one primary");
+  else {
+    const std::vector<std::string> endpoints = r.strings(n["redis"], "cluster redis");
+    for (const std::string& e : endpoints) {
+      std::string why;
+      if (!net::parse_endpoint(e, why)) r.error(n["redis"], "cluster redis " + quoted(e) + ": " + why);
+    }
+    if (endpoints.empty() && n["redis"].IsSequence()) r.error(n["redis"], "cluster redis names no endpoint");
+    c.redis = endpoints;
+  }
+  if (n["key_prefix"]) {
+    const auto p = r.string(n["key_prefix"], "cluster key_prefix");
+    if (p && (p->empty() || p->size() > 64 || !plain_name(*p) || p->find_first_of("{}") != std::string::npos)) {
+      r.error(n["key_prefix"], "cluster key_prefix must be a plain name" + std::string(kPlainName));
+    } else if (p) c.key_prefix = *p;
+  }
+  if (n["sync_interval"]) {
+    if (const auto d = r.duration(n["sync_interval"], "cluster sync_interval")) {
+      if (*d < 5'000'000 || *d > 10 * time::kNanosPerSecond) {
+        r.error(n["sync_interval"], "cluster sync_interval must be from 5ms to 10s");
+      } else c.sync_interval = *d;
+    }
+  }
+  if (n["fallback"]) {
+    const auto f = r.string(n["fallback"], "cluster fallback");
+    if (f == "local-share") c.fallback = ClusterSpec::Fallback::kLocalShare;
+    else if (f == "local-full") c.fallback = ClusterSpec::Fallback::kLocalFull;
+    else if (f) r.error(n["fallback"], "cluster fallback must be local-share or local-full");
+  }
+  if (n["boxes"]) {
+    if (const auto b = r.number(n["boxes"], "cluster boxes", 1, 1024)) c.boxes = static_cast<uint32_t>(*b);
+  } else if (c.fallback == ClusterSpec::Fallback::kLocalShare) {
+    r.error(n, "cluster needs boxes (how many boxes share the budgets) for fallback: local-share");
+  }
+  if (!n["secret_file"]) r.error(n, "cluster needs secret_file: the bucket-key secret every box shares");
+  else if (const auto f = r.string(n["secret_file"], "cluster secret_file")) {
+    if (f->empty() || f->front() != '/') r.error(n["secret_file"], "cluster secret_file must be an absolute path");
+    else c.secret_file = *f;
+  }
+  out = std::move(c);
+}
+
 void read_rules(Reader& r, const YAML::Node& rs, std::vector<RuleSpec>& out) {
   if (!rs.IsSequence()) {
     r.error(rs, "rules must be a list (the first rule that matches a request applies)");
@@ -778,7 +845,7 @@ void read_answers(Reader& r, const YAML::Node& root, Policy& p) {
 // sees every mistake in one pass, never half of them.
 void read_policy(Reader& r, const YAML::Node& root, Policy& p) {
   r.only(root, {"sluice", "name", "mode", "header_style", "service_ports", "limits", "client_ip", "credentials", "cors",
-                "usage", "after_answer", "deadlines", "syn_proxy", "binding", "adoption", "exempt", "buckets", "rules", "refusal", "unauthorized", "not_found"},
+                "usage", "after_answer", "deadlines", "syn_proxy", "binding", "adoption", "exempt", "buckets", "cluster", "rules", "refusal", "unauthorized", "not_found"},
          "the policy");
   read_preamble(r, root, p);
   if (root["service_ports"]) read_service_ports(r, root["service_ports"], p.service_ports);
@@ -794,6 +861,7 @@ void read_policy(Reader& r, const YAML::Node& root, Policy& p) {
   if (root["binding"]) read_binding(r, root["binding"], p.syn_proxy, p.delayed_binding);
   if (root["exempt"]) read_exemptions(r, root["exempt"], p.exemptions);
   if (root["buckets"]) read_buckets(r, root["buckets"], p.buckets);
+  if (root["cluster"]) read_cluster(r, root["cluster"], p.cluster);
   if (root["rules"]) read_rules(r, root["rules"], p.rules);
   read_answers(r, root, p);
 }

@@ -13,6 +13,7 @@
 
 #include "control/cluster_gcra.h"
 #include "control/redis_link.h"
+#include "control/redis_router.h"
 #include "redis_server.h"
 
 namespace sluice::control {
@@ -55,7 +56,7 @@ TEST(RedisEndpoint, ParsedStrictly) {
 }
 
 TEST_F(ClusterGcraTest, TwoBoxesSpendOneSharedArrivalTime) {
-  RedisLink a(server_.endpoint(), {}), b(server_.endpoint(), {});
+  RedisRouter a({server_.endpoint()}, {}), b({server_.endpoint()}, {});
   ClusterGcra box_a(a), box_b(b);
   std::vector<int64_t> ahead_a, ahead_b;
   // Box A admitted 10 requests of a 1 s emission interval, box B 5 (large
@@ -81,8 +82,9 @@ TEST_F(ClusterGcraTest, TwoBoxesSpendOneSharedArrivalTime) {
 }
 
 TEST_F(ClusterGcraTest, AKeyBehindTheClockStartsFromItAndExpires) {
-  RedisLink link(server_.endpoint(), {});
-  ClusterGcra gcra(link);
+  RedisLink link(server_.endpoint(), {});  // the test's own look at the server
+  RedisRouter router({server_.endpoint()}, {});
+  ClusterGcra gcra(router);
   // A TAT long past: the bucket filled up meanwhile.
   ASSERT_EQ(raw(link, {"SET", "{t2}:k", "1000"}).error, RedisError::kNone);
   std::vector<int64_t> ahead;
@@ -102,8 +104,9 @@ TEST_F(ClusterGcraTest, AKeyBehindTheClockStartsFromItAndExpires) {
 }
 
 TEST_F(ClusterGcraTest, AScriptTheServerLostIsLoadedAgain) {
-  RedisLink link(server_.endpoint(), {});
-  ClusterGcra gcra(link);
+  RedisLink link(server_.endpoint(), {});  // the test's own look at the server
+  RedisRouter router({server_.endpoint()}, {});
+  ClusterGcra gcra(router);
   std::vector<int64_t> ahead;
   // 10 s each: the first has not drained by the time the second comes.
   const ClusterSpend spend[] = {{"{t3}:k", 10'000'000}};
@@ -116,8 +119,9 @@ TEST_F(ClusterGcraTest, AScriptTheServerLostIsLoadedAgain) {
 }
 
 TEST_F(ClusterGcraTest, AValueThatIsNotATimeIsAServerError) {
-  RedisLink link(server_.endpoint(), {});
-  ClusterGcra gcra(link);
+  RedisLink link(server_.endpoint(), {});  // the test's own look at the server
+  RedisRouter router({server_.endpoint()}, {});
+  ClusterGcra gcra(router);
   ASSERT_EQ(raw(link, {"SET", "{t4}:k", "not a number"}).error, RedisError::kNone);
   std::vector<int64_t> ahead;
   const ClusterSpend spend[] = {{"{t4}:k", 1'000}};
@@ -125,39 +129,58 @@ TEST_F(ClusterGcraTest, AValueThatIsNotATimeIsAServerError) {
   EXPECT_EQ(r.error, RedisError::kServer);
   EXPECT_FALSE(r.detail.empty());
   EXPECT_TRUE(ahead.empty());
-  EXPECT_TRUE(link.connected());  // an error reply is not a broken connection
+  // An error reply is not a broken connection: the next batch goes through
+  // at once, with no back-off.
+  const ClusterSpend good[] = {{"{t4}:fine", 1'000}};
+  EXPECT_EQ(gcra.apply(good, ahead, Clock::now()).error, RedisError::kNone);
 }
 
-TEST_F(ClusterGcraTest, AnUnreachableServerIsRetriedAfterABackOffAndUsedAgainOnceBack) {
+// The back-off belongs to the link (one per node): a command while it runs
+// makes no connection attempt at all.
+TEST_F(ClusterGcraTest, AnUnreachableServerIsRetriedAfterABackOff) {
   RedisLink::Options o;
   o.backoff_min = 100ms;
   o.backoff_max = 400ms;
   RedisLink link(server_.endpoint(), o);
-  ClusterGcra gcra(link);
-  std::vector<int64_t> ahead;
-  const ClusterSpend spend[] = {{"{t5}:k", 1'000}};
-  ASSERT_EQ(gcra.apply(spend, ahead, Clock::now()).error, RedisError::kNone);
+  const std::vector<std::string_view> ping = {"PING"};
+  ASSERT_EQ(link.command(ping, Clock::now()).error, RedisError::kNone);
   server_.stop();
 
   // The connection breaks: lost. The next attempt within the back-off makes
   // no connection attempt at all; after it, one, which fails.
   Clock::time_point t = Clock::now();
-  EXPECT_EQ(gcra.apply(spend, ahead, t).error, RedisError::kConnectionLost);
+  EXPECT_EQ(link.command(ping, t).error, RedisError::kConnectionLost);
   EXPECT_FALSE(link.connected());
   const uint64_t connects = link.connects();
-  EXPECT_EQ(gcra.apply(spend, ahead, t + 50ms).error, RedisError::kBackingOff);
+  EXPECT_EQ(link.command(ping, t + 50ms).error, RedisError::kBackingOff);
   EXPECT_EQ(link.connects(), connects);
-  EXPECT_EQ(gcra.apply(spend, ahead, t + 150ms).error, RedisError::kUnreachable);
+  EXPECT_EQ(link.command(ping, t + 150ms).error, RedisError::kUnreachable);
   EXPECT_EQ(link.connects(), connects + 1);
   EXPECT_EQ(link.failed_connects(), 1u);
   // The back-off doubled (200 ms from the failure), up to its maximum.
-  EXPECT_EQ(gcra.apply(spend, ahead, t + 300ms).error, RedisError::kBackingOff);
-  EXPECT_EQ(gcra.apply(spend, ahead, t + 360ms).error, RedisError::kUnreachable);
-  EXPECT_EQ(gcra.apply(spend, ahead, t + 700ms).error, RedisError::kBackingOff);  // 400 ms, the maximum
-  EXPECT_EQ(gcra.apply(spend, ahead, t + 770ms).error, RedisError::kUnreachable);
+  EXPECT_EQ(link.command(ping, t + 300ms).error, RedisError::kBackingOff);
+  EXPECT_EQ(link.command(ping, t + 360ms).error, RedisError::kUnreachable);
+  EXPECT_EQ(link.command(ping, t + 700ms).error, RedisError::kBackingOff);  // 400 ms, the maximum
+  EXPECT_EQ(link.command(ping, t + 770ms).error, RedisError::kUnreachable);
+  ASSERT_TRUE(server_.start());
+  EXPECT_EQ(link.command(ping, t + 2s).error, RedisError::kNone);
+}
 
-  // Back (empty: no persistence), after the back-off: the script is loaded
-  // again and the key starts afresh.
+// A restarted server (empty: no persistence) is used again once its back-off
+// has run: the script is loaded again and the key starts afresh.
+TEST_F(ClusterGcraTest, ARestartedServerIsUsedAgain) {
+  RedisLink::Options o;
+  o.backoff_min = 100ms;
+  o.backoff_max = 400ms;
+  RedisRouter router({server_.endpoint()}, o);
+  ClusterGcra gcra(router);
+  std::vector<int64_t> ahead;
+  const ClusterSpend spend[] = {{"{t5}:k", 1'000}};
+  ASSERT_EQ(gcra.apply(spend, ahead, Clock::now()).error, RedisError::kNone);
+  server_.stop();
+  const Clock::time_point t = Clock::now();
+  EXPECT_NE(gcra.apply(spend, ahead, t).error, RedisError::kNone);
+  EXPECT_NE(gcra.apply(spend, ahead, t + 50ms).error, RedisError::kNone);
   ASSERT_TRUE(server_.start());
   const RedisLink::Result r = gcra.apply(spend, ahead, t + 2s);
   ASSERT_EQ(r.error, RedisError::kNone) << r.detail;

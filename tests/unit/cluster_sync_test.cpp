@@ -34,11 +34,13 @@ time::Nanos wall_now() {
 
 // A box: its own bucket table and Redis link, the hasher secret shared.
 struct Box {
-  explicit Box(const RedisEndpoint& redis)
+  explicit Box(const RedisEndpoint& redis_endpoint)
       : table(limiter::BucketTable::Options{.capacity = 4096, .bucket_kinds = 1}),
-        link(redis, {}),
-        gcra(link),
-        sync(table, gcra, "sluice:test", {ten_a_minute().interval}) {}
+        redis({redis_endpoint}, {}),
+        gcra(redis),
+        sync(table, gcra, "sluice:test") {
+    sync.set_buckets({"ten"});
+  }
 
   // Admits requests on `key` until the first refusal; returns how many.
   unsigned admit_all(const limiter::BucketKey& key, time::Nanos now) {
@@ -48,7 +50,7 @@ struct Box {
   }
 
   limiter::BucketTable table;
-  RedisLink link;
+  RedisRouter redis;
   ClusterGcra gcra;
   ClusterSync sync;
 };
@@ -56,6 +58,11 @@ struct Box {
 class ClusterSyncTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(server_.start()) << "could not start redis-server (scripts/install-deps.sh test)"; }
+
+  // `admitted` requests' worth of spending on `key`.
+  static KeySpend spend(const limiter::BucketKey& key, uint64_t admitted) {
+    return {key, admitted * ten_a_minute().interval};
+  }
 
   limiter::BucketKey key_of(const char* client) {
     const std::string_view m(client);
@@ -73,21 +80,21 @@ TEST_F(ClusterSyncTest, WhatOneBoxSpentTheOtherCannotSpendAgain) {
   // Box A admits 6 of the 10, then syncs them.
   time::Nanos now = wall_now();
   for (int i = 0; i < 6; ++i) ASSERT_TRUE(charge_gcra(a.table, k, now, ten_a_minute()).decision.admit);
-  const KeySpend spent_a[] = {{k, 6}};
+  const KeySpend spent_a[] = {spend(k, 6)};
   ClusterSync::Report r = a.sync.sync(spent_a, now, Clock::now());
   ASSERT_EQ(r.error, RedisError::kNone) << r.detail;
   EXPECT_EQ(r.sent, 1u);
   // Box B, which never saw the key, reads it with its sync: 4 left for it.
   now = wall_now();
-  const KeySpend read_b[] = {{k, 0}};
+  const KeySpend read_b[] = {spend(k, 0)};
   r = b.sync.sync(read_b, now, Clock::now());
   ASSERT_EQ(r.error, RedisError::kNone) << r.detail;
   EXPECT_EQ(r.published, 1u);
   EXPECT_EQ(b.admit_all(k, now), 4u);
   // B syncs its 4; A, reading, has nothing left.
-  const KeySpend spent_b[] = {{k, 4}};
+  const KeySpend spent_b[] = {spend(k, 4)};
   ASSERT_EQ(b.sync.sync(spent_b, now, Clock::now()).error, RedisError::kNone);
-  const KeySpend read_a[] = {{k, 0}};
+  const KeySpend read_a[] = {spend(k, 0)};
   ASSERT_EQ(a.sync.sync(read_a, now, Clock::now()).error, RedisError::kNone);
   EXPECT_EQ(a.admit_all(k, now), 0u);
   // Another key is untouched by all this.
@@ -100,10 +107,10 @@ TEST_F(ClusterSyncTest, APublishNeverMovesATatBack) {
   const time::Nanos now = wall_now();
   // B alone spends 8 locally before anything reaches Redis; A syncs 1.
   for (int i = 0; i < 8; ++i) ASSERT_TRUE(charge_gcra(b.table, k, now, ten_a_minute()).decision.admit);
-  const KeySpend spent_a[] = {{k, 1}};
+  const KeySpend spent_a[] = {spend(k, 1)};
   ASSERT_EQ(a.sync.sync(spent_a, now, Clock::now()).error, RedisError::kNone);
   // B reads the shared lead (1 request's worth): its own 8 stay spent.
-  const KeySpend read_b[] = {{k, 0}};
+  const KeySpend read_b[] = {spend(k, 0)};
   const ClusterSync::Report r = b.sync.sync(read_b, now, Clock::now());
   ASSERT_EQ(r.error, RedisError::kNone);
   EXPECT_EQ(r.published, 0u);
@@ -124,7 +131,7 @@ TEST_F(ClusterSyncTest, ALeadPastAnyBucketLeavesTheKeyRefused) {
   const std::string_view set[] = {"SET", key, tat};
   ASSERT_EQ(raw.command(set, Clock::now()).error, RedisError::kNone);
   const time::Nanos now = wall_now();
-  const KeySpend read[] = {{k, 0}};
+  const KeySpend read[] = {spend(k, 0)};
   const ClusterSync::Report r = a.sync.sync(read, now, Clock::now());
   ASSERT_EQ(r.error, RedisError::kNone) << r.detail;
   EXPECT_EQ(r.published, 1u);
@@ -132,7 +139,7 @@ TEST_F(ClusterSyncTest, ALeadPastAnyBucketLeavesTheKeyRefused) {
   EXPECT_FALSE(c.decision.admit);
   EXPECT_GT(c.decision.retry_after_s, 365u * 24 * 3600);
   // Spends too large to multiply out are sent saturated, not wrapped.
-  const KeySpend huge[] = {{k, ~uint64_t{0}}};
+  const KeySpend huge[] = {{k, ~uint64_t{0}}};  // a saturated sum
   EXPECT_EQ(a.sync.sync(huge, now, Clock::now()).error, RedisError::kNone);
   EXPECT_FALSE(charge_gcra(a.table, k, now, ten_a_minute()).decision.admit);
 }
@@ -140,24 +147,27 @@ TEST_F(ClusterSyncTest, ALeadPastAnyBucketLeavesTheKeyRefused) {
 TEST_F(ClusterSyncTest, SpendsOfAFailedBatchComeBackAndKindsOutsideTheClusterStayLocal) {
   Box a(server_.endpoint());
   const limiter::BucketKey k = key_of("198.18.0.44");
-  const limiter::BucketKey local{k.k0, (k.k1 & ~uint64_t{0xffff}) | 3};  // kind 3: no cluster interval
+  const limiter::BucketKey local{k.k0, (k.k1 & ~uint64_t{0xffff}) | 3};  // kind 3: not a cluster bucket
   server_.stop();
-  const KeySpend spends[] = {{k, 2}, {local, 5}};
+  const KeySpend spends[] = {spend(k, 2), spend(local, 5)};
   const ClusterSync::Report r = a.sync.sync(spends, wall_now(), Clock::now());
   EXPECT_EQ(r.error, RedisError::kUnreachable);
   EXPECT_EQ(r.sent, 0u);
   ASSERT_EQ(r.unsent.size(), 1u);  // the local kind was never part of a batch
   EXPECT_EQ(r.unsent[0].key, k);
-  EXPECT_EQ(r.unsent[0].admitted, 2u);
+  EXPECT_EQ(r.unsent[0].spent, spend(k, 2).spent);
 }
 
 TEST(ClusterSyncKeys, HashTaggedByGroup) {
   limiter::BucketTable table(limiter::BucketTable::Options{.capacity = 4096, .bucket_kinds = 1});
-  RedisLink link(RedisEndpoint{{}, 0, "/nonexistent"}, {});
-  ClusterGcra gcra(link);
-  const ClusterSync sync(table, gcra, "sluice:prod", {1000});
-  const limiter::BucketKey k{0x8000000000000013ull, 0x0123456789ab0000ull};
-  EXPECT_EQ(sync.redis_key(k), "sluice:prod:{g03}:80000000000000130123456789ab0000");
+  RedisRouter redis({RedisEndpoint{{}, 0, "/nonexistent"}}, {});
+  ClusterGcra gcra(redis);
+  ClusterSync sync(table, gcra, "sluice:prod");
+  sync.set_buckets({"", "api"});
+  // Kind 1 here; the key in Redis carries the bucket's name instead, so
+  // boxes that number their buckets otherwise still meet on it.
+  const limiter::BucketKey k{0x8000000000000013ull, 0x0123456789ab0001ull};
+  EXPECT_EQ(sync.redis_key(k), "sluice:prod:{g03}:api:80000000000000130123456789ab0000");
 }
 
 }  // namespace

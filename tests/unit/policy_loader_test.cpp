@@ -46,7 +46,7 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
       {"unknown top-level key", kMinimal + "bukets: {}\n",
        "p.yaml:8:1: unknown key 'bukets' in the policy (expected one of: sluice, name, mode, header_style, "
        "service_ports, limits, client_ip, credentials, cors, usage, after_answer, deadlines, syn_proxy, binding, adoption, exempt, buckets, "
-       "rules, refusal, unauthorized, not_found)"},
+       "cluster, rules, refusal, unauthorized, not_found)"},
       {"after_answer neither keep-alive nor close", kMinimal + "after_answer: linger\n",
        "p.yaml:8:15: after_answer must be keep-alive or close"},
       {"a key given twice", kMinimal + "after_answer: keep-alive\nafter_answer: close\n",
@@ -103,7 +103,7 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
        kMinimal + "\"root:*:19000:0:99999:7:::\\t\\x01with-a-long-tail-of-more-text\": 1\n",
        "p.yaml:8:1: unknown key 'root:*:19000:0:99999:7:::\\x09\\x01with-a-long-t'... in the policy (expected one of: "
        "sluice, name, mode, header_style, service_ports, limits, client_ip, credentials, cors, usage, after_answer, "
-       "deadlines, syn_proxy, binding, adoption, exempt, buckets, rules, refusal, unauthorized, not_found)"},
+       "deadlines, syn_proxy, binding, adoption, exempt, buckets, cluster, rules, refusal, unauthorized, not_found)"},
       {"a value is quoted bounded and escaped too (issue 15)",
        kMinimal + "exempt:\n  - { path: /h, methods: \"GET\\x01root:*:19000:0:99999:7:::and-more-of-the-line\" }\n",
        "p.yaml:9:26: 'GET\\x01root:*:19000:0:99999:7:::and-more-of'... is not an HTTP method"},
@@ -142,6 +142,32 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
        "sluice: 1\nbuckets:\n  b: { rate: 10/s }\nrules:\n  - name: r\n    key: credential\n    bucket: b\n"
        "    credential_slots: { per_client_ip: 8 }\n",
        "p.yaml:8:23: credential_slots needs overflow_bucket (the budget a credential past the ceiling is counted in)"},
+      // Issue 17: cluster budgets.
+      {"a cluster bucket without a cluster section", "sluice: 1\nbuckets:\n  b: { rate: 10/s, scope: cluster }\n",
+       "p.yaml:3:3: bucket b: scope: cluster needs a cluster section (the Redis the boxes share)"},
+      {"a scope that is neither", "sluice: 1\nbuckets:\n  b: { rate: 10/s, scope: global }\n",
+       "p.yaml:3:27: bucket b: scope must be box or cluster"},
+      {"a calendar window shared", "sluice: 1\nbuckets:\n  b: { window: minute, requests: 5, scope: cluster }\n",
+       "p.yaml:3:44: bucket b: scope: cluster is for rate buckets; calendar windows are per box"},
+      {"a cluster endpoint that does not parse",
+       kMinimal + "cluster:\n  redis: [\"198.18.0.9\"]\n  boxes: 2\n  secret_file: /etc/sluice/cluster.secret\n",
+       "p.yaml:9:10: cluster redis '198.18.0.9': an endpoint is HOST:PORT, [IPV6]:PORT or unix:/path"},
+      {"a cluster without redis", kMinimal + "cluster:\n  boxes: 2\n  secret_file: /s\n",
+       "p.yaml:9:3: cluster needs redis: the Redis Cluster's seed nodes, or one primary"},
+      {"local-share without a box count",
+       kMinimal + "cluster:\n  redis: [\"198.18.0.9:6379\"]\n  secret_file: /s\n",
+       "p.yaml:9:3: cluster needs boxes (how many boxes share the budgets) for fallback: local-share"},
+      {"a cluster without a secret", kMinimal + "cluster:\n  redis: [\"198.18.0.9:6379\"]\n  fallback: local-full\n",
+       "p.yaml:9:3: cluster needs secret_file: the bucket-key secret every box shares"},
+      {"a sync interval too short",
+       kMinimal + "cluster:\n  redis: [\"unix:/run/r.sock\"]\n  boxes: 2\n  secret_file: /s\n  sync_interval: 1ms\n",
+       "p.yaml:12:18: cluster sync_interval must be from 5ms to 10s"},
+      {"an unknown fallback",
+       kMinimal + "cluster:\n  redis: [\"unix:/run/r.sock\"]\n  boxes: 2\n  secret_file: /s\n  fallback: open\n",
+       "p.yaml:12:13: cluster fallback must be local-share or local-full"},
+      {"a relative secret file",
+       kMinimal + "cluster:\n  redis: [\"unix:/run/r.sock\"]\n  boxes: 2\n  secret_file: cluster.secret\n",
+       "p.yaml:11:16: cluster secret_file must be an absolute path"},
   };
   for (const Broken& c : cases) {
     const std::vector<std::string> errors = errors_of(c.text);
@@ -212,4 +238,44 @@ TEST(PolicyLoader, RatesAndDurations) {
 }
 
 }  // namespace
+// Issue 17: a cluster section, read in full; a bucket is per box unless it
+// says otherwise.
+TEST(PolicyLoader, ClusterSectionAndScope) {
+  using namespace policy;
+  const LoadResult r = load_policy_text(
+      "sluice: 1\n"
+      "buckets:\n"
+      "  shared: { rate: 600/min, scope: cluster }\n"
+      "  own: { rate: 10/s }\n"
+      "rules:\n"
+      "  - { name: r, key: client_ip, bucket: shared }\n"
+      "cluster:\n"
+      "  redis: [\"198.18.9.1:7000\", \"[2001:db8::9]:7001\"]\n"
+      "  key_prefix: edge\n"
+      "  sync_interval: 50ms\n"
+      "  fallback: local-share\n"
+      "  boxes: 3\n"
+      "  secret_file: /etc/sluice/cluster.secret\n",
+      "p.yaml");
+  ASSERT_TRUE(r.policy) << (r.errors.empty() ? "" : r.errors.front().message);
+  const Policy& p = *r.policy;
+  ASSERT_TRUE(p.cluster);
+  EXPECT_EQ(p.cluster->redis, (std::vector<std::string>{"198.18.9.1:7000", "[2001:db8::9]:7001"}));
+  EXPECT_EQ(p.cluster->key_prefix, "edge");
+  EXPECT_EQ(p.cluster->sync_interval, 50'000'000u);
+  EXPECT_EQ(p.cluster->fallback, ClusterSpec::Fallback::kLocalShare);
+  EXPECT_EQ(p.cluster->boxes, 3u);
+  EXPECT_EQ(p.cluster->secret_file, "/etc/sluice/cluster.secret");
+  ASSERT_EQ(p.buckets.size(), 2u);
+  EXPECT_EQ(p.buckets[0].scope, BucketSpec::Scope::kCluster);
+  EXPECT_EQ(p.buckets[1].scope, BucketSpec::Scope::kBox);
+  // The defaults: 20 ms; local-full needs no box count.
+  const LoadResult d = load_policy_text(
+      "sluice: 1\ncluster:\n  redis: [\"unix:/run/redis.sock\"]\n  fallback: local-full\n  secret_file: /s\n",
+      "d.yaml");
+  ASSERT_TRUE(d.policy);
+  EXPECT_EQ(d.policy->cluster->sync_interval, 20'000'000u);
+  EXPECT_EQ(d.policy->cluster->key_prefix, "sluice");
+}
+
 }  // namespace sluice::test

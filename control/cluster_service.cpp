@@ -1,0 +1,178 @@
+// See cluster_service.h.
+#include "control/cluster_service.h"
+
+#include <cstdio>
+#include <thread>
+
+namespace sluice::control {
+namespace {
+
+// The loader refused a policy with an endpoint that does not parse.
+std::vector<RedisEndpoint> endpoints(const policy::ClusterSpec& spec) {
+  std::vector<RedisEndpoint> out;
+  std::string why;
+  for (const std::string& text : spec.redis) {
+    if (std::optional<RedisEndpoint> e = parse_redis_endpoint(text, why)) out.push_back(*e);
+  }
+  return out;
+}
+
+void raise_max(std::atomic<uint64_t>& max, uint64_t v) noexcept {
+  uint64_t cur = max.load(std::memory_order_relaxed);
+  while (v > cur && !max.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
+ClusterService::ClusterService(Setup setup)
+    : setup_(std::move(setup)),
+      redis_(endpoints(setup_.spec), setup_.redis),
+      gcra_(redis_),
+      sync_(*setup_.table, gcra_, setup_.spec.key_prefix) {}
+
+ClusterService::~ClusterService() = default;
+
+uint64_t ClusterService::lost_ns() const noexcept {
+  uint64_t n = 0;
+  for (const limiter::SpendLog* l : setup_.logs) n += l->lost();
+  return n;
+}
+
+uint64_t ClusterService::lost_records() const noexcept {
+  uint64_t n = 0;
+  for (const limiter::SpendLog* l : setup_.logs) n += l->lost_records();
+  return n;
+}
+
+std::string ClusterService::last_error() const {
+  std::lock_guard lock(error_mutex_);
+  return last_error_;
+}
+
+// Every worker's log turned over at once, one grace period for all, then
+// each retired half added into the watch.
+void ClusterService::collect(limiter::Nanos box_now) {
+  std::vector<unsigned> retired;
+  retired.reserve(setup_.logs.size());
+  for (limiter::SpendLog* l : setup_.logs) retired.push_back(l->flip());
+  setup_.wait_for_readers();
+  drained_.clear();
+  for (size_t i = 0; i < setup_.logs.size(); ++i) setup_.logs[i]->drain(retired[i], drained_);
+  for (const KeySpend& s : drained_) {
+    if (!sync_.shared(s.key.bucket())) continue;
+    if (watched_.size() >= kMaxWatched && !watched_.contains(s.key)) {
+      // Past the cap the spend still goes out once; the key is not watched.
+      watched_.erase(watched_.begin());
+    }
+    Watched& w = watched_[s.key];
+    w.spent = w.spent > UINT64_MAX - s.spent ? UINT64_MAX : w.spent + s.spent;
+    w.last_spent = box_now;
+  }
+}
+
+bool ClusterService::step(Clock::time_point now) {
+  const Clock::time_point began = Clock::now();
+  sync_.set_buckets(setup_.bucket_names());
+  const limiter::Nanos box_now = setup_.box_clock();
+  collect(box_now);
+  std::vector<KeySpend> batch;
+  batch.reserve(watched_.size());
+  for (auto it = watched_.begin(); it != watched_.end();) {
+    if (!sync_.shared(it->first.bucket())) {
+      it = watched_.erase(it);  // its bucket left the cluster (a reload)
+      continue;
+    }
+    batch.push_back({it->first, it->second.spent});
+    ++it;
+  }
+  const ClusterSync::Report report = sync_.sync(batch, box_now, now);
+  settle(report, batch, box_now);
+  counters_.syncs.fetch_add(1, std::memory_order_relaxed);
+  counters_.keys_sent.fetch_add(report.sent, std::memory_order_relaxed);
+  counters_.keys_published.fetch_add(report.published, std::memory_order_relaxed);
+  counters_.keys_watched.store(watched_.size(), std::memory_order_relaxed);
+  note_time(Clock::now() - began);
+  if (report.error == RedisError::kNone) {
+    leave_fallback();
+    return true;
+  }
+  counters_.sync_failures.fetch_add(1, std::memory_order_relaxed);
+  enter_fallback(std::string(to_string(report.error)) + ": " + report.detail);
+  return false;
+}
+
+// What went out is spent; what did not is tried once more at the next sync,
+// then the fallback takes it. Keys whose shared bucket is full again and
+// that the box has left alone a while are no longer watched.
+void ClusterService::settle(const ClusterSync::Report& report, const std::vector<KeySpend>& sent,
+                            limiter::Nanos box_now) {
+  std::unordered_map<limiter::BucketKey, bool, KeyHash> failed;
+  for (const KeySpend& s : report.unsent) failed.emplace(s.key, true);
+  std::vector<KeySpend> to_fallback;
+  for (const KeySpend& s : sent) {
+    auto it = watched_.find(s.key);
+    if (it == watched_.end()) continue;
+    Watched& w = it->second;
+    if (failed.contains(s.key)) {
+      if (!w.retried) {
+        w.retried = true;  // its spend stays, to go out with the next sync
+        continue;
+      }
+      if (w.spent != 0) to_fallback.push_back({s.key, w.spent});
+    }
+    w.spent = 0;
+    w.retried = false;
+    if (!failed.contains(s.key) && box_now - w.last_spent > kWatchFor) watched_.erase(it);
+  }
+  if (to_fallback.empty()) return;
+  counters_.fallback_keys.fetch_add(to_fallback.size(), std::memory_order_relaxed);
+  if (setup_.spec.fallback == policy::ClusterSpec::Fallback::kLocalShare && setup_.spec.boxes > 1) {
+    (void)sync_.share_locally(to_fallback, setup_.spec.boxes - 1, box_now);
+  }
+}
+
+void ClusterService::enter_fallback(const std::string& why) {
+  {
+    std::lock_guard lock(error_mutex_);
+    last_error_ = why;
+  }
+  if (counters_.in_fallback.exchange(1, std::memory_order_relaxed) == 1) return;
+  counters_.fallbacks.fetch_add(1, std::memory_order_relaxed);
+  const char* mode = setup_.spec.fallback == policy::ClusterSpec::Fallback::kLocalShare ? "local-share" : "local-full";
+  std::fprintf(stderr, "sluiced: warning: cluster sync failed (%s); cluster buckets fall back to %s\n", why.c_str(),
+               mode);
+}
+
+void ClusterService::leave_fallback() {
+  {
+    std::lock_guard lock(error_mutex_);
+    last_error_.clear();
+  }
+  if (counters_.in_fallback.exchange(0, std::memory_order_relaxed) == 0) return;
+  std::fprintf(stderr, "sluiced: cluster sync works again; cluster buckets are shared\n");
+}
+
+void ClusterService::note_time(Clock::duration took) noexcept {
+  const auto us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(took).count());
+  counters_.last_sync_us.store(us, std::memory_order_relaxed);
+  counters_.sync_us_total.fetch_add(us, std::memory_order_relaxed);
+  raise_max(counters_.max_sync_us, us);
+}
+
+void ClusterService::serve(const std::atomic<bool>& stop) {
+  const auto interval = std::chrono::nanoseconds(setup_.spec.sync_interval);
+  Clock::time_point next = Clock::now();
+  while (!stop.load(std::memory_order_relaxed)) {
+    next += interval;
+    (void)step(Clock::now());
+    const Clock::time_point now = Clock::now();
+    if (next < now) next = now;  // a slow sync: the next one starts at once, none is made up for
+    // Slept in slices, so a stop is seen within 50 ms.
+    while (!stop.load(std::memory_order_relaxed) && Clock::now() < next) {
+      std::this_thread::sleep_for(std::min<Clock::duration>(next - Clock::now(), std::chrono::milliseconds(50)));
+    }
+  }
+}
+
+}  // namespace sluice::control

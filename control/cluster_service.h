@@ -1,0 +1,114 @@
+// The cluster sync's own thread in sluiced (issue 17): every sync interval it
+// turns over each worker's spend log (limiter/spend_log.h), adds up what the
+// box admitted per `scope: cluster` key, sends it to Redis and publishes the
+// shared lead back into the box's table (ClusterSync). Keys the box spent on
+// lately stay watched: they are read at every sync even when the box spent
+// nothing on them, so a client that moves to this box meets the budget the
+// others left, not a full bucket.
+//
+// When Redis cannot be reached, a spend is tried once more at the next sync
+// (a blip costs nothing), then the fallback takes it: `local-share` charges
+// it again locally times the other boxes (ClusterSync::share_locally), so the
+// box alone holds its share of the budget; `local-full` lets the box use the
+// whole budget. Once Redis answers again, the boxes converge within an
+// interval. Every transition is counted and said once on stderr.
+//
+// Never on a worker: the workers only write their logs.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "control/cluster_gcra.h"
+#include "control/cluster_sync.h"
+#include "control/redis_link.h"
+#include "limiter/bucket_table.h"
+#include "limiter/spend_log.h"
+#include "policy/policy.h"
+
+namespace sluice::control {
+
+// What the service did, for `sluicectl stats` and the metrics (any thread).
+struct ClusterCounters {
+  std::atomic<uint64_t> syncs{0};
+  std::atomic<uint64_t> sync_failures{0};   // syncs with a batch that failed
+  std::atomic<uint64_t> keys_sent{0};       // key spends (and reads) Redis applied
+  std::atomic<uint64_t> keys_published{0};  // local TATs moved forward by the shared lead
+  std::atomic<uint64_t> keys_watched{0};    // now
+  std::atomic<uint64_t> fallback_keys{0};   // spends the fallback took
+  std::atomic<uint64_t> fallbacks{0};       // times the box went into fallback
+  std::atomic<uint64_t> in_fallback{0};     // 1 while in fallback
+  std::atomic<uint64_t> last_sync_us{0};    // how long the last sync took
+  std::atomic<uint64_t> max_sync_us{0};
+  std::atomic<uint64_t> sync_us_total{0};
+};
+
+class ClusterService {
+ public:
+  using Clock = RedisLink::Clock;
+  struct Setup {
+    policy::ClusterSpec spec;
+    limiter::BucketTable* table = nullptr;
+    std::vector<limiter::SpendLog*> logs;            // one per worker
+    std::function<void()> wait_for_readers;          // returns once every worker passed a quiescent state
+    std::function<limiter::Nanos()> box_clock;       // the table's clock
+    std::function<std::vector<std::string>()> bucket_names;  // per kind: the cluster bucket's name, or empty
+    RedisLink::Options redis;
+  };
+
+  explicit ClusterService(Setup setup);
+  ~ClusterService();
+
+  // One sync. Returns false if a batch failed.
+  bool step(Clock::time_point now);
+  // Steps every sync interval until `stop`.
+  void serve(const std::atomic<bool>& stop);
+
+  [[nodiscard]] const ClusterCounters& counters() const noexcept { return counters_; }
+  [[nodiscard]] const policy::ClusterSpec& spec() const noexcept { return setup_.spec; }
+  // Spending the workers' logs could not hold, nanoseconds and records.
+  [[nodiscard]] uint64_t lost_ns() const noexcept;
+  [[nodiscard]] uint64_t lost_records() const noexcept;
+  // The last error, one line (empty once a sync went through).
+  [[nodiscard]] std::string last_error() const;
+
+  // Keys are dropped from the watch once their shared bucket is full and the
+  // box has not spent on them for this long; at most this many are watched.
+  static constexpr limiter::Nanos kWatchFor = limiter::Nanos{2'000'000'000};
+  static constexpr size_t kMaxWatched = 1 << 16;
+
+ private:
+  struct KeyHash {
+    size_t operator()(const limiter::BucketKey& k) const noexcept { return k.k0 ^ (k.k1 >> 16); }
+  };
+  struct Watched {
+    limiter::Nanos spent = 0;       // since the last sync
+    limiter::Nanos last_spent = 0;  // box clock
+    bool retried = false;           // its spend failed once already
+  };
+
+  void collect(limiter::Nanos box_now);
+  void settle(const ClusterSync::Report& report, const std::vector<KeySpend>& sent, limiter::Nanos box_now);
+  void enter_fallback(const std::string& why);
+  void leave_fallback();
+  void note_time(Clock::duration took) noexcept;
+
+  Setup setup_;
+  RedisRouter redis_;
+  ClusterGcra gcra_;
+  ClusterSync sync_;
+  std::unordered_map<limiter::BucketKey, Watched, KeyHash> watched_;
+  std::vector<KeySpend> drained_;
+  ClusterCounters counters_;
+  mutable std::mutex error_mutex_;  // the control socket reads last_error_ while the service writes it
+  std::string last_error_;
+};
+
+}  // namespace sluice::control

@@ -1,0 +1,54 @@
+// sluiced's part in cluster budgets (issue 17): the secret every box shares
+// for the keys of `scope: cluster` buckets, the workers' spend logs, and the
+// sync thread's service, made from the policy's `cluster` section. A policy
+// without one makes none of it, and the workers record nothing.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control/cluster_service.h"
+#include "limiter/bucket_key.h"
+#include "limiter/compiled_policy.h"
+#include "limiter/spend_log.h"
+#include "policy/policy.h"
+
+namespace sluice::sluiced {
+
+// The shared secret from `secret_file`: a regular file of 32 to 4096 bytes
+// that neither others nor the group may write and others may not read.
+// nullopt with `error` saying why (naming the file).
+[[nodiscard]] std::optional<limiter::KeyHasher> read_cluster_secret(const std::string& path, std::string& error);
+
+// Per bucket kind (up to `kinds`): the name of the policy's cluster bucket
+// of that kind, or empty.
+[[nodiscard]] std::vector<std::string> cluster_bucket_names(const limiter::CompiledPolicy& p, size_t kinds);
+
+class ClusterPart {
+ public:
+  // Reads the secret if the policy has a cluster section: the error, or empty.
+  [[nodiscard]] std::string prepare(const policy::Policy& p);
+  [[nodiscard]] bool on() const noexcept { return spec_.has_value(); }
+  [[nodiscard]] const limiter::KeyHasher* hasher() const noexcept { return hasher_ ? &*hasher_ : nullptr; }
+
+  // One log per worker (none when off).
+  void make_logs(unsigned workers);
+  [[nodiscard]] limiter::SpendLog* log(unsigned worker) const noexcept {
+    return worker < logs_.size() ? logs_[worker].get() : nullptr;
+  }
+
+  // The sync service, given what it needs from the appliance (when on).
+  void build(control::ClusterService::Setup setup);
+  [[nodiscard]] control::ClusterService* service() noexcept { return service_.get(); }
+  [[nodiscard]] const control::ClusterService* service() const noexcept { return service_.get(); }
+
+ private:
+  std::optional<policy::ClusterSpec> spec_;
+  std::optional<limiter::KeyHasher> hasher_;
+  std::vector<std::unique_ptr<limiter::SpendLog>> logs_;
+  std::unique_ptr<control::ClusterService> service_;
+};
+
+}  // namespace sluice::sluiced
