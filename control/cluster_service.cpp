@@ -29,7 +29,16 @@ ClusterService::ClusterService(Setup setup)
     : setup_(std::move(setup)),
       redis_(endpoints(setup_.spec), setup_.redis),
       gcra_(redis_),
-      sync_(*setup_.table, gcra_, setup_.spec.key_prefix) {}
+      sync_(*setup_.table, gcra_, setup_.spec.key_prefix) {
+  if (setup_.apply_change) {
+    replica_ = std::make_unique<ClusterReplica>(redis_, setup_.spec.key_prefix, setup_.box,
+                                                setup_.credential_fingerprint, setup_.apply_change);
+  }
+}
+
+void ClusterService::publish(ReplicaChange change) {
+  if (replica_) replica_->publish(std::move(change));
+}
 
 ClusterService::~ClusterService() = default;
 
@@ -93,8 +102,16 @@ bool ClusterService::step(Clock::time_point now) {
   counters_.keys_published.fetch_add(report.published, std::memory_order_relaxed);
   counters_.keys_watched.store(watched_.size(), std::memory_order_relaxed);
   note_time(Clock::now() - began);
+  // Runs and credentials after the budgets: they can wait an interval, the
+  // budgets' convergence cannot. An error here is said (last_error) but is
+  // no fallback: the budgets do not depend on it.
+  const bool replicated = !replica_ || replica_->poll(now);
   if (report.error == RedisError::kNone) {
     leave_fallback();
+    if (!replicated) {
+      std::lock_guard lock(error_mutex_);
+      last_error_ = "replication of runs and credentials: Redis did not answer";
+    }
     return true;
   }
   counters_.sync_failures.fetch_add(1, std::memory_order_relaxed);

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "control/cluster_gcra.h"
+#include "control/cluster_replica.h"
 #include "control/cluster_sync.h"
 #include "control/redis_link.h"
 #include "limiter/bucket_table.h"
@@ -61,10 +62,20 @@ class ClusterService {
     std::function<limiter::Nanos()> box_clock;       // the table's clock
     std::function<std::vector<std::string>()> bucket_names;  // per kind: the cluster bucket's name, or empty
     RedisLink::Options redis;
+    // Replication of runs and credentials (cluster_replica.h): how another
+    // box's change is applied here (none: no replication), this box's name
+    // in the change stream, the fingerprint of its credential secret.
+    ClusterReplica::Apply apply_change;
+    std::string box;
+    std::string credential_fingerprint;
   };
 
   explicit ClusterService(Setup setup);
   ~ClusterService();
+
+  // A change made on this box, for the other boxes (any thread).
+  void publish(ReplicaChange change);
+  [[nodiscard]] const ClusterReplica* replica() const noexcept { return replica_.get(); }
 
   // One sync. Returns false if a batch failed.
   bool step(Clock::time_point now);
@@ -104,6 +115,7 @@ class ClusterService {
   RedisRouter redis_;
   ClusterGcra gcra_;
   ClusterSync sync_;
+  std::unique_ptr<ClusterReplica> replica_;
   std::unordered_map<limiter::BucketKey, Watched, KeyHash> watched_;
   std::vector<KeySpend> drained_;
   ClusterCounters counters_;

@@ -161,6 +161,36 @@ CredentialRegistry::Result CredentialRegistry::remove(const limiter::Digest& has
   return r;
 }
 
+CredentialRegistry::Result CredentialRegistry::replace(std::vector<CredentialEntry> entries, const std::string& name) {
+  std::lock_guard lock(mu_);
+  Result r = apply(std::move(entries));
+  if (r.ok) {
+    r.message = name + ": " + std::to_string(entries_.size()) + " credentials (" + std::to_string(r.added) +
+                " added, " + std::to_string(r.removed) + " removed, " + std::to_string(r.changed) +
+                " moved to another user)";
+  }
+  return r;
+}
+
+CredentialRegistry::Result CredentialRegistry::merge(const std::vector<CredentialEntry>& entries,
+                                                     const std::string& name) {
+  std::lock_guard lock(mu_);
+  std::map<limiter::Digest, std::string, bool (*)(const limiter::Digest&, const limiter::Digest&)> all(digest_less);
+  for (const CredentialEntry& e : entries_) all[e.hash] = e.user;
+  for (const CredentialEntry& e : entries) all[e.hash] = e.user;
+  std::vector<CredentialEntry> next;
+  next.reserve(all.size());
+  for (auto& [hash, user] : all) next.push_back({hash, std::move(user)});
+  Result r = apply(std::move(next));
+  if (r.ok) r.message = name + ": " + std::to_string(r.added) + " added, " + std::to_string(r.changed) + " moved";
+  return r;
+}
+
+std::vector<CredentialEntry> CredentialRegistry::entries() const {
+  std::lock_guard lock(mu_);
+  return entries_;
+}
+
 std::optional<limiter::Digest> CredentialRegistry::hash(std::string_view credential) const {
   std::string buf(credential.size() + 1, '\0');
   const std::string_view norm = limiter::normalize_credential(credential, std::span<char>(buf.data(), buf.size()));

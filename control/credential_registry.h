@@ -55,6 +55,13 @@ class CredentialRegistry {
   [[nodiscard]] Result load_text(std::string_view text, const std::string& name);
   [[nodiscard]] Result add(const limiter::Digest& hash, const std::string& user);
   [[nodiscard]] Result remove(const limiter::Digest& hash);
+  // Issue 17, from the cluster: the map becomes `entries` (another box
+  // loaded a file), or gains them (a catch-up; theirs win where both have a
+  // hash). Persisted and applied as a load is; `name` is what messages say.
+  [[nodiscard]] Result replace(std::vector<CredentialEntry> entries, const std::string& name);
+  [[nodiscard]] Result merge(const std::vector<CredentialEntry>& entries, const std::string& name);
+  // What the map holds now (any thread).
+  [[nodiscard]] std::vector<CredentialEntry> entries() const;
 
   // TB05: the hash the file holds for a credential as an authenticator reads it.
   [[nodiscard]] std::optional<limiter::Digest> hash(std::string_view credential) const;

@@ -187,6 +187,23 @@ void print_tables(const JsonValue& r) {
   }
 }
 
+// Issue 17: the cluster sync, when the policy shares budgets.
+void print_cluster(const JsonValue& r) {
+  const JsonValue* c = r.get("cluster");
+  if (c == nullptr || c->object() == nullptr) return;
+  std::printf("\ncluster   %s (fallback %s, sync every %s ms)", num(c->get("state")).c_str(),
+              num(c->get("fallback")).c_str(), num(c->get("sync_interval_ms")).c_str());
+  const std::string error = num(c->get("last_error"));
+  std::printf("%s%s\n", error.empty() ? "" : ": ", error.c_str());
+  std::printf("  syncs %s (failed %s), keys sent %s, published %s, watched %s, last sync %s us (max %s)\n",
+              num(c->get("syncs")).c_str(), num(c->get("sync_failures")).c_str(), num(c->get("keys_sent")).c_str(),
+              num(c->get("keys_published")).c_str(), num(c->get("keys_watched")).c_str(),
+              num(c->get("last_sync_us")).c_str(), num(c->get("max_sync_us")).c_str());
+  std::printf("  fallbacks %s, keys the fallback took %s, admissions the spend log lost %s\n",
+              num(c->get("fallbacks")).c_str(), num(c->get("fallback_keys")).c_str(),
+              num(c->get("spend_lost_records")).c_str());
+}
+
 void print_rules(const JsonValue& r) {
   const JsonValue* rules = r.get("rules");
   if (rules == nullptr || rules->array() == nullptr || rules->array()->empty()) return;
@@ -222,6 +239,7 @@ void print_stats(const JsonValue& r) {
   print_rules(r);
   print_busiest(r);
   print_tables(r);
+  print_cluster(r);
 }
 
 void print_policy(const JsonValue& r) {

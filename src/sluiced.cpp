@@ -616,8 +616,16 @@ void Appliance::build_control_plane() {
       .wait_for_readers = wait_for_readers(),
       .box_clock = [this] { return clock_->now(); },
       .bucket_names = [this] { return sluiced::cluster_bucket_names(publisher_->current()->policy, kMaxBucketKinds); },
+      .apply_change = [this](const control::ReplicaChange& c) {
+        return sluiced::apply_replica_change(c, *run_registry_, *credential_registry_);
+      },
+      .box = sluiced::box_name(),
+      .credential_fingerprint = sluiced::credential_fingerprint(*credential_hasher_),
   });
   daemon_.cluster = cluster_.service();
+  if (control::ClusterService* cluster = cluster_.service()) {
+    daemon_.replicate = [cluster](control::ReplicaChange c) { cluster->publish(std::move(c)); };
+  }
   daemon_.workers = o_.workers;
   daemon_.counters = counters_.get();
   daemon_.ports = ports_.info();

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "control/cluster_service.h"
+#include "control/credential_registry.h"
+#include "control/run_registry.h"
 #include "limiter/bucket_key.h"
 #include "limiter/compiled_policy.h"
 #include "limiter/spend_log.h"
@@ -25,6 +27,18 @@ namespace sluice::sluiced {
 // Per bucket kind (up to `kinds`): the name of the policy's cluster bucket
 // of that kind, or empty.
 [[nodiscard]] std::vector<std::string> cluster_bucket_names(const limiter::CompiledPolicy& p, size_t kinds);
+
+// Another box's change to the runs or the credentials, applied here through
+// the registries (journalled, published to the workers). False if it could
+// not be (a value that does not parse, a full map, a journal that failed).
+[[nodiscard]] bool apply_replica_change(const control::ReplicaChange& c, control::RunRegistry& runs,
+                                        control::CredentialRegistry& credentials);
+// This box's name in the change stream: host name and a random tag (its own
+// changes are told apart by it).
+[[nodiscard]] std::string box_name();
+// A fingerprint of the credential secret: its keyed digest of a constant,
+// which tells whether two boxes share it and nothing about it.
+[[nodiscard]] std::string credential_fingerprint(const limiter::KeyHasher& credential_hasher);
 
 class ClusterPart {
  public:

@@ -81,6 +81,16 @@ void write_cluster(const Daemon& d, JsonWriter& w) {
   w.key("keys_watched").value(get(c.keys_watched));
   w.key("last_sync_us").value(get(c.last_sync_us)).key("max_sync_us").value(get(c.max_sync_us));
   w.key("spend_lost_records").value(d.cluster->lost_records());
+  if (const control::ClusterReplica* r = d.cluster->replica()) {
+    const control::ReplicaCounters& rc = r->counters();
+    w.key("replication").begin_object();
+    w.key("published").value(get(rc.published)).key("applied").value(get(rc.applied));
+    w.key("refused").value(get(rc.refused)).key("dropped").value(get(rc.dropped)).key("queued").value(get(rc.queued));
+    w.key("catch_ups").value(get(rc.catch_ups));
+    w.key("credentials").value(get(rc.credentials_off) != 0 ? "off: this box's credential secret is not the cluster's"
+                                                            : "replicated");
+    w.end_object();
+  }
   w.end_object();
 }
 
@@ -375,6 +385,10 @@ Reply cmd_run_start(const Daemon& d, const JsonValue& request, JsonWriter& w) {
                                                        static_cast<int64_t>(std::time(nullptr)));
   if (!r.ok()) return run_refusal(r);
   using O = control::RunRegistry::Outcome;
+  if (d.replicate && r.outcome != O::kAlreadyLive) {
+    d.replicate({control::ReplicaChange::Table::kRuns, control::ReplicaChange::Op::kSet, *token,
+                 std::to_string(budget.value_or(0)), {}});
+  }
   w.key("token").value(*token).key("budget").value(budget.value_or(0));
   w.key("outcome").value(r.outcome == O::kStarted ? "started" : r.outcome == O::kBudgetChanged ? "budget_changed"
                                                                                                 : "already_live");
@@ -389,6 +403,7 @@ Reply cmd_run_end(const Daemon& d, const JsonValue& request, JsonWriter& w) {
   if (!token) return refuse(ErrorCode::kBadRequest, "run.end needs \"token\"");
   const control::RunRegistry::Result r = d.runs->end(*token);
   if (!r.ok()) return run_refusal(r);
+  if (d.replicate) d.replicate({control::ReplicaChange::Table::kRuns, control::ReplicaChange::Op::kDelete, *token, {}, {}});
   w.key("token").value(*token).key("message").value(r.message);
   return std::nullopt;
 }
@@ -418,6 +433,11 @@ Reply cmd_credentials_load(const Daemon& d, const JsonValue& request, const cont
   if (Reply r = passed_file_name(request, file, "credentials.load", name)) return r;
   const control::CredentialRegistry::Result r = d.credentials->load_text(file.bytes, name);
   if (!r.ok) return credential_refusal(r);
+  if (d.replicate) {
+    control::ReplicaChange c{control::ReplicaChange::Table::kCredentials, control::ReplicaChange::Op::kReplace, {}, {}, {}};
+    for (const control::CredentialEntry& e : d.credentials->entries()) c.all.emplace_back(control::digest_hex(e.hash), e.user);
+    d.replicate(std::move(c));
+  }
   write_credential_result(w, r);
   return std::nullopt;
 }
@@ -455,6 +475,10 @@ Reply cmd_credential_add(const Daemon& d, const JsonValue& request, JsonWriter& 
   }
   const control::CredentialRegistry::Result r = d.credentials->add(*hash, *user);
   if (!r.ok) return credential_refusal(r);
+  if (d.replicate) {
+    d.replicate({control::ReplicaChange::Table::kCredentials, control::ReplicaChange::Op::kSet,
+                 control::digest_hex(*hash), *user, {}});
+  }
   write_credential_result(w, r);
   return std::nullopt;
 }
@@ -465,6 +489,10 @@ Reply cmd_credential_remove(const Daemon& d, const JsonValue& request, JsonWrite
   if (!hash) return refuse(ErrorCode::kInvalidArgument, "credential.remove " + error);
   const control::CredentialRegistry::Result r = d.credentials->remove(*hash);
   if (!r.ok) return credential_refusal(r);
+  if (d.replicate) {
+    d.replicate({control::ReplicaChange::Table::kCredentials, control::ReplicaChange::Op::kDelete,
+                 control::digest_hex(*hash), {}, {}});
+  }
   write_credential_result(w, r);
   return std::nullopt;
 }

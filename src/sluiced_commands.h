@@ -38,6 +38,9 @@ struct Daemon {
   const control::Reclaimer* reclaimer = nullptr;
   const control::BucketSnapshotter* bucket_snapshots = nullptr;
   const control::ClusterService* cluster = nullptr;  // issue 17: none without a cluster section
+  // Issue 17: a change made here (runs, credentials), for the cluster's
+  // other boxes; none without a cluster section.
+  std::function<void(control::ReplicaChange)> replicate;
   // Loads a policy's text with the daemon's hasher (policy.check), and
   // loads and publishes one (policy.reload): the reasons it was refused, or
   // none. `name` is what messages call it (the file the client passed).

@@ -3,6 +3,9 @@
 
 #include <rte_ethdev.h>
 
+#include <cinttypes>
+#include <cstdio>
+
 namespace sluice::sluiced {
 
 namespace {
@@ -14,6 +17,12 @@ class Exposition {
   }
   void sample(const std::string& name, const std::string& labels, uint64_t value) {
     out_ += name + (labels.empty() ? "" : "{" + labels + "}") + " " + std::to_string(value) + "\n";
+  }
+  // A duration counted in microseconds, exposed in seconds.
+  void sample_micros(const std::string& name, const std::string& labels, uint64_t micros) {
+    char v[32];
+    std::snprintf(v, sizeof v, "%" PRIu64 ".%06" PRIu64, micros / 1'000'000, micros % 1'000'000);
+    out_ += name + (labels.empty() ? "" : "{" + labels + "}") + " " + v + "\n";
   }
   [[nodiscard]] std::string take() { return std::move(out_); }
 
@@ -38,7 +47,6 @@ void render_cluster(const control::ClusterService& cluster, Exposition& e) {
   const auto get = [](const std::atomic<uint64_t>& v) { return v.load(std::memory_order_relaxed); };
   e.family("sluice_cluster_syncs_total", "counter", "syncs of the cluster buckets with Redis, by outcome");
   e.sample("sluice_cluster_syncs_total", "outcome=\"ok\"", get(c.syncs) - get(c.sync_failures));
-  e.family("sluice_cluster_syncs_total", "counter", "");
   e.sample("sluice_cluster_syncs_total", "outcome=\"failed\"", get(c.sync_failures));
   e.family("sluice_cluster_keys_total", "counter", "cluster keys sent to Redis, and local TATs the shared lead moved");
   e.sample("sluice_cluster_keys_total", "op=\"sent\"", get(c.keys_sent));
@@ -51,9 +59,9 @@ void render_cluster(const control::ClusterService& cluster, Exposition& e) {
   e.family("sluice_cluster_fallbacks_total", "counter", "times the box fell back");
   e.sample("sluice_cluster_fallbacks_total", "", get(c.fallbacks));
   e.family("sluice_cluster_sync_seconds_total", "counter", "time spent syncing");
-  e.sample("sluice_cluster_sync_seconds_total", "", get(c.sync_us_total) / 1'000'000);
-  e.family("sluice_cluster_last_sync_microseconds", "gauge", "how long the last sync took");
-  e.sample("sluice_cluster_last_sync_microseconds", "", get(c.last_sync_us));
+  e.sample_micros("sluice_cluster_sync_seconds_total", "", get(c.sync_us_total));
+  e.family("sluice_cluster_last_sync_seconds", "gauge", "how long the last sync took");
+  e.sample_micros("sluice_cluster_last_sync_seconds", "", get(c.last_sync_us));
   e.family("sluice_cluster_spend_lost_total", "counter", "admissions a full spend log could not record");
   e.sample("sluice_cluster_spend_lost_total", "", cluster.lost_records());
 }
