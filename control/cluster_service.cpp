@@ -85,16 +85,28 @@ bool ClusterService::step(Clock::time_point now) {
   sync_.set_buckets(setup_.bucket_names());
   const limiter::Nanos box_now = setup_.box_clock();
   collect(box_now);
-  std::vector<KeySpend> batch;
-  batch.reserve(watched_.size());
+  // Watched keys the box spent nothing on since the last sync are read at
+  // most kMaxIdleReads a sync, spread evenly over the syncs by their hash:
+  // a crowd of distinct keys, each admitted once, costs Redis an operation
+  // per admission and a bounded number of reads, never a read per key per
+  // sync for two seconds.
+  size_t idle = 0;
   for (auto it = watched_.begin(); it != watched_.end();) {
     if (!sync_.shared(it->first.bucket())) {
       it = watched_.erase(it);  // its bucket left the cluster (a reload)
       continue;
     }
-    batch.push_back({it->first, it->second.spent});
+    idle += it->second.spent == 0;
     ++it;
   }
+  const uint64_t period = std::max<uint64_t>(1, (idle + kMaxIdleReads - 1) / kMaxIdleReads);
+  std::vector<KeySpend> batch;
+  batch.reserve(watched_.size() - idle + std::min(idle, kMaxIdleReads + kMaxIdleReads / 4));
+  for (const auto& [key, w] : watched_) {
+    if (w.spent == 0 && (sync_count_ + key.k0) % period != 0) continue;
+    batch.push_back({key, w.spent});
+  }
+  ++sync_count_;
   const ClusterSync::Report report = sync_.sync(batch, box_now, now);
   settle(report, batch, box_now);
   counters_.syncs.fetch_add(1, std::memory_order_relaxed);

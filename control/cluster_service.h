@@ -94,6 +94,8 @@ class ClusterService {
   // box has not spent on them for this long; at most this many are watched.
   static constexpr limiter::Nanos kWatchFor = limiter::Nanos{2'000'000'000};
   static constexpr size_t kMaxWatched = 1 << 16;
+  // Reads of watched keys the box spent nothing on, per sync, at most.
+  static constexpr size_t kMaxIdleReads = 2048;
 
  private:
   struct KeyHash {
@@ -118,6 +120,7 @@ class ClusterService {
   std::unique_ptr<ClusterReplica> replica_;
   std::unordered_map<limiter::BucketKey, Watched, KeyHash> watched_;
   std::vector<KeySpend> drained_;
+  uint64_t sync_count_ = 0;
   ClusterCounters counters_;
   mutable std::mutex error_mutex_;  // the control socket reads last_error_ while the service writes it
   std::string last_error_;

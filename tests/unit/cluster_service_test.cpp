@@ -1,0 +1,147 @@
+// The cluster sync's thread body (control/cluster_service.h), stepped by
+// hand against a real redis-server: what one box's workers admitted reaches
+// another box once it meets the key; a Redis that went away is retried once,
+// then the fallback applies (local-share: the box alone holds its share) and
+// is left once Redis answers; idle watched keys are read a bounded number of
+// times per sync, whatever their count.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "control/cluster_service.h"
+#include "limiter/charge.h"
+#include "redis_server.h"
+
+namespace sluice::control {
+namespace {
+
+using Clock = RedisLink::Clock;
+using namespace std::chrono_literals;
+
+// 6 a minute, 6 at once from full: one every 10 s.
+limiter::GcraLimit six_a_minute() {
+  limiter::GcraLimit l;
+  EXPECT_TRUE(limiter::GcraLimit::make(6, time::kNanosPerMinute, 6, l));
+  return l;
+}
+
+time::Nanos wall_now() {
+  return static_cast<time::Nanos>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
+// A box: a table, one worker's spend log, and the service over them.
+struct Box {
+  explicit Box(const RedisEndpoint& redis) : table(limiter::BucketTable::Options{.capacity = 1 << 14, .bucket_kinds = 1}) {
+    policy::ClusterSpec spec;
+    spec.redis = {redis.to_string()};
+    spec.key_prefix = "sluice:svc";
+    spec.boxes = 2;
+    RedisLink::Options quick;
+    quick.backoff_min = 1ms;
+    quick.backoff_max = 2ms;
+    service = std::make_unique<ClusterService>(ClusterService::Setup{
+        .spec = spec,
+        .table = &table,
+        .logs = {&log},
+        .wait_for_readers = [] {},  // the "worker" is this thread
+        .box_clock = [] { return wall_now(); },
+        .bucket_names = [] { return std::vector<std::string>{"shared"}; },
+        .redis = quick,
+    });
+  }
+  // A worker admitting on `key` while the bucket allows: how many.
+  unsigned admit(const limiter::BucketKey& key, unsigned at_most) {
+    unsigned n = 0;
+    for (; n < at_most; ++n) {
+      if (!charge_gcra(table, key, wall_now(), six_a_minute()).decision.admit) break;
+      log.record(key, six_a_minute().interval);
+    }
+    return n;
+  }
+  bool step() { return service->step(Clock::now()); }
+
+  limiter::BucketTable table;
+  limiter::SpendLog log{16384};  // 12288 keys a turn
+  std::unique_ptr<ClusterService> service;
+};
+
+limiter::BucketKey key(uint64_t i) { return {(uint64_t{1} << 63) | (i * 0x9e3779b97f4a7c15ull), i << 16}; }
+
+class ClusterServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(server_.start()) << "could not start redis-server (scripts/install-deps.sh test)"; }
+  RedisServer server_;
+};
+
+TEST_F(ClusterServiceTest, WhatOneBoxAdmittedTheOtherMeetsAtItsFirstSyncOfTheKey) {
+  Box a(server_.endpoint()), b(server_.endpoint());
+  EXPECT_EQ(a.admit(key(1), 4), 4u);
+  ASSERT_TRUE(a.step());
+  // B has not met the key: its bucket is full. One admission, then its
+  // sync reads the shared lead: A's 4 and its own 1 leave 1.
+  EXPECT_EQ(b.admit(key(1), 1), 1u);
+  ASSERT_TRUE(b.step());
+  EXPECT_EQ(b.admit(key(1), 6), 1u);
+  EXPECT_GE(b.service->counters().keys_published.load(), 1u);
+  // And A, watching the key, learns B's 2 at its next sync: nothing left.
+  ASSERT_TRUE(b.step());
+  ASSERT_TRUE(a.step());
+  EXPECT_EQ(a.admit(key(1), 6), 0u);
+  EXPECT_EQ(a.service->counters().in_fallback.load(), 0u);
+}
+
+TEST_F(ClusterServiceTest, RedisAwayIsRetriedOnceThenTheBoxHoldsItsShareAndComesBack) {
+  Box a(server_.endpoint());
+  ASSERT_TRUE(a.step());
+  server_.stop();
+  // 2 admitted; the first failed sync keeps the spend for a retry.
+  EXPECT_EQ(a.admit(key(2), 2), 2u);
+  EXPECT_FALSE(a.step());
+  EXPECT_EQ(a.service->counters().fallback_keys.load(), 0u);
+  EXPECT_EQ(a.service->counters().in_fallback.load(), 1u);
+  EXPECT_FALSE(a.service->last_error().empty());
+  // The second failure hands it to local-share: charged again once (2
+  // boxes), so of the 6 only 6 - 2 - 2 = 2 are left to this box.
+  std::this_thread::sleep_for(5ms);  // past the link's back-off
+  EXPECT_FALSE(a.step());
+  EXPECT_EQ(a.service->counters().fallback_keys.load(), 1u);
+  EXPECT_EQ(a.admit(key(2), 6), 2u);
+  EXPECT_EQ(a.service->counters().fallbacks.load(), 1u);
+  ASSERT_TRUE(server_.start());
+  bool back = false;
+  for (int i = 0; i < 100 && !back; ++i) {
+    std::this_thread::sleep_for(10ms);
+    back = a.step();
+  }
+  ASSERT_TRUE(back);
+  EXPECT_EQ(a.service->counters().in_fallback.load(), 0u);
+  EXPECT_TRUE(a.service->last_error().empty());
+  EXPECT_EQ(a.service->counters().fallbacks.load(), 1u);
+}
+
+TEST_F(ClusterServiceTest, IdleWatchedKeysAreReadABoundedNumberOfTimesPerSync) {
+  Box a(server_.endpoint());
+  constexpr size_t kKeys = 3 * ClusterService::kMaxIdleReads;
+  for (size_t i = 0; i < kKeys; ++i) a.log.record(key(100 + i), six_a_minute().interval);
+  ASSERT_TRUE(a.step());
+  uint64_t sent = a.service->counters().keys_sent.load();
+  EXPECT_EQ(sent, kKeys);
+  EXPECT_EQ(a.service->counters().keys_watched.load(), kKeys);
+  // Nothing spent since: the next syncs read about a third each, and every
+  // key within three syncs.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(a.step());
+    const uint64_t now_sent = a.service->counters().keys_sent.load();
+    EXPECT_LE(now_sent - sent, ClusterService::kMaxIdleReads * 12 / 10) << "sync " << i;
+    EXPECT_GE(now_sent - sent, ClusterService::kMaxIdleReads * 8 / 10) << "sync " << i;
+    sent = now_sent;
+  }
+}
+
+}  // namespace
+}  // namespace sluice::control
