@@ -27,36 +27,40 @@
 //   redis_cpu_us_per_key  the redis-server main thread's CPU time per key
 //                      (/proc/PID/schedstat): everything Redis spent, I/O included
 //   published          local TATs moved forward per sync (sanity: about K)
+//   ns_per_key         BM_SpendLogTurnOver: flip + drain per key drained
 // The Redis benchmarks use real time: the client mostly waits for Redis.
 //
 // From these figures to "Redis operations per box at a given key churn"
 // (printed again, with the measured values, at the end of a run):
 //   A box syncs every sync interval (20 ms by default). Per sync it sends one
-//   key-spend per key it admitted on since the last sync or still watches (a
-//   key is re-read at every sync for 2 s after the box's last admission on
-//   it), batched per hash-tag group: one EVALSHA per non-empty group, at most
-//   16. So, with A the box's active keys (admitted on within the last 2 s):
-//     key-ops/s per box     = A / 0.02 = 50 x A
-//     round trips per box  <= 16 x 50 = 800 /s (fewer only when A is small)
-//     Redis CPU per box     ~ 50 x A x redis_cpu_us_per_key (at BM_ClusterSync/A)
-//     sync time             = ms_per_sync at K = A: must stay well under 20 ms
+//   key-spend per key it admitted on since the last sync (S keys), plus reads
+//   of the keys it still watches without having spent on them (I keys: a key
+//   stays watched for 2 s after the box's last admission on it), at most
+//   ClusterService::kMaxIdleReads (2048) of those a sync, spread by hash; all
+//   batched per hash-tag group: one EVALSHA per non-empty group, 16 at most.
+//     key-ops/s per box    = 50 x (S + min(I, 2048))    (reads <= 102,400/s)
+//     round trips per box <= 16 x 50 = 800 /s (fewer only when few keys)
+//     Redis CPU per box    ~ 50 x (S x redis_cpu_us_per_key at BM_ClusterSync/S
+//                                  + min(I, 2048) x redis_cpu_us_per_key at BM_GcraRead/1024)
+//     sync time            = ms_per_sync at K = S + min(I, 2048): must stay well under 20 ms
 //   and Redis's total is the sum over the boxes (one Redis core serves about
 //   1 / (Redis CPU per box) boxes of that size; a Redis Cluster spreads the
-//   16 groups over its primaries).
+//   16 groups over its primaries, but one box's sync still goes group after
+//   group, one round trip at a time).
 //
 // Run (the machine otherwise idle; see scripts/bench.sh):
 //   ./build/perf/cluster_sync_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
-// Leave the cluster out with --benchmark_filter=-Cluster. The program exits
+// Leave the cluster out with --benchmark_filter=-Cluster/ . The program exits
 // non-zero when a Redis call failed or answered wrongly (its check in
 // perf/meson.build runs it briefly).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -244,13 +248,17 @@ bool measured(const std::string& name, Figures& out) {
   return true;
 }
 
-// Counters common to the Redis benchmarks; `keys` per iteration.
-void redis_counters(benchmark::State& state, size_t keys, const ServerStats& before, const ServerStats& after) {
+// Counters common to the Redis benchmarks: `keys` per iteration, `took` the
+// wall-clock time of the whole loop (what Google Benchmark's real time
+// measures too; read here so that the counters are plain microseconds).
+void redis_counters(benchmark::State& state, size_t keys, Clock::duration took, const ServerStats& before,
+                    const ServerStats& after) {
   const auto iters = static_cast<double>(state.iterations());
   const double all_keys = iters * static_cast<double>(keys);
   state.SetItemsProcessed(static_cast<int64_t>(all_keys));
-  state.counters["us_per_key"] = benchmark::Counter(all_keys * 1e-6, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
-  if (before.ok && after.ok && all_keys > 0) {
+  if (all_keys == 0) return;
+  state.counters["us_per_key"] = std::chrono::duration<double, std::micro>(took).count() / all_keys;
+  if (before.ok && after.ok) {
     state.counters["script_us_per_key"] = static_cast<double>(after.evalsha_usec - before.evalsha_usec) / all_keys;
     state.counters["redis_cpu_us_per_key"] = static_cast<double>(after.cpu_ns - before.cpu_ns) / 1e3 / all_keys;
   }
@@ -261,8 +269,9 @@ void redis_counters(benchmark::State& state, size_t keys, const ServerStats& bef
 // Keys shaped as ClusterSync names them: PREFIX:{gNN}:BUCKET:32 hex digits.
 std::string bench_key(std::string_view tag, std::string_view bucket, uint64_t i) {
   char hash[40];
-  std::snprintf(hash, sizeof hash, ":%016" PRIx64 "%016" PRIx64, i * 0x9e3779b97f4a7c15ull | (uint64_t{1} << 63),
-                i * 0xc2b2ae3d27d4eb4full);
+  const uint64_t k0 = i * uint64_t{0x9e3779b97f4a7c15} | (uint64_t{1} << 63);
+  const uint64_t k1 = i * uint64_t{0xc2b2ae3d27d4eb4f};
+  std::snprintf(hash, sizeof hash, ":%016" PRIx64 "%016" PRIx64, k0, k1);
   return "sluice:{" + std::string(tag) + "}:" + std::string(bucket) + hash;
 }
 
@@ -306,6 +315,7 @@ void gcra_batches(benchmark::State& state, Target target, uint64_t spend_us, con
   if (r.error != RedisError::kNone) return fail(state, "first apply: " + r.detail);
 
   const ServerStats before = server_stats(nodes);
+  const Clock::time_point start = Clock::now();
   for (auto _ : state) {
     r = gcra.apply(batch, ahead, Clock::now());
     if (r.error != RedisError::kNone || ahead.size() != n) {
@@ -313,12 +323,21 @@ void gcra_batches(benchmark::State& state, Target target, uint64_t spend_us, con
     }
     benchmark::DoNotOptimize(ahead.data());
   }
+  const Clock::duration took = Clock::now() - start;
   const ServerStats after = server_stats(nodes);
   if (ahead.empty() || ahead.front() <= 0) return fail(state, "the script answered no lead for a spent key");
 
-  redis_counters(state, n, before, after);
-  state.counters["us_per_batch"] =
-      benchmark::Counter(1e-6, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  redis_counters(state, n, took, before, after);
+  if (state.iterations() > 0) {
+    state.counters["us_per_batch"] =
+        std::chrono::duration<double, std::micro>(took).count() / static_cast<double>(state.iterations());
+    Figures f;
+    f.iterations = state.iterations();
+    f.us_per_key = state.counters["us_per_key"].value;
+    f.redis_cpu_us_per_key = state.counters["redis_cpu_us_per_key"].value;
+    f.script_us_per_key = state.counters["script_us_per_key"].value;
+    keep(std::string(what) + "/" + std::to_string(n), f);
+  }
 }
 
 void BM_GcraApply(benchmark::State& state) { gcra_batches(state, Target::kSingle, 1000, "apply"); }
@@ -354,6 +373,7 @@ void cluster_sync(benchmark::State& state, Target target, const char* what) {
 
   size_t published = 0;
   const ServerStats before = server_stats(nodes);
+  const Clock::time_point start = Clock::now();
   for (auto _ : state) {
     report = sync.sync(spends, wall_now(), Clock::now());
     if (report.error != RedisError::kNone || report.sent != k) {
@@ -361,39 +381,29 @@ void cluster_sync(benchmark::State& state, Target target, const char* what) {
     }
     published += report.published;
   }
+  const Clock::duration took = Clock::now() - start;
   const ServerStats after = server_stats(nodes);
 
-  redis_counters(state, k, before, after);
+  redis_counters(state, k, took, before, after);
   const auto iters = static_cast<double>(state.iterations());
-  state.counters["ms_per_sync"] =
-      benchmark::Counter(1e-3, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  const double us = std::chrono::duration<double, std::micro>(took).count();
+  state.counters["ms_per_sync"] = us / 1e3 / iters;
   state.counters["published"] = static_cast<double>(published) / iters;
   if (before.ok && after.ok) {
     state.counters["round_trips"] = static_cast<double>(after.evalsha_calls - before.evalsha_calls) / iters;
   }
-  // The summary's figures, from the counters as Google Benchmark will
-  // report them (its timer is read back through the rate counters).
+  // The summary's figures.
   Figures f;
   f.iterations = state.iterations();
-  f.round_trips = before.ok && after.ok ? static_cast<double>(after.evalsha_calls - before.evalsha_calls) / iters : 0;
+  f.ms_per_sync = us / 1e3 / iters;
+  f.us_per_key = us / iters / static_cast<double>(k);
+  f.round_trips = state.counters["round_trips"].value;
   f.redis_cpu_us_per_key = state.counters["redis_cpu_us_per_key"].value;
   f.script_us_per_key = state.counters["script_us_per_key"].value;
-  f.us_per_key = 0;  // filled from the wall clock below
   keep(std::string(what) + "/" + std::to_string(k), f);
 }
 
-// Wall-clock time per sync is what Google Benchmark measures; the summary
-// needs it too, so the sync cases also time themselves (the same loop, no
-// extra work inside it).
-struct SyncTimer {
-  Clock::time_point start = Clock::now();
-};
-
-void BM_ClusterSync(benchmark::State& state) {
-  const SyncTimer t;
-  cluster_sync(state, Target::kSingle, "sync");
-  (void)t;
-}
+void BM_ClusterSync(benchmark::State& state) { cluster_sync(state, Target::kSingle, "sync"); }
 void BM_ClusterSyncCluster(benchmark::State& state) { cluster_sync(state, Target::kCluster, "sync-cluster"); }
 
 BENCHMARK(BM_ClusterSync)->Arg(100)->Arg(1000)->Arg(10000)->UseRealTime();
@@ -432,20 +442,92 @@ void BM_SpendLogTurnOver(benchmark::State& state) {
   limiter::SpendLog log;
   std::vector<limiter::KeySpend> out;
   out.reserve(keys);
+  Clock::duration took{};  // the timed part alone, for ns_per_key
   for (auto _ : state) {
     state.PauseTiming();
     for (const limiter::BucketKey& k : ks) log.record(k, 6'000'000'000);
     out.clear();
     state.ResumeTiming();
+    const Clock::time_point start = Clock::now();
     log.drain(log.flip(), out);
     benchmark::DoNotOptimize(out.data());
+    took += Clock::now() - start;
   }
   if (out.size() != keys) fail(state, "drained " + std::to_string(out.size()) + " keys, not " + std::to_string(keys));
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(keys));
-  state.counters["ns_per_key"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * static_cast<double>(keys) * 1e-9,
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  if (state.iterations() > 0) {
+    state.counters["ns_per_key"] = std::chrono::duration<double, std::nano>(took).count() /
+                                   static_cast<double>(state.iterations()) / static_cast<double>(keys);
+  }
 }
 BENCHMARK(BM_SpendLogTurnOver)->Arg(100)->Arg(1000)->Arg(6144);
 
 }  // namespace
+
+namespace {
+
+// The header comment's arithmetic, with this run's figures.
+void print_summary(FILE* out) {
+  constexpr double kSyncsPerSecond = 50;  // the default sync interval, 20 ms
+  constexpr double kMaxIdleReads = 2048;  // ClusterService::kMaxIdleReads
+  std::fprintf(out,
+               "\nRedis load per box: a box syncs every 20 ms (the default), sending one key-spend per key it\n"
+               "admitted on since the last sync (S keys) and reading at most 2048 of the keys it still watches\n"
+               "without having spent on them (I: watched for 2 s after its last admission), one EVALSHA per\n"
+               "non-empty hash-tag group (16 at most):\n"
+               "  key-ops/s = 50 x (S + min(I, 2048)); round trips <= 16 x 50 = 800/s;\n"
+               "  Redis CPU ~ 50 x (S x spend cost + min(I, 2048) x read cost), per key as measured below.\n");
+  bool header = false;
+  for (const char* what : {"sync", "sync-cluster"}) {
+    for (size_t a : {size_t{100}, size_t{1000}, size_t{10000}}) {
+      Figures f;
+      if (!measured(std::string(what) + "/" + std::to_string(a), f)) continue;
+      if (!header) {
+        std::fprintf(out,
+                     "Spends (S keys, I = 0), medians of the measured runs of BM_ClusterSync*:\n"
+                     "  %-13s %7s %11s %10s %9s %9s %8s %14s %17s\n",
+                     "case", "S", "key-ops/s", "EVALSHA/s", "sync ms", "of 20 ms", "us/key", "Redis CPU/box",
+                     "boxes/Redis core");
+        header = true;
+      }
+      const double key_ops = kSyncsPerSecond * static_cast<double>(a);
+      const double core_share = key_ops * f.redis_cpu_us_per_key / 1e6;
+      std::fprintf(out, "  %-13s %7zu %11.0f %10.0f %9.3f %8.1f%% %8.2f %13.1f%% %17.1f\n", what, a, key_ops,
+                   f.round_trips * kSyncsPerSecond, f.ms_per_sync, f.ms_per_sync / 20 * 100, f.us_per_key,
+                   core_share * 100, core_share > 0 ? 1 / core_share : 0.0);
+    }
+  }
+  if (!header) std::fprintf(out, "(no BM_ClusterSync case ran: no measured spend figures to put in)\n");
+  Figures read, spend;
+  if (measured("read/1024", read)) {
+    const double core_share = kSyncsPerSecond * kMaxIdleReads * read.redis_cpu_us_per_key / 1e6;
+    std::fprintf(out,
+                 "Idle reads (BM_GcraRead/1024): %.2f us of Redis CPU per key (%.2f us wall); at the cap of 2048 a\n"
+                 "sync, 102,400 reads/s cost %.1f%% of a Redis core per box.\n",
+                 read.redis_cpu_us_per_key, read.us_per_key, core_share * 100);
+  }
+  if (measured("apply/1024", spend)) {
+    std::fprintf(out, "Spends in one batch (BM_GcraApply/1024): %.2f us of Redis CPU per key (script %.2f us).\n",
+                 spend.redis_cpu_us_per_key, spend.script_us_per_key);
+  }
+  if (g_failed) std::fprintf(out, "\nSome Redis calls failed or answered wrongly: see the errors above.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A machine-readable format on stdout keeps stdout to itself.
+  bool console = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a.starts_with("--benchmark_format=") && a != "--benchmark_format=console") console = false;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  print_summary(console ? stdout : stderr);
+  g_cluster.reset();
+  g_single.reset();
+  return g_failed ? 1 : 0;
+}

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -117,6 +118,17 @@ inline void kill_and_reap(pid_t& pid) {
   return ports;
 }
 
+// The last non-empty line of a log, to quote in an error (the directory it
+// is in goes when the server is stopped).
+[[nodiscard]] inline std::string log_tail(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last.empty() ? std::string() : ": " + last;
+}
+
 [[nodiscard]] inline std::string make_dir(const char* prefix) {
   std::string pattern = std::string("/tmp/") + prefix + "-XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) return {};
@@ -159,11 +171,11 @@ class BenchRedis {
     if (pid_ <= 0) return fail("could not start " + server);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (std::chrono::steady_clock::now() < deadline) {
-      if (d::exited(pid_)) return fail("redis-server exited at start (see " + dir_ + "/redis.log)");
+      if (d::exited(pid_)) return fail("redis-server exited at start" + d::log_tail(dir_ + "/redis.log"));
       if (redis_query(endpoint(), {"PING"}).error == RedisError::kNone) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    return fail("redis-server did not answer within 5 s (see " + dir_ + "/redis.log)");
+    return fail("redis-server did not answer within 5 s" + d::log_tail(dir_ + "/redis.log"));
   }
 
   void stop() {
@@ -174,6 +186,7 @@ class BenchRedis {
   }
 
   [[nodiscard]] RedisEndpoint endpoint() const { return RedisEndpoint{{}, 0, socket_}; }
+  [[nodiscard]] pid_t pid() const noexcept { return pid_; }
   [[nodiscard]] const std::string& error() const noexcept { return error_; }
 
  private:
@@ -230,6 +243,11 @@ class BenchRedisCluster {
     for (const Node& n : nodes_) out.push_back(endpoint(n.port));
     return out;
   }
+  [[nodiscard]] std::vector<pid_t> pids() const {
+    std::vector<pid_t> out;
+    for (const Node& n : nodes_) out.push_back(n.pid);
+    return out;
+  }
   [[nodiscard]] const std::string& error() const noexcept { return error_; }
 
  private:
@@ -274,8 +292,8 @@ class BenchRedisCluster {
         if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
       if (!up) {
-        return fail("redis-server on 127.0.0.1:" + std::to_string(n.port) + " did not come up (see " + n.dir +
-                    "/redis.log)");
+        return fail("redis-server on 127.0.0.1:" + std::to_string(n.port) + " did not come up" +
+                    d::log_tail(n.dir + "/redis.log"));
       }
     }
     return true;
@@ -294,12 +312,14 @@ class BenchRedisCluster {
     while (::waitpid(cli_pid_, &status, WNOHANG) == 0) {
       if (std::chrono::steady_clock::now() >= deadline) {
         d::kill_and_reap(cli_pid_);
-        return fail("redis-cli --cluster create did not finish in 20 s (see " + log + ")");
+        return fail("redis-cli --cluster create did not finish in 20 s" + d::log_tail(log));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     cli_pid_ = 0;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return fail("redis-cli --cluster create failed (see " + log + ")");
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      return fail("redis-cli --cluster create failed" + d::log_tail(log));
+    }
     return true;
   }
 
