@@ -52,6 +52,22 @@ expect config-missing-file 3 "cannot read the policy file" -- "$sluiced" --confi
 expect config-broken-file 3 "broken.yaml:4:[0-9]+: " -- "$sluiced" --config "$tmp/broken.yaml" --af-packet a:b
 expect check-config-broken 3 "broken.yaml:4:[0-9]+: " -- "$sluiced" --check-config "$tmp/broken.yaml"
 expect config-no-service-ports 3 "no service ports" -- "$sluiced" --config "$tmp/noports.yaml" --af-packet a:b
+# Issue 17: a cluster section's secret file is read before anything starts.
+cluster_policy() {  # cluster_policy SECRET_FILE
+  printf 'sluice: 1\nservice_ports: [80]\nbuckets:\n  b: { rate: 10/min, scope: cluster }\nrules:\n  - { name: r, key: client_ip, bucket: b }\ncluster:\n  redis: ["unix:%s/redis.sock"]\n  boxes: 2\n  secret_file: %s\n' "$tmp" "$1"
+}
+cluster_policy "$tmp/no.secret" >"$tmp/cluster-nosecret.yaml"
+head -c 64 /dev/urandom >"$tmp/loose.secret" && chmod 0644 "$tmp/loose.secret"
+cluster_policy "$tmp/loose.secret" >"$tmp/cluster-loose.yaml"
+head -c 8 /dev/urandom >"$tmp/short.secret" && chmod 0600 "$tmp/short.secret"
+cluster_policy "$tmp/short.secret" >"$tmp/cluster-short.yaml"
+head -c 64 /dev/urandom >"$tmp/good.secret" && chmod 0600 "$tmp/good.secret"
+cluster_policy "$tmp/good.secret" >"$tmp/cluster-good.yaml"
+expect cluster-secret-missing 3 "cluster secret_file $tmp/no.secret: No such file" -- "$sluiced" --check-config "$tmp/cluster-nosecret.yaml"
+expect cluster-secret-loose 3 "others may read or write it" -- "$sluiced" --check-config "$tmp/cluster-loose.yaml"
+expect cluster-secret-short 3 "must hold 32 to 4096 bytes" -- "$sluiced" --config "$tmp/cluster-short.yaml" --af-packet a:b
+expect cluster-check-ok 0 "" -- "$sluiced" --check-config "$tmp/cluster-good.yaml"
+
 expect interface-missing 4 "interface 'slc-nope0' does not exist" -- \
   "$sluiced" --config config/default.yaml --af-packet slc-nope0:slc-nope1
 
