@@ -55,6 +55,13 @@ ClusterReplica::ClusterReplica(RedisRouter& redis, const std::string& prefix, st
     : redis_(redis), prefix_(prefix), box_(std::move(box)), fingerprint_(std::move(fingerprint)),
       apply_(std::move(apply)) {}
 
+RedisLink::Result ClusterReplica::command(std::string_view key, std::span<const std::string_view> argv,
+                                          RedisLink::Clock::time_point now) {
+  RedisLink::Result r = redis_.command(key, argv, now);
+  if (r.error != RedisError::kNone) last_error_ = std::string(to_string(r.error)) + ": " + r.detail;
+  return r;
+}
+
 std::string ClusterReplica::table_key(ReplicaChange::Table t) const {
   return prefix_ + ":{repl}:" + std::string(table_name(t));
 }
@@ -105,7 +112,7 @@ bool ClusterReplica::send(const ReplicaChange& c, RedisLink::Clock::time_point n
     argv.push_back(f);
     argv.push_back(v);
   }
-  const RedisLink::Result r = redis_.command(stream, argv, now);
+  const RedisLink::Result r = command(stream, argv, now);
   if (r.error == RedisError::kServer) {
     // A change Redis refuses (a script error) is refused for good: dropped,
     // counted, not retried for ever.
@@ -121,16 +128,16 @@ bool ClusterReplica::send(const ReplicaChange& c, RedisLink::Clock::time_point n
 bool ClusterReplica::catch_up(RedisLink::Clock::time_point now) {
   const std::string fp_key = prefix_ + ":{repl}:credential-secret";
   const std::string_view set[] = {"SET", fp_key, fingerprint_, "NX"};
-  if (redis_.command(fp_key, set, now).error != RedisError::kNone) return false;
+  if (command(fp_key, set, now).error != RedisError::kNone) return false;
   const std::string_view get[] = {"GET", fp_key};
-  const RedisLink::Result fp = redis_.command(fp_key, get, now);
+  const RedisLink::Result fp = command(fp_key, get, now);
   if (fp.error != RedisError::kNone) return false;
   credentials_on_ = fp.reply.text() == fingerprint_;
   counters_.credentials_off.store(credentials_on_ ? 0 : 1, std::memory_order_relaxed);
 
   const std::string stream = stream_key();
   const std::string_view last[] = {"XREVRANGE", stream, "+", "-", "COUNT", "1"};
-  const RedisLink::Result l = redis_.command(stream, last, now);
+  const RedisLink::Result l = command(stream, last, now);
   if (l.error != RedisError::kNone) return false;
   last_id_ = "0-0";
   if (l.reply.is_array() && l.reply.elements() == 1) {
@@ -153,7 +160,7 @@ bool ClusterReplica::catch_up(RedisLink::Clock::time_point now) {
 bool ClusterReplica::read_table(ReplicaChange::Table t, ReplicaChange& out, RedisLink::Clock::time_point now) {
   const std::string key = table_key(t);
   const std::string_view argv[] = {"HGETALL", key};
-  const RedisLink::Result r = redis_.command(key, argv, now);
+  const RedisLink::Result r = command(key, argv, now);
   if (r.error != RedisError::kNone || !r.reply.is_array()) return false;
   for (size_t i = 0; i + 1 < r.reply.elements(); i += 2) {
     out.all.emplace_back(std::string(text_of(r.reply.element(i))), std::string(text_of(r.reply.element(i + 1))));
@@ -166,7 +173,7 @@ bool ClusterReplica::read_stream(RedisLink::Clock::time_point now) {
   const std::string count = std::to_string(kReadBatch);
   for (int round = 0; round < kMaxReadsPerPoll; ++round) {
     const std::string_view argv[] = {"XREAD", "COUNT", count, "STREAMS", stream, last_id_};
-    const RedisLink::Result r = redis_.command(stream, argv, now);
+    const RedisLink::Result r = command(stream, argv, now);
     if (r.error != RedisError::kNone) return false;
     if (r.reply.is_nil() || !r.reply.is_array() || r.reply.elements() == 0) return true;  // nothing new
     const redisReply* only = r.reply.element(0);  // [stream, entries]

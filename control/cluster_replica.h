@@ -77,10 +77,14 @@ class ClusterReplica {
   bool poll(RedisLink::Clock::time_point now);
 
   [[nodiscard]] const ReplicaCounters& counters() const noexcept { return counters_; }
+  // What the last Redis command that failed said (the sync thread's).
+  [[nodiscard]] const std::string& last_error() const noexcept { return last_error_; }
   [[nodiscard]] std::string stream_key() const { return prefix_ + ":{repl}:changes"; }
   [[nodiscard]] std::string table_key(ReplicaChange::Table t) const;
 
  private:
+  [[nodiscard]] RedisLink::Result command(std::string_view key, std::span<const std::string_view> argv,
+                                          RedisLink::Clock::time_point now);
   [[nodiscard]] bool send_queued(RedisLink::Clock::time_point now);
   [[nodiscard]] bool send(const ReplicaChange& c, RedisLink::Clock::time_point now);
   [[nodiscard]] bool catch_up(RedisLink::Clock::time_point now);
@@ -99,6 +103,7 @@ class ClusterReplica {
   bool credentials_on_ = false;
   std::string last_id_ = "0-0";
   RedisLink::Clock::time_point now_{};
+  std::string last_error_;
   ReplicaCounters counters_;
 };
 

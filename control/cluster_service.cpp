@@ -115,19 +115,25 @@ bool ClusterService::step(Clock::time_point now) {
   counters_.keys_watched.store(watched_.size(), std::memory_order_relaxed);
   note_time(Clock::now() - began);
   // Runs and credentials after the budgets: they can wait an interval, the
-  // budgets' convergence cannot. An error here is said (last_error) but is
-  // no fallback: the budgets do not depend on it.
+  // budgets' convergence cannot.
   const bool replicated = !replica_ || replica_->poll(now);
-  if (report.error == RedisError::kNone) {
+  if (report.error == RedisError::kNone && replicated) {
     leave_fallback();
-    if (!replicated) {
-      std::lock_guard lock(error_mutex_);
-      last_error_ = "replication of runs and credentials: Redis did not answer";
-    }
     return true;
   }
+  // Redis down shows as a failed sync even on a box with no cluster traffic
+  // (the replication's read is its heartbeat), and a back-off names the
+  // failure it follows, not only itself.
   counters_.sync_failures.fetch_add(1, std::memory_order_relaxed);
-  enter_fallback(std::string(to_string(report.error)) + ": " + report.detail);
+  std::string why = report.error != RedisError::kNone
+                        ? std::string(to_string(report.error)) + ": " + report.detail
+                        : "runs and credentials: " + replica_->last_error();
+  if (why.find("backing_off") == std::string::npos) {
+    last_failure_ = why;
+  } else if (!last_failure_.empty()) {
+    why += " (after " + last_failure_ + ")";
+  }
+  enter_fallback(why);
   return false;
 }
 

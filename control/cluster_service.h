@@ -124,6 +124,7 @@ class ClusterService {
   ClusterCounters counters_;
   mutable std::mutex error_mutex_;  // the control socket reads last_error_ while the service writes it
   std::string last_error_;
+  std::string last_failure_;  // the last failure that was not a back-off (sync thread only)
 };
 
 }  // namespace sluice::control
