@@ -9,7 +9,11 @@
 #   5. the network-namespace integration suite against the real sluiced
 #      (tests/integration/run.sh: nginx origin, curl, keep-alive client,
 #      Chromium; every loop bounded, everything torn down);
-#   6. the libFuzzer targets, each for a bounded time: the head parser with
+#   6. cluster budgets end to end (tests/integration/cluster.sh): two sluiced
+#      boxes sharing budgets through a Redis Cluster of 3 primaries and 3
+#      replicas (runs and credentials replicated, failover, Redis down,
+#      Redis back), under a minute;
+#   7. the libFuzzer targets, each for a bounded time: the head parser with
 #      its differential checks (SLUICE_FUZZ_SECONDS, default 60), then the
 #      flow engine segment by segment (SLUICE_FLOW_FUZZ_SECONDS, default 60).
 # Stops at the first failure, with a non-zero exit status.
@@ -41,6 +45,9 @@ tests/integration/cli.sh build
 
 step "integration tests in network namespaces (tests/integration/run.sh)"
 tests/integration/run.sh build
+
+step "cluster budgets across two boxes on a Redis Cluster (tests/integration/cluster.sh)"
+tests/integration/cluster.sh build
 
 # Runs one libFuzzer target of build-fuzz/ for a bounded time from its own
 # corpus directory; on failure prints the log's tail and keeps the inputs
