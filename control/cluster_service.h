@@ -84,6 +84,8 @@ class ClusterService {
 
   [[nodiscard]] const ClusterCounters& counters() const noexcept { return counters_; }
   [[nodiscard]] const policy::ClusterSpec& spec() const noexcept { return setup_.spec; }
+  // This box's name in the change stream.
+  [[nodiscard]] const std::string& box() const noexcept { return setup_.box; }
   // Spending the workers' logs could not hold, nanoseconds and records.
   [[nodiscard]] uint64_t lost_ns() const noexcept;
   [[nodiscard]] uint64_t lost_records() const noexcept;

@@ -160,6 +160,14 @@ void print_status(const JsonValue& r) {
   std::printf("workers   %s, flows tracked %s\n", num(r.get("workers")).c_str(), num(r.get("flows")).c_str());
   std::printf("runs      %s live, credentials %s, state in %s\n", num(r.get("runs")).c_str(),
               num(r.get("credentials")).c_str(), num(r.get("state_dir")).c_str());
+  if (const JsonValue* c = r.get("cluster"); c && c->object()) {
+    std::string redis;
+    if (const JsonValue* list = c->get("redis"); list && list->array()) {
+      for (const JsonValue& e : *list->array()) redis += (redis.empty() ? "" : ", ") + num(&e);
+    }
+    std::printf("cluster   %s as %s, Redis %s\n", num(c->get("state")).c_str(), num(c->get("box")).c_str(),
+                redis.c_str());
+  }
   if (const JsonValue* ports = r.get("ports"); ports && ports->array()) {
     for (const JsonValue& p : *ports->array()) {
       std::printf("%-9s %s, mac %s, link %s\n", num(p.get("side")).c_str(), num(p.get("name")).c_str(),

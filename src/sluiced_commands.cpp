@@ -130,6 +130,14 @@ Reply cmd_status(const Daemon& d, const JsonValue&, JsonWriter& w) {
     w.key("bucket_snapshot").begin_object().key("taken_at_ns").value(d.bucket_snapshots->written_at());
     w.key("slots").value(d.bucket_snapshots->slots_written()).end_object();
   }
+  if (d.cluster != nullptr) {
+    // Issue 17: where the box meets the others, and whether it does now.
+    const bool fallback = d.cluster->counters().in_fallback.load(std::memory_order_relaxed) != 0;
+    w.key("cluster").begin_object().key("state").value(fallback ? "fallback" : "synced");
+    w.key("box").value(d.cluster->box()).key("redis").begin_array();
+    for (const std::string& e : d.cluster->spec().redis) w.value(e);
+    w.end_array().end_object();
+  }
   w.key("telemetry_socket").value(std::string(rte_eal_get_runtime_dir()) + "/dpdk_telemetry.v2");
   w.key("ports").begin_array();
   for (int i = 0; i < 2; ++i) {

@@ -807,8 +807,11 @@ for b in A B; do
   note "box $b: sluice_cluster_syncs_total ok $okn failed $fln, sluice_cluster_fallbacks_total $fbn ($(grep -c '^sluice_cluster_' "$OUT/metrics-$b.txt") sluice_cluster_* samples)"
   ge "$okn" 1 || fail "box $b: sluice_cluster_syncs_total{outcome=\"ok\"} '$okn', want > 0"
   ge "$fbn" 1 || fail "box $b: sluice_cluster_fallbacks_total '$fbn', want >= 1"
+  st="$(timeout -k 1 10 "$SLUICECTL" --socket "${SOCK[$b]}" status 2>&1 | grep '^cluster ')"
+  note "box $b: status says: $st"
+  grep -qE "^cluster +synced as [^ ]+/[0-9a-f]{8}, Redis $REDIS_HOST:" <<<"$st" || fail "box $b: sluicectl status has no cluster line naming its box and Redis: '$st'"
 done
-check_end "both boxes export sluice_cluster_syncs_total{outcome=\"ok\"} > 0 and sluice_cluster_fallbacks_total >= 1"
+check_end "both boxes export sluice_cluster_syncs_total{outcome=\"ok\"} > 0 and sluice_cluster_fallbacks_total >= 1; status names the cluster"
 
 # 7. Both stop cleanly on SIGTERM, Redis answering.
 check_begin cluster-appliance-exit
