@@ -542,35 +542,39 @@ std::string key_of(const Daemon& d, const limiter::CompiledPolicy& p, const limi
   const std::optional<K> kind = key_kind_of(p, b);
   if (!kind) return "bucket " + b.name + " is charged by rules with different keys; which one is ambiguous";
   const limiter::KeyHasher& h = d.limiter->bucket_hasher;
+  const auto key = [&](std::span<const uint8_t> material) { return limiter::material_key(*d.limiter, b, material); };
   auto bytes = [](const void* data, size_t n) { return std::span<const uint8_t>(static_cast<const uint8_t*>(data), n); };
   switch (*kind) {
     case K::kClientIp: {
       std::optional<net::IpAddress> ip = net::parse_ip(text);
       if (!ip) return "'" + text + "' is not an IP address (bucket " + b.name + " is keyed by client address)";
       if (!ip->is_v4()) ip = ip->prefix(p.client_ip.spec.ipv6_prefix);
-      out = h.key(b.index, bytes(ip->bytes.data(), ip->bytes.size()));
+      out = key(bytes(ip->bytes.data(), ip->bytes.size()));
       return {};
     }
     case K::kCredential: {
       const std::optional<limiter::Digest> digest = control::parse_digest_hex(text);
       if (!digest) return "bucket " + b.name + " is keyed by credential: give its hash (sluicectl credential hash)";
+      // A cluster bucket's keys are made from the credential itself (the
+      // same on every box), which its hash does not give back.
+      if (b.cluster_salt != 0) return "bucket " + b.name + " is shared by the cluster and keyed by credential: its keys cannot be found from a hash";
       out = h.key(b.index, *digest);
       return {};
     }
     case K::kUser: {
       const uint64_t id = control::CredentialRegistry::user_id(text);
-      out = h.key(b.index, bytes(&id, sizeof id));
+      out = key(bytes(&id, sizeof id));
       return {};
     }
     case K::kHost: {
       std::string lower = text;
       for (char& c : lower) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c | 0x20) : c;
-      out = h.key(b.index, bytes(lower.data(), lower.size()));
+      out = key(bytes(lower.data(), lower.size()));
       return {};
     }
     case K::kPathParam:
     case K::kHeader:
-      out = h.key(b.index, bytes(text.data(), text.size()));
+      out = key(bytes(text.data(), text.size()));
       return {};
     case K::kDestination:
       return "bucket " + b.name + " is keyed by destination; not shown by name";

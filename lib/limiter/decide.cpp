@@ -290,8 +290,8 @@ bool answer_missing_key(const CompiledPolicy& policy, const CompiledRule& rule, 
 // digest is keyed with the box's own secret), the bucket told apart by its
 // name's salt rather than its kind, which each box gives as it likes; the
 // kind goes in the low bits as ever.
-BucketKey cluster_key(const KeyHasher& cluster, const CompiledBucket& b, const KeyMaterial& key) noexcept {
-  const BucketKey k = cluster.key(0, key.bytes);
+BucketKey cluster_key(const KeyHasher& cluster, const CompiledBucket& b, std::span<const uint8_t> material) noexcept {
+  const BucketKey k = cluster.key(0, material);
   return {(k.k0 ^ b.cluster_salt) | (uint64_t{1} << 63), ((k.k1 ^ b.cluster_salt) & ~uint64_t{0xffff}) | b.index};
 }
 
@@ -317,7 +317,7 @@ void plan_charge(const CompiledPolicy& policy, LimiterState& state, const Compil
   // that keeps a bucket keeps its kind, and so its state.
   const uint16_t kind = out.bucket->index;
   if (out.bucket->cluster_salt != 0 && state.cluster_hasher != nullptr) {
-    out.key = cluster_key(*state.cluster_hasher, *out.bucket, key);
+    out.key = cluster_key(*state.cluster_hasher, *out.bucket, key.bytes);
   } else {
     out.key = key.credential ? state.bucket_hasher.key(kind, *key.credential) : state.bucket_hasher.key(kind, key.bytes);
   }
@@ -509,6 +509,11 @@ Decision answer_timeout(const CompiledPolicy& policy, DecisionScratch& scratch) 
   Decision d;
   respond(d, Verdict::kAnswer, *policy.timed_out, {}, {}, scratch, false);
   return d;
+}
+
+BucketKey material_key(const LimiterState& state, const CompiledBucket& b, std::span<const uint8_t> material) noexcept {
+  if (b.cluster_salt != 0 && state.cluster_hasher != nullptr) return cluster_key(*state.cluster_hasher, b, material);
+  return state.bucket_hasher.key(b.index, material);
 }
 
 void report_usage(LimiterState& state, const BucketKey& usage_key, uint64_t tokens, Nanos now) noexcept {

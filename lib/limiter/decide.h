@@ -171,6 +171,11 @@ const Decision& finish(const CompiledPolicy& policy, LimiterState& state, Plan& 
 [[nodiscard]] Decision answer_timeout(const CompiledPolicy& policy, DecisionScratch& scratch) noexcept;
 
 // DQ05: the tokens a finished request used, charged to its bucket's minute.
+// The key `material` (an address's 16 bytes, a user id's 8, a parameter's
+// text) has in bucket `b`, as a request would be charged: the operator's
+// commands (bucket.show, usage.report) look keys up with it.
+[[nodiscard]] BucketKey material_key(const LimiterState& state, const CompiledBucket& b,
+                                     std::span<const uint8_t> material) noexcept;
 void report_usage(LimiterState& state, const BucketKey& usage_key, uint64_t tokens, Nanos now) noexcept;
 
 }  // namespace sluice::limiter
