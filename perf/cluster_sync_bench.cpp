@@ -1,8 +1,8 @@
 // What cluster budgets (issue 17) cost: the Redis side of a sync, against a
 // redis-server this program starts itself (Debian's, on a Unix socket in a
 // fresh directory, no persistence; killed by its PID at exit, and made to die
-// with this process if it crashes: perf/redis_for_bench.h), and the worker's
-// side, the spend log.
+// with this process if it crashes: tests/support/redis_server.h, as the tests
+// start theirs), and the worker's side, the spend log.
 //
 //   BM_GcraApply/N          one ClusterGcra::apply (one EVALSHA) of N keys in
 //                           one hash tag, each spending: round trip + script
@@ -77,7 +77,9 @@
 #include "limiter/bucket_table.h"
 #include "limiter/spend_log.h"
 #include "median.h"
-#include "redis_for_bench.h"
+#include "redis_cluster.h"    // tests/support
+#include "redis_processes.h"  // tests/support
+#include "redis_server.h"     // tests/support
 
 namespace {
 
@@ -85,10 +87,12 @@ using namespace sluice;
 using control::ClusterGcra;
 using control::ClusterSpend;
 using control::ClusterSync;
+using control::RedisCluster;
 using control::RedisEndpoint;
 using control::RedisError;
 using control::RedisLink;
 using control::RedisRouter;
+using control::RedisServer;
 using Clock = RedisLink::Clock;
 
 // A Redis call that failed or answered wrongly: the run goes on, the
@@ -109,14 +113,14 @@ struct Nodes {
   std::vector<pid_t> pids;
 };
 
-std::unique_ptr<perf::BenchRedis> g_single;
-std::unique_ptr<perf::BenchRedisCluster> g_cluster;
+std::unique_ptr<RedisServer> g_single;
+std::unique_ptr<RedisCluster> g_cluster;
 std::string g_single_error, g_cluster_error;
 
 bool nodes_of(Target target, Nodes& out, std::string& error) {
   if (target == Target::kSingle) {
     if (!g_single && g_single_error.empty()) {
-      g_single = std::make_unique<perf::BenchRedis>();
+      g_single = std::make_unique<RedisServer>();
       if (!g_single->start()) {
         g_single_error = "redis-server: " + g_single->error();
         g_single.reset();
@@ -131,7 +135,7 @@ bool nodes_of(Target target, Nodes& out, std::string& error) {
     return true;
   }
   if (!g_cluster && g_cluster_error.empty()) {
-    g_cluster = std::make_unique<perf::BenchRedisCluster>(3);
+    g_cluster = std::make_unique<RedisCluster>(3, 0);
     if (!g_cluster->start()) {
       g_cluster_error = "Redis Cluster: " + g_cluster->error();
       g_cluster.reset();
@@ -201,7 +205,7 @@ uint64_t cpu_ns_of(pid_t pid) {
 ServerStats server_stats(const Nodes& nodes) {
   ServerStats s;
   for (const RedisEndpoint& e : nodes.endpoints) {
-    const RedisLink::Result r = perf::redis_query(e, {"INFO", "commandstats"});
+    const RedisLink::Result r = control::redis_processes::query(e, {"INFO", "commandstats"});
     if (r.error != RedisError::kNone) {
       s.ok = false;
       continue;

@@ -1,30 +1,26 @@
-// A Redis Cluster of a test's own (Debian's redis-server and redis-cli), for
-// the router tests (control/redis_router.h): N primaries with R replicas
-// each, on 127.0.0.1 only, on TCP ports (and cluster bus ports, set with
-// --cluster-port) that were free when it started, each node in a directory
-// of its own, no persistence, a short node timeout so a failover takes a
-// couple of seconds. A single primary (1, 0) gets every slot by hand
-// (redis-cli --cluster create wants three primaries).
+// A Redis Cluster of a program's own (Debian's redis-server and redis-cli),
+// for the router tests (control/redis_router.h) and perf/cluster_sync_bench:
+// N primaries with R replicas each, on 127.0.0.1 only, on TCP ports (and
+// cluster bus ports, set with --cluster-port) that were free when it started,
+// each node in a directory of its own, no persistence; with replicas, a short
+// node timeout so a failover takes a couple of seconds. A single primary
+// (1, 0) gets every slot by hand (redis-cli --cluster create wants three
+// primaries).
 //
 // Every process it starts is stopped by its PID (SIGKILL) in the destructor,
 // which also runs when an ASSERT fails; the nodes are also made to die with
-// the test process (PR_SET_PDEATHSIG), so that a test killed by a timeout
-// or a crash leaves no redis-server behind either.
+// the process that started them (PR_SET_PDEATHSIG: redis_processes.h), so
+// that a test killed by a timeout or a crash leaves no redis-server behind
+// either.
 #pragma once
 
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <hiredis/hiredis.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
+#include <sys/types.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -34,6 +30,7 @@
 #include <vector>
 
 #include "control/redis_link.h"
+#include "redis_processes.h"
 
 namespace sluice::control {
 
@@ -52,8 +49,8 @@ class RedisCluster {
     if (!((primaries_ >= 3 && replicas_ >= 0) || (primaries_ == 1 && replicas_ == 0))) {
       return fail("a cluster is 1 primary alone, or 3 or more primaries");
     }
-    server_path_ = find_on_path("redis-server");
-    cli_path_ = find_on_path("redis-cli");
+    server_path_ = redis_processes::find_on_path("redis-server");
+    cli_path_ = redis_processes::find_on_path("redis-cli");
     if (server_path_.empty() || cli_path_.empty()) {
       return fail(
           "redis-server or redis-cli not found on PATH (Debian's redis-server and redis-tools: "
@@ -75,6 +72,16 @@ class RedisCluster {
     std::vector<RedisEndpoint> out;
     for (const Node& n : nodes_) {
       if (n.pid > 0) out.push_back(endpoint(n.port));
+    }
+    return out;
+  }
+
+  // Their PIDs, in the same order (perf/cluster_sync_bench reads the nodes'
+  // CPU time from /proc/PID/schedstat).
+  [[nodiscard]] std::vector<pid_t> pids() const {
+    std::vector<pid_t> out;
+    for (const Node& n : nodes_) {
+      if (n.pid > 0) out.push_back(n.pid);
     }
     return out;
   }
@@ -140,11 +147,7 @@ class RedisCluster {
 
   // One command to the node at `e`, on a connection of its own.
   [[nodiscard]] static RedisLink::Result query(const RedisEndpoint& e, std::vector<std::string_view> argv) {
-    RedisLink::Options o;
-    o.connect_timeout = std::chrono::milliseconds(500);
-    o.command_timeout = std::chrono::milliseconds(2000);
-    RedisLink link(e, o);
-    return link.command(argv, RedisLink::Clock::now());
+    return redis_processes::query(e, std::move(argv));
   }
 
   [[nodiscard]] static RedisEndpoint endpoint(uint16_t port) { return RedisEndpoint{"127.0.0.1", port, {}}; }
@@ -161,131 +164,62 @@ class RedisCluster {
     return false;
   }
 
-  [[nodiscard]] static std::string find_on_path(const std::string& name) {
-    const char* path = std::getenv("PATH");
-    std::string_view rest = path != nullptr ? path : "/usr/bin:/bin";
-    while (!rest.empty()) {
-      const size_t colon = rest.find(':');
-      const std::string candidate = std::string(rest.substr(0, colon)) + "/" + name;
-      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-      if (colon == std::string_view::npos) break;
-      rest.remove_prefix(colon + 1);
-    }
-    return {};
-  }
-
-  // `count` distinct loopback ports, free now: all bound (port 0) at once,
-  // so the kernel cannot hand the same one out twice, then released.
-  [[nodiscard]] static std::vector<uint16_t> free_ports(size_t count) {
-    std::vector<int> fds;
-    std::vector<uint16_t> ports;
-    for (size_t i = 0; i < count; ++i) {
-      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      if (fd < 0) break;
-      fds.push_back(fd);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      socklen_t len = sizeof a;
-      if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-          ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-        break;
-      }
-      ports.push_back(ntohs(a.sin_port));
-    }
-    for (int fd : fds) ::close(fd);
-    return ports;
-  }
-
-  // fork+exec rather than posix_spawn: the child must ask to be killed when
-  // the test process dies (PR_SET_PDEATHSIG), before it execs. Only
-  // async-signal-safe calls between the two.
-  [[nodiscard]] static pid_t spawn(const std::string& program, std::vector<std::string> args, const std::string& cwd,
-                                   const std::string& output) {
-    std::vector<char*> argv;
-    args.insert(args.begin(), program);
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
-    if (pid != 0) return pid < 0 ? 0 : pid;
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    const int in = ::open("/dev/null", O_RDONLY);
-    const int out = ::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (in < 0 || out < 0 || ::chdir(cwd.c_str()) != 0) ::_exit(127);
-    ::dup2(in, 0);
-    ::dup2(out, 1);
-    ::dup2(out, 2);
-    ::execv(program.c_str(), argv.data());
-    ::_exit(127);
-  }
-
   [[nodiscard]] bool start_nodes() {
     const size_t count = static_cast<size_t>(primaries_ * (1 + replicas_));
-    const std::vector<uint16_t> ports = free_ports(2 * count);
+    namespace p = redis_processes;
+    const std::vector<uint16_t> ports = p::free_ports(2 * count);
     if (ports.size() != 2 * count) return fail("could not find free loopback ports");
     for (size_t i = 0; i < count; ++i) {
-      char dir[] = "/tmp/sluice-rcluster-XXXXXX";
-      if (::mkdtemp(dir) == nullptr) return fail("mkdtemp failed");
       Node& n = nodes_.emplace_back();
-      n.dir = dir;
+      n.dir = p::make_dir("sluice-rcluster");
+      if (n.dir.empty()) return fail("mkdtemp failed");
       n.port = ports[2 * i];
       n.bus_port = ports[2 * i + 1];
-      n.pid = spawn(server_path_, server_args(n), n.dir, n.dir + "/stdout.log");
+      n.pid = p::spawn(server_path_, server_args(n), n.dir, n.dir + "/stdout.log");
       if (n.pid <= 0) return fail("could not start " + server_path_);
     }
     for (Node& n : nodes_) {
-      if (!answers(n)) {
-        return fail("redis-server on 127.0.0.1:" + std::to_string(n.port) + " did not come up (see " + n.dir +
-                    "/redis.log)");
+      if (!p::answers(n.pid, endpoint(n.port))) {
+        return fail("redis-server on 127.0.0.1:" + std::to_string(n.port) + " did not come up" +
+                    p::log_tail(n.dir + "/redis.log"));
       }
     }
     return true;
   }
 
   // Loopback only; both ports set (the bus port too, so that it is one
-  // found free); no persistence; a node timeout of 1 s and no limit on a
-  // replica's data age, so that a failover takes a couple of seconds; a
-  // replica's first sync without the default 5 s wait for more replicas.
-  [[nodiscard]] static std::vector<std::string> server_args(const Node& n) {
-    const std::pair<const char*, std::string> options[] = {
+  // found free); no persistence. With replicas, a node timeout of 1 s and no
+  // limit on a replica's data age, so that a failover takes a couple of
+  // seconds, and a replica's first sync without the default 5 s wait for
+  // more replicas; primaries alone (perf/cluster_sync_bench's) keep Redis's
+  // defaults.
+  [[nodiscard]] std::vector<std::string> server_args(const Node& n) const {
+    std::vector<std::pair<const char*, std::string>> options = {
         {"--bind", "127.0.0.1"},
         {"--port", std::to_string(n.port)},
         {"--cluster-port", std::to_string(n.bus_port)},
         {"--cluster-enabled", "yes"},
         {"--cluster-config-file", "nodes.conf"},
-        {"--cluster-node-timeout", "1000"},
-        {"--cluster-replica-validity-factor", "0"},
         {"--save", ""},
         {"--appendonly", "no"},
-        {"--repl-diskless-sync", "yes"},
-        {"--repl-diskless-sync-delay", "0"},
         {"--dir", n.dir},
         {"--logfile", n.dir + "/redis.log"},
         {"--daemonize", "no"},
     };
+    if (replicas_ > 0) {
+      options.insert(options.end(), {
+                                        {"--cluster-node-timeout", "1000"},
+                                        {"--cluster-replica-validity-factor", "0"},
+                                        {"--repl-diskless-sync", "yes"},
+                                        {"--repl-diskless-sync-delay", "0"},
+                                    });
+    }
     std::vector<std::string> args;
     for (const auto& [name, value] : options) {
       args.emplace_back(name);
       args.push_back(value);
     }
     return args;
-  }
-
-  // Waits (at most 5 s) for a node to answer PING; false at once if it exited.
-  [[nodiscard]] bool answers(Node& n) {
-    const auto deadline = Clock::now() + std::chrono::seconds(5);
-    while (Clock::now() < deadline) {
-      int status = 0;
-      if (::waitpid(n.pid, &status, WNOHANG) == n.pid) {
-        n.pid = 0;  // reaped: the port was taken, or the options refused
-        return false;
-      }
-      if (query(endpoint(n.port), {"PING"}).error == RedisError::kNone) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
   }
 
   [[nodiscard]] bool form_cluster() {
@@ -297,20 +231,20 @@ class RedisCluster {
     for (const Node& n : nodes_) args.push_back("127.0.0.1:" + std::to_string(n.port));
     args.insert(args.end(), {"--cluster-replicas", std::to_string(replicas_), "--cluster-yes"});
     const std::string log = nodes_[0].dir + "/cluster-create.log";
-    cli_pid_ = spawn(cli_path_, args, nodes_[0].dir, log);
+    cli_pid_ = redis_processes::spawn(cli_path_, args, nodes_[0].dir, log);
     if (cli_pid_ <= 0) return fail("could not start " + cli_path_);
     const auto deadline = Clock::now() + std::chrono::seconds(20);
     int status = 0;
     while (::waitpid(cli_pid_, &status, WNOHANG) == 0) {
       if (Clock::now() >= deadline) {
-        stop_cli();
-        return fail("redis-cli --cluster create did not finish in 20 s (see " + log + ")");
+        redis_processes::kill_and_reap(cli_pid_);
+        return fail("redis-cli --cluster create did not finish in 20 s" + redis_processes::log_tail(log));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     cli_pid_ = 0;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-      return fail("redis-cli --cluster create failed (see " + log + ")");
+      return fail("redis-cli --cluster create failed" + redis_processes::log_tail(log));
     return true;
   }
 
@@ -353,24 +287,10 @@ class RedisCluster {
     return std::any_of(nodes_.begin(), nodes_.end(), [port](const Node& n) { return n.pid > 0 && n.port == port; });
   }
 
-  static void stop(Node& n) {
-    if (n.pid <= 0) return;
-    ::kill(n.pid, SIGKILL);
-    int status = 0;
-    ::waitpid(n.pid, &status, 0);
-    n.pid = 0;
-  }
-
-  void stop_cli() {
-    if (cli_pid_ <= 0) return;
-    ::kill(cli_pid_, SIGKILL);
-    int status = 0;
-    ::waitpid(cli_pid_, &status, 0);
-    cli_pid_ = 0;
-  }
+  static void stop(Node& n) { redis_processes::kill_and_reap(n.pid); }
 
   void stop_all() {
-    stop_cli();
+    redis_processes::kill_and_reap(cli_pid_);
     for (Node& n : nodes_) {
       stop(n);
       std::error_code ec;

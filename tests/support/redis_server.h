@@ -1,36 +1,27 @@
-// A redis-server of a test's own (Debian's), on a Unix socket in a fresh
-// directory, no persistence, no TCP port; started and stopped by its PID.
-// For the cluster budget tests (control/redis_link.h and what builds on it).
+// A redis-server of a program's own (Debian's), on a Unix socket in a fresh
+// directory, no persistence, no TCP port; started and stopped by its PID, and
+// made to die with the program (redis_processes.h). For the cluster budget
+// tests (control/redis_link.h and what builds on it) and
+// perf/cluster_sync_bench.
 #pragma once
 
-#include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <sys/types.h>
 
-#include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
-#include <thread>
-#include <vector>
+#include <utility>
 
 #include "control/redis_link.h"
-
-extern char** environ;
+#include "redis_processes.h"
 
 namespace sluice::control {
 
-// A redis-server of the test's own: no persistence, no TCP port.
 class RedisServer {
  public:
-  RedisServer() {
-    char dir[] = "/tmp/sluice-redis-XXXXXX";
-    if (mkdtemp(dir) == nullptr) return;
-    dir_ = dir;
-    socket_ = dir_ + "/redis.sock";
+  // The directory (and so the socket's path) is made here and kept until
+  // the destructor: a server stopped and started again is on the same socket.
+  RedisServer() : dir_(redis_processes::make_dir("sluice-redis")) {
+    if (!dir_.empty()) socket_ = dir_ + "/redis.sock";
   }
   ~RedisServer() {
     stop();
@@ -40,49 +31,45 @@ class RedisServer {
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
 
-  // Starts it and waits (at most 5 s) until its socket takes connections.
+  // Starts it (true at once when it runs) and waits (at most 5 s) until it
+  // answers PING. On false, error() says why.
   [[nodiscard]] bool start() {
-    if (dir_.empty()) return false;
-    std::vector<std::string> args = {"redis-server", "--port",    "0",         "--unixsocket", socket_,
-                                     "--save",       "",          "--appendonly", "no",        "--dir",
-                                     dir_,           "--logfile", dir_ + "/redis.log"};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (posix_spawnp(&pid_, "redis-server", nullptr, nullptr, argv.data(), environ) != 0) {
-      pid_ = 0;
-      return false;
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (accepts()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
+    namespace p = redis_processes;
+    if (pid_ > 0) return true;
+    if (dir_.empty()) return fail("mkdtemp failed");
+    const std::string server = p::find_on_path("redis-server");
+    if (server.empty()) return fail("redis-server not found on PATH (Debian's redis-server)");
+    pid_ = p::spawn(server,
+                    {"--port", "0", "--unixsocket", socket_, "--save", "", "--appendonly", "no", "--dir", dir_,
+                     "--logfile", dir_ + "/redis.log", "--daemonize", "no"},
+                    dir_, dir_ + "/stdout.log");
+    if (pid_ <= 0) return fail("could not start " + server);
+    if (p::answers(pid_, endpoint())) return true;
+    const bool exited = pid_ <= 0;
+    stop();
+    return fail((exited ? "redis-server exited at start" : "redis-server did not answer within 5 s") +
+                p::log_tail(dir_ + "/redis.log"));
   }
+
+  // Kills it (by PID); the directory stays, for start() again.
   void stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = 0;
+    redis_processes::kill_and_reap(pid_);
     std::error_code ec;
-    std::filesystem::remove(socket_, ec);
+    if (!socket_.empty()) std::filesystem::remove(socket_, ec);
   }
+
   [[nodiscard]] RedisEndpoint endpoint() const { return RedisEndpoint{{}, 0, socket_}; }
+  // 0 when it is not running.
+  [[nodiscard]] pid_t pid() const noexcept { return pid_; }
+  [[nodiscard]] const std::string& error() const noexcept { return error_; }
 
  private:
-  [[nodiscard]] bool accepts() const {
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    socket_.copy(a.sun_path, sizeof a.sun_path - 1);
-    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    ::close(fd);
-    return ok;
+  bool fail(std::string why) {
+    error_ = std::move(why);
+    return false;
   }
 
-  std::string dir_, socket_;
+  std::string dir_, socket_, error_;
   pid_t pid_ = 0;
 };
 
