@@ -28,21 +28,9 @@ return ahead
 
 }  // namespace
 
-std::string_view ClusterGcra::script() noexcept { return kScript; }
+ClusterGcra::ClusterGcra(RedisRouter& redis) : redis_(redis), script_(kScript) {}
 
-RedisLink::Result ClusterGcra::load(std::string_view routing_key, RedisLink::Clock::time_point now) {
-  const std::string_view argv[] = {"SCRIPT", "LOAD", kScript};
-  RedisLink::Result r = redis_.command(routing_key, argv, now);
-  if (r.error == RedisError::kNone) {
-    if (r.reply.text().size() != 40) {
-      r.error = RedisError::kProtocol;
-      r.detail = "SCRIPT LOAD did not answer with a SHA-1";
-    } else {
-      sha1_ = std::string(r.reply.text());
-    }
-  }
-  return r;
-}
+std::string_view ClusterGcra::script() noexcept { return kScript; }
 
 RedisLink::Result ClusterGcra::apply(std::span<const ClusterSpend> batch, std::vector<int64_t>& ahead_us,
                                      RedisLink::Clock::time_point now) {
@@ -51,25 +39,10 @@ RedisLink::Result ClusterGcra::apply(std::span<const ClusterSpend> batch, std::v
   std::vector<std::string> spent;
   spent.reserve(batch.size());
   for (const ClusterSpend& s : batch) spent.push_back(std::to_string(s.spent_us));
-  const std::string keys = std::to_string(batch.size());
-  RedisLink::Result r;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    if (sha1_.empty()) {
-      r = load(batch.front().key, now);
-      if (r.error != RedisError::kNone) return r;
-    }
-    std::vector<std::string_view> argv = {"EVALSHA", sha1_, keys};
-    for (const ClusterSpend& s : batch) argv.push_back(s.key);
-    for (const std::string& v : spent) argv.push_back(v);
-    r = redis_.command(batch.front().key, argv, now);
-    // The node lost the script (restarted, flushed, failed over), or never
-    // had it (another node of the cluster): load it there, once.
-    if (r.error == RedisError::kServer && r.detail.starts_with("NOSCRIPT")) {
-      sha1_.clear();
-      continue;
-    }
-    break;
-  }
+  std::vector<std::string_view> keys, args;
+  for (const ClusterSpend& s : batch) keys.push_back(s.key);
+  for (const std::string& v : spent) args.push_back(v);
+  RedisLink::Result r = script_.run(redis_, keys, args, now);
   if (r.error != RedisError::kNone) return r;
   if (r.reply.elements() != batch.size()) {
     r.error = RedisError::kProtocol;

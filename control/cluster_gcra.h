@@ -19,6 +19,7 @@
 
 #include "control/redis_link.h"
 #include "control/redis_router.h"
+#include "control/redis_script.h"
 
 namespace sluice::control {
 
@@ -30,7 +31,7 @@ struct ClusterSpend {
 
 class ClusterGcra {
  public:
-  explicit ClusterGcra(RedisRouter& redis) noexcept : redis_(redis) {}
+  explicit ClusterGcra(RedisRouter& redis);
 
   // The keys of a batch must lie in one Redis Cluster slot (ClusterSync tags
   // them so). Adds each spend to its key's shared TAT (a TAT behind Redis's clock
@@ -48,12 +49,8 @@ class ClusterGcra {
   [[nodiscard]] static std::string_view script() noexcept;
 
  private:
-  // On the node that holds `routing_key`: a script loaded on one node is
-  // not loaded on the others.
-  [[nodiscard]] RedisLink::Result load(std::string_view routing_key, RedisLink::Clock::time_point now);
-
   RedisRouter& redis_;
-  std::string sha1_;  // the script's digest on the server, once loaded
+  RedisScript script_;
 };
 
 }  // namespace sluice::control

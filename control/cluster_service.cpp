@@ -2,6 +2,8 @@
 #include "control/cluster_service.h"
 
 #include <cstdio>
+
+#include "limiter/calendar_window.h"
 #include <thread>
 
 namespace sluice::control {
@@ -29,7 +31,8 @@ ClusterService::ClusterService(Setup setup)
     : setup_(std::move(setup)),
       redis_(endpoints(setup_.spec), setup_.redis),
       gcra_(redis_),
-      sync_(*setup_.table, gcra_, setup_.spec.key_prefix) {
+      window_(redis_),
+      sync_(*setup_.table, gcra_, window_, setup_.spec.key_prefix) {
   if (setup_.apply_change) {
     replica_ = std::make_unique<ClusterReplica>(redis_, setup_.spec.key_prefix, setup_.box,
                                                 setup_.credential_fingerprint, setup_.apply_change);
@@ -68,16 +71,38 @@ void ClusterService::collect(limiter::Nanos box_now) {
   setup_.wait_for_readers();
   drained_.clear();
   for (size_t i = 0; i < setup_.logs.size(); ++i) setup_.logs[i]->drain(retired[i], drained_);
-  for (const KeySpend& s : drained_) {
-    if (!sync_.shared(s.key.bucket())) continue;
-    if (watched_.size() >= kMaxWatched && !watched_.contains(s.key)) {
-      // Past the cap the spend still goes out once; the key is not watched.
-      watched_.erase(watched_.begin());
-    }
-    Watched& w = watched_[s.key];
-    w.spent = w.spent > UINT64_MAX - s.spent ? UINT64_MAX : w.spent + s.spent;
-    w.last_spent = box_now;
+  {
+    std::lock_guard lock(control_spends_mutex_);
+    drained_.insert(drained_.end(), control_spends_.begin(), control_spends_.end());
+    control_spends_.clear();
   }
+  for (const KeySpend& s : drained_) add(s, box_now);
+}
+
+void ClusterService::record_tokens(const limiter::BucketKey& key, uint32_t minute, uint64_t tokens) {
+  std::lock_guard lock(control_spends_mutex_);
+  if (control_spends_.size() < kMaxWatched) control_spends_.push_back({key, 0, tokens, minute});
+}
+
+// A spend into the watch. A window's counts belong to one minute: a spend of
+// a later one starts the key again, one of an earlier one (over) is dropped.
+void ClusterService::add(const KeySpend& s, limiter::Nanos box_now) {
+  if (!sync_.shared(s.key.bucket())) return;
+  if (watched_.size() >= kMaxWatched && !watched_.contains(s.key)) {
+    // Past the cap the spend still goes out once; the key is not watched.
+    watched_.erase(watched_.begin());
+  }
+  Watched& w = watched_[s.key];
+  const auto sum = [](uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; };
+  if (sync_.window(s.key.bucket()) && w.minute != s.minute) {
+    if (s.minute < w.minute) return;
+    w.spent = 0;
+    w.tokens = 0;
+    w.minute = s.minute;
+  }
+  w.spent = sum(w.spent, s.spent);
+  w.tokens = sum(w.tokens, s.tokens);
+  w.last_spent = box_now;
 }
 
 bool ClusterService::step(Clock::time_point now) {
@@ -96,15 +121,18 @@ bool ClusterService::step(Clock::time_point now) {
       it = watched_.erase(it);  // its bucket left the cluster (a reload)
       continue;
     }
-    idle += it->second.spent == 0;
+    idle += it->second.spent == 0 && it->second.tokens == 0;
     ++it;
   }
   const uint64_t period = std::max<uint64_t>(1, (idle + kMaxIdleReads - 1) / kMaxIdleReads);
   std::vector<KeySpend> batch;
   batch.reserve(watched_.size() - idle + std::min(idle, kMaxIdleReads + kMaxIdleReads / 4));
+  const auto this_minute = static_cast<uint32_t>(limiter::minute_of(box_now));
   for (const auto& [key, w] : watched_) {
-    if (w.spent == 0 && (sync_count_ + key.k0) % period != 0) continue;
-    batch.push_back({key, w.spent});
+    const bool spent = w.spent != 0 || w.tokens != 0;
+    if (!spent && (sync_count_ + key.k0) % period != 0) continue;
+    // An idle window is read for the minute now running.
+    batch.push_back({key, w.spent, w.tokens, spent ? w.minute : this_minute});
   }
   ++sync_count_;
   const ClusterSync::Report report = sync_.sync(batch, box_now, now);
@@ -154,9 +182,10 @@ void ClusterService::settle(const ClusterSync::Report& report, const std::vector
         w.retried = true;  // its spend stays, to go out with the next sync
         continue;
       }
-      if (w.spent != 0) to_fallback.push_back({s.key, w.spent});
+      if (w.spent != 0 || w.tokens != 0) to_fallback.push_back({s.key, w.spent, w.tokens, w.minute});
     }
     w.spent = 0;
+    w.tokens = 0;
     w.retried = false;
     if (!failed.contains(s.key) && box_now - w.last_spent > kWatchFor) watched_.erase(it);
   }

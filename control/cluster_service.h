@@ -60,7 +60,7 @@ class ClusterService {
     std::vector<limiter::SpendLog*> logs;            // one per worker
     std::function<void()> wait_for_readers;          // returns once every worker passed a quiescent state
     std::function<limiter::Nanos()> box_clock;       // the table's clock
-    std::function<std::vector<std::string>()> bucket_names;  // per kind: the cluster bucket's name, or empty
+    std::function<std::vector<SharedBucket>()> bucket_names;  // per kind: the cluster bucket, or an empty name
     RedisLink::Options redis;
     // Replication of runs and credentials (cluster_replica.h): how another
     // box's change is applied here (none: no replication), this box's name
@@ -72,6 +72,10 @@ class ClusterService {
 
   explicit ClusterService(Setup setup);
   ~ClusterService();
+
+  // Tokens charged to a cluster window by the control plane (usage.report,
+  // DQ05), for the next sync (any thread).
+  void record_tokens(const limiter::BucketKey& key, uint32_t minute, uint64_t tokens);
 
   // A change made on this box, for the other boxes (any thread).
   void publish(ReplicaChange change);
@@ -104,12 +108,15 @@ class ClusterService {
     size_t operator()(const limiter::BucketKey& k) const noexcept { return k.k0 ^ (k.k1 >> 16); }
   };
   struct Watched {
-    limiter::Nanos spent = 0;       // since the last sync
+    limiter::Nanos spent = 0;       // since the last sync (a window: requests)
+    uint64_t tokens = 0;            // a window's, since the last sync
+    uint32_t minute = 0;            // a window's: the minute they were counted in
     limiter::Nanos last_spent = 0;  // box clock
     bool retried = false;           // its spend failed once already
   };
 
   void collect(limiter::Nanos box_now);
+  void add(const KeySpend& s, limiter::Nanos box_now);
   void settle(const ClusterSync::Report& report, const std::vector<KeySpend>& sent, limiter::Nanos box_now);
   void enter_fallback(const std::string& why);
   void leave_fallback();
@@ -118,10 +125,13 @@ class ClusterService {
   Setup setup_;
   RedisRouter redis_;
   ClusterGcra gcra_;
+  ClusterWindow window_;
   ClusterSync sync_;
   std::unique_ptr<ClusterReplica> replica_;
   std::unordered_map<limiter::BucketKey, Watched, KeyHash> watched_;
   std::vector<KeySpend> drained_;
+  std::mutex control_spends_mutex_;
+  std::vector<KeySpend> control_spends_;  // record_tokens()'s, taken by collect()
   uint64_t sync_count_ = 0;
   ClusterCounters counters_;
   mutable std::mutex error_mutex_;  // the control socket reads last_error_ while the service writes it

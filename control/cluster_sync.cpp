@@ -6,6 +6,8 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "limiter/calendar_window.h"
+
 namespace sluice::control {
 namespace {
 
@@ -19,15 +21,19 @@ constexpr limiter::Nanos kMaxLead = limiter::Nanos{1} << 61;
 
 }  // namespace
 
-ClusterSync::ClusterSync(limiter::BucketTable& table, ClusterGcra& gcra, std::string prefix)
-    : table_(table), gcra_(gcra), prefix_(std::move(prefix)) {}
+ClusterSync::ClusterSync(limiter::BucketTable& table, ClusterGcra& gcra, ClusterWindow& window, std::string prefix)
+    : table_(table), gcra_(gcra), window_(window), prefix_(std::move(prefix)) {}
 
 std::string ClusterSync::redis_key(const limiter::BucketKey& key) const {
   char group[16], hash[40];
   std::snprintf(group, sizeof group, ":{g%02u}:", static_cast<unsigned>(key.k0 % kGroups));
   std::snprintf(hash, sizeof hash, ":%016" PRIx64 "%016" PRIx64, key.k0, key.k1 & ~uint64_t{0xffff});
-  const std::string& name = shared(key.bucket()) ? names_[key.bucket()] : std::string();
+  const std::string& name = shared(key.bucket()) ? buckets_[key.bucket()].name : std::string();
   return prefix_ + group + name + hash;
+}
+
+std::string ClusterSync::redis_key(const limiter::BucketKey& key, uint32_t minute) const {
+  return redis_key(key) + ":" + std::to_string(minute);
 }
 
 bool ClusterSync::publish(const limiter::BucketKey& key, uint64_t tat) noexcept {
@@ -44,44 +50,94 @@ bool ClusterSync::publish(const limiter::BucketKey& key, uint64_t tat) noexcept 
   return false;
 }
 
+bool ClusterSync::publish_window(const limiter::BucketKey& key, uint32_t minute, uint64_t requests,
+                                 uint64_t tokens) noexcept {
+  const limiter::BucketTable::Found f = table_.find_or_claim(key);
+  if (f.overflow) return false;
+  bool moved = false;
+  const uint64_t totals[2] = {std::min<uint64_t>(requests, UINT32_MAX), std::min<uint64_t>(tokens, UINT32_MAX)};
+  for (unsigned w = 0; w < 2; ++w) {
+    uint64_t cur = f.slot->load(w);
+    for (;;) {
+      if (cur == limiter::BucketTable::kFrozen) break;
+      // A word of a later minute stays: the box has moved on.
+      if ((cur >> 32) > minute && limiter::count_in(cur, cur >> 32) != 0) break;
+      if (limiter::count_in(cur, minute) >= totals[w]) break;
+      if (f.slot->word(w).compare_exchange_weak(cur, limiter::pack(minute, totals[w]), std::memory_order_acq_rel,
+                                                std::memory_order_acquire)) {
+        moved = true;
+        break;
+      }
+    }
+  }
+  return moved;
+}
+
+void ClusterSync::failed(const RedisLink::Result& r, std::span<const KeySpend> spends, const std::vector<size_t>& group,
+                         Report& report) {
+  if (report.error == RedisError::kNone) {
+    report.error = r.error;
+    report.detail = r.detail;
+  }
+  for (size_t i : group) report.unsent.push_back(spends[i]);
+}
+
+void ClusterSync::sync_rates(std::span<const KeySpend> spends, const std::vector<size_t>& group,
+                             limiter::Nanos box_now, RedisLink::Clock::time_point now, Report& report) {
+  if (group.empty()) return;
+  std::vector<ClusterSpend> batch;
+  for (size_t i : group) {
+    const KeySpend& s = spends[i];
+    // Rounded up to whole microseconds: a box never tells Redis it spent
+    // less than it did.
+    const uint64_t spent_ns = std::min<uint64_t>(s.spent, kNever);
+    batch.push_back(ClusterSpend{redis_key(s.key), spent_ns / 1000 + (spent_ns % 1000 != 0)});
+  }
+  std::vector<int64_t> ahead_us;
+  const RedisLink::Result r = gcra_.apply(batch, ahead_us, now);
+  if (r.error != RedisError::kNone) return failed(r, spends, group, report);
+  report.sent += group.size();
+  for (size_t j = 0; j < group.size(); ++j) {
+    if (ahead_us[j] <= 0) continue;  // the shared bucket is full: nothing to add
+    // A lead past any bucket's (a value gone wrong in Redis) is cut to
+    // kMaxLead: the key stays refused, never wrapping round to full.
+    const auto lead_us = static_cast<uint64_t>(ahead_us[j]);
+    const limiter::Nanos lead = lead_us > kMaxLead / 1000 ? kMaxLead : lead_us * 1000;
+    report.published += publish(spends[group[j]].key, box_now + lead);
+  }
+}
+
+void ClusterSync::sync_windows(std::span<const KeySpend> spends, const std::vector<size_t>& group,
+                               RedisLink::Clock::time_point now, Report& report) {
+  if (group.empty()) return;
+  std::vector<WindowSpend> batch;
+  for (size_t i : group) {
+    const KeySpend& s = spends[i];
+    batch.push_back(WindowSpend{redis_key(s.key, s.minute), s.spent, s.tokens});
+  }
+  std::vector<WindowTotal> totals;
+  const RedisLink::Result r = window_.apply(batch, totals, now);
+  if (r.error != RedisError::kNone) return failed(r, spends, group, report);
+  report.sent += group.size();
+  for (size_t j = 0; j < group.size(); ++j) {
+    const KeySpend& s = spends[group[j]];
+    report.published += publish_window(s.key, s.minute, totals[j].requests, totals[j].tokens);
+  }
+}
+
 ClusterSync::Report ClusterSync::sync(std::span<const KeySpend> spends, limiter::Nanos box_now,
                                       RedisLink::Clock::time_point now) {
   Report report;
-  std::array<std::vector<size_t>, kGroups> groups;
+  // Per hash tag, rate buckets and windows apart: each batch is one script.
+  std::array<std::vector<size_t>, kGroups> rates, windows;
   for (size_t i = 0; i < spends.size(); ++i) {
-    if (!shared(spends[i].key.bucket())) continue;  // not a cluster bucket (any more)
-    groups[spends[i].key.k0 % kGroups].push_back(i);
+    const uint16_t kind = spends[i].key.bucket();
+    if (!shared(kind)) continue;  // not a cluster bucket (any more)
+    (window(kind) ? windows : rates)[spends[i].key.k0 % kGroups].push_back(i);
   }
-  std::vector<ClusterSpend> batch;
-  std::vector<int64_t> ahead_us;
-  for (const std::vector<size_t>& group : groups) {
-    if (group.empty()) continue;
-    batch.clear();
-    for (size_t i : group) {
-      const KeySpend& s = spends[i];
-      // Rounded up to whole microseconds: a box never tells Redis it spent
-      // less than it did.
-      const uint64_t spent_ns = std::min<uint64_t>(s.spent, kNever);
-      batch.push_back(ClusterSpend{redis_key(s.key), spent_ns / 1000 + (spent_ns % 1000 != 0)});
-    }
-    const RedisLink::Result r = gcra_.apply(batch, ahead_us, now);
-    if (r.error != RedisError::kNone) {
-      if (report.error == RedisError::kNone) {
-        report.error = r.error;
-        report.detail = r.detail;
-      }
-      for (size_t i : group) report.unsent.push_back(spends[i]);
-      continue;
-    }
-    report.sent += group.size();
-    for (size_t j = 0; j < group.size(); ++j) {
-      if (ahead_us[j] <= 0) continue;  // the shared bucket is full: nothing to add
-      // A lead past any bucket's (a value gone wrong in Redis) is cut to
-      // kMaxLead: the key stays refused, never wrapping round to full.
-      const auto lead_us = static_cast<uint64_t>(ahead_us[j]);
-      const limiter::Nanos lead = lead_us > kMaxLead / 1000 ? kMaxLead : lead_us * 1000;
-      report.published += publish(spends[group[j]].key, box_now + lead);
-    }
+  for (unsigned g = 0; g < kGroups; ++g) {
+    sync_rates(spends, rates[g], box_now, now, report);
+    sync_windows(spends, windows[g], now, report);
   }
   return report;
 }
@@ -89,7 +145,12 @@ ClusterSync::Report ClusterSync::sync(std::span<const KeySpend> spends, limiter:
 size_t ClusterSync::share_locally(std::span<const KeySpend> spends, uint32_t others, limiter::Nanos box_now) noexcept {
   size_t charged = 0;
   for (const KeySpend& s : spends) {
-    if (!shared(s.key.bucket()) || s.spent == 0 || others == 0) continue;
+    if (!shared(s.key.bucket()) || others == 0) continue;
+    if (window(s.key.bucket())) {
+      charged += share_window_locally(s, others);
+      continue;
+    }
+    if (s.spent == 0) continue;
     uint64_t extra = 0;
     if (__builtin_mul_overflow(std::min<uint64_t>(s.spent, kNever), others, &extra)) extra = kNever;
     const limiter::BucketTable::Found f = table_.find_or_claim(s.key);
@@ -107,6 +168,27 @@ size_t ClusterSync::share_locally(std::span<const KeySpend> spends, uint32_t oth
     }
   }
   return charged;
+}
+
+bool ClusterSync::share_window_locally(const KeySpend& s, uint32_t others) noexcept {
+  if (s.spent == 0 && s.tokens == 0) return false;
+  const limiter::BucketTable::Found f = table_.find_or_claim(s.key);
+  if (f.overflow) return false;
+  const uint64_t extra[2] = {std::min<uint64_t>(s.spent, UINT32_MAX) * others,
+                             std::min<uint64_t>(s.tokens, UINT32_MAX) * others};
+  for (unsigned w = 0; w < 2; ++w) {
+    if (extra[w] == 0) continue;
+    uint64_t cur = f.slot->load(w);
+    while (cur != limiter::BucketTable::kFrozen) {
+      const uint64_t count = std::min<uint64_t>(limiter::count_in(cur, s.minute) + extra[w], UINT32_MAX);
+      if ((cur >> 32) > s.minute && limiter::count_in(cur, cur >> 32) != 0) break;  // that minute is over
+      if (f.slot->word(w).compare_exchange_weak(cur, limiter::pack(s.minute, count), std::memory_order_acq_rel,
+                                                std::memory_order_acquire)) {
+        break;
+      }
+    }
+  }
+  return true;
 }
 
 }  // namespace sluice::control

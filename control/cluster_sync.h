@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "control/cluster_gcra.h"
+#include "control/cluster_window.h"
 #include "limiter/bucket_key.h"
 #include "limiter/bucket_table.h"
 #include "limiter/gcra.h"
@@ -30,19 +31,30 @@
 
 namespace sluice::control {
 
-using limiter::KeySpend;  // spent 0: only read the shared lead
+using limiter::KeySpend;  // spent 0 (and tokens 0): only read the shared state
+
+// A kind's place in the cluster: the bucket's name (its keys' name in
+// Redis) and whether it is a calendar window (cluster_window.h) rather than
+// a rate (cluster_gcra.h). An empty name: a kind the cluster does not share.
+struct SharedBucket {
+  std::string name;
+  bool window = false;
+  SharedBucket() = default;
+  SharedBucket(const char* n) : name(n) {}  // NOLINT: a list of names reads as such
+  SharedBucket(std::string n, bool w = false) : name(std::move(n)), window(w) {}
+};
 
 class ClusterSync {
  public:
   // Hash tags: keys spread over this many groups, a batch per group.
   static constexpr unsigned kGroups = 16;
 
-  ClusterSync(limiter::BucketTable& table, ClusterGcra& gcra, std::string prefix);
+  ClusterSync(limiter::BucketTable& table, ClusterGcra& gcra, ClusterWindow& window, std::string prefix);
 
-  // `names[k]`: the name of the cluster bucket of kind k, or empty for a
-  // kind that is not shared (its spends are ignored). Set again whenever
-  // the policy changes.
-  void set_buckets(std::vector<std::string> names) { names_ = std::move(names); }
+  // `buckets[k]`: the cluster bucket of kind k (an empty name for a kind
+  // that is not shared: its spends are ignored). Set again whenever the
+  // policy changes.
+  void set_buckets(std::vector<SharedBucket> buckets) { buckets_ = std::move(buckets); }
 
   struct Report {
     size_t sent = 0;       // keys whose spend reached Redis
@@ -64,19 +76,37 @@ class ClusterSync {
   // box count. Returns the keys charged.
   size_t share_locally(std::span<const KeySpend> spends, uint32_t others, limiter::Nanos box_now) noexcept;
 
-  // Whether kind k is a shared bucket.
-  [[nodiscard]] bool shared(uint16_t kind) const noexcept { return kind < names_.size() && !names_[kind].empty(); }
+  // Whether kind k is a shared bucket, and a calendar window.
+  [[nodiscard]] bool shared(uint16_t kind) const noexcept {
+    return kind < buckets_.size() && !buckets_[kind].name.empty();
+  }
+  [[nodiscard]] bool window(uint16_t kind) const noexcept { return shared(kind) && buckets_[kind].window; }
 
   [[nodiscard]] std::string redis_key(const limiter::BucketKey& key) const;
+  // A window's key for one minute: PREFIX:{gNN}:BUCKET:K0K1:MINUTE.
+  [[nodiscard]] std::string redis_key(const limiter::BucketKey& key, uint32_t minute) const;
 
  private:
   // TAT := max(TAT, tat), as a charge would write it.
   [[nodiscard]] bool publish(const limiter::BucketKey& key, uint64_t tat) noexcept;
+  // A window's counts for `minute` := at least the totals (never another
+  // minute's word, never less than the box counted itself).
+  [[nodiscard]] bool share_window_locally(const KeySpend& s, uint32_t others) noexcept;
+  [[nodiscard]] bool publish_window(const limiter::BucketKey& key, uint32_t minute, uint64_t requests,
+                                    uint64_t tokens) noexcept;
+  // One group's rate buckets, then its windows.
+  void sync_rates(std::span<const KeySpend> spends, const std::vector<size_t>& group, limiter::Nanos box_now,
+                  RedisLink::Clock::time_point now, Report& report);
+  void sync_windows(std::span<const KeySpend> spends, const std::vector<size_t>& group,
+                    RedisLink::Clock::time_point now, Report& report);
+  static void failed(const RedisLink::Result& r, std::span<const KeySpend> spends, const std::vector<size_t>& group,
+                     Report& report);
 
   limiter::BucketTable& table_;
   ClusterGcra& gcra_;
+  ClusterWindow& window_;
   std::string prefix_;
-  std::vector<std::string> names_;
+  std::vector<SharedBucket> buckets_;
 };
 
 }  // namespace sluice::control

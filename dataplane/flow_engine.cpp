@@ -75,6 +75,7 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
       responses_(limiter, counters) {
   set_insert_fields(config.insert_fields);
   requests_.set_spend_log(config.spends);
+  responses_.set_spend_log(config.spends);
 }
 
 void FlowEngine::set_insert_fields(bool on) noexcept {

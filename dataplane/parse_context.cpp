@@ -73,6 +73,7 @@ void ParseContext::push_usage(const limiter::Decision& d) noexcept {
   UsageNote& n = usage_notes[(usage_front + usage_count) % usage_notes.size()];
   n.charge = d.has_usage_key;
   n.key = d.usage_key;
+  n.shared = d.usage_shared;
   ++usage_count;
 }
 

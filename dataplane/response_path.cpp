@@ -18,7 +18,7 @@ void ResponsePath::response_end(ParseContext& ctx, ResponsePlan& plan, uint32_t 
   // minute now that it has ended.
   const ParseContext::UsageNote* usage = ctx.take_usage();
   if (usage != nullptr && usage->charge && ctx.responses.head().has_usage) {
-    limiter::report_usage(limiter_, usage->key, ctx.responses.head().usage, now);
+    limiter::report_usage(limiter_, usage->key, ctx.responses.head().usage, now, usage->shared ? spends_ : nullptr);
     counters_.usage_reported.add();
   }
   ++ctx.responses_ended;

@@ -58,6 +58,7 @@ class ResponsePath {
  public:
   ResponsePath(limiter::LimiterState& limiter, WorkerCounters& counters) noexcept
       : limiter_(limiter), counters_(counters) {}
+  void set_spend_log(limiter::SpendLog* log) noexcept { spends_ = log; }
 
   // Frames the bytes of `payload` (starting at origin sequence `seq`) from
   // flow.origin_next on, which must lie inside it or at its end; `fin`: the
@@ -72,6 +73,7 @@ class ResponsePath {
                                                   time::Nanos now) noexcept;
 
   limiter::LimiterState& limiter_;
+  limiter::SpendLog* spends_ = nullptr;  // issue 17: this worker's, for cluster windows' tokens
   WorkerCounters& counters_;
 };
 

@@ -87,6 +87,7 @@ using namespace sluice;
 using control::ClusterGcra;
 using control::ClusterSpend;
 using control::ClusterSync;
+using control::ClusterWindow;
 using control::RedisCluster;
 using control::RedisEndpoint;
 using control::RedisError;
@@ -366,7 +367,8 @@ void cluster_sync(benchmark::State& state, Target target, const char* what) {
       .capacity = std::max<size_t>(4096, std::bit_ceil(k * 2)), .regions = 64, .max_probe = 128, .bucket_kinds = 1});
   RedisRouter router(nodes.endpoints, link_options());
   ClusterGcra gcra(router);
-  ClusterSync sync(table, gcra, "sluice-bench-" + std::string(what) + "-" + std::to_string(k));
+  ClusterWindow window(router);
+  ClusterSync sync(table, gcra, window, "sluice-bench-" + std::string(what) + "-" + std::to_string(k));
   sync.set_buckets({"bench"});
   const limiter::KeyHasher hasher = fixed_hasher();
   std::vector<limiter::KeySpend> spends;

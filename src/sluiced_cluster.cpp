@@ -72,12 +72,12 @@ std::optional<limiter::KeyHasher> read_cluster_secret(const std::string& path, s
   return limiter::KeyHasher::from_material(bytes);
 }
 
-std::vector<std::string> cluster_bucket_names(const limiter::CompiledPolicy& p, size_t kinds) {
-  std::vector<std::string> names(kinds);
+std::vector<control::SharedBucket> cluster_bucket_names(const limiter::CompiledPolicy& p, size_t kinds) {
+  std::vector<control::SharedBucket> out(kinds);
   for (const limiter::CompiledBucket& b : p.buckets) {
-    if (b.cluster_salt != 0 && b.index < kinds) names[b.index] = b.name;
+    if (b.cluster_salt != 0 && b.index < kinds) out[b.index] = control::SharedBucket(b.name, b.calendar);
   }
-  return names;
+  return out;
 }
 
 namespace {

@@ -24,9 +24,9 @@ namespace sluice::sluiced {
 // nullopt with `error` saying why (naming the file).
 [[nodiscard]] std::optional<limiter::KeyHasher> read_cluster_secret(const std::string& path, std::string& error);
 
-// Per bucket kind (up to `kinds`): the name of the policy's cluster bucket
-// of that kind, or empty.
-[[nodiscard]] std::vector<std::string> cluster_bucket_names(const limiter::CompiledPolicy& p, size_t kinds);
+// Per bucket kind (up to `kinds`): the policy's cluster bucket of that kind
+// (its name, whether a calendar window), or an empty name.
+[[nodiscard]] std::vector<control::SharedBucket> cluster_bucket_names(const limiter::CompiledPolicy& p, size_t kinds);
 
 // Another box's change to the runs or the credentials, applied here through
 // the registries (journalled, published to the workers). False if it could

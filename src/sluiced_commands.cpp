@@ -676,6 +676,10 @@ Reply cmd_usage_report(const Daemon& d, const JsonValue& request, JsonWriter& w)
   }
   const time::Nanos now = d.clock->now();
   limiter::report_usage(*d.limiter, k, *tokens, now);
+  // Issue 17: a shared window's tokens are the other boxes' business too.
+  if (b->cluster_salt != 0 && d.cluster != nullptr) {
+    d.cluster->record_tokens(k, static_cast<uint32_t>(limiter::minute_of(now)), *tokens);
+  }
   limiter::WindowLimit limit = b->window;
   if (const auto it = b->quotas.find(*deployment); it != b->quotas.end()) limit = it->second;
   const limiter::BucketSlot* slot = d.limiter->buckets.find(k);

@@ -37,7 +37,7 @@ struct Daemon {
   control::CredentialRegistry* credentials = nullptr;
   const control::Reclaimer* reclaimer = nullptr;
   const control::BucketSnapshotter* bucket_snapshots = nullptr;
-  const control::ClusterService* cluster = nullptr;  // issue 17: none without a cluster section
+  control::ClusterService* cluster = nullptr;  // issue 17: none without a cluster section
   // Issue 17: a change made here (runs, credentials), for the cluster's
   // other boxes; none without a cluster section.
   std::function<void(control::ReplicaChange)> replicate;

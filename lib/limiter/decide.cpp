@@ -385,6 +385,12 @@ void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge
     v.retry_after = c.decision.retry_after_s;
     d.usage_key = p.key;
     d.has_usage_key = true;
+    d.usage_shared = b.cluster_salt != 0;
+    // Issue 17: a request counted in a shared window is the other boxes'
+    // business too (a refusal past the quota counts nothing more).
+    if (c.decision.write && !c.overflow && b.cluster_salt != 0 && scratch.spends != nullptr) {
+      scratch.spends->record_window(p.key, static_cast<uint32_t>(minute_of(now)), 1, 0);
+    }
   } else {
     // A run started with a budget of its own: N per minute, refilled
     // continuously, N back to back from full (the TB17 shape).
@@ -516,8 +522,10 @@ BucketKey material_key(const LimiterState& state, const CompiledBucket& b, std::
   return state.bucket_hasher.key(b.index, material);
 }
 
-void report_usage(LimiterState& state, const BucketKey& usage_key, uint64_t tokens, Nanos now) noexcept {
+void report_usage(LimiterState& state, const BucketKey& usage_key, uint64_t tokens, Nanos now,
+                  SpendLog* spends) noexcept {
   charge_tokens(state.buckets, usage_key, tokens, now);
+  if (spends != nullptr) spends->record_window(usage_key, static_cast<uint32_t>(minute_of(now)), 0, tokens);
 }
 
 }  // namespace sluice::limiter

@@ -95,6 +95,7 @@ struct Decision {
   bool keep_alive = false;        // `response` leaves the connection open (answer_keeps_connection)
   BucketKey usage_key{};          // where a finished request's tokens are charged (DQ05)
   bool has_usage_key = false;
+  bool usage_shared = false;      // issue 17: the window is a cluster bucket's (its tokens are recorded for the sync)
   KeyLabel label;                 // set when a bucket was charged (kAdmit, kRefuse, a rule's kAnswer)
 };
 
@@ -176,6 +177,9 @@ const Decision& finish(const CompiledPolicy& policy, LimiterState& state, Plan& 
 // commands (bucket.show, usage.report) look keys up with it.
 [[nodiscard]] BucketKey material_key(const LimiterState& state, const CompiledBucket& b,
                                      std::span<const uint8_t> material) noexcept;
-void report_usage(LimiterState& state, const BucketKey& usage_key, uint64_t tokens, Nanos now) noexcept;
+// DQ05: `tokens` charged to the key's minute; recorded in `spends` too when
+// the window is shared by the cluster (issue 17).
+void report_usage(LimiterState& state, const BucketKey& usage_key, uint64_t tokens, Nanos now,
+                  SpendLog* spends = nullptr) noexcept;
 
 }  // namespace sluice::limiter

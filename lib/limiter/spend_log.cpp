@@ -15,26 +15,42 @@ SpendLog::SpendLog(size_t keys_per_half) {
   for (Half& h : halves_) h.slots = std::make_unique<KeySpend[]>(keys_per_half);
 }
 
-void SpendLog::record(const BucketKey& key, Nanos spent) noexcept {
+KeySpend* SpendLog::entry(const BucketKey& key, uint64_t spent) noexcept {
   Half& h = halves_[active_.load(std::memory_order_acquire)];
   // k1's bits above the bucket index are hash bits (bucket_key.h).
   for (size_t i = (key.k1 >> 16) & mask_;; i = (i + 1) & mask_) {
     KeySpend& s = h.slots[i];
-    if (s.key == key) {
-      s.spent = s.spent > UINT64_MAX - spent ? UINT64_MAX : s.spent + spent;
-      return;
-    }
+    if (s.key == key) return &s;
     if (s.key.k0 != 0) continue;  // another key's: probe on
     if (h.used == limit_) {
       // Relaxed: counters, read by the metrics; the worker is the only writer.
       lost_.store(lost_.load(std::memory_order_relaxed) + spent, std::memory_order_relaxed);
       lost_records_.store(lost_records_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      return;
+      return nullptr;
     }
-    s = {key, spent};
+    s = KeySpend{key, 0, 0, 0};
     ++h.used;
-    return;
+    return &s;
   }
+}
+
+namespace {
+uint64_t saturating_add(uint64_t a, uint64_t b) noexcept { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+}  // namespace
+
+void SpendLog::record(const BucketKey& key, Nanos spent) noexcept {
+  if (KeySpend* s = entry(key, spent)) s->spent = saturating_add(s->spent, spent);
+}
+
+void SpendLog::record_window(const BucketKey& key, uint32_t minute, uint64_t requests, uint64_t tokens) noexcept {
+  KeySpend* s = entry(key, requests);
+  if (s == nullptr) return;
+  if (s->minute != minute) {
+    if (s->minute > minute && (s->spent != 0 || s->tokens != 0)) return;  // a late charge for a minute that is over
+    *s = KeySpend{key, 0, 0, minute};
+  }
+  s->spent = saturating_add(s->spent, requests);
+  s->tokens = saturating_add(s->tokens, tokens);
 }
 
 unsigned SpendLog::flip() noexcept {

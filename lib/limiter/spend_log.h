@@ -26,11 +26,15 @@ namespace sluice::limiter {
 
 using Nanos = time::Nanos;
 
-// A key's spending since the last sync: admissions times their emission
-// interval (saturating), nanoseconds.
+// A key's spending since the last sync. A rate (GCRA) bucket's: admissions
+// times their emission interval (saturating), nanoseconds. A calendar
+// window's: the requests counted and the tokens charged in `minute` (what an
+// earlier minute counted no longer matters once it is over).
 struct KeySpend {
   BucketKey key;
-  Nanos spent = 0;
+  Nanos spent = 0;      // GCRA: nanoseconds; window: requests
+  uint64_t tokens = 0;  // window: tokens
+  uint32_t minute = 0;  // window: the UTC minute counted (calendar_window.h's minute_of)
 };
 
 class SpendLog {
@@ -40,6 +44,9 @@ class SpendLog {
 
   // The worker: `spent` more on `key`. No lock, no allocation.
   void record(const BucketKey& key, Nanos spent) noexcept;
+  // The worker: a calendar window's requests and tokens in `minute`; a key
+  // counted in an earlier minute starts again from this one.
+  void record_window(const BucketKey& key, uint32_t minute, uint64_t requests, uint64_t tokens) noexcept;
 
   // The control plane: the worker writes the other half from now on; returns
   // the half retired. drain() it only once the worker has passed a
@@ -58,6 +65,10 @@ class SpendLog {
     std::unique_ptr<KeySpend[]> slots;
     size_t used = 0;
   };
+  // The key's entry in the active half, claimed if new; null if the half
+  // is full (counted as lost, `spent` with it).
+  [[nodiscard]] KeySpend* entry(const BucketKey& key, uint64_t spent) noexcept;
+
   size_t mask_;
   size_t limit_;
   Half halves_[2];

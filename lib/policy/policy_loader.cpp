@@ -359,17 +359,14 @@ bool plain_name(std::string_view s) {
 }
 constexpr const char* kPlainName = " (1 to 64 letters, digits, '_', '-', '.' or ':')";
 
-// Issue 17: `scope: cluster` shares the budget with every box of the
-// policy's `cluster` section. Calendar windows stay per box for now.
+// Issue 17: `scope: cluster` shares the budget (a rate or a calendar window)
+// with every box of the policy's `cluster` section.
 void read_scope(Reader& r, const YAML::Node& n, BucketSpec& b) {
   if (!n["scope"]) return;
   const auto s = r.string(n["scope"], "bucket " + b.name + " scope");
   if (s == "box") b.scope = BucketSpec::Scope::kBox;
   else if (s == "cluster") b.scope = BucketSpec::Scope::kCluster;
   else if (s) r.error(n["scope"], "bucket " + b.name + ": scope must be box or cluster");
-  if (b.scope == BucketSpec::Scope::kCluster && n["window"]) {
-    r.error(n["scope"], "bucket " + b.name + ": scope: cluster is for rate buckets; calendar windows are per box");
-  }
 }
 
 void read_bucket(Reader& r, const YAML::Node& key, const YAML::Node& n, BucketSpec& b) {

@@ -286,8 +286,13 @@ buckets:
   shared: { rate: $RATE_PER_MIN/min, burst: $BURST, scope: cluster }
   own:    { rate: $RATE_PER_MIN/min, burst: $BURST, scope: box }
   run:    { rate: 600/min, burst: 600, scope: cluster }
+  rpm:    { window: minute, requests: 10, tokens: 1000, scope: cluster }
   bare:   { rate: 600/min, burst: 600 }
 rules:
+  - name: rpm
+    path: "/rpm/{deployment}/*"
+    key: { path_param: deployment }
+    bucket: rpm
   - name: run
     path: "/runs/{run}/*"
     live_run: run
@@ -615,6 +620,29 @@ ctl A credential add "$hash" alice >"$OUT/cred-add.txt" 2>&1 || fail "credential
 WANT='"alice"' cred_b="$(wait_for B 3 credentials show)" || fail "credential added on A not on B within 3 s"
 note "credential added on A on B after ${cred_b}s; B says credentials $(ctl B --json stats | grep -o '"credentials": *"[^"]*"' | head -n 1)"
 check_end "run A->B in ${seen_b}s, paced on B ($r200 of 8), ended on B and gone from A in ${gone_a}s (A answers 404 then), credential A->B in ${cred_b}s"
+
+# W. A calendar-minute window shared (DQ02-DQ05 across boxes): one
+# deployment's 10 requests a minute, alternating between the boxes, are 10
+# in all (plus what arrives within one sync interval); tokens reported on A
+# (usage report, DQ05) refuse the deployment on B once B syncs.
+check_begin cluster-window
+# Inside one minute: wait while fewer than 15 s of it are left (bounded).
+for ((i = 0; i < 160 && $(date +%S | sed 's/^0//') > 44; i++)); do sleep 0.1; done
+dep="$(tok dep)"
+traffic window "$(seq_of ab 15)" 0.05 "$(tok unused)" "/rpm/$dep/v1/x"
+read -r wa200 wa429 wb200 wb429 wother wT <<<"$(tally window)"
+wtotal=$((wa200 + wb200))
+note "30 requests alternating A/B over ${wT}s on one deployment: A $wa200 x200 $wa429 x429, B $wb200 x200 $wb429 x429, other $wother; admitted $wtotal of 10 a minute"
+[ "$wother" = 0 ] || fail "$wother requests got neither 200 nor 429"
+ge "$wtotal" 10 && le "$wtotal" 12 || fail "the shared window admitted $wtotal, want 10..12 (10 a minute, plus what arrives within one sync)"
+dep2="$(tok dep)"
+ctl A usage report "$dep2" 1200 --bucket rpm >"$OUT/usage.txt" 2>&1 || fail "usage report on A: $(cat "$OUT/usage.txt")"
+sleep 0.2
+traffic window2 "$(seq_of b 6)" 0.05 "$(tok unused)" "/rpm/$dep2/v1/x"
+read -r _ _ ub200 ub429 _ _ <<<"$(tally window2)"
+note "1200 tokens reported on A (quota 1000), then 6 requests on B: $ub200 x200, $ub429 x429"
+le "$ub200" 2 || fail "B admitted $ub200 of 6 for a deployment past its tokens on A, want at most 2 (before its sync)"
+check_end "window: $wtotal of 10 admitted across both boxes; tokens reported on A refused B after $ub200"
 
 # The cluster section is read once: a reload that changes it is refused
 # whole, one that keeps it goes through.

@@ -113,6 +113,44 @@ TEST(ClusterKeys, WithoutTheClusterSecretABucketIsKeyedAsTheBoxsOwn) {
   EXPECT_EQ(l.count_admitted(8, "GET /api/x HTTP/1.1\r\nHost: h"), 6);
 }
 
+// DQ02-DQ05 across boxes: a shared window records each request it counts
+// (refusals past the quota count nothing more), in its minute, and the
+// tokens a finished request reports.
+TEST(ClusterKeys, ASharedWindowRecordsItsCountsAndTokensInTheirMinute) {
+  Limiter l("default.yaml", [](std::string) {
+    return std::string("sluice: 1\nservice_ports: [80]\nbuckets:\n"
+                       "  rpm: { window: minute, requests: 3, tokens: 1000, scope: cluster }\n"
+                       "rules:\n  - { name: dq, key: { header: X-Deployment }, bucket: rpm }\n"
+                       "cluster:\n  redis: [\"unix:/run/none.sock\"]\n  boxes: 2\n  secret_file: /nonexistent\n");
+  });
+  limiter::SpendLog log(64);
+  l.state().cluster_hasher = &cluster_secret();
+  l.scratch().spends = &log;
+  limiter::BucketKey usage{};
+  for (int i = 0; i < 5; ++i) {
+    const Result r = l.send("GET /v1/x HTTP/1.1\r\nHost: h\r\nX-Deployment: d1");
+    if (r.decision.has_usage_key) usage = r.decision.usage_key;
+    EXPECT_TRUE(r.decision.usage_shared);
+  }
+  limiter::report_usage(l.state(), usage, 250, l.now, &log);
+  std::vector<limiter::KeySpend> out;
+  log.drain(log.flip(), out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].spent, 3u);  // 3 counted; the 2 refused past the quota add nothing
+  EXPECT_EQ(out[0].tokens, 250u);
+  EXPECT_EQ(out[0].minute, static_cast<uint32_t>(limiter::minute_of(l.now)));
+  // The next minute starts the key's entry again.
+  l.now += kMinute;
+  (void)l.send("GET /v1/x HTTP/1.1\r\nHost: h\r\nX-Deployment: d1");
+  limiter::report_usage(l.state(), usage, 10, l.now - kMinute, &log);  // late: last minute's, dropped
+  out.clear();
+  log.drain(log.flip(), out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].spent, 1u);
+  EXPECT_EQ(out[0].tokens, 0u);
+  EXPECT_EQ(out[0].minute, static_cast<uint32_t>(limiter::minute_of(l.now)));
+}
+
 TEST(SpendLog, AddsUpPerKeyTurnsOverAndCountsWhatItCouldNotHold) {
   limiter::SpendLog log(16);  // 12 keys per half
   const auto key = [](uint64_t i) { return limiter::BucketKey{(uint64_t{1} << 63) | i, (i * 0x9e3779b97f4a7c15ull) << 16}; };

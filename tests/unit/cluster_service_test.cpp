@@ -50,7 +50,7 @@ struct Box {
         .logs = {&log},
         .wait_for_readers = [] {},  // the "worker" is this thread
         .box_clock = [] { return wall_now(); },
-        .bucket_names = [] { return std::vector<std::string>{"shared"}; },
+        .bucket_names = [] { return std::vector<SharedBucket>{"shared"}; },
         .redis = quick,
     });
   }

@@ -38,7 +38,8 @@ struct Box {
       : table(limiter::BucketTable::Options{.capacity = 4096, .bucket_kinds = 1}),
         redis({redis_endpoint}, {}),
         gcra(redis),
-        sync(table, gcra, "sluice:test") {
+        window(redis),
+        sync(table, gcra, window, "sluice:test") {
     sync.set_buckets({"ten"});
   }
 
@@ -52,6 +53,7 @@ struct Box {
   limiter::BucketTable table;
   RedisRouter redis;
   ClusterGcra gcra;
+  ClusterWindow window;
   ClusterSync sync;
 };
 
@@ -158,11 +160,78 @@ TEST_F(ClusterSyncTest, SpendsOfAFailedBatchComeBackAndKindsOutsideTheClusterSta
   EXPECT_EQ(r.unsent[0].spent, spend(k, 2).spent);
 }
 
+// Issue 17, DQ02-DQ05 across boxes: a calendar window's requests and tokens
+// add up in Redis per minute; each box takes the totals as its own counts.
+TEST_F(ClusterSyncTest, TwoBoxesShareAWindowsRequestsAndTokens) {
+  Box a(server_.endpoint()), b(server_.endpoint());
+  a.sync.set_buckets({SharedBucket("rpm", true)});
+  b.sync.set_buckets({SharedBucket("rpm", true)});
+  const limiter::BucketKey k = key_of("deployment-x");
+  const limiter::WindowLimit limit{10, 1000};
+  const time::Nanos now = wall_now();
+  const auto minute = static_cast<uint32_t>(limiter::minute_of(now));
+  // A counts 6 requests and is charged 400 tokens.
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(charge_window(a.table, k, now, limit).decision.admit);
+  limiter::charge_tokens(a.table, k, 400, now);
+  const KeySpend spent_a[] = {{k, 6, 400, minute}};
+  ClusterSync::Report r = a.sync.sync(spent_a, now, Clock::now());
+  ASSERT_EQ(r.error, RedisError::kNone) << r.detail;
+  EXPECT_EQ(r.sent, 1u);
+  EXPECT_EQ(r.published, 0u);  // A's own counts: nothing to move
+  // B reads: 4 requests left to it this minute, and 600 tokens.
+  const KeySpend read_b[] = {{k, 0, 0, minute}};
+  r = b.sync.sync(read_b, now, Clock::now());
+  ASSERT_EQ(r.error, RedisError::kNone) << r.detail;
+  EXPECT_EQ(r.published, 1u);
+  unsigned admitted = 0;
+  for (int i = 0; i < 10; ++i) admitted += charge_window(b.table, k, now, limit).decision.admit;
+  EXPECT_EQ(admitted, 4u);
+  // B's tokens past the quota refuse on A too, once A syncs.
+  limiter::charge_tokens(b.table, k, 700, now);
+  const KeySpend spent_b[] = {{k, 4, 700, minute}};
+  ASSERT_EQ(b.sync.sync(spent_b, now, Clock::now()).error, RedisError::kNone);
+  const KeySpend read_a[] = {{k, 0, 0, minute}};
+  ASSERT_EQ(a.sync.sync(read_a, now, Clock::now()).error, RedisError::kNone);
+  const limiter::WindowCharge c = charge_window(a.table, k, now, {100, 1000});
+  EXPECT_FALSE(c.decision.admit);  // 1100 tokens of 1000
+  // The next minute starts empty on both, whatever Redis holds for this one.
+  EXPECT_TRUE(charge_window(a.table, k, now + time::kNanosPerMinute, limit).decision.admit);
+}
+
+// A window's totals never overwrite a later minute the box has moved on to,
+// and the local-share fallback charges a window's counts times the others.
+TEST_F(ClusterSyncTest, AWindowsTotalsStayInTheirMinuteAndShareLocally) {
+  Box a(server_.endpoint());
+  a.sync.set_buckets({SharedBucket("rpm", true)});
+  const limiter::BucketKey k = key_of("deployment-y");
+  const limiter::WindowLimit limit{10, 0};
+  const time::Nanos now = wall_now();
+  const auto minute = static_cast<uint32_t>(limiter::minute_of(now));
+  // The box is a minute ahead already: last minute's totals change nothing.
+  ASSERT_TRUE(charge_window(a.table, k, now + time::kNanosPerMinute, limit).decision.admit);
+  const KeySpend late[] = {{k, 9, 0, minute}};
+  const ClusterSync::Report r = a.sync.sync(late, now, Clock::now());
+  ASSERT_EQ(r.error, RedisError::kNone) << r.detail;
+  EXPECT_EQ(r.published, 0u);
+  unsigned next = 0;
+  for (int i = 0; i < 12; ++i) next += charge_window(a.table, k, now + time::kNanosPerMinute, limit).decision.admit;
+  EXPECT_EQ(next, 9u);  // 1 + 9 of 10
+  // Fallback: 2 requests counted here stand for 2 on each of 2 others.
+  const limiter::BucketKey k2 = key_of("deployment-z");
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(charge_window(a.table, k2, now, limit).decision.admit);
+  const KeySpend mine[] = {{k2, 2, 0, minute}};
+  EXPECT_EQ(a.sync.share_locally(mine, 2, now), 1u);
+  unsigned left = 0;
+  for (int i = 0; i < 10; ++i) left += charge_window(a.table, k2, now, limit).decision.admit;
+  EXPECT_EQ(left, 4u);  // 10 - 2 - 2 x 2
+}
+
 TEST(ClusterSyncKeys, HashTaggedByGroup) {
   limiter::BucketTable table(limiter::BucketTable::Options{.capacity = 4096, .bucket_kinds = 1});
   RedisRouter redis({RedisEndpoint{{}, 0, "/nonexistent"}}, {});
   ClusterGcra gcra(redis);
-  ClusterSync sync(table, gcra, "sluice:prod");
+  ClusterWindow window(redis);
+  ClusterSync sync(table, gcra, window, "sluice:prod");
   sync.set_buckets({"", "api"});
   // Kind 1 here; the key in Redis carries the bucket's name instead, so
   // boxes that number their buckets otherwise still meet on it.

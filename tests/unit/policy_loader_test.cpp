@@ -147,8 +147,6 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
        "p.yaml:3:3: bucket b: scope: cluster needs a cluster section (the Redis the boxes share)"},
       {"a scope that is neither", "sluice: 1\nbuckets:\n  b: { rate: 10/s, scope: global }\n",
        "p.yaml:3:27: bucket b: scope must be box or cluster"},
-      {"a calendar window shared", "sluice: 1\nbuckets:\n  b: { window: minute, requests: 5, scope: cluster }\n",
-       "p.yaml:3:44: bucket b: scope: cluster is for rate buckets; calendar windows are per box"},
       {"a cluster endpoint that does not parse",
        kMinimal + "cluster:\n  redis: [\"198.18.0.9\"]\n  boxes: 2\n  secret_file: /etc/sluice/cluster.secret\n",
        "p.yaml:9:10: cluster redis '198.18.0.9': an endpoint is HOST:PORT, [IPV6]:PORT or unix:/path"},
@@ -247,6 +245,7 @@ TEST(PolicyLoader, ClusterSectionAndScope) {
       "buckets:\n"
       "  shared: { rate: 600/min, scope: cluster }\n"
       "  own: { rate: 10/s }\n"
+      "  minute: { window: minute, requests: 100, scope: cluster }\n"
       "rules:\n"
       "  - { name: r, key: client_ip, bucket: shared }\n"
       "cluster:\n"
@@ -266,9 +265,10 @@ TEST(PolicyLoader, ClusterSectionAndScope) {
   EXPECT_EQ(p.cluster->fallback, ClusterSpec::Fallback::kLocalShare);
   EXPECT_EQ(p.cluster->boxes, 3u);
   EXPECT_EQ(p.cluster->secret_file, "/etc/sluice/cluster.secret");
-  ASSERT_EQ(p.buckets.size(), 2u);
+  ASSERT_EQ(p.buckets.size(), 3u);
   EXPECT_EQ(p.buckets[0].scope, BucketSpec::Scope::kCluster);
   EXPECT_EQ(p.buckets[1].scope, BucketSpec::Scope::kBox);
+  EXPECT_EQ(p.buckets[2].scope, BucketSpec::Scope::kCluster);
   // The defaults: 20 ms; local-full needs no box count.
   const LoadResult d = load_policy_text(
       "sluice: 1\ncluster:\n  redis: [\"unix:/run/redis.sock\"]\n  fallback: local-full\n  secret_file: /s\n",
