@@ -141,6 +141,7 @@ bool ClusterService::step(Clock::time_point now) {
   counters_.keys_sent.fetch_add(report.sent, std::memory_order_relaxed);
   counters_.keys_published.fetch_add(report.published, std::memory_order_relaxed);
   counters_.keys_watched.store(watched_.size(), std::memory_order_relaxed);
+  counters_.last_sync_keys.store(batch.size(), std::memory_order_relaxed);
   note_time(Clock::now() - began);
   // Runs and credentials after the budgets: they can wait an interval, the
   // budgets' convergence cannot.

@@ -47,6 +47,7 @@ struct ClusterCounters {
   std::atomic<uint64_t> fallbacks{0};       // times the box went into fallback
   std::atomic<uint64_t> in_fallback{0};     // 1 while in fallback
   std::atomic<uint64_t> last_sync_us{0};    // how long the last sync took
+  std::atomic<uint64_t> last_sync_keys{0};  // keys the last sync sent (spends and reads)
   std::atomic<uint64_t> max_sync_us{0};
   std::atomic<uint64_t> sync_us_total{0};
 };

@@ -80,6 +80,7 @@ void write_cluster(const Daemon& d, JsonWriter& w) {
   w.key("keys_sent").value(get(c.keys_sent)).key("keys_published").value(get(c.keys_published));
   w.key("keys_watched").value(get(c.keys_watched));
   w.key("last_sync_us").value(get(c.last_sync_us)).key("max_sync_us").value(get(c.max_sync_us));
+  w.key("last_sync_keys").value(get(c.last_sync_keys));
   w.key("spend_lost_records").value(d.cluster->lost_records());
   if (const control::ClusterReplica* r = d.cluster->replica()) {
     const control::ReplicaCounters& rc = r->counters();

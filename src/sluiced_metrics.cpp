@@ -62,8 +62,19 @@ void render_cluster(const control::ClusterService& cluster, Exposition& e) {
   e.sample_micros("sluice_cluster_sync_seconds_total", "", get(c.sync_us_total));
   e.family("sluice_cluster_last_sync_seconds", "gauge", "how long the last sync took");
   e.sample_micros("sluice_cluster_last_sync_seconds", "", get(c.last_sync_us));
+  e.family("sluice_cluster_last_sync_keys", "gauge", "keys the last sync sent to Redis (spends and reads)");
+  e.sample("sluice_cluster_last_sync_keys", "", get(c.last_sync_keys));
   e.family("sluice_cluster_spend_lost_total", "counter", "admissions a full spend log could not record");
   e.sample("sluice_cluster_spend_lost_total", "", cluster.lost_records());
+  if (const control::ClusterReplica* r = cluster.replica()) {
+    const control::ReplicaCounters& rc = r->counters();
+    e.family("sluice_cluster_replicated_changes_total", "counter",
+             "changes to runs and credentials: this box's published, other boxes' applied or refused, this box's dropped");
+    e.sample("sluice_cluster_replicated_changes_total", "op=\"published\"", get(rc.published));
+    e.sample("sluice_cluster_replicated_changes_total", "op=\"applied\"", get(rc.applied));
+    e.sample("sluice_cluster_replicated_changes_total", "op=\"refused\"", get(rc.refused));
+    e.sample("sluice_cluster_replicated_changes_total", "op=\"dropped\"", get(rc.dropped));
+  }
 }
 
 }  // namespace
