@@ -89,8 +89,11 @@ void ClusterService::record_tokens(const limiter::BucketKey& key, uint32_t minut
 void ClusterService::add(const KeySpend& s, limiter::Nanos box_now) {
   if (!sync_.shared(s.key.bucket())) return;
   if (watched_.size() >= kMaxWatched && !watched_.contains(s.key)) {
-    // Past the cap the spend still goes out once; the key is not watched.
-    watched_.erase(watched_.begin());
+    // Past the cap the spend still goes out, once (not retried, not handed
+    // to the fallback); the key is not watched. No watched key's spend is
+    // dropped to make room.
+    unwatched_.push_back(s);
+    return;
   }
   Watched& w = watched_[s.key];
   const auto sum = [](uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; };
@@ -134,6 +137,8 @@ bool ClusterService::step(Clock::time_point now) {
     // An idle window is read for the minute now running.
     batch.push_back({key, w.spent, w.tokens, spent ? w.minute : this_minute});
   }
+  batch.insert(batch.end(), unwatched_.begin(), unwatched_.end());
+  unwatched_.clear();
   ++sync_count_;
   const ClusterSync::Report report = sync_.sync(batch, box_now, now);
   settle(report, batch, box_now);

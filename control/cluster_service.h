@@ -131,6 +131,7 @@ class ClusterService {
   std::unique_ptr<ClusterReplica> replica_;
   std::unordered_map<limiter::BucketKey, Watched, KeyHash> watched_;
   std::vector<KeySpend> drained_;
+  std::vector<KeySpend> unwatched_;  // spends of keys past kMaxWatched: sent once
   std::mutex control_spends_mutex_;
   std::vector<KeySpend> control_spends_;  // record_tokens()'s, taken by collect()
   uint64_t sync_count_ = 0;

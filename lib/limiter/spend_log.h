@@ -56,7 +56,9 @@ class SpendLog {
   // clears it for its next turn.
   void drain(unsigned half, std::vector<KeySpend>& out);
 
-  // Spending refused because a half was full, nanoseconds (any thread).
+  // Spending refused because a half was full (a rate's nanoseconds and a
+  // window's requests, added up: a size, not a unit), and the records
+  // refused (any thread).
   [[nodiscard]] uint64_t lost() const noexcept { return lost_.load(std::memory_order_relaxed); }
   [[nodiscard]] uint64_t lost_records() const noexcept { return lost_records_.load(std::memory_order_relaxed); }
 

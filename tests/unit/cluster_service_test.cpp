@@ -143,5 +143,27 @@ TEST_F(ClusterServiceTest, IdleWatchedKeysAreReadABoundedNumberOfTimesPerSync) {
   }
 }
 
+// Past the watch's cap a new key's spend still reaches Redis (once), and no
+// watched key's pending spend is dropped to make room.
+TEST_F(ClusterServiceTest, PastTheWatchCapASpendStillGoesOut) {
+  Box a(server_.endpoint());
+  constexpr size_t kPerTurn = 12'000;  // under the log's 12 288 a turn
+  size_t recorded = 0;
+  uint64_t next = 1'000'000;
+  while (recorded < ClusterService::kMaxWatched + kPerTurn) {
+    for (size_t i = 0; i < kPerTurn; ++i) a.log.record(key(next++), six_a_minute().interval);
+    recorded += kPerTurn;
+    ASSERT_TRUE(a.step());
+  }
+  EXPECT_EQ(a.service->counters().keys_watched.load(), ClusterService::kMaxWatched);
+  EXPECT_GE(a.service->counters().keys_sent.load(), recorded);  // every spend went out
+  // The last key, past the cap, is in Redis.
+  RedisLink raw(server_.endpoint(), {});
+  const std::string_view scan[] = {"DBSIZE"};
+  const RedisLink::Result n = raw.command(scan, Clock::now());
+  ASSERT_TRUE(n.reply.is_integer());
+  EXPECT_EQ(static_cast<size_t>(n.reply.integer()), recorded);
+}
+
 }  // namespace
 }  // namespace sluice::control
