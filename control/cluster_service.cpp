@@ -45,12 +45,6 @@ void ClusterService::publish(ReplicaChange change) {
 
 ClusterService::~ClusterService() = default;
 
-uint64_t ClusterService::lost_ns() const noexcept {
-  uint64_t n = 0;
-  for (const limiter::SpendLog* l : setup_.logs) n += l->lost();
-  return n;
-}
-
 uint64_t ClusterService::lost_records() const noexcept {
   uint64_t n = 0;
   for (const limiter::SpendLog* l : setup_.logs) n += l->lost_records();

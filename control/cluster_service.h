@@ -91,8 +91,7 @@ class ClusterService {
   [[nodiscard]] const policy::ClusterSpec& spec() const noexcept { return setup_.spec; }
   // This box's name in the change stream.
   [[nodiscard]] const std::string& box() const noexcept { return setup_.box; }
-  // Spending the workers' logs could not hold, nanoseconds and records.
-  [[nodiscard]] uint64_t lost_ns() const noexcept;
+  // Admissions the workers' logs could not hold.
   [[nodiscard]] uint64_t lost_records() const noexcept;
   // The last error, one line (empty once a sync went through).
   [[nodiscard]] std::string last_error() const;
