@@ -1,16 +1,14 @@
 // See command_table.h.
 #include "control/command_table.h"
 
-#include <cmath>
-
 #include "control/protocol.h"
 
 namespace sluice::control {
 
 void CommandTable::add(std::string name, Command command) {
   takes_file_[name] = false;
-  commands_[std::move(name)] = [c = std::move(command)](const JsonValue& request, const PassedFile&, JsonWriter& w) {
-    return c(request, w);
+  commands_[std::move(name)] = [c = std::move(command)](const Json& request, const PassedFile&, Json& response) {
+    return c(request, response);
   };
 }
 
@@ -25,47 +23,47 @@ std::vector<std::string> CommandTable::names() const {
   return out;
 }
 
-std::string CommandTable::dispatch(const JsonValue& request, const PassedFile& file) const {
-  const JsonValue* cmd = request.get("cmd");
-  if (cmd == nullptr || cmd->string() == nullptr) {
+std::string CommandTable::dispatch(const Json& request, const PassedFile& file) const {
+  const Json* cmd = member(request, "cmd");
+  if (cmd == nullptr || !cmd->is_string()) {
     return error_response(ErrorCode::kBadRequest, "a request names its command in \"cmd\"");
   }
-  const auto it = commands_.find(*cmd->string());
+  const std::string& wanted = cmd->get_ref<const std::string&>();
+  const auto it = commands_.find(wanted);
   if (it == commands_.end()) {
     std::string known;
     for (const auto& [name, command] : commands_) known += (known.empty() ? "" : ", ") + name;
     return error_response(ErrorCode::kUnknownCommand,
-                          "unknown command '" + *cmd->string() + "' (this sluiced knows " + known + ")");
+                          "unknown command '" + wanted + "' (this sluiced knows " + known + ")");
   }
   if (file.passed && !takes_file_.at(it->first)) {
     return error_response(ErrorCode::kBadRequest, "'" + it->first + "' takes no file");
   }
-  JsonWriter w;
-  w.begin_object().key("v").value(kProtocolVersion).key("ok").value(true);
-  if (std::optional<std::string> refused = it->second(request, file, w)) return *refused;
-  w.end_object();
-  return w.str();
+  Json response = response_head(true);
+  if (std::optional<std::string> refused = it->second(request, file, response)) return *refused;
+  return dump_json(response);
 }
 
-std::optional<std::string> string_arg(const JsonValue& request, std::string_view name, std::string& error) {
-  const JsonValue* v = request.get(name);
+std::optional<std::string> string_arg(const Json& request, std::string_view name, std::string& error) {
+  const Json* v = member(request, name);
   if (v == nullptr) return std::nullopt;
-  if (v->string() == nullptr) {
+  if (!v->is_string()) {
     error = "\"" + std::string(name) + "\" must be a string";
     return std::nullopt;
   }
-  return *v->string();
+  return v->get_ref<const std::string&>();
 }
 
-std::optional<uint64_t> uint_arg(const JsonValue& request, std::string_view name, uint64_t max, std::string& error) {
-  const JsonValue* v = request.get(name);
+std::optional<uint64_t> uint_arg(const Json& request, std::string_view name, uint64_t max, std::string& error) {
+  const Json* v = member(request, name);
   if (v == nullptr) return std::nullopt;
-  const std::optional<double> n = v->number();
-  if (!n || *n < 0 || *n != std::floor(*n) || *n > static_cast<double>(max)) {
-    error = "\"" + std::string(name) + "\" must be a whole number from 0 to " + std::to_string(max);
+  const std::optional<uint64_t> n = whole_number(*v);
+  if (!n || *n > max) {
+    error = "\"" + std::string(name) + "\" must be a whole number from 0 to " + std::to_string(max) +
+            (v->is_number_float() ? ", written without a fraction or exponent" : "");
     return std::nullopt;
   }
-  return static_cast<uint64_t>(*n);
+  return n;
 }
 
 }  // namespace sluice::control

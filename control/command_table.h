@@ -1,7 +1,7 @@
 // The control commands, by name: what the control socket's handler
-// dispatches to. Each command writes its members into an open response
-// object (the "v" and "ok" members are already there) or returns a complete
-// error response; the table answers unknown commands itself, listing the
+// dispatches to. Each command sets its members in the response object (its
+// "v" and "ok" members are already there) or returns a complete error
+// response; the table answers unknown commands itself, listing the
 // known ones. A command that reads a file gets it passed (passed_file.h);
 // one that does not refuses a request that passes one.
 #pragma once
@@ -21,15 +21,15 @@ namespace sluice::control {
 
 class CommandTable {
  public:
-  // nullopt: done (members written to `w`); else the error response to send.
-  using Command = std::function<std::optional<std::string>(const JsonValue& request, JsonWriter& w)>;
+  // nullopt: done (members set in `response`); else the error response to send.
+  using Command = std::function<std::optional<std::string>(const Json& request, Json& response)>;
   using FileCommand =
-      std::function<std::optional<std::string>(const JsonValue& request, const PassedFile& file, JsonWriter& w)>;
+      std::function<std::optional<std::string>(const Json& request, const PassedFile& file, Json& response)>;
 
   void add(std::string name, Command command);
   void add_with_file(std::string name, FileCommand command);
   // The response to one request object and the file passed with it.
-  [[nodiscard]] std::string dispatch(const JsonValue& request, const PassedFile& file = {}) const;
+  [[nodiscard]] std::string dispatch(const Json& request, const PassedFile& file = {}) const;
   [[nodiscard]] std::vector<std::string> names() const;
 
  private:
@@ -39,9 +39,12 @@ class CommandTable {
 
 // Request arguments, read with their types checked. nullopt when absent;
 // `error` set (and nullopt) when present with the wrong type or range.
-[[nodiscard]] std::optional<std::string> string_arg(const JsonValue& request, std::string_view name,
+[[nodiscard]] std::optional<std::string> string_arg(const Json& request, std::string_view name,
                                                     std::string& error);
-[[nodiscard]] std::optional<uint64_t> uint_arg(const JsonValue& request, std::string_view name, uint64_t max,
+// A JSON integer from 0 to `max` (up to 2^64-1, exact). A real number is
+// refused even when it is whole (`1.0`, `1e3`): JSON writes those as
+// reals, and a count that arrives as one was computed as one.
+[[nodiscard]] std::optional<uint64_t> uint_arg(const Json& request, std::string_view name, uint64_t max,
                                                std::string& error);
 
 }  // namespace sluice::control

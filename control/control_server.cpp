@@ -158,9 +158,9 @@ bool ControlServer::receive(Client& c, Clock::time_point now) {
   }
 }
 
-PassedFile ControlServer::take_file(Client& c, const JsonValue& request) {
-  const JsonValue* fd = request.get("fd");
-  if (fd == nullptr || !std::holds_alternative<bool>(fd->v) || !std::get<bool>(fd->v)) return {};
+PassedFile ControlServer::take_file(Client& c, const Json& request) {
+  const Json* fd = member(request, "fd");
+  if (fd == nullptr || !fd->is_boolean() || !fd->get<bool>()) return {};
   if (c.fds.empty()) {
     PassedFile none;
     none.passed = true;
@@ -183,8 +183,8 @@ bool ControlServer::answer_lines(Client& c, const Handler& handler, Clock::time_
   // that does not take its replies gets no more answered.
   while (c.out.empty()) {
     const size_t nl = c.in.find('\n');
-    if (nl == std::string::npos) {
-      if (c.in.size() <= kMaxRequestBytes) return true;
+    if (nl == std::string::npos && c.in.size() <= kMaxRequestBytes) return true;  // the rest is to come
+    if (nl == std::string::npos || nl > kMaxRequestBytes) {
       c.out = error_response(ErrorCode::kRequestTooLarge, "a request is one line of at most 64 KiB") + "\n";
       (void)flush(c, now);
       return false;
@@ -194,10 +194,10 @@ bool ControlServer::answer_lines(Client& c, const Handler& handler, Clock::time_
     c.request_since = now;  // what is left of `in` began to arrive no earlier than this
     c.active = now;
     std::string error;
-    const std::optional<JsonValue> request = parse_json(line, error);
-    if (!request || request->object() == nullptr) {
-      c.out = error_response(ErrorCode::kBadRequest, request ? "a request is a JSON object" : "not JSON: " + error);
-    } else if (const JsonValue* v = request->get("v"); v != nullptr && v->number() != double{kProtocolVersion}) {
+    const std::optional<Json> request = parse_json(line, error);
+    if (!request || !request->is_object()) {
+      c.out = error_response(ErrorCode::kBadRequest, request ? "a request is a JSON object" : "unreadable request: " + error);
+    } else if (const Json* v = member(*request, "v"); v != nullptr && whole_number(*v) != uint64_t{kProtocolVersion}) {
       c.out = error_response(ErrorCode::kUnsupportedVersion,
                              "this sluiced speaks version " + std::to_string(kProtocolVersion) + " of the protocol");
     } else {

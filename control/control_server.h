@@ -41,7 +41,7 @@ class ControlServer {
  public:
   // Answers one request (an object) with one response object, as JSON text;
   // `file` is what came with it (passed_file.h).
-  using Handler = std::function<std::string(const JsonValue& request, const PassedFile& file)>;
+  using Handler = std::function<std::string(const Json& request, const PassedFile& file)>;
   // Descriptors a connection may have sent ahead of the requests that take
   // them; past that it is dropped.
   static constexpr size_t kMaxQueuedFiles = 4;
@@ -83,7 +83,7 @@ class ControlServer {
   [[nodiscard]] bool flush(Client& c, Clock::time_point now);
   [[nodiscard]] bool within_deadlines(const Client& c, Clock::time_point now) const;
   // The file a request says it passed: the oldest descriptor received.
-  [[nodiscard]] static PassedFile take_file(Client& c, const JsonValue& request);
+  [[nodiscard]] static PassedFile take_file(Client& c, const Json& request);
   static void drop(Client& c);
 
   ControlLimits limits_;

@@ -1,340 +1,197 @@
-// A recursive-descent reader (RFC 8259, no extensions) and an escaping writer.
+// The strict reader on nlohmann-json's SAX interface (the library's own DOM
+// builder cannot refuse a duplicate key or a depth), and the writer.
 #include "json.h"
 
-#include <charconv>
-#include <cmath>
-#include <cstdio>
+#include <iterator>
+#include <unordered_set>
+#include <utility>
+#include <vector>
 
 namespace sluice::control {
-
-const JsonObject* JsonValue::object() const noexcept {
-  const auto* p = std::get_if<std::shared_ptr<JsonObject>>(&v);
-  return p ? p->get() : nullptr;
-}
-const JsonArray* JsonValue::array() const noexcept {
-  const auto* p = std::get_if<std::shared_ptr<JsonArray>>(&v);
-  return p ? p->get() : nullptr;
-}
-const std::string* JsonValue::string() const noexcept { return std::get_if<std::string>(&v); }
-std::optional<double> JsonValue::number() const noexcept {
-  if (const auto* d = std::get_if<double>(&v)) return *d;
-  return std::nullopt;
-}
-const JsonValue* JsonValue::get(std::string_view key) const noexcept {
-  const JsonObject* o = object();
-  if (o == nullptr) return nullptr;
-  const auto it = o->find(key);
-  return it == o->end() ? nullptr : &it->second;
-}
-
 namespace {
 
-constexpr int kMaxDepth = 32;
+// Longest reason or key quoted in a refusal: the library's "last read"
+// may be most of a 64 KiB line.
+constexpr size_t kMaxQuoted = 160;
+constexpr size_t kMaxQuotedKey = 40;
 
-class Reader {
+std::string bounded(std::string_view s, size_t max) {
+  return s.size() <= max ? std::string(s) : std::string(s.substr(0, max)) + "...";
+}
+
+// The text's bytes, one at a time as the library's lexer reads them,
+// noting how far it has read: the byte offset of a refusal of ours (the
+// library reports its own).
+class TrackedIterator {
  public:
-  explicit Reader(std::string_view t) : t_(t) {}
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
 
-  std::optional<JsonValue> document(std::string& error) {
-    std::optional<JsonValue> v = value(0);
-    ws();
-    if (v && i_ != t_.size()) fail("unexpected data after the value");
-    if (!error_.empty()) {
-      error = error_ + " at byte " + std::to_string(i_);
-      return std::nullopt;
-    }
-    return v;
+  TrackedIterator(const char* at, const char** read_to) : at_(at), read_to_(read_to) {}
+  reference operator*() const { return *at_; }
+  TrackedIterator& operator++() {
+    *read_to_ = ++at_;
+    return *this;
   }
+  TrackedIterator operator++(int) {
+    TrackedIterator before = *this;
+    ++*this;
+    return before;
+  }
+  bool operator==(const TrackedIterator& other) const { return at_ == other.at_; }
 
  private:
-  void fail(const std::string& what) {
-    if (error_.empty()) error_ = what;
-  }
-  void ws() {
-    while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\t' || t_[i_] == '\n' || t_[i_] == '\r')) ++i_;
-  }
-  bool literal(std::string_view word) {
-    if (t_.substr(i_, word.size()) != word) return false;
-    i_ += word.size();
+  const char* at_;
+  const char** read_to_;
+};
+
+// Builds the value from the library's events as its DOM builder does, and
+// stops the parse (returns false) at a duplicate key or past the depth.
+class StrictBuilder {
+ public:
+  using number_integer_t = Json::number_integer_t;
+  using number_unsigned_t = Json::number_unsigned_t;
+  using number_float_t = Json::number_float_t;
+  using string_t = Json::string_t;
+  using binary_t = Json::binary_t;
+
+  StrictBuilder(const char* begin, const char* const* read_to) : begin_(begin), read_to_(read_to) {}
+
+  bool null() { return put(nullptr); }
+  bool boolean(bool b) { return put(b); }
+  bool number_integer(number_integer_t n) { return put(n); }
+  bool number_unsigned(number_unsigned_t n) { return put(n); }
+  bool number_float(number_float_t d, const string_t&) { return put(d); }
+  bool string(string_t& s) { return put(std::move(s)); }
+  bool binary(binary_t&) { return refuse("a binary value"); }  // never from JSON text
+  bool start_object(std::size_t) { return open(Json::object()); }
+  bool start_array(std::size_t) { return open(Json::array()); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(string_t& k);
+  bool parse_error(std::size_t position, const std::string&, const Json::exception& e);
+
+  [[nodiscard]] Json& value() { return root_; }
+  [[nodiscard]] const std::string& error() const { return error_; }
+
+ private:
+  struct Open {
+    Json* container;
+    std::unordered_set<std::string> keys;  // an object's, so far
+  };
+
+  template <typename V>
+  Json* place(V&& v);
+  template <typename V>
+  bool put(V&& v) {
+    (void)place(std::forward<V>(v));
     return true;
   }
-
-  std::optional<JsonValue> value(int depth) {
-    if (depth > kMaxDepth) {
-      fail("nested too deep");
-      return std::nullopt;
-    }
-    ws();
-    if (i_ >= t_.size()) {
-      fail("unexpected end");
-      return std::nullopt;
-    }
-    const char c = t_[i_];
-    JsonValue out;
-    if (c == '{') {
-      ++i_;
-      auto obj = std::make_shared<JsonObject>();
-      ws();
-      if (i_ < t_.size() && t_[i_] == '}') {
-        ++i_;
-      } else {
-        for (;;) {
-          ws();
-          std::optional<std::string> k = string();
-          if (!k) return std::nullopt;
-          ws();
-          if (i_ >= t_.size() || t_[i_] != ':') {
-            fail("expected ':'");
-            return std::nullopt;
-          }
-          ++i_;
-          std::optional<JsonValue> member = value(depth + 1);
-          if (!member) return std::nullopt;
-          (*obj)[*k] = std::move(*member);
-          ws();
-          if (i_ < t_.size() && t_[i_] == ',') {
-            ++i_;
-            continue;
-          }
-          if (i_ < t_.size() && t_[i_] == '}') {
-            ++i_;
-            break;
-          }
-          fail("expected ',' or '}'");
-          return std::nullopt;
-        }
-      }
-      out.v = std::move(obj);
-    } else if (c == '[') {
-      ++i_;
-      auto arr = std::make_shared<JsonArray>();
-      ws();
-      if (i_ < t_.size() && t_[i_] == ']') {
-        ++i_;
-      } else {
-        for (;;) {
-          std::optional<JsonValue> element = value(depth + 1);
-          if (!element) return std::nullopt;
-          arr->push_back(std::move(*element));
-          ws();
-          if (i_ < t_.size() && t_[i_] == ',') {
-            ++i_;
-            continue;
-          }
-          if (i_ < t_.size() && t_[i_] == ']') {
-            ++i_;
-            break;
-          }
-          fail("expected ',' or ']'");
-          return std::nullopt;
-        }
-      }
-      out.v = std::move(arr);
-    } else if (c == '"') {
-      std::optional<std::string> s = string();
-      if (!s) return std::nullopt;
-      out.v = std::move(*s);
-    } else if (literal("true")) {
-      out.v = true;
-    } else if (literal("false")) {
-      out.v = false;
-    } else if (literal("null")) {
-      out.v = nullptr;
-    } else if (c == '-' || (c >= '0' && c <= '9')) {
-      const size_t start = i_;
-      if (t_[i_] == '-') ++i_;
-      while (i_ < t_.size() && ((t_[i_] >= '0' && t_[i_] <= '9') || t_[i_] == '.' || t_[i_] == 'e' ||
-                                t_[i_] == 'E' || t_[i_] == '+' || t_[i_] == '-')) {
-        ++i_;
-      }
-      double d = 0;
-      const auto [p, ec] = std::from_chars(t_.data() + start, t_.data() + i_, d);
-      if (ec != std::errc{} || p != t_.data() + i_ || !std::isfinite(d)) {
-        fail("bad number");
-        return std::nullopt;
-      }
-      out.v = d;
-    } else {
-      fail("unexpected character");
-      return std::nullopt;
-    }
-    return out;
+  bool open(Json empty);
+  bool close() {
+    open_.pop_back();
+    return true;
+  }
+  bool refuse(const std::string& what) {
+    error_ = what + " (at byte " + std::to_string(*read_to_ - begin_) + ")";
+    return false;
   }
 
-  static void utf8(std::string& s, uint32_t cp) {
-    if (cp < 0x80) {
-      s += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      s += static_cast<char>(0xc0 | (cp >> 6));
-      s += static_cast<char>(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-      s += static_cast<char>(0xe0 | (cp >> 12));
-      s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      s += static_cast<char>(0x80 | (cp & 0x3f));
-    } else {
-      s += static_cast<char>(0xf0 | (cp >> 18));
-      s += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-      s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      s += static_cast<char>(0x80 | (cp & 0x3f));
-    }
-  }
-
-  std::optional<uint32_t> hex4() {
-    if (i_ + 4 > t_.size()) return std::nullopt;
-    uint32_t v = 0;
-    const auto [p, ec] = std::from_chars(t_.data() + i_, t_.data() + i_ + 4, v, 16);
-    if (ec != std::errc{} || p != t_.data() + i_ + 4) return std::nullopt;
-    i_ += 4;
-    return v;
-  }
-
-  std::optional<std::string> string() {
-    if (i_ >= t_.size() || t_[i_] != '"') {
-      fail("expected a string");
-      return std::nullopt;
-    }
-    ++i_;
-    std::string s;
-    while (i_ < t_.size()) {
-      const char c = t_[i_++];
-      if (c == '"') return s;
-      if (static_cast<unsigned char>(c) < 0x20) {
-        fail("control character in a string");
-        return std::nullopt;
-      }
-      if (c != '\\') {
-        s += c;
-        continue;
-      }
-      if (i_ >= t_.size()) break;
-      const char e = t_[i_++];
-      switch (e) {
-        case '"': s += '"'; break;
-        case '\\': s += '\\'; break;
-        case '/': s += '/'; break;
-        case 'b': s += '\b'; break;
-        case 'f': s += '\f'; break;
-        case 'n': s += '\n'; break;
-        case 'r': s += '\r'; break;
-        case 't': s += '\t'; break;
-        case 'u': {
-          std::optional<uint32_t> cp = hex4();
-          if (!cp) {
-            fail("bad \\u escape");
-            return std::nullopt;
-          }
-          if (*cp >= 0xd800 && *cp < 0xdc00 && literal("\\u")) {
-            std::optional<uint32_t> lo = hex4();
-            if (!lo || *lo < 0xdc00 || *lo > 0xdfff) {
-              fail("bad surrogate pair");
-              return std::nullopt;
-            }
-            *cp = 0x10000 + ((*cp - 0xd800) << 10) + (*lo - 0xdc00);
-          }
-          utf8(s, *cp);
-          break;
-        }
-        default:
-          fail("bad escape");
-          return std::nullopt;
-      }
-    }
-    fail("unterminated string");
-    return std::nullopt;
-  }
-
-  std::string_view t_;
-  size_t i_ = 0;
+  const char* begin_;
+  const char* const* read_to_;
+  Json root_;
+  std::vector<Open> open_;
+  Json* member_ = nullptr;  // the innermost object's member whose value comes next
   std::string error_;
 };
 
+// A value's place: the top, the next element of the innermost array, or
+// the member of the innermost object whose key came last.
+template <typename V>
+Json* StrictBuilder::place(V&& v) {
+  if (open_.empty()) {
+    root_ = Json(std::forward<V>(v));
+    return &root_;
+  }
+  Json& container = *open_.back().container;
+  if (container.is_array()) {
+    Json::array_t& elements = container.get_ref<Json::array_t&>();
+    elements.emplace_back(std::forward<V>(v));
+    return &elements.back();
+  }
+  *member_ = Json(std::forward<V>(v));
+  return member_;
+}
+
+bool StrictBuilder::open(Json empty) {
+  if (open_.size() >= kMaxJsonDepth) return refuse("nested deeper than " + std::to_string(kMaxJsonDepth));
+  open_.push_back({place(std::move(empty)), {}});
+  return true;
+}
+
+// Members are appended to the object's vector directly: ordered_json's own
+// insert looks for the key first, which would make an object of n members
+// cost n^2; `keys` already says it is new.
+bool StrictBuilder::key(string_t& k) {
+  Open& object = open_.back();
+  if (!object.keys.insert(k).second) return refuse("duplicate key \"" + bounded(k, kMaxQuotedKey) + "\"");
+  Json::object_t::Container& members = object.container->get_ref<Json::object_t&>();
+  members.emplace_back(std::move(k), nullptr);
+  member_ = &members.back().second;
+  return true;
+}
+
+// The library's message without its prefix ("[json.exception.parse_error.101]
+// parse error at line 1, column 2: "), which names no byte.
+bool StrictBuilder::parse_error(std::size_t position, const std::string&, const Json::exception& e) {
+  std::string_view why = e.what();
+  if (const size_t tag = why.find("] "); tag != std::string_view::npos) why.remove_prefix(tag + 2);
+  if (why.starts_with("parse error")) {
+    if (const size_t colon = why.find(": "); colon != std::string_view::npos) why.remove_prefix(colon + 2);
+  }
+  error_ = bounded(why, kMaxQuoted) + " (at byte " + std::to_string(position) + ")";
+  return false;
+}
+
 }  // namespace
 
-std::optional<JsonValue> parse_json(std::string_view text, std::string& error) { return Reader(text).document(error); }
+std::optional<Json> parse_json(std::string_view text, std::string& error) {
+  const char* read_to = text.data();
+  StrictBuilder builder(text.data(), &read_to);
+  const TrackedIterator first(text.data(), &read_to), last(text.data() + text.size(), &read_to);
+  if (!Json::sax_parse(first, last, &builder)) {
+    error = builder.error().empty() ? "not JSON (at byte " + std::to_string(read_to - text.data()) + ")"
+                                    : builder.error();
+    return std::nullopt;
+  }
+  return std::move(builder.value());
+}
 
-void JsonWriter::separate() {
-  if (after_key_) {
-    after_key_ = false;
-    return;
-  }
-  if (!first_.empty()) {
-    if (!first_.back()) out_ += ',';
-    first_.back() = false;
+std::string dump_json(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+bool is_utf8(std::string_view text) {
+  try {
+    (void)Json(std::string(text)).dump();
+    return true;
+  } catch (const Json::type_error&) {  // 316: invalid UTF-8 byte
+    return false;
   }
 }
 
-JsonWriter& JsonWriter::begin_object() {
-  separate();
-  out_ += '{';
-  first_.push_back(true);
-  return *this;
+const Json* member(const Json& object, std::string_view key) noexcept {
+  if (!object.is_object()) return nullptr;
+  const auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
 }
-JsonWriter& JsonWriter::end_object() {
-  out_ += '}';
-  first_.pop_back();
-  return *this;
-}
-JsonWriter& JsonWriter::begin_array() {
-  separate();
-  out_ += '[';
-  first_.push_back(true);
-  return *this;
-}
-JsonWriter& JsonWriter::end_array() {
-  out_ += ']';
-  first_.pop_back();
-  return *this;
-}
-JsonWriter& JsonWriter::key(std::string_view k) {
-  value(k);
-  out_ += ':';
-  after_key_ = true;
-  return *this;
-}
-JsonWriter& JsonWriter::value(std::string_view s) {
-  separate();
-  out_ += '"';
-  for (const char c : s) {
-    switch (c) {
-      case '"': out_ += "\\\""; break;
-      case '\\': out_ += "\\\\"; break;
-      case '\n': out_ += "\\n"; break;
-      case '\r': out_ += "\\r"; break;
-      case '\t': out_ += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-          out_ += buf;
-        } else {
-          out_ += c;
-        }
-    }
-  }
-  out_ += '"';
-  return *this;
-}
-JsonWriter& JsonWriter::value(uint64_t n) {
-  separate();
-  out_ += std::to_string(n);
-  return *this;
-}
-JsonWriter& JsonWriter::value(int64_t n) {
-  separate();
-  out_ += std::to_string(n);
-  return *this;
-}
-JsonWriter& JsonWriter::value(double d) {
-  separate();
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", std::isfinite(d) ? d : 0.0);
-  out_ += buf;
-  return *this;
-}
-JsonWriter& JsonWriter::value(bool b) {
-  separate();
-  out_ += b ? "true" : "false";
-  return *this;
+
+std::optional<uint64_t> whole_number(const Json& value) noexcept {
+  // (is_number_integer() is true of unsigned values too, so the order matters.)
+  if (value.is_number_unsigned()) return value.get<uint64_t>();
+  if (value.is_number_integer() && value.get<int64_t>() >= 0) return static_cast<uint64_t>(value.get<int64_t>());
+  return std::nullopt;
 }
 
 }  // namespace sluice::control

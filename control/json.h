@@ -1,62 +1,51 @@
-// The little JSON the control protocol needs: one object per line each way
-// (`sluicectl` <-> the control thread). A value tree for reading (objects,
-// arrays, strings, numbers, booleans, null; depth-limited) and a writer that
-// escapes strings. Control plane only: this allocates freely.
+// The control protocol's JSON (one object per line each way, sluicectl <->
+// the control thread), on Debian's nlohmann-json. This layer adds what the
+// protocol needs on top of the library and keeps its exceptions inside:
+//   - a strict reader: exactly one JSON value (RFC 8259: no `01`, no lone
+//     surrogate, UTF-8 only), no duplicate key in any object (the library
+//     would silently keep the last one, so `{"token":"a","token":"b"}`
+//     would mean whatever the last writer wanted), at most kMaxJsonDepth
+//     containers deep; a refusal names the byte offset;
+//   - integers kept exact: a whole number in the text is an int64 or uint64
+//     (up to 2^64-1), never a double; `1.0` and `1e3` are real numbers;
+//   - a writer that never throws: strings that are not UTF-8 (names that
+//     came from files) are written with U+FFFD in place of the bad bytes.
+// Objects keep the order their members were written in (ordered_json):
+// humans and tests read the responses. Control plane only: this allocates.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <map>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <variant>
-#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace sluice::control {
 
-struct JsonValue;
-using JsonObject = std::map<std::string, JsonValue, std::less<>>;
-using JsonArray = std::vector<JsonValue>;
+using Json = nlohmann::ordered_json;
 
-struct JsonValue {
-  std::variant<std::nullptr_t, bool, double, std::string, std::shared_ptr<JsonArray>, std::shared_ptr<JsonObject>> v =
-      nullptr;
+// Containers (objects, arrays) nested in one text at most; the protocol's
+// deepest is 3.
+inline constexpr size_t kMaxJsonDepth = 32;
 
-  [[nodiscard]] const JsonObject* object() const noexcept;
-  [[nodiscard]] const JsonArray* array() const noexcept;
-  [[nodiscard]] const std::string* string() const noexcept;
-  [[nodiscard]] std::optional<double> number() const noexcept;
-  // A member of an object, or nullptr.
-  [[nodiscard]] const JsonValue* get(std::string_view key) const noexcept;
-};
+// One JSON text, whole; nullopt and `error` ("... at byte N") if it is not
+// one, or has a duplicate key, or nests deeper than kMaxJsonDepth.
+[[nodiscard]] std::optional<Json> parse_json(std::string_view text, std::string& error);
 
-// Parses one JSON text; nullopt and `error` (with the byte offset) if it is not.
-[[nodiscard]] std::optional<JsonValue> parse_json(std::string_view text, std::string& error);
+// `value` as one line of JSON text, strings that are not UTF-8 repaired.
+[[nodiscard]] std::string dump_json(const Json& value);
 
-// Builds one JSON text. Members and elements are separated automatically.
-class JsonWriter {
- public:
-  JsonWriter& begin_object();
-  JsonWriter& end_object();
-  JsonWriter& begin_array();
-  JsonWriter& end_array();
-  JsonWriter& key(std::string_view k);
-  JsonWriter& value(std::string_view s);
-  JsonWriter& value(const char* s) { return value(std::string_view(s)); }
-  JsonWriter& value(uint64_t n);
-  JsonWriter& value(int64_t n);
-  JsonWriter& value(int n) { return value(static_cast<int64_t>(n)); }
-  JsonWriter& value(unsigned n) { return value(static_cast<uint64_t>(n)); }
-  JsonWriter& value(double d);
-  JsonWriter& value(bool b);
-  [[nodiscard]] const std::string& str() const noexcept { return out_; }
+// Whether a JSON string can carry `text` unchanged (it is UTF-8).
+[[nodiscard]] bool is_utf8(std::string_view text);
 
- private:
-  void separate();
-  std::string out_;
-  std::vector<bool> first_;  // per open container: nothing written in it yet
-  bool after_key_ = false;
-};
+// A member of an object; nullptr when `object` is not one or lacks `key`.
+[[nodiscard]] const Json* member(const Json& object, std::string_view key) noexcept;
+
+// A whole number that is not negative, exactly (any JSON integer up to
+// 2^64-1); nullopt for anything else: a real number (`1.5`, `1e3`, `1.0`),
+// a negative, a string, ...
+[[nodiscard]] std::optional<uint64_t> whole_number(const Json& value) noexcept;
 
 }  // namespace sluice::control

@@ -48,25 +48,35 @@ enum class ErrorCode {
   return "unknown";
 }
 
+// A response's first members: the protocol's version and whether it is done.
+[[nodiscard]] inline Json response_head(bool ok) {
+  Json r = Json::object();
+  r["v"] = kProtocolVersion;
+  r["ok"] = ok;
+  return r;
+}
+
+[[nodiscard]] inline Json error_object(ErrorCode code, std::string_view message) {
+  Json e = Json::object();
+  e["code"] = to_string(code);
+  e["message"] = message;
+  return e;
+}
+
 [[nodiscard]] inline std::string error_response(ErrorCode code, std::string_view message) {
-  JsonWriter w;
-  w.begin_object().key("v").value(kProtocolVersion).key("ok").value(false);
-  w.key("error").begin_object().key("code").value(to_string(code)).key("message").value(message).end_object();
-  w.end_object();
-  return w.str();
+  Json r = response_head(false);
+  r["error"] = error_object(code, message);
+  return dump_json(r);
 }
 
 // A file refused (a policy, a credentials file): the reason, and its errors
 // one per line (file:line:column: message).
 [[nodiscard]] inline std::string invalid_file_response(ErrorCode code, std::string_view message,
                                                        const std::vector<std::string>& errors) {
-  JsonWriter w;
-  w.begin_object().key("v").value(kProtocolVersion).key("ok").value(false);
-  w.key("error").begin_object().key("code").value(to_string(code)).key("message").value(message);
-  w.end_object().key("errors").begin_array();
-  for (const std::string& e : errors) w.value(e);
-  w.end_array().end_object();
-  return w.str();
+  Json r = response_head(false);
+  r["error"] = error_object(code, message);
+  r["errors"] = errors;
+  return dump_json(r);
 }
 
 [[nodiscard]] inline std::string invalid_policy_response(std::string_view message, const std::vector<std::string>& errors) {

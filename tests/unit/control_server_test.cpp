@@ -24,6 +24,7 @@
 
 #include "control/control_server.h"
 #include "control/metrics_server.h"
+#include "control/protocol.h"
 #include "scratch_dir.h"
 
 namespace sluice::control {
@@ -40,13 +41,12 @@ class Served {
     path_ = dir_.path() + "/control.sock";
     EXPECT_EQ(server_.open(path_, group), "");
     thread_ = std::thread([this] {
-      server_.serve(stop_, [](const JsonValue& request, const PassedFile& file) -> std::string {
+      server_.serve(stop_, [](const Json& request, const PassedFile& file) -> std::string {
         if (file.passed) {
           return file.error.empty() ? R"({"ok":true,"file":")" + file.bytes + R"("})"
                                     : R"({"ok":false,"error":")" + file.error + R"("})";
         }
-        const JsonValue* cmd = request.get("cmd");
-        if (cmd != nullptr && cmd->string() != nullptr && *cmd->string() == "big") {
+        if (const Json* cmd = member(request, "cmd"); cmd != nullptr && *cmd == "big") {
           return R"({"ok":true,"pad":")" + std::string(256 * 1024, 'x') + R"("})";
         }
         return R"({"ok":true})";
@@ -243,6 +243,46 @@ TEST(ControlServer, RequestsAreAnsweredInOrderOnOneConnection) {
   EXPECT_EQ(read_line(fd, 1s), R"({"ok":true})");
   EXPECT_NE(read_line(fd, 1s).find("bad_request"), std::string::npos);
   EXPECT_EQ(read_line(fd, 1s), R"({"ok":true})");
+  close(fd);
+}
+
+// What reaches the handler is one object, its version the integer 1 (or
+// unsaid), no key twice: anything else is answered by the server itself.
+TEST(ControlServer, OnlyAStrictRequestOfThisVersionReachesTheHandler) {
+  Served s(short_limits());
+  const int fd = connect_to(s.path());
+  const auto answer = [&](std::string_view line) {
+    send_text(fd, std::string(line) + "\n");
+    return read_line(fd, 1s);
+  };
+  EXPECT_EQ(answer(R"({"v":1,"cmd":"status"})"), R"({"ok":true})");
+  EXPECT_NE(answer(R"({"v":1.0,"cmd":"status"})").find(R"("code":"unsupported_version")"), std::string::npos);
+  EXPECT_NE(answer(R"({"v":"1","cmd":"status"})").find(R"("code":"unsupported_version")"), std::string::npos);
+  EXPECT_NE(answer(R"({"v":2,"cmd":"status"})").find(R"("code":"unsupported_version")"), std::string::npos);
+  const std::string dup = answer(R"({"v":1,"cmd":"status","cmd":"big"})");
+  EXPECT_NE(dup.find(R"("code":"bad_request")"), std::string::npos) << dup;
+  EXPECT_NE(dup.find(R"(duplicate key \"cmd\" (at byte 27))"), std::string::npos) << dup;
+  EXPECT_NE(answer("[1,2]").find("a request is a JSON object"), std::string::npos);
+  EXPECT_NE(answer(R"({"v":01})").find(R"("code":"bad_request")"), std::string::npos);
+  close(fd);
+}
+
+// A request line is at most kMaxRequestBytes, its newline not counted: one
+// byte past is refused, and the connection closed.
+TEST(ControlServer, ARequestPastTheSizeLimitIsRefused) {
+  Served s(short_limits());
+  const auto padded = [](size_t bytes) {
+    const std::string head = R"({"cmd":"status","pad":")", tail = R"("})";
+    return head + std::string(bytes - head.size() - tail.size(), 'x') + tail;
+  };
+  int fd = connect_to(s.path());
+  send_text(fd, padded(kMaxRequestBytes) + "\n");
+  EXPECT_EQ(read_line(fd, 2s), R"({"ok":true})");
+  close(fd);
+  fd = connect_to(s.path());
+  send_text(fd, padded(kMaxRequestBytes + 1) + "\n");
+  EXPECT_NE(read_line(fd, 2s).find(R"("code":"request_too_large")"), std::string::npos);
+  EXPECT_EQ(read_line(fd, 2s), "") << "then closed";
   close(fd);
 }
 
