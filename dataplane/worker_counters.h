@@ -1,7 +1,8 @@
 // Per-worker counters: the totals, the same per rule, and the worker's
 // busiest keys. Each worker writes only its own (a load and a store, never a
 // shared read-modify-write), the control plane reads them all and adds them
-// up, so counting costs the hot path no cache-line ping-pong.
+// up, so counting costs the hot path no cache-line ping-pong. Each counter's
+// place on Prometheus (family and labels) is in kCounterExposition below.
 #pragma once
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <string_view>
 
 #include "busy_keys.h"
 #include "limiter/compiled_policy.h"
@@ -122,8 +125,128 @@ struct alignas(64) WorkerCounters {
   // under a policy since replaced); the control plane frees older snapshots.
   // Set once per loop pass; 0 until the worker has looked at all its contexts.
   std::atomic<uint64_t> oldest_policy_generation{0};
+  // Passes of the worker's loop so far (Worker::poll_once). Not a metric: the
+  // main thread feeds systemd's watchdog only while every worker's moves
+  // (src/sluiced_notify.h), so a stuck worker gets the appliance restarted.
+  Counter heartbeat;
   std::array<RuleCounters, kRuleCounters> rules;  // by CompiledRule::counter_slot
   BusyKeys busy;                                  // every refusal, one admission in 16 (see FlowEngine)
 };
+
+// How each counter appears on Prometheus (src/sluiced_metrics.cpp): one
+// sample of a family (per worker), told apart from the family's other
+// counters by its labels. One row per counter, in the X-macro's order: the
+// static_assert below fails the build when a counter is added, moved or
+// renamed without its row, so none is left out of the exposition. The names
+// `sluicectl stats` and telemetry show are the X-macro's, unchanged.
+struct CounterExposition {
+  std::string_view counter;  // the X-macro's name
+  std::string_view family;   // e.g. sluice_frames_total
+  std::string_view labels;   // e.g. port="client",direction="rx"; empty: the family's only counter
+  // Where the family has a rule label: the per-rule counter the sample is
+  // taken from, one per rule (the worker's total is their sum).
+  Counter RuleCounters::*per_rule = nullptr;
+};
+
+inline constexpr CounterExposition kCounterExposition[] = {
+    {"rx_client", "sluice_frames_total", R"(port="client",direction="rx")"},
+    {"rx_origin", "sluice_frames_total", R"(port="origin",direction="rx")"},
+    {"tx_client", "sluice_frames_total", R"(port="client",direction="tx")"},
+    {"tx_origin", "sluice_frames_total", R"(port="origin",direction="tx")"},
+    {"tx_dropped", "sluice_frames_dropped_total", R"(reason="tx_queue_full")"},
+    {"bridged_non_ip", "sluice_frames_bridged_total", R"(kind="non_ip")"},
+    {"bridged_ip_other", "sluice_frames_bridged_total", R"(kind="ip_not_tcp")"},
+    {"bridged_tcp_other", "sluice_frames_bridged_total", R"(kind="tcp_other_port")"},
+    {"dropped_opaque", "sluice_frames_dropped_total", R"(reason="opaque")"},
+    {"dropped_malformed", "sluice_frames_dropped_total", R"(reason="malformed")"},
+    {"service_frames", "sluice_service_frames_total", ""},
+    {"handed_off", "sluice_frames_handed_off_total", ""},
+    {"handoff_dropped", "sluice_frames_dropped_total", R"(reason="handoff_ring_full")"},
+    {"fragments_dropped", "sluice_frames_dropped_total", R"(reason="fragment")"},
+    {"flows_created", "sluice_flows_total", R"(event="created")"},
+    {"flows_established", "sluice_flows_total", R"(event="established")"},
+    {"flows_expired", "sluice_flows_total", R"(event="expired")"},
+    {"flow_table_full", "sluice_frames_dropped_total", R"(reason="flow_table_full")"},
+    {"untracked_reset", "sluice_untracked_resets_total", ""},
+    {"flows_adopted", "sluice_adoptions_total", R"(outcome="adopted")"},
+    {"adoption_failed", "sluice_adoptions_total", R"(outcome="failed")"},
+    {"adopted_reset", "sluice_adoptions_total", R"(outcome="reset_unjudged")"},
+    {"requests", "sluice_request_heads_total", ""},
+    {"forwarded", "sluice_requests_total", R"(verdict="forwarded",rule="")"},
+    {"exempt", "sluice_requests_total", R"(verdict="exempt",rule="")"},
+    {"admitted", "sluice_requests_total", R"(verdict="admitted")", &RuleCounters::admitted},
+    {"refused", "sluice_requests_total", R"(verdict="refused")", &RuleCounters::refused},
+    {"answered", "sluice_requests_total", R"(verdict="answered",rule="")"},
+    {"shadow_refusals", "sluice_shadow_refusals_total", ""},
+    {"parse_errors", "sluice_framing_errors_total", R"(stream="request")"},
+    {"response_errors", "sluice_framing_errors_total", R"(stream="response")"},
+    {"answers_sent", "sluice_answers_total", R"(outcome="sent_closing")"},
+    {"answers_resent", "sluice_answers_total", R"(outcome="resent")"},
+    {"answers_lost", "sluice_answers_total", R"(outcome="lost")"},
+    {"answers_abandoned", "sluice_answers_total", R"(outcome="abandoned")"},
+    {"answers_kept_open", "sluice_answers_total", R"(outcome="sent_kept_open")"},
+    {"kept_answers_resent", "sluice_answers_total", R"(outcome="kept_open_resent")"},
+    {"retransmits", "sluice_client_segments_total", R"(treatment="retransmit_uncharged")"},
+    {"overlaps_trimmed", "sluice_client_segments_total", R"(treatment="overlap_trimmed")"},
+    {"urgent_cleared", "sluice_client_segments_total", R"(treatment="urgent_cleared")"},
+    {"repeats_rewritten", "sluice_client_segments_total", R"(treatment="repeat_rewritten")"},
+    {"repeats_dropped", "sluice_frames_dropped_total", R"(reason="repeat_unrecorded")"},
+    {"out_of_order", "sluice_frames_dropped_total", R"(reason="out_of_order")"},
+    {"backpressure", "sluice_client_segments_total", R"(treatment="backpressure")"},
+    {"contexts_exhausted", "sluice_frames_dropped_total", R"(reason="no_context")"},
+    {"deadline_head", "sluice_deadlines_total", R"(phase="head")"},
+    {"deadline_first_head", "sluice_deadlines_total", R"(phase="first_head")"},
+    {"deadline_body", "sluice_deadlines_total", R"(phase="body")"},
+    {"deadline_keep_alive", "sluice_deadlines_total", R"(phase="keep_alive")"},
+    {"syn_cookies_sent", "sluice_syn_cookies_total", R"(outcome="sent")"},
+    {"syn_cookies_validated", "sluice_syn_cookies_total", R"(outcome="validated")"},
+    {"syn_cookies_failed", "sluice_syn_cookies_total", R"(outcome="failed")"},
+    {"syn_cookie_early_data", "sluice_syn_cookies_total", R"(outcome="early_data")"},
+    {"syn_proxy_bound", "sluice_syn_proxy_handshakes_total", R"(outcome="bound")"},
+    {"syn_proxy_unbound", "sluice_syn_proxy_handshakes_total", R"(outcome="unbound")"},
+    {"unbound_answers", "sluice_unbound_answers_total", ""},
+    {"bind_stash_exhausted", "sluice_syn_proxy_handshakes_total", R"(outcome="bound_no_stash")"},
+    {"syn_proxy_refused", "sluice_syn_proxy_handshakes_total", R"(outcome="origin_refused")"},
+    {"syn_proxy_mismatch", "sluice_syn_proxy_handshakes_total", R"(outcome="option_mismatch")"},
+    {"share_flows_refused", "sluice_frames_dropped_total", R"(reason="client_flow_share")"},
+    {"share_contexts_refused", "sluice_frames_dropped_total", R"(reason="client_context_share")"},
+    {"evicted_slow_head", "sluice_evictions_total", R"(victim="slow_head")"},
+    {"evicted_stalled_body", "sluice_evictions_total", R"(victim="stalled_body")"},
+    {"evicted_idle_context", "sluice_evictions_total", R"(victim="idle_context")"},
+    {"evicted_half_open", "sluice_evictions_total", R"(victim="half_open_flow")"},
+    {"evicted_idle_flow", "sluice_evictions_total", R"(victim="idle_flow")"},
+    {"evicted_over", "sluice_evictions_total", R"(victim="over_budget_flow")"},
+    {"pass_through", "sluice_flows_total", R"(event="pass_through")"},
+    {"fields_inserted", "sluice_response_fields_total", R"(outcome="inserted")"},
+    {"fields_skipped", "sluice_response_fields_total", R"(outcome="skipped")"},
+    {"usage_reported", "sluice_usage_reports_total", ""},
+};
+
+// The counters themselves, in the X-macro's order: kCounterExposition[i]
+// describes kCounterMembers[i].
+inline constexpr Counter WorkerCounters::*kCounterMembers[] = {
+#define SLUICE_COUNTER_MEMBER(name, help) &WorkerCounters::name,
+    SLUICE_WORKER_COUNTERS(SLUICE_COUNTER_MEMBER)
+#undef SLUICE_COUNTER_MEMBER
+};
+
+namespace detail {
+inline constexpr std::string_view kCounterNames[] = {
+#define SLUICE_COUNTER_NAME(name, help) #name,
+    SLUICE_WORKER_COUNTERS(SLUICE_COUNTER_NAME)
+#undef SLUICE_COUNTER_NAME
+};
+
+constexpr bool every_counter_has_its_row() {
+  if (std::size(kCounterExposition) != std::size(kCounterNames)) return false;
+  for (size_t i = 0; i < std::size(kCounterNames); ++i) {
+    if (kCounterExposition[i].counter != kCounterNames[i]) return false;
+  }
+  return true;
+}
+}  // namespace detail
+
+static_assert(detail::every_counter_has_its_row(),
+              "every SLUICE_WORKER_COUNTERS counter needs its row in kCounterExposition, in the same order");
 
 }  // namespace sluice::dataplane

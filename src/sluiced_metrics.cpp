@@ -1,153 +1,396 @@
-// See sluiced_metrics.h. Counters end in _total; everything else is a gauge.
+// See sluiced_metrics.h. The worker counters' families and labels are
+// dataplane::kCounterExposition's (next to the counters, so a new one
+// cannot be left out); their HELP texts are here.
 #include "sluiced_metrics.h"
 
 #include <rte_ethdev.h>
+#include <rte_version.h>
 
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <iterator>
+#include <string_view>
+
+#include "sluiced_commands.h"
 
 namespace sluice::sluiced {
 
 namespace {
 
-class Exposition {
- public:
-  void family(const std::string& name, const char* type, const std::string& help) {
-    out_ += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
-  }
-  void sample(const std::string& name, const std::string& labels, uint64_t value) {
-    out_ += name + (labels.empty() ? "" : "{" + labels + "}") + " " + std::to_string(value) + "\n";
-  }
-  // A duration counted in microseconds, exposed in seconds.
-  void sample_micros(const std::string& name, const std::string& labels, uint64_t micros) {
-    char v[32];
-    std::snprintf(v, sizeof v, "%" PRIu64 ".%06" PRIu64, micros / 1'000'000, micros % 1'000'000);
-    out_ += name + (labels.empty() ? "" : "{" + labels + "}") + " " + v + "\n";
-  }
-  [[nodiscard]] std::string take() { return std::move(out_); }
+using dataplane::kCounterExposition;
+using dataplane::kCounterMembers;
 
- private:
-  std::string out_;
+struct FamilyHelp {
+  std::string_view name;
+  std::string_view help;
 };
 
+// Every family kCounterExposition names, in the order they are written.
+constexpr FamilyHelp kWorkerFamilies[] = {
+    {"sluice_frames_total", "frames the workers received (rx) and sent (tx), per port"},
+    {"sluice_frames_dropped_total",
+     "frames and segments the workers dropped, by reason: tx_queue_full (the port would not take it); opaque "
+     "(could hide TCP the appliance cannot read: ESP, AH, tunnels); malformed (broken headers); handoff_ring_full "
+     "(the owning worker's ring); fragment (a first fragment of a service-port segment); flow_table_full, "
+     "client_flow_share (SYNs: no flow free, or the client address holds its share); no_context, "
+     "client_context_share (no parse context free, or the client's share in use); out_of_order (ahead of the "
+     "parsed stream: the sender repeats it); repeat_unrecorded (repeating judged bytes no longer recorded)"},
+    {"sluice_frames_bridged_total",
+     "frames bridged untouched: non_ip (ARP, LLDP, ...), ip_not_tcp (ICMP, UDP, later fragments), tcp_other_port"},
+    {"sluice_service_frames_total", "TCP frames of service-port flows handled"},
+    {"sluice_frames_handed_off_total", "frames passed to the worker that owns their flow"},
+    {"sluice_flows_total",
+     "service-port flow events: created (SYN seen), established (handshake seen both ways), expired (timeout), "
+     "pass_through (switched to pass-through: Upgrade, CONNECT)"},
+    {"sluice_untracked_resets_total", "client payload on a flow the appliance does not track: both ends reset"},
+    {"sluice_adoptions_total",
+     "connections the appliance did not know, taken up at a request head: adopted; failed (the origin gave no "
+     "numbers: reset); reset_unjudged (a request with a body or a protocol switch on an adopted connection)"},
+    {"sluice_request_heads_total",
+     "request heads parsed; each is counted once more in sluice_requests_total, under its verdict"},
+    {"sluice_requests_total",
+     "requests by verdict, each counted once (the sum over all labels is sluice_request_heads_total): admitted "
+     "(shadow refusals included) and refused (429) under the rule that decided; forwarded (no rule applied, RF02), "
+     "exempt (TB08, TB18) and answered (the appliance's own 400, 401, 404, 431, 501, 505, whichever rule gave "
+     "them: see sluice_rule_answers_total) under rule=\"\". Rules of the current policy only: a rule a reload "
+     "removes leaves the family, and comes back with its counts"},
+    {"sluice_shadow_refusals_total",
+     "refusals of a shadow rule, forwarded (X01); counted as admitted in sluice_requests_total"},
+    {"sluice_framing_errors_total",
+     "connections ended because a stream could not be framed: request (the client's), response (the origin's)"},
+    {"sluice_answers_total",
+     "the appliance's answers (429 and others) by outcome: sent_closing (with FIN, the origin reset); "
+     "sent_kept_open (the connection stays open: after_answer); resent, kept_open_resent (sent again: the client "
+     "repeated the request); lost (overwritten before the repeat came: reset); abandoned (the origin closed first)"},
+    {"sluice_client_segments_total",
+     "client segments passed on changed or specially: retransmit_uncharged (already parsed, not charged again); "
+     "overlap_trimmed (judged bytes cut off); urgent_cleared (URG cleared, sent as ordinary data); "
+     "repeat_rewritten (written back to the judged bytes); backpressure (cut or dropped: too many responses "
+     "outstanding)"},
+    {"sluice_deadlines_total",
+     "connections past a deadline of the policy: head (answered 408), first_head (no request on a new "
+     "connection: closed), body (stalled: both ends reset), keep_alive (idle: closed)"},
+    {"sluice_syn_cookies_total",
+     "SYN cookies (syn_proxy): sent (a client SYN answered), validated (an ACK with a valid cookie: a flow), "
+     "failed (no valid cookie on an untracked flow: dropped, payload reset), early_data (data ahead of the "
+     "handshake's ACK: dropped)"},
+    {"sluice_syn_proxy_handshakes_total",
+     "cookie handshakes and the origin: bound (it answered the SYN), unbound (accepted unbound, binding: "
+     "delayed), bound_no_stash (bound at once: no bind stash free), origin_refused (RST or no answer in 5 s: "
+     "the client reset), option_mismatch (a promised option refused: both ends reset)"},
+    {"sluice_unbound_answers_total", "requests answered on unbound flows: the origin never saw the connection"},
+    {"sluice_evictions_total",
+     "holders taken back to make room: parse contexts of a slow_head (answered 408), a stalled_body (reset), an "
+     "idle_context (closed); flows: half_open_flow (forgotten), idle_flow (closed), over_budget_flow (forgotten)"},
+    {"sluice_response_fields_total",
+     "admitted responses and their RateLimit fields (TB16): inserted, skipped (too long, or 32 edits in flight)"},
+    {"sluice_usage_reports_total", "responses whose reported tokens were charged to their minute (DQ05)"},
+};
+
+constexpr bool every_family_has_help() {
+  for (const dataplane::CounterExposition& row : kCounterExposition) {
+    bool found = false;
+    for (const FamilyHelp& f : kWorkerFamilies) found = found || f.name == row.family;
+    if (!found) return false;
+  }
+  return true;
+}
+static_assert(every_family_has_help(), "a family in dataplane::kCounterExposition has no row in kWorkerFamilies");
+
 // A label value as the exposition format wants it: \, " and newlines escaped.
-std::string quoted(const std::string& s) {
+std::string quoted(std::string_view s) {
   std::string q = "\"";
   for (char c : s) {
+    if (c == '\n') {
+      q += "\\n";
+      continue;
+    }
     if (c == '\\' || c == '"') q += '\\';
-    q += c == '\n' ? 'n' : c;
+    q += c;
   }
   return q + "\"";
 }
 
-// Issue 17: the cluster sync, by the conventions issue 18 asks of all
-// families (units in the name, seconds as such).
-void render_cluster(const control::ClusterService& cluster, Exposition& e) {
-  const control::ClusterCounters& c = cluster.counters();
-  const auto get = [](const std::atomic<uint64_t>& v) { return v.load(std::memory_order_relaxed); };
+std::string label(std::string_view name, std::string_view value) {
+  return std::string(name) + "=" + quoted(value);
+}
+
+std::string joined(std::string a, std::string_view b) {
+  if (!a.empty() && !b.empty()) a += ',';
+  return a.append(b);
+}
+
+// Writes one family at a time, so each family's samples follow its HELP
+// and TYPE with nothing between: a sample always belongs to the family
+// begun last. The header goes out with the first sample, so a family with
+// none leaves no trace.
+class Exposition {
+ public:
+  void family(std::string_view name, std::string_view type, std::string_view help) {
+    name_ = name;
+    header_ = "# HELP " + name_ + " " + escaped_help(help) + "\n# TYPE " + name_ + " " + std::string(type) + "\n";
+  }
+  void sample(const std::string& labels, uint64_t value) { line(labels, std::to_string(value)); }
+  // A duration counted in microseconds, exposed in seconds.
+  void sample_micros(const std::string& labels, uint64_t micros) {
+    char v[32];
+    std::snprintf(v, sizeof v, "%" PRIu64 ".%06" PRIu64, micros / 1'000'000, micros % 1'000'000);
+    line(labels, v);
+  }
+  [[nodiscard]] std::string take() { return std::move(out_); }
+
+ private:
+  static std::string escaped_help(std::string_view help) {
+    std::string h;
+    for (char c : help) {
+      if (c == '\\') h += "\\\\";
+      else if (c == '\n') h += "\\n";
+      else h += c;
+    }
+    return h;
+  }
+  void line(const std::string& labels, const std::string& value) {
+    out_ += header_;
+    header_.clear();
+    out_ += name_ + (labels.empty() ? "" : "{" + labels + "}") + " " + value + "\n";
+  }
+
+  std::string name_, header_, out_;
+};
+
+std::string worker_label(size_t w) { return label("worker", std::to_string(w)); }
+
+// One row of kCounterExposition: per worker, or per worker and rule.
+void render_counter(const MetricsSample& s, size_t c, Exposition& e) {
+  const dataplane::CounterExposition& row = kCounterExposition[c];
+  if (row.per_rule == nullptr) {
+    for (size_t w = 0; w < s.workers.size(); ++w) {
+      e.sample(joined(worker_label(w), row.labels), (s.workers[w].*kCounterMembers[c]).get());
+    }
+    return;
+  }
+  for (const RuleSlot& r : s.rules) {
+    for (size_t w = 0; w < s.workers.size(); ++w) {
+      const std::string labels = joined(joined(worker_label(w), row.labels), label("rule", r.name));
+      e.sample(labels, (s.workers[w].rules[r.slot].*row.per_rule).get());
+    }
+  }
+}
+
+void render_workers(const MetricsSample& s, Exposition& e) {
+  for (const FamilyHelp& f : kWorkerFamilies) {
+    e.family(f.name, "counter", f.help);
+    for (size_t c = 0; c < std::size(kCounterExposition); ++c) {
+      if (kCounterExposition[c].family == f.name) render_counter(s, c, e);
+    }
+  }
+  e.family("sluice_rule_answers_total", "counter",
+           "of the answers in sluice_requests_total{verdict=\"answered\"}, those a rule gave (RF10's 401, a run's 404)");
+  for (const RuleSlot& r : s.rules) {
+    for (size_t w = 0; w < s.workers.size(); ++w) {
+      e.sample(joined(worker_label(w), label("rule", r.name)), s.workers[w].rules[r.slot].answered.get());
+    }
+  }
+  e.family("sluice_flows_active", "gauge", "TCP flows tracked");
+  for (size_t w = 0; w < s.workers.size(); ++w) {
+    e.sample(worker_label(w), s.workers[w].flows_active.load(std::memory_order_relaxed));
+  }
+  e.family("sluice_flows_unbound", "gauge", "TCP flows not yet bound to their origin (delayed binding)");
+  for (size_t w = 0; w < s.workers.size(); ++w) {
+    e.sample(worker_label(w), s.workers[w].flows_unbound.load(std::memory_order_relaxed));
+  }
+}
+
+void render_tables(const MetricsSample& s, Exposition& e) {
+  e.family("sluice_table_entries", "gauge",
+           "entries in use in a shared table, as the reclaimer last counted them (at most 10 s old)");
+  for (const TableSample& t : s.tables) e.sample(label("table", t.name), t.entries);
+  e.family("sluice_table_capacity", "gauge", "entries a shared table holds");
+  for (const TableSample& t : s.tables) e.sample(label("table", t.name), t.capacity);
+  e.family("sluice_table_overflows_total", "counter", "keys charged to their kind's overflow bucket (no slot free)");
+  for (const TableSample& t : s.tables) e.sample(label("table", t.name), t.overflows);
+  e.family("sluice_table_reclaimed_total", "counter", "idle entries dropped (RF08, TB07)");
+  for (const TableSample& t : s.tables) {
+    if (t.reclaimed) e.sample(label("table", t.name), *t.reclaimed);
+  }
+  e.family("sluice_runs_live", "gauge", "live runs");
+  e.sample("", s.runs_live);
+  e.family("sluice_credentials", "gauge", "credentials in the credential-to-user map");
+  e.sample("", s.credentials);
+}
+
+void render_ports(const MetricsSample& s, Exposition& e) {
+  static constexpr const char* kPort[2] = {"client", "origin"};
+  const auto each_port = [&](auto&& write) {
+    for (size_t i = 0; i < 2; ++i) {
+      if (s.ports[i]) write(label("port", kPort[i]), *s.ports[i]);
+    }
+  };
+  e.family("sluice_port_packets_total", "counter", "packets per port and direction, as the driver counts them");
+  each_port([&](const std::string& port, const PortCounts& p) {
+    e.sample(joined(port, R"(direction="rx")"), p.rx_packets);
+    e.sample(joined(port, R"(direction="tx")"), p.tx_packets);
+  });
+  e.family("sluice_port_bytes_total", "counter", "bytes per port and direction, as the driver counts them");
+  each_port([&](const std::string& port, const PortCounts& p) {
+    e.sample(joined(port, R"(direction="rx")"), p.rx_bytes);
+    e.sample(joined(port, R"(direction="tx")"), p.tx_bytes);
+  });
+  e.family("sluice_port_packets_dropped_total", "counter",
+           "packets a port missed (rx_missed: its queue full), received broken (rx_errors), could not send "
+           "(tx_errors) or had no buffer for (rx_no_mbuf), as the driver counts them");
+  each_port([&](const std::string& port, const PortCounts& p) {
+    e.sample(joined(port, R"(reason="rx_missed")"), p.rx_missed);
+    e.sample(joined(port, R"(reason="rx_errors")"), p.rx_errors);
+    e.sample(joined(port, R"(reason="tx_errors")"), p.tx_errors);
+    e.sample(joined(port, R"(reason="rx_no_mbuf")"), p.rx_no_mbuf);
+  });
+}
+
+// Issue 17: the cluster sync.
+void render_cluster(const ClusterSample& c, Exposition& e) {
   e.family("sluice_cluster_syncs_total", "counter", "syncs of the cluster buckets with Redis, by outcome");
-  e.sample("sluice_cluster_syncs_total", "outcome=\"ok\"", get(c.syncs) - get(c.sync_failures));
-  e.sample("sluice_cluster_syncs_total", "outcome=\"failed\"", get(c.sync_failures));
+  e.sample(R"(outcome="ok")", c.syncs_ok);
+  e.sample(R"(outcome="failed")", c.syncs_failed);
   e.family("sluice_cluster_keys_total", "counter", "cluster keys sent to Redis, and local TATs the shared lead moved");
-  e.sample("sluice_cluster_keys_total", "op=\"sent\"", get(c.keys_sent));
-  e.sample("sluice_cluster_keys_total", "op=\"published\"", get(c.keys_published));
-  e.sample("sluice_cluster_keys_total", "op=\"fallback\"", get(c.fallback_keys));
+  e.sample(R"(op="sent")", c.keys_sent);
+  e.sample(R"(op="published")", c.keys_published);
+  e.sample(R"(op="fallback")", c.fallback_keys);
   e.family("sluice_cluster_keys_watched", "gauge", "cluster keys read at every sync");
-  e.sample("sluice_cluster_keys_watched", "", get(c.keys_watched));
+  e.sample("", c.keys_watched);
   e.family("sluice_cluster_fallback", "gauge", "1 while Redis cannot be reached and the fallback applies");
-  e.sample("sluice_cluster_fallback", "", get(c.in_fallback));
+  e.sample("", c.in_fallback);
   e.family("sluice_cluster_fallbacks_total", "counter", "times the box fell back");
-  e.sample("sluice_cluster_fallbacks_total", "", get(c.fallbacks));
+  e.sample("", c.fallbacks);
   e.family("sluice_cluster_sync_seconds_total", "counter", "time spent syncing");
-  e.sample_micros("sluice_cluster_sync_seconds_total", "", get(c.sync_us_total));
+  e.sample_micros("", c.sync_us_total);
   e.family("sluice_cluster_last_sync_seconds", "gauge", "how long the last sync took");
-  e.sample_micros("sluice_cluster_last_sync_seconds", "", get(c.last_sync_us));
+  e.sample_micros("", c.last_sync_us);
   e.family("sluice_cluster_last_sync_keys", "gauge", "keys the last sync sent to Redis (spends and reads)");
-  e.sample("sluice_cluster_last_sync_keys", "", get(c.last_sync_keys));
+  e.sample("", c.last_sync_keys);
   e.family("sluice_cluster_spend_lost_total", "counter", "admissions a full spend log could not record");
-  e.sample("sluice_cluster_spend_lost_total", "", cluster.lost_records());
-  if (const control::ClusterReplica* r = cluster.replica()) {
-    const control::ReplicaCounters& rc = r->counters();
+  e.sample("", c.spend_lost);
+  if (const auto& r = c.replication) {
     e.family("sluice_cluster_replicated_changes_total", "counter",
              "changes to runs and credentials: this box's published, other boxes' applied or refused, this box's dropped");
-    e.sample("sluice_cluster_replicated_changes_total", "op=\"published\"", get(rc.published));
-    e.sample("sluice_cluster_replicated_changes_total", "op=\"applied\"", get(rc.applied));
-    e.sample("sluice_cluster_replicated_changes_total", "op=\"refused\"", get(rc.refused));
-    e.sample("sluice_cluster_replicated_changes_total", "op=\"dropped\"", get(rc.dropped));
+    e.sample(R"(op="published")", r->published);
+    e.sample(R"(op="applied")", r->applied);
+    e.sample(R"(op="refused")", r->refused);
+    e.sample(R"(op="dropped")", r->dropped);
   }
+}
+
+void render_policy(const MetricsSample& s, Exposition& e) {
+  e.family("sluice_policy_generation", "gauge", "policies published since start (0: the first)");
+  e.sample(label("policy", s.policy_name), s.policy_generation);
+  e.family("sluice_policy_reloads_total", "counter", "policies published by a reload (sluicectl policy reload, SIGHUP)");
+  e.sample("", s.policy_reloads);
+  e.family("sluice_policy_snapshots_held", "gauge", "the current policy and retired ones a request in flight may still use");
+  e.sample("", s.snapshots_held);
+}
+
+// --- Reading the daemon ---------------------------------------------------
+
+std::string dpdk_version() {
+  std::string_view v = rte_version();  // "DPDK 22.11.5"
+  if (const size_t space = v.find(' '); space != std::string_view::npos) v.remove_prefix(space + 1);
+  return std::string(v);
+}
+
+// By the appliance's clock (UTC, never stepped): whole seconds, so the
+// value stays put from one scrape to the next.
+uint64_t start_time_seconds(const Daemon& d) {
+  const auto up = std::chrono::steady_clock::now() - d.started;
+  const uint64_t up_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(up).count());
+  const uint64_t now_ns = d.clock != nullptr ? d.clock->now() : 0;
+  return now_ns > up_ns ? (now_ns - up_ns) / 1'000'000'000 : 0;
+}
+
+std::vector<RuleSlot> rule_slots(const limiter::CompiledPolicy& policy) {
+  std::vector<RuleSlot> rules;
+  for (const limiter::CompiledRule& r : policy.rules) {
+    bool counted = false;
+    for (const RuleSlot& seen : rules) counted = counted || seen.slot == r.counter_slot;
+    if (!counted) rules.push_back({r.name, r.counter_slot});  // a shared slot under the first rule that has it
+  }
+  return rules;
+}
+
+std::optional<PortCounts> port_counts(uint16_t port) {
+  rte_eth_stats st{};
+  if (rte_eth_stats_get(port, &st) != 0) return std::nullopt;
+  PortCounts p;
+  p.rx_packets = st.ipackets, p.tx_packets = st.opackets, p.rx_bytes = st.ibytes, p.tx_bytes = st.obytes;
+  p.rx_missed = st.imissed, p.rx_errors = st.ierrors, p.tx_errors = st.oerrors, p.rx_no_mbuf = st.rx_nombuf;
+  return p;
+}
+
+ClusterSample cluster_sample(const control::ClusterService& cluster) {
+  const control::ClusterCounters& c = cluster.counters();
+  const auto get = [](const std::atomic<uint64_t>& v) { return v.load(std::memory_order_relaxed); };
+  ClusterSample s;
+  s.syncs_failed = get(c.sync_failures);
+  s.syncs_ok = get(c.syncs) - s.syncs_failed;
+  s.keys_sent = get(c.keys_sent), s.keys_published = get(c.keys_published), s.fallback_keys = get(c.fallback_keys);
+  s.keys_watched = get(c.keys_watched), s.in_fallback = get(c.in_fallback), s.fallbacks = get(c.fallbacks);
+  s.sync_us_total = get(c.sync_us_total), s.last_sync_us = get(c.last_sync_us), s.last_sync_keys = get(c.last_sync_keys);
+  s.spend_lost = cluster.lost_records();
+  if (const control::ClusterReplica* r = cluster.replica()) {
+    const control::ReplicaCounters& rc = r->counters();
+    s.replication = ClusterSample::Replication{get(rc.published), get(rc.applied), get(rc.refused), get(rc.dropped)};
+  }
+  return s;
+}
+
+std::vector<TableSample> table_samples(const Daemon& d) {
+  const limiter::BucketTable* tables[2] = {&d.limiter->buckets, &d.limiter->credential_records};
+  const char* names[2] = {"buckets", "credential_slots"};
+  std::vector<TableSample> out;
+  for (size_t t = 0; t < 2; ++t) {
+    TableSample s{names[t], tables[t]->live_as_of_reclaim(), tables[t]->capacity(), tables[t]->overflows(), {}};
+    if (d.reclaimer != nullptr) s.reclaimed = d.reclaimer->freed(t);
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 }  // namespace
 
-std::string render_metrics(const Daemon& d) {
-  Exposition e;
-#define SLUICE_METRIC(name, help)                                                               \
-  e.family(std::string("sluice_") + #name + "_total", "counter", help);                         \
-  for (unsigned i = 0; i < d.workers; ++i) {                                                    \
-    e.sample(std::string("sluice_") + #name + "_total", "worker=\"" + std::to_string(i) + "\"", \
-             d.counters[i].name.get());                                                         \
-  }
-  SLUICE_WORKER_COUNTERS(SLUICE_METRIC)
-#undef SLUICE_METRIC
-  e.family("sluice_flows_active", "gauge", "TCP flows tracked");
-  for (unsigned i = 0; i < d.workers; ++i) {
-    e.sample("sluice_flows_active", "worker=\"" + std::to_string(i) + "\"",
-             d.counters[i].flows_active.load(std::memory_order_relaxed));
-  }
-  e.family("sluice_flows_unbound", "gauge", "TCP flows not yet bound to their origin (delayed binding)");
-  for (unsigned i = 0; i < d.workers; ++i) {
-    e.sample("sluice_flows_unbound", "worker=\"" + std::to_string(i) + "\"",
-             d.counters[i].flows_unbound.load(std::memory_order_relaxed));
-  }
-
+MetricsSample sample_metrics(const Daemon& d) {
+  MetricsSample s;
+  s.version = SLUICE_VERSION;
+  s.dpdk_version = dpdk_version();
+  s.start_time_seconds = start_time_seconds(d);
+  s.workers = std::span<const dataplane::WorkerCounters>(d.counters, d.workers);
   const std::shared_ptr<const dataplane::PolicySnapshot> snapshot = d.publisher->current();
-  e.family("sluice_rule_requests_total", "counter", "requests per rule of the current policy and verdict");
-  for (const limiter::CompiledRule& r : snapshot->policy.rules) {
-    const RuleTotals t = rule_totals(d, r);
-    e.sample("sluice_rule_requests_total", "rule=" + quoted(r.name) + ",verdict=\"admitted\"", t.admitted);
-    e.sample("sluice_rule_requests_total", "rule=" + quoted(r.name) + ",verdict=\"refused\"", t.refused);
-    e.sample("sluice_rule_requests_total", "rule=" + quoted(r.name) + ",verdict=\"answered\"", t.answered);
-  }
+  s.rules = rule_slots(snapshot->policy);
+  s.tables = table_samples(d);
+  s.runs_live = d.runs->size();
+  s.credentials = d.credentials->summary().credentials;
+  for (size_t i = 0; i < 2 && d.ports != nullptr; ++i) s.ports[i] = port_counts(d.ports[i].id);
+  if (d.cluster != nullptr) s.cluster = cluster_sample(*d.cluster);
+  s.policy_name = snapshot->policy.source.name;
+  s.policy_generation = snapshot->generation;
+  s.policy_reloads = d.publisher->reloads();
+  s.snapshots_held = d.publisher->held();
+  return s;
+}
 
-  const limiter::BucketTable* tables[2] = {&d.limiter->buckets, &d.limiter->credential_records};
-  const char* table_names[2] = {"buckets", "credential_slots"};
-  e.family("sluice_table_entries", "gauge", "entries in use in a shared table, as the reclaimer last counted them (at most 10 s old)");
-  for (int t = 0; t < 2; ++t) {
-    e.sample("sluice_table_entries", std::string("table=\"") + table_names[t] + "\"", tables[t]->live_as_of_reclaim());
-  }
-  e.family("sluice_table_capacity", "gauge", "entries a shared table holds");
-  for (int t = 0; t < 2; ++t) e.sample("sluice_table_capacity", std::string("table=\"") + table_names[t] + "\"", tables[t]->capacity());
-  e.family("sluice_table_overflows_total", "counter", "keys charged to their kind's overflow bucket (no slot free)");
-  for (int t = 0; t < 2; ++t) e.sample("sluice_table_overflows_total", std::string("table=\"") + table_names[t] + "\"", tables[t]->overflows());
-  if (d.reclaimer != nullptr) {
-    e.family("sluice_table_reclaimed_total", "counter", "idle entries dropped (RF08, TB07)");
-    for (int t = 0; t < 2; ++t) e.sample("sluice_table_reclaimed_total", std::string("table=\"") + table_names[t] + "\"", d.reclaimer->freed(static_cast<size_t>(t)));
-  }
-  e.family("sluice_runs_live", "gauge", "live runs");
-  e.sample("sluice_runs_live", "", d.runs->size());
-  e.family("sluice_credentials", "gauge", "credentials in the credential-to-user map");
-  e.sample("sluice_credentials", "", d.credentials->summary().credentials);
-
-  e.family("sluice_port_packets_total", "counter", "packets per port and direction, as the driver counts them");
-  e.family("sluice_port_dropped_total", "counter", "packets the port missed or could not take");
-  for (int i = 0; i < 2; ++i) {
-    rte_eth_stats s{};
-    if (rte_eth_stats_get(d.ports[i].id, &s) != 0) continue;
-    const std::string port = std::string("port=\"") + (i == 0 ? "client" : "origin") + "\"";
-    e.sample("sluice_port_packets_total", port + ",direction=\"rx\"", s.ipackets);
-    e.sample("sluice_port_packets_total", port + ",direction=\"tx\"", s.opackets);
-    e.sample("sluice_port_dropped_total", port + ",reason=\"rx_missed\"", s.imissed);
-    e.sample("sluice_port_dropped_total", port + ",reason=\"rx_errors\"", s.ierrors);
-    e.sample("sluice_port_dropped_total", port + ",reason=\"tx_errors\"", s.oerrors);
-  }
-
-  if (d.cluster != nullptr) render_cluster(*d.cluster, e);
-
-  e.family("sluice_policy_generation", "gauge", "policies published since start (0: the first)");
-  e.sample("sluice_policy_generation", "policy=" + quoted(snapshot->policy.source.name), snapshot->generation);
-  e.family("sluice_policy_snapshots_held", "gauge", "the current policy and retired ones a request in flight may still use");
-  e.sample("sluice_policy_snapshots_held", "", d.publisher->held());
+std::string render_metrics(const MetricsSample& s) {
+  Exposition e;
+  e.family("sluice_build_info", "gauge", "the version of sluice and of the DPDK it runs on (always 1)");
+  e.sample(joined(label("version", s.version), label("dpdk_version", s.dpdk_version)), 1);
+  e.family("sluice_start_time_seconds", "gauge", "when sluiced started, in seconds since the Unix epoch");
+  e.sample("", s.start_time_seconds);
+  render_workers(s, e);
+  render_tables(s, e);
+  render_ports(s, e);
+  if (s.cluster) render_cluster(*s.cluster, e);
+  render_policy(s, e);
   return e.take();
 }
+
+std::string render_metrics(const Daemon& daemon) { return render_metrics(sample_metrics(daemon)); }
 
 }  // namespace sluice::sluiced
