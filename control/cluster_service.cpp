@@ -1,8 +1,7 @@
 // See cluster_service.h.
 #include "control/cluster_service.h"
 
-#include <cstdio>
-
+#include "control/log.h"
 #include "limiter/calendar_window.h"
 #include <thread>
 
@@ -204,8 +203,8 @@ void ClusterService::enter_fallback(const std::string& why) {
   if (counters_.in_fallback.exchange(1, std::memory_order_relaxed) == 1) return;
   counters_.fallbacks.fetch_add(1, std::memory_order_relaxed);
   const char* mode = setup_.spec.fallback == policy::ClusterSpec::Fallback::kLocalShare ? "local-share" : "local-full";
-  std::fprintf(stderr, "sluiced: warning: cluster sync failed (%s); cluster buckets fall back to %s\n", why.c_str(),
-               mode);
+  log(LogLevel::kWarning, LogEvent::kCluster,
+      "cluster sync failed (" + why + "); cluster buckets fall back to " + mode);
 }
 
 void ClusterService::leave_fallback() {
@@ -214,7 +213,7 @@ void ClusterService::leave_fallback() {
     last_error_.clear();
   }
   if (counters_.in_fallback.exchange(0, std::memory_order_relaxed) == 0) return;
-  std::fprintf(stderr, "sluiced: cluster sync works again; cluster buckets are shared\n");
+  log(LogLevel::kNotice, LogEvent::kCluster, "cluster sync works again; cluster buckets are shared");
 }
 
 void ClusterService::note_time(Clock::duration took) noexcept {

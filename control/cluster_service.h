@@ -11,7 +11,7 @@
 // it again locally times the other boxes (ClusterSync::share_locally), so the
 // box alone holds its share of the budget; `local-full` lets the box use the
 // whole budget. Once Redis answers again, the boxes converge within an
-// interval. Every transition is counted and said once on stderr.
+// interval. Every transition is counted and said once in the log.
 //
 // Never on a worker: the workers only write their logs.
 #pragma once

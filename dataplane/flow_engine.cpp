@@ -76,6 +76,7 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
   set_insert_fields(config.insert_fields);
   requests_.set_spend_log(config.spends);
   responses_.set_spend_log(config.spends);
+  requests_.set_refusal_sampler(config.refusals);
 }
 
 void FlowEngine::set_insert_fields(bool on) noexcept {

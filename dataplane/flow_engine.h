@@ -84,6 +84,9 @@ struct EngineConfig {
   // Issue 17: this worker's record of what it admits on `scope: cluster`
   // buckets, which the cluster sync turns over (none: no cluster buckets).
   limiter::SpendLog* spends = nullptr;
+  // Issue 18: where refusals are offered for the audit log (none: not
+  // offered); the worker owns it.
+  RefusalSampler* refusals = nullptr;
 };
 
 class FlowEngine {

@@ -141,6 +141,7 @@ RequestPath::Next RequestPath::on_head(Pass& p, const http::StreamStep& st) noex
       break;
   }
   if (answered) {
+    if (refusals_ != nullptr) refusals_->offer(p.now, d, p.flow.key.client);
     if (keep_open(p, d)) return Next::kContinue;
     // Kept open it could not be: the answer goes with FIN, and says so.
     answer_and_close(p, limiter::closing_answer(d, *scratch_));
@@ -268,7 +269,9 @@ RequestPlan RequestPath::time_out(TcpFlow& flow, ParseContext& ctx) noexcept {
 
 void RequestPath::refuse_unparsable(Pass& p, http::ParseError e) noexcept {
   counters_.parse_errors.add();
-  answer_and_close(p, limiter::answer_parse_error(*p.policy, e, *scratch_));
+  const limiter::Decision d = limiter::answer_parse_error(*p.policy, e, *scratch_);
+  if (refusals_ != nullptr) refusals_->offer(p.now, d, p.flow.key.client);
+  answer_and_close(p, d);
 }
 
 RequestPlan RequestPath::parse(TcpFlow& flow, ParseContext& ctx, const PolicySnapshot& snap,

@@ -18,7 +18,8 @@
 // buffering and absorbing, the queues of what each forwarded request's
 // response gets), the flow's client_next and held_seq, the bucket table
 // (through limiter::decide), and the AnswerStore (a kept-open answer's text is
-// put there when it is decided, since the next decision reuses the scratch).
+// put there when it is decided, since the next decision reuses the scratch),
+// and the worker's refusal sampler (every refusal and answer offered).
 //
 // Choices a reader should know:
 // - A head that arrives in one segment costs no copy; its views point into
@@ -41,6 +42,7 @@
 #include "limiter/decide.h"
 #include "parse_context.h"
 #include "policy_snapshot.h"
+#include "refusal_sampler.h"
 #include "tcp_flow.h"
 #include "worker_counters.h"
 
@@ -128,6 +130,9 @@ class RequestPath {
   void set_insert_fields(bool on) noexcept;
   // Issue 17: where admissions on cluster buckets are recorded.
   void set_spend_log(limiter::SpendLog* log) noexcept { scratch_->spends = log; }
+  // Issue 18: where refusals and answers are offered for the audit log
+  // (none: not offered).
+  void set_refusal_sampler(RefusalSampler* sampler) noexcept { refusals_ = sampler; }
 
  private:
   // The steps of parse(). Those every request takes are forced inline: each
@@ -162,6 +167,7 @@ class RequestPath {
   std::unique_ptr<limiter::DecisionScratch> scratch_;
   bool insert_fields_ = true;
   uint32_t admissions_ = 0;  // picks which admissions reach counters_.busy
+  RefusalSampler* refusals_ = nullptr;
 };
 
 }  // namespace sluice::dataplane

@@ -14,20 +14,7 @@
 
 #include "flow_harness.h"
 
-namespace {
-std::atomic<uint64_t> g_allocations{0};
-std::atomic<bool> g_counting{false};
-}  // namespace
-
-// Not inlined: GCC would otherwise see free() called on what operator new
-// returned and warn of a mismatch (they are this pair, malloc and free).
-[[gnu::noinline]] void* operator new(size_t n) {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
-[[gnu::noinline]] void operator delete(void* p, size_t) noexcept { std::free(p); }
+#include "counting_allocator.h"
 
 namespace sluice::test {
 namespace {
