@@ -1,7 +1,8 @@
 // The poll loop. Nothing here allocates from the heap, locks, or makes a
 // system call while frames flow; the only sleep is after a long run of empty
 // polls, when idle_sleep_us asks for it (useful where cores are shared, as in
-// CI; a dedicated box busy-polls).
+// CI; a dedicated box busy-polls). Each pass ends with a heartbeat, which
+// the main thread watches for systemd's watchdog.
 #include "worker.h"
 
 #include <rte_cycles.h>
@@ -14,13 +15,26 @@
 #include <unistd.h>
 
 namespace sluice::dataplane {
+namespace {
+
+constexpr time::Nanos kNeverStall = ~time::Nanos{0};
+
+EngineConfig with_refusals(EngineConfig config, RefusalSampler& refusals) noexcept {
+  config.refusals = &refusals;
+  return config;
+}
+
+}  // namespace
 
 Worker::Worker(const WorkerSetup& setup, const WorkerShared& shared, limiter::LimiterState& limiter,
                WorkerCounters& counters)
     : setup_(setup),
       shared_(shared),
       counters_(counters),
-      engine_(setup.engine, limiter, counters, 0x9e3779b97f4a7c15ull ^ (uint64_t{setup.index} << 32) ^ rte_rdtsc()),
+      refusals_(RefusalSampler::capacity_for(setup.refusal_rate, setup.workers),
+                RefusalSampler::interval_for(setup.refusal_rate, setup.workers)),
+      engine_(with_refusals(setup.engine, refusals_), limiter, counters,
+              0x9e3779b97f4a7c15ull ^ (uint64_t{setup.index} << 32) ^ rte_rdtsc()),
       sink_(*this) {
   tx_[static_cast<int>(Side::kClient)].init(setup.client_port, queue());
   tx_[static_cast<int>(Side::kOrigin)].init(setup.origin_port, queue());
@@ -231,6 +245,7 @@ unsigned Worker::poll_once() noexcept {
   counters_.oldest_policy_generation.store(engine_.policy_generation_in_use(snap.generation),
                                            std::memory_order_relaxed);
   if (shared_.qsbr != nullptr) rte_rcu_qsbr_quiescent(shared_.qsbr, setup_.index);
+  counters_.heartbeat.add();  // a relaxed store to this worker's own counters
   return received;
 }
 
@@ -239,7 +254,10 @@ void Worker::run() noexcept {
     rte_rcu_qsbr_thread_register(shared_.qsbr, setup_.index);
     rte_rcu_qsbr_thread_online(shared_.qsbr, setup_.index);
   }
+  const time::Nanos stall_at =
+      setup_.test_stall_after != 0 ? shared_.clock->now() + setup_.test_stall_after : kNeverStall;
   while (!shared_.stop->load(std::memory_order_relaxed)) {
+    if (stall_at != kNeverStall && stalled_for_test(stall_at)) break;
     if (poll_once() != 0) {
       empty_polls_ = 0;
       continue;
@@ -256,6 +274,17 @@ void Worker::run() noexcept {
     rte_rcu_qsbr_thread_offline(shared_.qsbr, setup_.index);
     rte_rcu_qsbr_thread_unregister(shared_.qsbr, setup_.index);
   }
+}
+
+// The stalled worker goes offline for RCU first, so that reloads, the
+// reclaimer and the clean stop go on without it: what the test looks at is
+// the watchdog, which stops being fed because the heartbeat stops.
+bool Worker::stalled_for_test(time::Nanos stall_at) noexcept {
+  if (shared_.clock->now() < stall_at) return false;
+  if (shared_.qsbr != nullptr) rte_rcu_qsbr_thread_offline(shared_.qsbr, setup_.index);
+  while (!shared_.stop->load(std::memory_order_relaxed)) usleep(10000);
+  if (shared_.qsbr != nullptr) rte_rcu_qsbr_thread_online(shared_.qsbr, setup_.index);
+  return true;
 }
 
 }  // namespace sluice::dataplane

@@ -15,6 +15,7 @@
 #include <span>
 
 #include "flow_engine.h"
+#include "refusal_sampler.h"
 #include "rss_owner.h"
 #include "time/clock.h"
 
@@ -50,7 +51,14 @@ struct WorkerSetup {
   // The queue symmetric RSS gives a flow names its owner; null (ports without
   // it, such as AF_PACKET's): a keyed hash of its addresses does (address_owner()).
   const RssOwner* rss = nullptr;
+  // Issue 18 (--refusal-log): refusals sampled a second for the whole box,
+  // this worker keeping its share (refusal_sampler.h); 0: none.
+  unsigned refusal_rate = 0;
   EngineConfig engine;
+  // Test-only (SLUICE_TEST_STALL_WORKER, src/sluiced_notify.h): this long
+  // after run() begins, the worker stops passing through its loop, as a
+  // stuck one would. 0: never.
+  time::Nanos test_stall_after = 0;
 };
 
 class Worker {
@@ -67,6 +75,8 @@ class Worker {
 
   [[nodiscard]] const FlowEngine& engine() const noexcept { return engine_; }
   [[nodiscard]] FlowEngine& engine() noexcept { return engine_; }
+  // The refusals this worker sampled, for the control thread that logs them.
+  [[nodiscard]] RefusalSampler& refusals() noexcept { return refusals_; }
 
  private:
   class TxQueue {
@@ -119,11 +129,16 @@ class Worker {
   void forward(rte_mbuf* m, Side from) noexcept;
   [[nodiscard]] Side side_of(const rte_mbuf* m) const noexcept;
 
+  // Test-only: true once `stall_at` has passed, after the worker sat out of
+  // its loop until the stop flag (see WorkerSetup::test_stall_after).
+  [[nodiscard]] bool stalled_for_test(time::Nanos stall_at) noexcept;
+
   [[nodiscard]] uint16_t queue() const noexcept { return setup_.queue.value_or(static_cast<uint16_t>(setup_.index)); }
 
   WorkerSetup setup_;
   WorkerShared shared_;
   WorkerCounters& counters_;
+  RefusalSampler refusals_;  // before engine_, which is given it
   FlowEngine engine_;
   Sink sink_;
   TxQueue tx_[2];
