@@ -15,6 +15,10 @@ build_pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libhttp-parser-dev   # the same-run baseline in perf/parser_bench
   libhiredis-dev       # the control thread's link to Redis (cluster budgets)
+  nlohmann-json3-dev   # the control protocol's JSON (control/json.*)
+  libcli11-dev         # sluiced's options and sluicectl's subcommands, help from the same table
+  libsystemd-dev       # sd_notify: READY, STATUS, STOPPING, WATCHDOG; journald fields
+  pandoc               # the man pages (man/): from markdown shared with --help and config/README.md
 )
 # The network-namespace integration tests (tests/integration) and the demo
 # on veth pairs: sluiced between a client namespace and an origin namespace.
@@ -27,6 +31,10 @@ test_pkgs=(
   clang libclang-rt-14-dev   # libFuzzer and the clang sanitizer runtimes
   chromium                   # the integration tests' browser (CORS preflight, TB08/TB09)
   redis-server               # cluster budgets' tests start their own Redis
+  prometheus                 # promtool check metrics; a real server scrapes sluiced in a test
+  systemd                    # systemd-analyze verify for the units
+  man-db                     # the man pages are checked to render (man -l)
+  debhelper devscripts lintian fakeroot dpkg-dev  # the package check (scripts/package-check.sh)
 )
 
 case "$profile" in

@@ -6,14 +6,20 @@
 #   3. the same tests built with ThreadSanitizer (the lock-free tables'
 #      concurrency tests are the point);
 #   4. sluiced's start-up failures and exit codes (tests/integration/cli.sh);
-#   5. the network-namespace integration suite against the real sluiced
+#   5. sluiced under systemd (tests/integration/systemd.sh): the unit verified,
+#      READY/STATUS/RELOADING/STOPPING and a watchdog a stalled worker stops;
+#   6. the network-namespace integration suite against the real sluiced
 #      (tests/integration/run.sh: nginx origin, curl, keep-alive client,
 #      Chromium; every loop bounded, everything torn down);
-#   6. cluster budgets end to end (tests/integration/cluster.sh): two sluiced
+#   7. cluster budgets end to end (tests/integration/cluster.sh): two sluiced
 #      boxes sharing budgets through a Redis Cluster of 3 primaries and 3
 #      replicas (runs and credentials replicated, failover, Redis down,
 #      Redis back), under a minute;
-#   7. the libFuzzer targets, each for a bounded time: the head parser with
+#   8. the Debian package (scripts/package-check.sh): built, lintian-clean,
+#      installed, used from the installed files (check-config, the unit
+#      verified, man pages rendered, a short run in namespaces) and purged,
+#      nothing left behind;
+#   9. the libFuzzer targets, each for a bounded time: the head parser with
 #      its differential checks (SLUICE_FUZZ_SECONDS, default 60), then the
 #      flow engine segment by segment (SLUICE_FLOW_FUZZ_SECONDS, default 60).
 # Stops at the first failure, with a non-zero exit status.
@@ -43,11 +49,17 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/lib_test
 step "sluiced's command line and start-up failures (tests/integration/cli.sh)"
 tests/integration/cli.sh build
 
+step "sluiced under systemd: the unit, notifications and watchdog (tests/integration/systemd.sh)"
+tests/integration/systemd.sh build
+
 step "integration tests in network namespaces (tests/integration/run.sh)"
 tests/integration/run.sh build
 
 step "cluster budgets across two boxes on a Redis Cluster (tests/integration/cluster.sh)"
 tests/integration/cluster.sh build
+
+step "the Debian package: build, lintian, install, use, purge (scripts/package-check.sh)"
+scripts/package-check.sh
 
 # Runs one libFuzzer target of build-fuzz/ for a bounded time from its own
 # corpus directory; on failure prints the log's tail and keeps the inputs

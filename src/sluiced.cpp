@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -39,7 +40,9 @@
 #include "control/command_table.h"
 #include "control/bucket_snapshot.h"
 #include "control/control_server.h"
+#include "control/credential_file.h"
 #include "control/credential_registry.h"
+#include "control/log.h"
 #include "control/metrics_server.h"
 #include "control/policy_publisher.h"
 #include "control/protocol.h"
@@ -50,6 +53,7 @@
 #include "control/telemetry.h"
 #include "dataplane/policy_snapshot.h"
 #include "dataplane/ports.h"
+#include "dataplane/refusal_sampler.h"
 #include "dataplane/worker.h"
 #include "limiter/compiled_policy.h"
 #include "limiter/credential_slots.h"
@@ -57,6 +61,7 @@
 #include "sluiced_commands.h"
 #include "sluiced_guards.h"
 #include "sluiced_metrics.h"
+#include "sluiced_notify.h"
 #include "sluiced_options.h"
 #include "sluiced_policy.h"
 #include "sluiced_signals.h"
@@ -160,6 +165,10 @@ int check_config(const sluiced::Options& o) {
 // The cheap checks first, so a typo costs nothing and touches no state: the
 // policy (compiled here with a throw-away secret), the interfaces.
 [[nodiscard]] Status preflight(const sluiced::Options& o) {
+  // Test-only (sluiced_notify.h), but refused like a bad option when malformed.
+  if (const sluiced::WorkerStallSetting stall = sluiced::worker_stall_from_env(o.workers); !stall.error.empty()) {
+    return Failure{ExitCode::kUsage, stall.error};
+  }
   const LoadedPolicy checked = load_with_ports(o, o.config, limiter::KeyHasher::random());
   if (!checked.snapshot) return policy_unusable(checked, o.config);
   if (Status failed = cluster_secret_usable(*checked.snapshot)) return failed;
@@ -252,7 +261,7 @@ constexpr const char* kAfXdpDevice[2] = {"net_af_xdp0", "net_af_xdp1"};
 // releases them in reverse, whichever step got last.
 class Appliance {
  public:
-  explicit Appliance(const sluiced::Options& o) : o_(o) {}
+  explicit Appliance(const sluiced::Options& o) : o_(o), log_(o.log) {}
   Appliance(const Appliance&) = delete;
   Appliance& operator=(const Appliance&) = delete;
 
@@ -284,6 +293,12 @@ class Appliance {
   void poll_until_stopped();
   void stop_running() noexcept;
   void print_counters() const;
+  // Issue 18 (--refusal-log): the refusals the workers sampled, logged.
+  void log_refusals();
+  void log_refusal(const limiter::CompiledPolicy& p, unsigned worker, const dataplane::RefusalRecord& r);
+  // What the service manager is told (sluiced_notify.h).
+  void read_heartbeats(std::vector<uint64_t>& out) const;
+  [[nodiscard]] std::string service_status() const;
 
   [[nodiscard]] dataplane::WorkerSetup worker_setup(unsigned index, const dataplane::PolicySnapshot& first) const;
   [[nodiscard]] std::function<void()> wait_for_readers() const;
@@ -304,6 +319,7 @@ class Appliance {
   [[nodiscard]] std::vector<std::pair<std::string, uint64_t>> telemetry_stats() const;
 
   const sluiced::Options& o_;
+  const control::LogSettings& log_;  // o_.log
   uint64_t share_seed_ = 0;
   std::array<uint8_t, 32> cookie_seed_{};
   uint64_t flow_seed_ = 0;
@@ -318,6 +334,9 @@ class Appliance {
   // while everything else is released is recorded, not acted on (a second
   // Ctrl-C must not cut the EAL's clean-up short).
   sluiced::SignalHandling signal_handling_;
+  // systemd's Type=notify and watchdog (sluiced_notify.h); sends nothing
+  // unless sluiced was started with NOTIFY_SOCKET.
+  sluiced::ServiceNotifier notifier_;
 
   // Acquired by open_state_dir() and load_running_policy().
   control::StateDirLock state_lock_;
@@ -353,6 +372,7 @@ class Appliance {
   std::optional<control::Reclaimer> reclaimer_;
   std::optional<control::BucketSnapshotter> snapshotter_;
   bool snapshot_failing_ = false;  // said once until it works again
+  uint64_t refusals_dropped_ = 0;   // sampled refusals the workers' rings had no room for, as last said
   sluiced::Daemon daemon_;
   control::CommandTable commands_;
   sluiced::TelemetryRegistration telemetry_;
@@ -380,7 +400,13 @@ Status Appliance::start() {
 
 void Appliance::serve() {
   start_running();
+  notifier_.serving({.heartbeats = [this](std::vector<uint64_t>& out) { read_heartbeats(out); },
+                     .status = [this] { return service_status(); }});
   poll_until_stopped();
+  const int stop_signal = requests_.signal.load(std::memory_order_relaxed);
+  notifier_.stopping(stop_signal == SIGINT    ? "stopping on SIGINT"
+                     : stop_signal == SIGTERM ? "stopping on SIGTERM"
+                                              : "stopping");
   // The counters are final only once the workers are stopped; the rest
   // (signal handling included) is released when the appliance ends.
   stop_running();
@@ -405,7 +431,7 @@ Status Appliance::open_state_dir() {
   bucket_hasher_.emplace(std::span<const uint8_t, limiter::KeyHasher::kSecretSize>(bucket_secret.bytes));
   control::RunJournal::Replay replay = journal_.open(o_.state_dir);
   if (!replay.error.empty()) return Failure{ExitCode::kState, replay.error};
-  for (const std::string& w : replay.warnings) std::fprintf(stderr, "sluiced: warning: %s\n", w.c_str());
+  for (const std::string& w : replay.warnings) control::log(control::LogLevel::kWarning, control::LogEvent::kState, w);
   replayed_runs_ = std::move(replay.live);
   return std::nullopt;
 }
@@ -448,8 +474,9 @@ Status Appliance::start_ports() {
     return Failure{ExitCode::kInterface, std::move(err)};
   }
   if (!ports_.rss_note().empty()) {
-    std::fprintf(stderr, "sluiced: warning: %s; flows are owned by their hash, and frames a worker does not own are "
-                         "handed over\n", ports_.rss_note().c_str());
+    control::log(control::LogLevel::kWarning, control::LogEvent::kPorts,
+                 ports_.rss_note() +
+                     "; flows are owned by their hash, and frames a worker does not own are handed over");
   }
   return std::nullopt;
 }
@@ -505,14 +532,16 @@ void Appliance::start_publisher() {
 // still has them unchanged.
 void Appliance::restore_buckets() {
   const control::BucketRestore r = control::restore_buckets(o_.state_dir, publisher_->current()->policy, *buckets_);
-  if (!r.error.empty()) std::fprintf(stderr, "sluiced: warning: %s\n", r.error.c_str());
+  if (!r.error.empty()) control::log(control::LogLevel::kWarning, control::LogEvent::kSnapshot, r.error);
   if (!r.found || !r.error.empty()) return;
   const double age = clock_->now() > r.taken_at ? static_cast<double>(clock_->now() - r.taken_at) / 1e9 : 0.0;
-  std::printf("sluiced: restored %zu buckets from %s/%s (taken %.1f s ago); left out %zu whose limits changed, "
-              "%zu the policy no longer has, %zu for want of room\n",
-              r.restored, o_.state_dir.c_str(), std::string(control::kBucketSnapshotFile).c_str(), age, r.changed,
-              r.gone, r.no_room);
-  std::fflush(stdout);
+  char taken[32];
+  std::snprintf(taken, sizeof taken, "%.1f", age);
+  control::log(control::LogLevel::kNotice, control::LogEvent::kSnapshot,
+               "restored " + std::to_string(r.restored) + " buckets from " + o_.state_dir + "/" +
+                   std::string(control::kBucketSnapshotFile) + " (taken " + taken + " s ago); left out " +
+                   std::to_string(r.changed) + " whose limits changed, " + std::to_string(r.gone) +
+                   " the policy no longer has, " + std::to_string(r.no_room) + " for want of room");
 }
 
 Status Appliance::create_workers() {
@@ -558,6 +587,14 @@ dataplane::WorkerSetup Appliance::worker_setup(unsigned index, const dataplane::
   ws.engine.timeouts.half_open = time::Nanos{o_.half_open_timeout_s} * time::kNanosPerSecond;
   ws.engine.max_head_bytes = first.policy.stream.head.max_head_bytes;
   ws.engine.max_fields = first.policy.stream.head.max_fields;
+  ws.refusal_rate = log_.refusal_rate;
+  const sluiced::WorkerStallSetting stall = sluiced::worker_stall_from_env(o_.workers);
+  if (stall.stall && stall.stall->worker == index) {
+    ws.test_stall_after = time::Nanos{stall.stall->seconds} * time::kNanosPerSecond;
+    control::log(control::LogLevel::kWarning, control::LogEvent::kWatchdog,
+                 std::string(sluiced::kWorkerStallVariable) + " (test-only): worker " + std::to_string(index) +
+                     " stops looping " + std::to_string(stall.stall->seconds) + " s after it starts");
+  }
   return ws;
 }
 
@@ -586,7 +623,7 @@ Status Appliance::open_control() {
 Status Appliance::restore_state() {
   run_registry_.emplace(*runs_, *credential_hasher_, &journal_, wait_for_readers());
   for (const std::string& w : run_registry_->restore(replayed_runs_)) {
-    std::fprintf(stderr, "sluiced: warning: %s\n", w.c_str());
+    control::log(control::LogLevel::kWarning, control::LogEvent::kState, w);
   }
   credential_registry_.emplace(*users_, *credential_hasher_, o_.state_dir, wait_for_readers());
   if (const std::vector<std::string> errors = credential_registry_->restore(); !errors.empty()) {
@@ -676,10 +713,16 @@ std::vector<std::string> Appliance::reload_config() {
   return publish(load_with_ports(o_, o_.config, *credential_hasher_), o_.config);
 }
 
+// The service manager hears of every reload (SIGHUP or the control socket),
+// refused ones too: READY=1 ends its reloading state either way.
 std::vector<std::string> Appliance::publish(LoadedPolicy next, const std::string& name) {
+  notifier_.reloading();
   next = same_cluster(std::move(next), name);
-  if (!next.snapshot) return next.errors;
-  return publisher_->reload(std::move(next.snapshot), name);
+  std::vector<std::string> refused =
+      next.snapshot ? publisher_->reload(std::move(next.snapshot), name) : std::move(next.errors);
+  notifier_.reloaded(refused.empty() ? service_status()
+                                     : name + " refused (" + refused.front() + "); " + service_status());
+  return refused;
 }
 
 // Issue 17: the cluster section (the Redis, the shared secret the keys are
@@ -699,7 +742,7 @@ LoadedPolicy Appliance::same_cluster(LoadedPolicy next, const std::string& name)
 // The same counters on DPDK's telemetry socket (dpdk-telemetry.py).
 void Appliance::register_telemetry() {
   if (const std::string err = telemetry_.register_source(telemetry_source()); !err.empty()) {
-    std::fprintf(stderr, "sluiced: warning: no telemetry commands: %s\n", err.c_str());
+    control::log(control::LogLevel::kWarning, control::LogEvent::kTelemetry, "no telemetry commands: " + err);
   }
 }
 
@@ -781,7 +824,7 @@ void Appliance::start_running() {
   launched_.launch(workers_, requests_.stop);
   control_thread_.start(requests_.stop, [this] {
     control_server_.serve(requests_.stop,
-                          [this](const control::JsonValue& request, const control::PassedFile& file) {
+                          [this](const control::Json& request, const control::PassedFile& file) {
                             return commands_.dispatch(request, file);
                           });
   });
@@ -805,13 +848,83 @@ void Appliance::poll_until_stopped() {
   while (!requests_.stop.load(std::memory_order_relaxed)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (requests_.reload.exchange(false)) reload_on_sighup();
+    log_refusals();
+    notifier_.tick(std::chrono::steady_clock::now());
     if (std::chrono::steady_clock::now() - last_anchor >= std::chrono::seconds(1)) {
       clock_->reanchor();
       warn_if_utc_stepped();
       last_anchor = std::chrono::steady_clock::now();
       collect_retired_policies();
+      control::process_log().report_suppressed();
     }
   }
+}
+
+void Appliance::read_heartbeats(std::vector<uint64_t>& out) const {
+  out.resize(o_.workers);
+  for (unsigned i = 0; i < o_.workers; ++i) out[i] = counters_[i].heartbeat.get();
+}
+
+// STATUS= for systemctl status: the policy and what the workers decided.
+std::string Appliance::service_status() const {
+  uint64_t requests = 0, admitted = 0, refused = 0, answered = 0;
+  for (unsigned i = 0; i < o_.workers; ++i) {
+    requests += counters_[i].requests.get();
+    admitted += counters_[i].admitted.get();
+    refused += counters_[i].refused.get();
+    answered += counters_[i].answered.get();
+  }
+  const std::shared_ptr<const dataplane::PolicySnapshot> p = publisher_->current();
+  return "policy '" + p->policy.source.name + "' (generation " + std::to_string(p->generation) + "), " +
+         std::to_string(o_.workers) + (o_.workers == 1 ? " worker: " : " workers: ") + std::to_string(requests) +
+         " requests, " + std::to_string(admitted) + " admitted, " + std::to_string(refused) + " refused, " +
+         std::to_string(answered) + " answered";
+}
+
+// Every record the workers' rings hold (a second of each one's share at
+// most), and a warning when a ring had no room for some.
+void Appliance::log_refusals() {
+  if (log_.refusal_rate == 0) return;
+  const std::shared_ptr<const dataplane::PolicySnapshot> p = publisher_->current();
+  std::array<dataplane::RefusalRecord, 64> batch;
+  uint64_t dropped = 0;
+  for (unsigned i = 0; i < o_.workers; ++i) {
+    dataplane::RefusalSampler& sampler = workers_[i]->refusals();
+    for (size_t left = sampler.capacity(); left > 0;) {
+      const size_t n = sampler.drain(batch);
+      for (size_t k = 0; k < n; ++k) log_refusal(p->policy, i, batch[k]);
+      left = n < batch.size() ? 0 : left - std::min(left, n);
+    }
+    dropped += sampler.dropped();
+  }
+  if (dropped != refusals_dropped_) {
+    control::log(control::LogLevel::kWarning, control::LogEvent::kGeneral,
+                 std::to_string(dropped - refusals_dropped_) + " sampled refusals dropped: the log did not keep up");
+    refusals_dropped_ = dropped;
+  }
+}
+
+// `refusal: rule=NAME status=429 key=KEY`; in the journal with the record's
+// fields. The rule is named by the policy now running (a counter slot keeps
+// its rule's name across reloads).
+void Appliance::log_refusal(const limiter::CompiledPolicy& p, unsigned worker, const dataplane::RefusalRecord& r) {
+  std::string rule = "-";
+  if (r.has_rule) {
+    const auto named = std::find_if(p.rules.begin(), p.rules.end(),
+                                    [&](const limiter::CompiledRule& c) { return c.counter_slot == r.rule_slot; });
+    rule = named != p.rules.end() ? named->name : "#" + std::to_string(r.rule_slot);
+  }
+  const std::string key = sluiced::label_text(daemon_, r.label);
+  const std::string status = std::to_string(r.status);
+  const std::string at = std::to_string(r.at / 1000);
+  const std::string w = std::to_string(worker);
+  control::log(control::LogLevel::kInfo, control::LogEvent::kRefusal,
+               "refusal: rule=" + rule + " status=" + status + " key=" + key,
+               {{"SLUICE_RULE", rule},
+                {"SLUICE_STATUS", status},
+                {"SLUICE_KEY", key},
+                {"SLUICE_WORKER", w},
+                {"SLUICE_DECIDED_USEC", at}});
 }
 
 void Appliance::warn_if_utc_stepped() {
@@ -821,12 +934,14 @@ void Appliance::warn_if_utc_stepped() {
   constexpr auto kSecond = static_cast<int64_t>(time::kNanosPerSecond);
   const bool stepped = behind > kSecond || behind < -kSecond;
   if (stepped && !utc_step_reported_) {
-    std::fprintf(stderr,
-                 "sluiced: warning: the system clock was stepped by %.3f s; buckets do not move, and the "
-                 "limiter's clock follows UTC at 0.05%% (%.0f s to converge)\n",
-                 static_cast<double>(behind) / 1e9,
-                 static_cast<double>(behind < 0 ? -behind : behind) /
-                     static_cast<double>(time::TscClock::kMaxSlewPerReanchor));
+    char message[192];
+    std::snprintf(message, sizeof message,
+                  "the system clock was stepped by %.3f s; buckets do not move, and the limiter's clock follows "
+                  "UTC at 0.05%% (%.0f s to converge)",
+                  static_cast<double>(behind) / 1e9,
+                  static_cast<double>(behind < 0 ? -behind : behind) /
+                      static_cast<double>(time::TscClock::kMaxSlewPerReanchor));
+    control::log(control::LogLevel::kWarning, control::LogEvent::kClock, message);
   }
   utc_step_reported_ = stepped;
 }
@@ -837,13 +952,17 @@ void Appliance::reload_on_sighup() {
   const std::string& file = o_.config;
   const std::vector<std::string> refused = reload_config();
   if (refused.empty()) {
-    std::printf("sluiced: SIGHUP: policy '%s' reloaded from %s (generation %" PRIu64 ")\n",
-                publisher_->current()->policy.source.name.c_str(), file.c_str(), publisher_->current()->generation);
+    const std::shared_ptr<const dataplane::PolicySnapshot> now = publisher_->current();
+    const std::string generation = std::to_string(now->generation);
+    control::log(control::LogLevel::kNotice, control::LogEvent::kPolicy,
+                 "SIGHUP: policy '" + now->policy.source.name + "' reloaded from " + file + " (generation " +
+                     generation + ")",
+                 {{"SLUICE_POLICY", now->policy.source.name}, {"SLUICE_GENERATION", generation}});
   } else {
-    for (const std::string& line : refused) std::fprintf(stderr, "%s\n", line.c_str());
-    std::fprintf(stderr, "sluiced: SIGHUP: %s not loaded; the running policy is unchanged\n", file.c_str());
+    for (const std::string& line : refused) control::log(control::LogLevel::kWarning, control::LogEvent::kPolicy, line);
+    control::log(control::LogLevel::kWarning, control::LogEvent::kPolicy,
+                 "SIGHUP: " + file + " not loaded; the running policy is unchanged");
   }
-  std::fflush(stdout);
 }
 
 // Retired policies no request in flight may still use.
@@ -866,7 +985,7 @@ void Appliance::stop_running() noexcept {
   // The workers are stopped: the buckets as they are now, for the next start.
   if (snapshotter_) {
     if (const std::string err = snapshotter_->write_all(); !err.empty()) {
-      std::fprintf(stderr, "sluiced: warning: buckets not saved: %s\n", err.c_str());
+      control::log(control::LogLevel::kWarning, control::LogEvent::kSnapshot, "buckets not saved: " + err);
     }
   }
 }
@@ -877,7 +996,9 @@ void Appliance::snapshot_region(unsigned region) {
   snapshotter_->region_visited(region);
   if (region + 1 != buckets_->regions()) return;
   if (const std::string err = snapshotter_->write(); !err.empty()) {
-    if (!snapshot_failing_) std::fprintf(stderr, "sluiced: warning: buckets not saved: %s\n", err.c_str());
+    if (!snapshot_failing_) {
+      control::log(control::LogLevel::kWarning, control::LogEvent::kSnapshot, "buckets not saved: " + err);
+    }
     snapshot_failing_ = true;
   } else {
     snapshot_failing_ = false;
@@ -907,7 +1028,20 @@ void Appliance::print_counters() const {
   return std::nullopt;
 }
 
-int run(const sluiced::Options& o) {
+// The process's logger (control/log.h) lives as long as the appliance: every
+// thread that logs has ended before it does.
+int run(const sluiced::Options& o, const control::LogSettings& log) {
+  control::Logger logger(control::make_log_sink(log.target), log.level);
+  if (log.refusal_rate != 0) {
+    // The workers' samplers keep the rate; the logger only bounds a batch.
+    logger.set_rate(control::LogEvent::kRefusal,
+                    {static_cast<double>(log.refusal_rate), log.refusal_rate + o.workers});
+  }
+  const control::ProcessLog installed(logger);
+  if (log.target == control::LogTarget::kJournal && !control::journal_available()) {
+    control::log(control::LogLevel::kWarning, control::LogEvent::kGeneral,
+                 "the journal is not running (no /run/systemd/journal/socket); logging to stderr");
+  }
   Status failed = preflight(o);
   if (!failed) failed = start_and_serve(o);
   return failed ? report(*failed) : 0;
@@ -921,7 +1055,10 @@ int main(int argc, char** argv) {
   const sluiced::Options& o = parsed.options;
   switch (o.mode) {
     case sluiced::Options::Mode::kHelp:
-      std::fputs(sluiced::usage_text(), stdout);
+      std::fputs(sluiced::usage_text().c_str(), stdout);
+      return 0;
+    case sluiced::Options::Mode::kManual:
+      std::fputs(sluiced::manual_text().c_str(), stdout);
       return 0;
     case sluiced::Options::Mode::kVersion:
       std::printf("sluiced %s\n", SLUICE_VERSION);
@@ -930,7 +1067,7 @@ int main(int argc, char** argv) {
       break;
   }
   try {
-    return o.mode == sluiced::Options::Mode::kCheckConfig ? check_config(o) : run(o);
+    return o.mode == sluiced::Options::Mode::kCheckConfig ? check_config(o) : run(o, o.log);
   } catch (const std::bad_alloc&) {
     return fail(ExitCode::kNoMemory, "out of memory");
   } catch (const std::exception& e) {

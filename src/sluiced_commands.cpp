@@ -14,6 +14,7 @@
 #include <set>
 
 #include "control/credential_file.h"
+#include "control/log.h"
 #include "control/protocol.h"
 #include "limiter/charge.h"
 #include "limiter/compiled_policy.h"
@@ -24,132 +25,146 @@ namespace sluice::sluiced {
 namespace {
 
 using control::ErrorCode;
-using control::JsonValue;
-using control::JsonWriter;
+using control::Json;
 using Reply = std::optional<std::string>;
 
 Reply refuse(ErrorCode code, const std::string& message) { return control::error_response(code, message); }
 
+uint64_t load(const std::atomic<uint64_t>& v) { return v.load(std::memory_order_relaxed); }
+
 uint64_t flows_tracked(const Daemon& d) {
   uint64_t flows = 0;
-  for (unsigned i = 0; i < d.workers; ++i) flows += d.counters[i].flows_active.load(std::memory_order_relaxed);
+  for (unsigned i = 0; i < d.workers; ++i) flows += load(d.counters[i].flows_active);
   return flows;
 }
 
 uint64_t flows_unbound(const Daemon& d) {
   uint64_t flows = 0;
-  for (unsigned i = 0; i < d.workers; ++i) flows += d.counters[i].flows_unbound.load(std::memory_order_relaxed);
+  for (unsigned i = 0; i < d.workers; ++i) flows += load(d.counters[i].flows_unbound);
   return flows;
 }
 
-void write_tables(const Daemon& d, JsonWriter& w) {
-  w.key("tables").begin_object();
-  const limiter::BucketTable& b = d.limiter->buckets;
-  const limiter::BucketTable& r = d.limiter->credential_records;
-  w.key("buckets").begin_object().key("capacity").value(static_cast<uint64_t>(b.capacity()));
-  w.key("live").value(static_cast<uint64_t>(b.live_as_of_reclaim())).key("overflows").value(b.overflows());
-  if (d.reclaimer != nullptr) w.key("reclaimed").value(d.reclaimer->freed(0));
-  w.end_object();
-  w.key("credential_slots").begin_object().key("capacity").value(static_cast<uint64_t>(r.capacity()));
-  w.key("live").value(static_cast<uint64_t>(r.live_as_of_reclaim())).key("overflows").value(r.overflows());
-  if (d.reclaimer != nullptr) w.key("reclaimed").value(d.reclaimer->freed(1));
-  w.end_object();
-  w.key("runs").begin_object().key("live").value(static_cast<uint64_t>(d.runs->size()));
-  w.key("capacity").value(static_cast<uint64_t>(d.runs->capacity())).end_object();
+// A bucket table's occupancy; `region` is its index for the reclaimer.
+Json table_of(const Daemon& d, const limiter::BucketTable& t, size_t region) {
+  Json o = Json::object();
+  o["capacity"] = t.capacity();
+  o["live"] = t.live_as_of_reclaim();
+  o["overflows"] = t.overflows();
+  if (d.reclaimer != nullptr) o["reclaimed"] = d.reclaimer->freed(region);
+  return o;
+}
+
+Json tables_of(const Daemon& d) {
+  Json t = Json::object();
+  t["buckets"] = table_of(d, d.limiter->buckets, 0);
+  t["credential_slots"] = table_of(d, d.limiter->credential_records, 1);
+  t["runs"] = {{"live", d.runs->size()}, {"capacity", d.runs->capacity()}};
   const control::CredentialRegistry::Summary c = d.credentials->summary();
-  w.key("credentials").begin_object().key("live").value(static_cast<uint64_t>(c.credentials));
-  w.key("users").value(static_cast<uint64_t>(c.users)).key("capacity").value(static_cast<uint64_t>(c.capacity));
-  w.end_object();
-  w.key("flows").begin_object().key("live").value(flows_tracked(d)).key("unbound").value(flows_unbound(d)).end_object();
-  w.end_object();
+  t["credentials"] = {{"live", c.credentials}, {"users", c.users}, {"capacity", c.capacity}};
+  t["flows"] = {{"live", flows_tracked(d)}, {"unbound", flows_unbound(d)}};
+  return t;
 }
 
-// Issue 17: the cluster sync, when the policy has a cluster section.
-void write_cluster(const Daemon& d, JsonWriter& w) {
-  if (d.cluster == nullptr) return;
-  const control::ClusterCounters& c = d.cluster->counters();
-  const auto get = [](const std::atomic<uint64_t>& v) { return v.load(std::memory_order_relaxed); };
-  const policy::ClusterSpec& spec = d.cluster->spec();
-  w.key("cluster").begin_object();
-  w.key("state").value(get(c.in_fallback) != 0 ? "fallback" : "synced");
-  w.key("fallback").value(spec.fallback == policy::ClusterSpec::Fallback::kLocalShare ? "local-share" : "local-full");
-  w.key("last_error").value(d.cluster->last_error());
-  w.key("sync_interval_ms").value(spec.sync_interval / 1'000'000);
-  w.key("syncs").value(get(c.syncs)).key("sync_failures").value(get(c.sync_failures));
-  w.key("fallbacks").value(get(c.fallbacks)).key("fallback_keys").value(get(c.fallback_keys));
-  w.key("keys_sent").value(get(c.keys_sent)).key("keys_published").value(get(c.keys_published));
-  w.key("keys_watched").value(get(c.keys_watched));
-  w.key("last_sync_us").value(get(c.last_sync_us)).key("max_sync_us").value(get(c.max_sync_us));
-  w.key("last_sync_keys").value(get(c.last_sync_keys));
-  w.key("spend_lost_records").value(d.cluster->lost_records());
-  if (const control::ClusterReplica* r = d.cluster->replica()) {
-    const control::ReplicaCounters& rc = r->counters();
-    w.key("replication").begin_object();
-    w.key("published").value(get(rc.published)).key("applied").value(get(rc.applied));
-    w.key("refused").value(get(rc.refused)).key("dropped").value(get(rc.dropped)).key("queued").value(get(rc.queued));
-    w.key("catch_ups").value(get(rc.catch_ups));
-    w.key("credentials").value(get(rc.credentials_off) != 0 ? "off: this box's credential secret is not the cluster's"
-                                                            : "replicated");
-    w.end_object();
-  }
-  w.end_object();
+// Issue 17: runs and credentials replicated between the boxes.
+Json replication_of(const control::ClusterReplica& r) {
+  const control::ReplicaCounters& rc = r.counters();
+  Json o = Json::object();
+  o["published"] = load(rc.published);
+  o["applied"] = load(rc.applied);
+  o["refused"] = load(rc.refused);
+  o["dropped"] = load(rc.dropped);
+  o["queued"] = load(rc.queued);
+  o["catch_ups"] = load(rc.catch_ups);
+  o["credentials"] =
+      load(rc.credentials_off) != 0 ? "off: this box's credential secret is not the cluster's" : "replicated";
+  return o;
 }
 
-void write_ports(const Daemon& d, JsonWriter& w) {
-  w.key("ports").begin_array();
-  for (int i = 0; i < 2; ++i) {
-    rte_eth_stats s{};
-    const bool have = rte_eth_stats_get(d.ports[i].id, &s) == 0;
-    w.begin_object().key("side").value(i == 0 ? "client" : "origin").key("name").value(d.ports[i].name);
-    if (have) {
-      w.key("rx_packets").value(static_cast<uint64_t>(s.ipackets)).key("tx_packets").value(static_cast<uint64_t>(s.opackets));
-      w.key("rx_bytes").value(static_cast<uint64_t>(s.ibytes)).key("tx_bytes").value(static_cast<uint64_t>(s.obytes));
-      w.key("rx_missed").value(static_cast<uint64_t>(s.imissed)).key("rx_errors").value(static_cast<uint64_t>(s.ierrors));
-      w.key("tx_errors").value(static_cast<uint64_t>(s.oerrors)).key("rx_no_mbuf").value(static_cast<uint64_t>(s.rx_nombuf));
-    }
-    w.end_object();
-  }
-  w.end_array();
+// Issue 17: the cluster sync (the policy has a cluster section).
+Json cluster_of(const control::ClusterService& cluster) {
+  const control::ClusterCounters& c = cluster.counters();
+  const policy::ClusterSpec& spec = cluster.spec();
+  Json o = Json::object();
+  o["state"] = load(c.in_fallback) != 0 ? "fallback" : "synced";
+  o["fallback"] = spec.fallback == policy::ClusterSpec::Fallback::kLocalShare ? "local-share" : "local-full";
+  o["last_error"] = cluster.last_error();
+  o["sync_interval_ms"] = spec.sync_interval / 1'000'000;
+  o["syncs"] = load(c.syncs);
+  o["sync_failures"] = load(c.sync_failures);
+  o["fallbacks"] = load(c.fallbacks);
+  o["fallback_keys"] = load(c.fallback_keys);
+  o["keys_sent"] = load(c.keys_sent);
+  o["keys_published"] = load(c.keys_published);
+  o["keys_watched"] = load(c.keys_watched);
+  o["last_sync_us"] = load(c.last_sync_us);
+  o["max_sync_us"] = load(c.max_sync_us);
+  o["last_sync_keys"] = load(c.last_sync_keys);
+  o["spend_lost_records"] = cluster.lost_records();
+  if (const control::ClusterReplica* r = cluster.replica()) o["replication"] = replication_of(*r);
+  return o;
 }
 
-Reply cmd_status(const Daemon& d, const JsonValue&, JsonWriter& w) {
-  const std::shared_ptr<const dataplane::PolicySnapshot> cur_held = d.publisher->current();
-  const dataplane::PolicySnapshot& cur = *cur_held;
+Json port_stats_of(const Daemon& d, int side) {
+  Json o = {{"side", side == 0 ? "client" : "origin"}, {"name", d.ports[side].name}};
+  rte_eth_stats s{};
+  if (rte_eth_stats_get(d.ports[side].id, &s) != 0) return o;
+  o["rx_packets"] = s.ipackets;
+  o["tx_packets"] = s.opackets;
+  o["rx_bytes"] = s.ibytes;
+  o["tx_bytes"] = s.obytes;
+  o["rx_missed"] = s.imissed;
+  o["rx_errors"] = s.ierrors;
+  o["tx_errors"] = s.oerrors;
+  o["rx_no_mbuf"] = s.rx_nombuf;
+  return o;
+}
+
+Json status_policy_of(const Daemon& d, const dataplane::PolicySnapshot& cur) {
+  Json o = Json::object();
+  o["name"] = cur.policy.source.name;
+  o["file"] = d.publisher->file();
+  o["generation"] = cur.generation;
+  o["digest"] = digest_hex(cur.policy.digest);
+  o["service_ports"] = port_list(cur.service_ports);
+  o["snapshots_held"] = d.publisher->held();
+  return o;
+}
+
+Reply cmd_status(const Daemon& d, const Json&, Json& w) {
+  const std::shared_ptr<const dataplane::PolicySnapshot> cur = d.publisher->current();
   const auto up = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - d.started);
-  w.key("version").value(SLUICE_VERSION).key("uptime_s").value(static_cast<uint64_t>(up.count()));
-  w.key("policy").begin_object().key("name").value(cur.policy.source.name).key("file").value(d.publisher->file());
-  w.key("generation").value(cur.generation).key("digest").value(digest_hex(cur.policy.digest));
-  w.key("service_ports").value(port_list(cur.service_ports));
-  w.key("snapshots_held").value(static_cast<uint64_t>(d.publisher->held())).end_object();
-  w.key("workers").value(d.workers).key("flows").value(flows_tracked(d));
-  w.key("runs").value(static_cast<uint64_t>(d.runs->size()));
-  w.key("credentials").value(static_cast<uint64_t>(d.credentials->summary().credentials));
-  w.key("state_dir").value(d.state_dir);
+  w["version"] = SLUICE_VERSION;
+  w["uptime_s"] = static_cast<uint64_t>(up.count());
+  w["policy"] = status_policy_of(d, *cur);
+  w["workers"] = d.workers;
+  w["flows"] = flows_tracked(d);
+  w["runs"] = d.runs->size();
+  w["credentials"] = d.credentials->summary().credentials;
+  w["state_dir"] = d.state_dir;
   if (d.bucket_snapshots != nullptr) {
     // The last bucket snapshot written (0: none yet): what a crash now would
     // start from.
-    w.key("bucket_snapshot").begin_object().key("taken_at_ns").value(d.bucket_snapshots->written_at());
-    w.key("slots").value(d.bucket_snapshots->slots_written()).end_object();
+    w["bucket_snapshot"] = {{"taken_at_ns", d.bucket_snapshots->written_at()},
+                            {"slots", d.bucket_snapshots->slots_written()}};
   }
   if (d.cluster != nullptr) {
     // Issue 17: where the box meets the others, and whether it does now.
-    const bool fallback = d.cluster->counters().in_fallback.load(std::memory_order_relaxed) != 0;
-    w.key("cluster").begin_object().key("state").value(fallback ? "fallback" : "synced");
-    w.key("box").value(d.cluster->box()).key("redis").begin_array();
-    for (const std::string& e : d.cluster->spec().redis) w.value(e);
-    w.end_array().end_object();
+    const bool fallback = load(d.cluster->counters().in_fallback) != 0;
+    w["cluster"] = {{"state", fallback ? "fallback" : "synced"}, {"box", d.cluster->box()},
+                    {"redis", d.cluster->spec().redis}};
   }
-  w.key("telemetry_socket").value(std::string(rte_eal_get_runtime_dir()) + "/dpdk_telemetry.v2");
-  w.key("ports").begin_array();
+  w["telemetry_socket"] = std::string(rte_eal_get_runtime_dir()) + "/dpdk_telemetry.v2";
+  w["ports"] = Json::array();
   for (int i = 0; i < 2; ++i) {
-    w.begin_object().key("side").value(i == 0 ? "client" : "origin").key("name").value(d.ports[i].name);
-    w.key("mac").value(d.ports[i].mac).key("link_up").value(d.ports[i].link_up).end_object();
+    w["ports"].push_back({{"side", i == 0 ? "client" : "origin"}, {"name", d.ports[i].name}, {"mac", d.ports[i].mac},
+                          {"link_up", d.ports[i].link_up}});
   }
-  w.end_array();
   return std::nullopt;
 }
 
-// The operator's name for what a request was counted by.
+}  // namespace
+
+// See sluiced_commands.h.
 std::string label_text(const Daemon& d, const limiter::KeyLabel& l) {
   using K = limiter::KeyLabel::Kind;
   switch (l.kind) {
@@ -192,22 +207,22 @@ std::string label_text(const Daemon& d, const limiter::KeyLabel& l) {
   return "-";
 }
 
+namespace {
+
 // Per rule of the current policy, added up over the workers.
-void write_rules(const Daemon& d, JsonWriter& w) {
+Json rules_of(const Daemon& d) {
   const std::shared_ptr<const dataplane::PolicySnapshot> snapshot = d.publisher->current();
-  const limiter::CompiledPolicy& p = snapshot->policy;
-  w.key("rules").begin_array();
-  for (const limiter::CompiledRule& r : p.rules) {
+  Json rules = Json::array();
+  for (const limiter::CompiledRule& r : snapshot->policy.rules) {
     const RuleTotals t = rule_totals(d, r);
-    w.begin_object().key("name").value(r.name).key("admitted").value(t.admitted).key("refused").value(t.refused);
-    w.key("answered").value(t.answered).end_object();
+    rules.push_back({{"name", r.name}, {"admitted", t.admitted}, {"refused", t.refused}, {"answered", t.answered}});
   }
-  w.end_array();
+  return rules;
 }
 
 // The busiest keys of all workers (their space-saving tables merged): an
 // estimate that never undercounts, refusals counted each, admissions one in 16.
-void write_busiest(const Daemon& d, JsonWriter& w, size_t top) {
+Json busiest_of(const Daemon& d, size_t top) {
   struct Merged {
     uint16_t rule;
     limiter::KeyLabel label;
@@ -226,62 +241,73 @@ void write_busiest(const Daemon& d, JsonWriter& w, size_t top) {
   std::sort(all.begin(), all.end(), [](const Merged& a, const Merged& b) { return a.count > b.count; });
   const std::shared_ptr<const dataplane::PolicySnapshot> snapshot = d.publisher->current();
   const limiter::CompiledPolicy& p = snapshot->policy;
-  w.key("busiest").begin_array();
+  Json busiest = Json::array();
   for (size_t i = 0; i < all.size() && i < top; ++i) {
     const auto named = std::find_if(p.rules.begin(), p.rules.end(),
                                     [&](const limiter::CompiledRule& r) { return r.counter_slot == all[i].rule; });
     const std::string rule = named != p.rules.end() ? named->name : "#" + std::to_string(all[i].rule);
-    w.begin_object().key("rule").value(rule).key("key").value(label_text(d, all[i].label));
-    w.key("count").value(all[i].count).end_object();
+    busiest.push_back({{"rule", rule}, {"key", label_text(d, all[i].label)}, {"count", all[i].count}});
   }
-  w.end_array();
+  return busiest;
 }
 
-Reply cmd_stats(const Daemon& d, const JsonValue&, JsonWriter& w) {
-  w.key("counters").begin_object();
+// Every worker counter added up over the workers, in the workers' order.
+Json counter_totals_of(const Daemon& d) {
+  Json totals = Json::object();
 #define SLUICE_SUM_COUNTER(name, help)                                        \
   {                                                                           \
     uint64_t total = 0;                                                       \
     for (unsigned i = 0; i < d.workers; ++i) total += d.counters[i].name.get(); \
-    w.key(#name).value(total);                                                \
+    totals[#name] = total;                                                    \
   }
   SLUICE_WORKER_COUNTERS(SLUICE_SUM_COUNTER)
 #undef SLUICE_SUM_COUNTER
-  w.end_object();
-  w.key("help").begin_object();
-#define SLUICE_HELP_COUNTER(name, help) w.key(#name).value(help);
+  return totals;
+}
+
+Json counter_help() {
+  Json help = Json::object();
+#define SLUICE_HELP_COUNTER(name, text) help[#name] = text;
   SLUICE_WORKER_COUNTERS(SLUICE_HELP_COUNTER)
 #undef SLUICE_HELP_COUNTER
-  w.end_object();
-  w.key("workers").begin_array();
-  for (unsigned i = 0; i < d.workers; ++i) {
-    w.begin_object().key("flows_active").value(d.counters[i].flows_active.load(std::memory_order_relaxed));
-    w.key("flows_unbound").value(d.counters[i].flows_unbound.load(std::memory_order_relaxed));
-#define SLUICE_WORKER_COUNTER(name, help) w.key(#name).value(d.counters[i].name.get());
-    SLUICE_WORKER_COUNTERS(SLUICE_WORKER_COUNTER)
+  return help;
+}
+
+Json worker_counters_of(const dataplane::WorkerCounters& c) {
+  Json o = Json::object();
+  o["flows_active"] = load(c.flows_active);
+  o["flows_unbound"] = load(c.flows_unbound);
+#define SLUICE_WORKER_COUNTER(name, help) o[#name] = c.name.get();
+  SLUICE_WORKER_COUNTERS(SLUICE_WORKER_COUNTER)
 #undef SLUICE_WORKER_COUNTER
-    w.end_object();
-  }
-  w.end_array();
-  write_rules(d, w);
-  write_busiest(d, w, 10);
-  write_tables(d, w);
-  write_cluster(d, w);
-  write_ports(d, w);
+  return o;
+}
+
+Reply cmd_stats(const Daemon& d, const Json&, Json& w) {
+  w["counters"] = counter_totals_of(d);
+  w["help"] = counter_help();
+  w["workers"] = Json::array();
+  for (unsigned i = 0; i < d.workers; ++i) w["workers"].push_back(worker_counters_of(d.counters[i]));
+  w["rules"] = rules_of(d);
+  w["busiest"] = busiest_of(d, 10);
+  w["tables"] = tables_of(d);
+  if (d.cluster != nullptr) w["cluster"] = cluster_of(*d.cluster);
+  w["ports"] = {port_stats_of(d, 0), port_stats_of(d, 1)};
   return std::nullopt;
 }
 
-Reply cmd_policy_show(const Daemon& d, const JsonValue&, JsonWriter& w) {
+Reply cmd_policy_show(const Daemon& d, const Json&, Json& w) {
   const std::shared_ptr<const dataplane::PolicySnapshot> cur_held = d.publisher->current();
   const dataplane::PolicySnapshot& cur = *cur_held;
-  w.key("name").value(cur.policy.source.name).key("file").value(d.publisher->file());
-  w.key("digest").value(digest_hex(cur.policy.digest)).key("generation").value(cur.generation);
-  w.key("service_ports").value(port_list(cur.service_ports));
-  w.key("buckets").begin_array();
-  for (const auto& b : cur.policy.buckets) w.value(b.name);
-  w.end_array().key("rules").begin_array();
-  for (const auto& r : cur.policy.rules) w.value(r.name);
-  w.end_array();
+  w["name"] = cur.policy.source.name;
+  w["file"] = d.publisher->file();
+  w["digest"] = digest_hex(cur.policy.digest);
+  w["generation"] = cur.generation;
+  w["service_ports"] = port_list(cur.service_ports);
+  w["buckets"] = Json::array();
+  for (const auto& b : cur.policy.buckets) w["buckets"].push_back(b.name);
+  w["rules"] = Json::array();
+  for (const auto& r : cur.policy.rules) w["rules"].push_back(r.name);
   return std::nullopt;
 }
 
@@ -298,7 +324,7 @@ constexpr size_t kMaxPassedPolicyBytes = size_t{1} << 20;
 // its name for messages (the client's word: bounded, and printable, since
 // it reaches sluiced's log), or the refusal. A request that names a file
 // without passing it is refused: sluiced opens no path a client names.
-Reply passed_file_name(const JsonValue& request, const control::PassedFile& file, std::string_view cmd,
+Reply passed_file_name(const Json& request, const control::PassedFile& file, std::string_view cmd,
                        std::string& name, size_t max_bytes = control::kMaxPassedFileBytes) {
   std::string error;
   const std::optional<std::string> named = control::string_arg(request, "file", error);
@@ -320,24 +346,25 @@ Reply passed_file_name(const JsonValue& request, const control::PassedFile& file
   return std::nullopt;
 }
 
-Reply cmd_policy_check(const Daemon& d, const JsonValue& request, const control::PassedFile& file, JsonWriter& w) {
+Reply cmd_policy_check(const Daemon& d, const Json& request, const control::PassedFile& file, Json& w) {
   std::string name;
   if (Reply r = passed_file_name(request, file, "policy.check", name, kMaxPassedPolicyBytes)) return r;
   // The running daemon's own loader and compiler: what passes here is what
   // a reload accepts.
   const LoadedPolicy checked = d.check_policy(file.bytes, name);
   if (!checked.snapshot) return control::invalid_policy_response(name + " is not a usable policy", checked.errors);
-  w.key("file").value(name).key("name").value(checked.snapshot->policy.source.name);
-  w.key("digest").value(digest_hex(checked.snapshot->policy.digest));
-  w.key("rules").value(checked.snapshot->policy.rules.size());
-  w.key("buckets").value(checked.snapshot->policy.buckets.size());
+  w["file"] = name;
+  w["name"] = checked.snapshot->policy.source.name;
+  w["digest"] = digest_hex(checked.snapshot->policy.digest);
+  w["rules"] = checked.snapshot->policy.rules.size();
+  w["buckets"] = checked.snapshot->policy.buckets.size();
   return std::nullopt;
 }
 
-Reply cmd_policy_reload(const Daemon& d, const JsonValue& request, const control::PassedFile& file, JsonWriter& w) {
+Reply cmd_policy_reload(const Daemon& d, const Json& request, const control::PassedFile& file, Json& w) {
   std::string name;
   std::vector<std::string> refused;
-  if (file.passed || request.get("file") != nullptr) {
+  if (file.passed || control::member(request, "file") != nullptr) {
     if (Reply r = passed_file_name(request, file, "policy.reload with a file", name, kMaxPassedPolicyBytes)) {
       return r;
     }
@@ -351,11 +378,15 @@ Reply cmd_policy_reload(const Daemon& d, const JsonValue& request, const control
   const std::shared_ptr<const dataplane::PolicySnapshot> now_active_held = d.publisher->current();
   const dataplane::PolicySnapshot& now_active = *now_active_held;
   const std::string digest = digest_hex(now_active.policy.digest);
-  std::printf("sluiced: policy '%s' from %s (digest %s, generation %" PRIu64 ") published\n",
-              now_active.policy.source.name.c_str(), name.c_str(), digest.c_str(), now_active.generation);
-  std::fflush(stdout);
-  w.key("name").value(now_active.policy.source.name).key("file").value(name).key("digest").value(digest);
-  w.key("generation").value(now_active.generation);
+  const std::string generation = std::to_string(now_active.generation);
+  control::log(control::LogLevel::kNotice, control::LogEvent::kPolicy,
+               "policy '" + now_active.policy.source.name + "' from " + name + " (digest " + digest + ", generation " +
+                   generation + ") published",
+               {{"SLUICE_POLICY", now_active.policy.source.name}, {"SLUICE_GENERATION", generation}});
+  w["name"] = now_active.policy.source.name;
+  w["file"] = name;
+  w["digest"] = digest;
+  w["generation"] = now_active.generation;
   return std::nullopt;
 }
 
@@ -372,19 +403,18 @@ Reply run_refusal(const control::RunRegistry::Result& r) {
   }
 }
 
-void write_run(JsonWriter& w, const control::LiveRun& run) {
-  w.begin_object().key("token").value(run.token).key("budget").value(run.budget);
-  w.key("started_unix").value(static_cast<int64_t>(run.started_unix)).end_object();
+Json run_of(const control::LiveRun& run) {
+  return {{"token", run.token}, {"budget", run.budget}, {"started_unix", static_cast<int64_t>(run.started_unix)}};
 }
 
-Reply cmd_runs(const Daemon& d, const JsonValue&, JsonWriter& w) {
-  w.key("capacity").value(static_cast<uint64_t>(d.runs->capacity())).key("runs").begin_array();
-  for (const control::LiveRun& run : d.runs->list()) write_run(w, run);
-  w.end_array();
+Reply cmd_runs(const Daemon& d, const Json&, Json& w) {
+  w["capacity"] = d.runs->capacity();
+  w["runs"] = Json::array();
+  for (const control::LiveRun& run : d.runs->list()) w["runs"].push_back(run_of(run));
   return std::nullopt;
 }
 
-Reply cmd_run_start(const Daemon& d, const JsonValue& request, JsonWriter& w) {
+Reply cmd_run_start(const Daemon& d, const Json& request, Json& w) {
   std::string error;
   const std::optional<std::string> token = control::string_arg(request, "token", error);
   const std::optional<uint64_t> budget = control::uint_arg(request, "budget", 1'000'000'000, error);
@@ -398,14 +428,14 @@ Reply cmd_run_start(const Daemon& d, const JsonValue& request, JsonWriter& w) {
     d.replicate({control::ReplicaChange::Table::kRuns, control::ReplicaChange::Op::kSet, *token,
                  std::to_string(budget.value_or(0)), {}});
   }
-  w.key("token").value(*token).key("budget").value(budget.value_or(0));
-  w.key("outcome").value(r.outcome == O::kStarted ? "started" : r.outcome == O::kBudgetChanged ? "budget_changed"
-                                                                                                : "already_live");
-  w.key("message").value(r.message);
+  w["token"] = *token;
+  w["budget"] = budget.value_or(0);
+  w["outcome"] = r.outcome == O::kStarted ? "started" : r.outcome == O::kBudgetChanged ? "budget_changed" : "already_live";
+  w["message"] = r.message;
   return std::nullopt;
 }
 
-Reply cmd_run_end(const Daemon& d, const JsonValue& request, JsonWriter& w) {
+Reply cmd_run_end(const Daemon& d, const Json& request, Json& w) {
   std::string error;
   const std::optional<std::string> token = control::string_arg(request, "token", error);
   if (!error.empty()) return refuse(ErrorCode::kBadRequest, error);
@@ -413,7 +443,8 @@ Reply cmd_run_end(const Daemon& d, const JsonValue& request, JsonWriter& w) {
   const control::RunRegistry::Result r = d.runs->end(*token);
   if (!r.ok()) return run_refusal(r);
   if (d.replicate) d.replicate({control::ReplicaChange::Table::kRuns, control::ReplicaChange::Op::kDelete, *token, {}, {}});
-  w.key("token").value(*token).key("message").value(r.message);
+  w["token"] = *token;
+  w["message"] = r.message;
   return std::nullopt;
 }
 
@@ -431,13 +462,14 @@ Reply credential_refusal(const control::CredentialRegistry::Result& r) {
   return refuse(ErrorCode::kFull, r.message);
 }
 
-void write_credential_result(JsonWriter& w, const control::CredentialRegistry::Result& r) {
-  w.key("message").value(r.message).key("added").value(static_cast<uint64_t>(r.added));
-  w.key("removed").value(static_cast<uint64_t>(r.removed)).key("changed").value(static_cast<uint64_t>(r.changed));
+void write_credential_result(Json& w, const control::CredentialRegistry::Result& r) {
+  w["message"] = r.message;
+  w["added"] = r.added;
+  w["removed"] = r.removed;
+  w["changed"] = r.changed;
 }
 
-Reply cmd_credentials_load(const Daemon& d, const JsonValue& request, const control::PassedFile& file,
-                           JsonWriter& w) {
+Reply cmd_credentials_load(const Daemon& d, const Json& request, const control::PassedFile& file, Json& w) {
   std::string name;
   if (Reply r = passed_file_name(request, file, "credentials.load", name)) return r;
   const control::CredentialRegistry::Result r = d.credentials->load_text(file.bytes, name);
@@ -451,16 +483,16 @@ Reply cmd_credentials_load(const Daemon& d, const JsonValue& request, const cont
   return std::nullopt;
 }
 
-Reply cmd_credentials_show(const Daemon& d, const JsonValue&, JsonWriter& w) {
+Reply cmd_credentials_show(const Daemon& d, const Json&, Json& w) {
   const control::CredentialRegistry::Summary s = d.credentials->summary();
-  w.key("credentials").value(static_cast<uint64_t>(s.credentials)).key("capacity").value(static_cast<uint64_t>(s.capacity));
-  w.key("users").begin_object();
-  for (const auto& [user, count] : d.credentials->users()) w.key(user).value(static_cast<uint64_t>(count));
-  w.end_object();
+  w["credentials"] = s.credentials;
+  w["capacity"] = s.capacity;
+  w["users"] = Json::object();
+  for (const auto& [user, count] : d.credentials->users()) w["users"][user] = count;
   return std::nullopt;
 }
 
-std::optional<limiter::Digest> hash_arg(const JsonValue& request, std::string& error) {
+std::optional<limiter::Digest> hash_arg(const Json& request, std::string& error) {
   const std::optional<std::string> text = control::string_arg(request, "hash", error);
   if (!error.empty()) return std::nullopt;
   if (!text) {
@@ -472,7 +504,7 @@ std::optional<limiter::Digest> hash_arg(const JsonValue& request, std::string& e
   return h;
 }
 
-Reply cmd_credential_add(const Daemon& d, const JsonValue& request, JsonWriter& w) {
+Reply cmd_credential_add(const Daemon& d, const Json& request, Json& w) {
   std::string error;
   const std::optional<limiter::Digest> hash = hash_arg(request, error);
   if (!hash) return refuse(ErrorCode::kInvalidArgument, "credential.add " + error);
@@ -492,7 +524,7 @@ Reply cmd_credential_add(const Daemon& d, const JsonValue& request, JsonWriter& 
   return std::nullopt;
 }
 
-Reply cmd_credential_remove(const Daemon& d, const JsonValue& request, JsonWriter& w) {
+Reply cmd_credential_remove(const Daemon& d, const Json& request, Json& w) {
   std::string error;
   const std::optional<limiter::Digest> hash = hash_arg(request, error);
   if (!hash) return refuse(ErrorCode::kInvalidArgument, "credential.remove " + error);
@@ -506,13 +538,13 @@ Reply cmd_credential_remove(const Daemon& d, const JsonValue& request, JsonWrite
   return std::nullopt;
 }
 
-Reply cmd_credential_hash(const Daemon& d, const JsonValue& request, JsonWriter& w) {
+Reply cmd_credential_hash(const Daemon& d, const Json& request, Json& w) {
   std::string error;
   const std::optional<std::string> credential = control::string_arg(request, "credential", error);
   if (!credential || !error.empty()) return refuse(ErrorCode::kBadRequest, "credential.hash needs \"credential\"");
   const std::optional<limiter::Digest> h = d.credentials->hash(*credential);
   if (!h) return refuse(ErrorCode::kInvalidArgument, "an empty credential has no hash");
-  w.key("hash").value(control::digest_hex(*h));
+  w["hash"] = control::digest_hex(*h);
   return std::nullopt;
 }
 
@@ -583,7 +615,51 @@ std::string key_of(const Daemon& d, const limiter::CompiledPolicy& p, const limi
   return "unknown key kind";
 }
 
-Reply cmd_bucket_show(const Daemon& d, const JsonValue& request, JsonWriter& w) {
+// A calendar bucket's minute for one key, as bucket.show answers it.
+void write_window_state(const limiter::CompiledBucket& b, const std::string& key, const limiter::BucketSlot* slot,
+                        time::Nanos now, Json& w) {
+  limiter::WindowLimit limit = b.window;
+  if (const auto it = b.quotas.find(key); it != b.quotas.end()) limit = it->second;
+  const uint64_t minute = limiter::minute_of(now);
+  const uint64_t words[2] = {slot ? slot->load(0) : 0, slot ? slot->load(1) : 0};
+  const bool frozen = words[0] == limiter::BucketTable::kFrozen;
+  const uint32_t requests = frozen ? 0 : limiter::count_in(words[0], minute);
+  const uint32_t tokens = frozen ? 0 : limiter::count_in(words[1], minute);
+  const bool over = (limit.requests_per_minute != 0 && requests >= limit.requests_per_minute) ||
+                    (limit.tokens_per_minute != 0 && tokens >= limit.tokens_per_minute);
+  w["window"] = "minute";
+  w["requests"] = requests;
+  w["requests_limit"] = limit.requests_per_minute;
+  w["tokens"] = tokens;
+  w["tokens_limit"] = limit.tokens_per_minute;
+  w["remaining"] = limit.requests_per_minute > requests && !over ? limit.requests_per_minute - requests : 0u;
+  w["reset_s"] = limiter::seconds_to_next_minute(now);
+  w["refusing"] = over;
+}
+
+// A GCRA bucket's state for one key, as bucket.show answers it. A live run
+// with a budget of its own is paced at it, not at the bucket's.
+void write_gcra_state(const Daemon& d, const limiter::CompiledPolicy& p, const limiter::CompiledBucket& b,
+                      const std::string& key, const limiter::BucketKey& k, time::Nanos now, Json& w) {
+  limiter::GcraLimit limit = b.gcra;
+  uint32_t per_minute = b.header_limit;
+  bool run_keyed = false;
+  for (const limiter::CompiledRule& r : p.rules) {
+    for (int param : r.live_run_param) run_keyed = run_keyed || (&p.buckets[r.bucket] == &b && param >= 0);
+  }
+  if (const std::optional<uint32_t> own = run_keyed ? d.runs->budget(key) : std::nullopt; own && *own != 0) {
+    if (limiter::GcraLimit::make(*own, time::kNanosPerMinute, *own, limit)) per_minute = *own;
+  }
+  const limiter::GcraDecision g = limiter::peek_gcra(d.limiter->buckets, k, now, limit);
+  w["limit"] = per_minute;
+  w["burst"] = limit.burst;
+  w["remaining"] = g.admit ? g.remaining + 1 : 0u;
+  w["reset_s"] = g.reset_s;
+  w["refusing"] = !g.admit;
+  if (!g.admit) w["retry_after_s"] = g.retry_after_s;
+}
+
+Reply cmd_bucket_show(const Daemon& d, const Json& request, Json& w) {
   std::string error;
   const std::optional<std::string> name = control::string_arg(request, "bucket", error);
   const std::optional<std::string> key = control::string_arg(request, "key", error);
@@ -599,39 +675,14 @@ Reply cmd_bucket_show(const Daemon& d, const JsonValue& request, JsonWriter& w) 
   limiter::BucketKey k{};
   if (const std::string why = key_of(d, p, *b, *key, k); !why.empty()) return refuse(ErrorCode::kInvalidArgument, why);
   const time::Nanos now = d.clock->now();
-  limiter::BucketSlot* slot = d.limiter->buckets.find(k);
-  w.key("bucket").value(b->name).key("key").value(*key).key("tracked").value(slot != nullptr);
+  const limiter::BucketSlot* slot = d.limiter->buckets.find(k);
+  w["bucket"] = b->name;
+  w["key"] = *key;
+  w["tracked"] = slot != nullptr;
   if (b->calendar) {
-    limiter::WindowLimit limit = b->window;
-    if (const auto it = b->quotas.find(*key); it != b->quotas.end()) limit = it->second;
-    const uint64_t minute = limiter::minute_of(now);
-    const uint64_t words[2] = {slot ? slot->load(0) : 0, slot ? slot->load(1) : 0};
-    const bool frozen = words[0] == limiter::BucketTable::kFrozen;
-    const uint32_t requests = frozen ? 0 : limiter::count_in(words[0], minute);
-    const uint32_t tokens = frozen ? 0 : limiter::count_in(words[1], minute);
-    w.key("window").value("minute").key("requests").value(requests);
-    w.key("requests_limit").value(limit.requests_per_minute).key("tokens").value(tokens);
-    w.key("tokens_limit").value(limit.tokens_per_minute);
-    const bool over = (limit.requests_per_minute != 0 && requests >= limit.requests_per_minute) ||
-                      (limit.tokens_per_minute != 0 && tokens >= limit.tokens_per_minute);
-    w.key("remaining").value(limit.requests_per_minute > requests && !over ? limit.requests_per_minute - requests : 0u);
-    w.key("reset_s").value(limiter::seconds_to_next_minute(now)).key("refusing").value(over);
+    write_window_state(*b, *key, slot, now, w);
   } else {
-    // A live run with a budget of its own is paced at it, not at the bucket's.
-    limiter::GcraLimit limit = b->gcra;
-    uint32_t per_minute = b->header_limit;
-    bool run_keyed = false;
-    for (const limiter::CompiledRule& r : p.rules) {
-      for (int param : r.live_run_param) run_keyed = run_keyed || (&p.buckets[r.bucket] == b && param >= 0);
-    }
-    if (const std::optional<uint32_t> own = run_keyed ? d.runs->budget(*key) : std::nullopt; own && *own != 0) {
-      if (limiter::GcraLimit::make(*own, time::kNanosPerMinute, *own, limit)) per_minute = *own;
-    }
-    const limiter::GcraDecision g = limiter::peek_gcra(d.limiter->buckets, k, now, limit);
-    w.key("limit").value(per_minute).key("burst").value(limit.burst);
-    w.key("remaining").value(g.admit ? g.remaining + 1 : 0u).key("reset_s").value(g.reset_s);
-    w.key("refusing").value(!g.admit);
-    if (!g.admit) w.key("retry_after_s").value(g.retry_after_s);
+    write_gcra_state(d, p, *b, *key, k, now, w);
   }
   return std::nullopt;
 }
@@ -639,7 +690,7 @@ Reply cmd_bucket_show(const Daemon& d, const JsonValue& request, JsonWriter& w) 
 // DQ05: the tokens a finished request used, charged to the deployment's
 // current minute; once the minute's total reaches the quota, its next
 // request is refused (DQ07).
-Reply cmd_usage_report(const Daemon& d, const JsonValue& request, JsonWriter& w) {
+Reply cmd_usage_report(const Daemon& d, const Json& request, Json& w) {
   std::string error;
   const std::optional<std::string> deployment = control::string_arg(request, "deployment", error);
   const std::optional<uint64_t> tokens = control::uint_arg(request, "tokens", uint64_t{1} << 32, error);
@@ -686,10 +737,13 @@ Reply cmd_usage_report(const Daemon& d, const JsonValue& request, JsonWriter& w)
   const limiter::BucketSlot* slot = d.limiter->buckets.find(k);
   const uint64_t word = slot ? slot->load(1) : 0;
   const uint32_t total = word == limiter::BucketTable::kFrozen ? 0 : limiter::count_in(word, limiter::minute_of(now));
-  w.key("bucket").value(b->name).key("deployment").value(*deployment).key("tokens").value(*tokens);
-  w.key("minute_tokens").value(total).key("tokens_limit").value(limit.tokens_per_minute);
-  w.key("over").value(limit.tokens_per_minute != 0 && total >= limit.tokens_per_minute);
-  w.key("reset_s").value(limiter::seconds_to_next_minute(now));
+  w["bucket"] = b->name;
+  w["deployment"] = *deployment;
+  w["tokens"] = *tokens;
+  w["minute_tokens"] = total;
+  w["tokens_limit"] = limit.tokens_per_minute;
+  w["over"] = limit.tokens_per_minute != 0 && total >= limit.tokens_per_minute;
+  w["reset_s"] = limiter::seconds_to_next_minute(now);
   return std::nullopt;
 }
 
@@ -708,13 +762,12 @@ RuleTotals rule_totals(const Daemon& d, const limiter::CompiledRule& rule) {
 
 void add_commands(control::CommandTable& table, const Daemon& daemon) {
   const Daemon* d = &daemon;
-  auto add = [&](const char* name, Reply (*fn)(const Daemon&, const JsonValue&, JsonWriter&)) {
-    table.add(name, [d, fn](const JsonValue& request, JsonWriter& w) { return fn(*d, request, w); });
+  auto add = [&](const char* name, Reply (*fn)(const Daemon&, const Json&, Json&)) {
+    table.add(name, [d, fn](const Json& request, Json& response) { return fn(*d, request, response); });
   };
-  auto add_with_file = [&](const char* name,
-                           Reply (*fn)(const Daemon&, const JsonValue&, const control::PassedFile&, JsonWriter&)) {
-    table.add_with_file(name, [d, fn](const JsonValue& request, const control::PassedFile& file, JsonWriter& w) {
-      return fn(*d, request, file, w);
+  auto add_with_file = [&](const char* name, Reply (*fn)(const Daemon&, const Json&, const control::PassedFile&, Json&)) {
+    table.add_with_file(name, [d, fn](const Json& request, const control::PassedFile& file, Json& response) {
+      return fn(*d, request, file, response);
     });
   };
   add("status", cmd_status);

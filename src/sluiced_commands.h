@@ -53,6 +53,11 @@ struct Daemon {
 
 void add_commands(control::CommandTable& table, const Daemon& daemon);
 
+// The operator's name for what a request was counted by (an address, a
+// user by name, a credential's keyed digest): what `stats` shows for the
+// busiest keys and the refusal log writes.
+[[nodiscard]] std::string label_text(const Daemon& daemon, const limiter::KeyLabel& label);
+
 // One rule's verdicts, added up over the workers (by the rule's counter slot).
 struct RuleTotals {
   uint64_t admitted = 0, refused = 0, answered = 0;

@@ -1,9 +1,14 @@
-// Hand-rolled option parsing: GNU-style long options with "--name value" or
-// "--name=value", strict numbers, and every mistake named.
+// sluiced's command line on CLI11: one table (describe()) that both parses
+// and writes the help and the man page's OPTIONS, so they cannot drift.
+// Every value is checked as text by the project's own validators before
+// CLI11 converts it, so a mistake is one line naming the option, the range
+// and what was given.
 #include "sluiced_options.h"
 
 #include <charconv>
 #include <string_view>
+
+#include "cli_text.h"
 
 namespace sluice::sluiced {
 namespace {
@@ -26,6 +31,257 @@ bool split_pair(std::string_view s, std::string& a, std::string& b) {
   return true;
 }
 
+// A whole number in [min, max]; `wants` says so in the option's own terms.
+template <typename T>
+CLI::Validator whole(T min, T max, std::string wants) {
+  return CLI::Validator(
+      [=](std::string& s) -> std::string {
+        T v{};
+        return parse_number<T>(s, v, min, max) ? std::string{} : wants + ", got '" + s + "'";
+      },
+      "");
+}
+
+CLI::Validator non_empty(std::string wants) {
+  return CLI::Validator([=](std::string& s) { return s.empty() ? wants : std::string{}; }, "");
+}
+
+CLI::Validator interface_pair() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        std::string a, b;
+        if (!split_pair(s, a, b)) return "wants CLIENT_IF:ORIGIN_IF, got '" + s + "'";
+        if (a == b) return "the client and origin interfaces must differ";
+        return {};
+      },
+      "");
+}
+
+CLI::Validator port_pair() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        std::string a, b;
+        uint16_t x = 0, y = 0;
+        if (!split_pair(s, a, b) || !parse_number<uint16_t>(a, x, 0, 1023) || !parse_number<uint16_t>(b, y, 0, 1023)) {
+          return "wants CLIENT_PORT:ORIGIN_PORT (DPDK port ids), got '" + s + "'";
+        }
+        if (x == y) return "the client and origin ports must differ";
+        return {};
+      },
+      "");
+}
+
+CLI::Validator port_list() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        return parse_port_list(s) ? std::string{} : "wants a list like 80,8080, got '" + s + "'";
+      },
+      "");
+}
+
+constexpr const char* kDescription = R"(sluiced: the sluice rate-limit appliance, inline between HTTP/1.1 clients and origins.
+
+Usage:
+  sluiced --config FILE --af-packet CLIENT_IF:ORIGIN_IF [options]
+      Runs on two Linux interfaces through DPDK's AF_PACKET driver: no huge
+      pages, no NIC binding (how CI and the demo run; needs root).
+  sluiced --config FILE --af-xdp CLIENT_IF:ORIGIN_IF [options]
+      The same through DPDK's AF_XDP driver: frames bypass the kernel's stack
+      (an XDP program hands each to sluiced), for NICs that stay with the
+      kernel. Each interface needs --workers queues (ethtool -L IF combined
+      N), from queue 0; a veth has one, so one worker. Needs root.
+  sluiced --config FILE --ports CLIENT_PORT:ORIGIN_PORT [options] -- EAL_ARGS
+      Runs on two DPDK ports (NICs bound to vfio-pci), symmetric RSS so both
+      directions of a TCP flow reach one worker. EAL_ARGS are DPDK's own
+      (cores, memory, allow-list), e.g. -l 0-4 -a 0000:3b:00.0 -a 0000:3b:00.1
+  sluiced --check-config FILE
+      Loads and compiles a policy, prints its summary or every error as
+      file:line:column, and exits.)";
+
+constexpr const char* kExitCodes = R"(Exit codes:
+  0 stopped cleanly (SIGINT or SIGTERM)   1 failed while running   2 bad command line
+  3 invalid policy   4 interface or port missing or unusable   5 out of memory
+  6 the DPDK environment would not start   7 the control socket cannot be created
+  8 the state directory cannot be used (created, read, or its journal replayed))";
+
+// What the options set before they are interpreted (mode, pairs).
+struct Given {
+  std::string check_config, af_packet, af_xdp, ports, service_ports;
+  std::string log_level, log_target, refusal_log;
+  unsigned idle_sleep_us = 0;
+  bool version = false;
+  bool manual = false;
+};
+
+void describe_what_to_run(CLI::App& app, Options& o, Given& g) {
+  const char* group = "What to run";
+  app.add_option("--config", o.config, "the policy file")->type_name("FILE")->group(group);
+  app.add_option("--check-config", g.check_config, "load and compile FILE, print its summary or its errors, exit")
+      ->type_name("FILE")->group(group);
+  app.add_option("--af-packet", g.af_packet, "run on two Linux interfaces through DPDK's AF_PACKET driver")
+      ->type_name("CLIENT_IF:ORIGIN_IF")->check(interface_pair())->group(group);
+  app.add_option("--af-xdp", g.af_xdp, "run on two Linux interfaces through DPDK's AF_XDP driver")
+      ->type_name("CLIENT_IF:ORIGIN_IF")->check(interface_pair())->group(group);
+  app.add_option("--ports", g.ports, "run on two DPDK ports; DPDK's own arguments follow --")
+      ->type_name("CLIENT_PORT:ORIGIN_PORT")->check(port_pair())->group(group);
+  app.add_option("--service-ports", g.service_ports, "TCP ports whose HTTP is parsed, e.g. 80,8080 (default: the policy's)")
+      ->type_name("LIST")->check(port_list())->group(group);
+}
+
+void describe_capacity(CLI::App& app, Options& o) {
+  const char* group = "Capacity";
+  app.add_option("--workers", o.workers, "worker lcores (default 1); each polls queue i of both ports")
+      ->type_name("N")->check(whole<unsigned>(1, 128, "wants 1 to 128"))->group(group);
+  app.add_option("--flows", o.flows,
+                 "TCP flows tracked per worker (default 65536); past it a flow that is over, a stale handshake or an "
+                 "idle connection makes room, else new ones wait")
+      ->type_name("N")->check(whole<size_t>(16, size_t{1} << 26, "wants 16 to 67108864"))->group(group);
+  app.add_option("--contexts", o.contexts, "requests in flight per worker (default 2048); a parse context each")
+      ->type_name("N")->check(whole<size_t>(1, size_t{1} << 20, "wants 1 to 1048576"))->group(group);
+  app.add_option("--flows-per-client", o.flows_per_client,
+                 "flows one client address (IPv6: its /64) may hold per worker (default a sixteenth of --flows); past "
+                 "it its SYNs are dropped")
+      ->type_name("N")->check(whole<uint32_t>(1, uint32_t{1} << 26, "wants 1 to 67108864"))->group(group);
+  app.add_option("--contexts-per-client", o.contexts_per_client,
+                 "parse contexts one client address may hold per worker (default a sixteenth of --contexts); past it "
+                 "its segments wait")
+      ->type_name("N")->check(whole<uint32_t>(1, uint32_t{1} << 20, "wants 1 to 1048576"))->group(group);
+  app.add_option("--buckets", o.buckets, "rate-limit buckets, all workers together (default 1048576)")
+      ->type_name("N")->check(whole<size_t>(1024, size_t{1} << 30, "wants 1024 to 1073741824"))->group(group);
+  app.add_option("--runs", o.runs, "live runs at once (default 65536)")
+      ->type_name("N")->check(whole<size_t>(1, size_t{1} << 24, "wants 1 to 16777216"))->group(group);
+  app.add_option("--credentials", o.credentials, "credentials in the credential-to-user map (default 65536)")
+      ->type_name("N")->check(whole<size_t>(1, size_t{1} << 24, "wants 1 to 16777216"))->group(group);
+  app.add_option("--memory", o.memory_mb, "DPDK memory in megabytes with --af-packet or --af-xdp (default 1024)")
+      ->type_name("MB")->check(whole<unsigned>(64, 1 << 20, "wants megabytes (at least 64)"))->group(group);
+}
+
+void describe_timers(CLI::App& app, Options& o, Given& g) {
+  const char* group = "Timers";
+  app.add_option("--idle-timeout", o.idle_timeout_s,
+                 "forget an established flow after S seconds without a segment (default 600); its next request "
+                 "resets it, so keep this above the origins' keep-alive timeout")
+      ->type_name("S")->check(whole<unsigned>(1, 86400, "wants seconds (1 to 86400)"))->group(group);
+  app.add_option("--half-open-timeout", o.half_open_timeout_s,
+                 "forget a flow whose handshake did not finish within S seconds (default 10)")
+      ->type_name("S")->check(whole<unsigned>(1, 3600, "wants seconds (1 to 3600)"))->group(group);
+  app.add_option("--idle-sleep", g.idle_sleep_us,
+                 "sleep after a long run of empty polls (default 20 with --af-packet or --af-xdp, 0 with --ports)")
+      ->type_name("US")->check(whole<unsigned>(0, 1000000, "wants microseconds (0 to 1000000)"))->group(group);
+}
+
+void describe_operation(CLI::App& app, Options& o) {
+  const char* group = "Operation";
+  app.add_option("--control-socket", o.control_socket,
+                 "control socket for sluicectl (default /run/sluice/control.sock), 0660")
+      ->type_name("PATH")->check(non_empty("needs a path"))->group(group);
+  app.add_option("--control-group", o.control_group,
+                 "a group whose members (primary or supplementary) may use it besides root (default: root only). "
+                 "Each user holds at most 8 connections; a request must arrive within 5 s, its reply be read within "
+                 "5 s; idle ones close after 60 s")
+      ->type_name("NAME")->check(non_empty("needs a group name"))->group(group);
+  app.add_option("--metrics", o.metrics, "Prometheus text exposition at http://ADDR:PORT/metrics (a kernel socket)")
+      ->type_name("ADDR:PORT")->check(non_empty("needs ADDR:PORT"))->group(group);
+  app.add_option("--state-dir", o.state_dir,
+                 "what survives a restart: the live-run journal, the credential map and the secret credential hashes "
+                 "are keyed with (default /var/lib/sluice; made 0700; an existing one must be sluiced's user's and "
+                 "0700, else exit 8)")
+      ->type_name("DIR")->check(non_empty("needs a directory"))->group(group);
+  app.add_flag("-q,--quiet", o.quiet, "no start-up summary")->group(group);
+}
+
+// One of a fixed set of words (or a rate), read by `parse`.
+template <typename Parse>
+CLI::Validator one_of(Parse parse, std::string wants) {
+  return CLI::Validator([=](std::string& s) { return parse(s) ? std::string{} : wants + ", got '" + s + "'"; }, "");
+}
+
+void describe_logs(CLI::App& app, Given& g) {
+  const char* group = "Logs";
+  app.add_option("--log-level", g.log_level,
+                 "the least a message must weigh to be written: error, warning, notice, info or debug (default info)")
+      ->type_name("LEVEL")
+      ->check(one_of(control::parse_log_level, "wants error, warning, notice, info or debug"))->group(group);
+  app.add_option("--log-target", g.log_target,
+                 "auto (the journal, with fields, when stderr is connected to it; else stderr), stderr or journal "
+                 "(default auto). Each kind of message is rate-limited; what is held back is counted in one line")
+      ->type_name("TARGET")->check(one_of(control::parse_log_target, "wants auto, stderr or journal"))->group(group);
+  app.add_option("--refusal-log", g.refusal_log,
+                 "a sample of refusals and answers for audit, at most RATE records a second for the box (rule, "
+                 "status, the key's label; never a credential's text), at level info (default off)")
+      ->type_name("RATE")
+      ->check(one_of(control::parse_refusal_rate, "wants off or 0 to " +
+                                                      std::to_string(control::LogSettings::kMaxRefusalRate)))
+      ->group(group);
+}
+
+// The whole command line, bound to `o` and `g`.
+void describe(CLI::App& app, Options& o, Given& g) {
+  app.description(kDescription);
+  app.footer(kExitCodes);
+  app.set_help_flag("-h,--help", "this help, and exit");
+  app.add_flag("--version", g.version, "the version, and exit");
+  // Hidden (no group): what the build runs to write the man page's options.
+  app.add_flag("--manual-markdown", g.manual, "")->group("");
+  describe_what_to_run(app, o, g);
+  describe_capacity(app, o);
+  describe_timers(app, o, g);
+  describe_operation(app, o);
+  describe_logs(app, g);
+  cli_text::use_help_formatter(app);
+}
+
+// What the options ask for together: "" or what is wrong.
+std::string check_combination(const Options& o) {
+  if (o.mode == Options::Mode::kCheckConfig) return {};
+  if (o.config.empty()) return "--config FILE is required";
+  if (int{o.af_packet} + int{o.af_xdp} + int{o.ports} != 1) {
+    return "give exactly one of --af-packet CLIENT_IF:ORIGIN_IF, --af-xdp CLIENT_IF:ORIGIN_IF or --ports A:B";
+  }
+  if (o.kernel_interfaces() && !o.eal_args.empty()) {
+    return std::string("EAL arguments after -- are for --ports; ") + (o.af_packet ? "--af-packet" : "--af-xdp") +
+           " sets its own";
+  }
+  return {};
+}
+
+// CLI11's message as one line; a value's mistake reads "--workers wants 1
+// to 128, got '0'" (CLI11 puts a colon after the name, the validators are
+// written to follow it directly).
+std::string one_line(const CLI::ParseError& e) {
+  std::string m = e.what();
+  const size_t colon = m.find(": ");
+  if (m.rfind("--", 0) == 0 && colon != std::string::npos) {
+    if (dynamic_cast<const CLI::ValidationError*>(&e) != nullptr) m.erase(colon, 1);
+    // "--config: 1 required FILE missing"
+    if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr && m.find("missing") != std::string::npos) {
+      m = m.substr(0, colon) + " needs a value";
+    }
+  }
+  for (char& c : m) c = c == '\n' ? ' ' : c;
+  return m;
+}
+
+// The pairs and the mode, from what was given.
+void interpret(const CLI::App& app, const Given& g, Options& o) {
+  if (app.count("--check-config") > 0) {
+    o.mode = Options::Mode::kCheckConfig;
+    o.config = g.check_config;
+  }
+  if (app.count("--af-packet") > 0) o.af_packet = split_pair(g.af_packet, o.client_if, o.origin_if);
+  if (app.count("--af-xdp") > 0) o.af_xdp = split_pair(g.af_xdp, o.client_if, o.origin_if);
+  if (app.count("--ports") > 0) {
+    std::string a, b;
+    o.ports = split_pair(g.ports, a, b) && parse_number<uint16_t>(a, o.client_port, 0, 1023) &&
+              parse_number<uint16_t>(b, o.origin_port, 0, 1023);
+  }
+  if (app.count("--idle-sleep") > 0) o.idle_sleep_us = g.idle_sleep_us;
+  if (app.count("--service-ports") > 0) o.service_ports = parse_port_list(g.service_ports);
+  if (app.count("--log-level") > 0) o.log.level = *control::parse_log_level(g.log_level);
+  if (app.count("--log-target") > 0) o.log.target = *control::parse_log_target(g.log_target);
+  if (app.count("--refusal-log") > 0) o.log.refusal_rate = *control::parse_refusal_rate(g.refusal_log);
+}
+
 }  // namespace
 
 std::optional<std::vector<uint16_t>> parse_port_list(const std::string& s) {
@@ -45,213 +301,65 @@ std::optional<std::vector<uint16_t>> parse_port_list(const std::string& s) {
   return ports;
 }
 
-namespace {
-
-// The options that take a value; each is applied by apply_setting or
-// apply_number.
-constexpr std::string_view kWithValue[] = {
-    "config", "check-config", "af-packet", "af-xdp", "ports", "workers", "service-ports", "control-socket",
-    "control-group", "metrics", "state-dir", "runs", "credentials", "flows", "contexts", "flows-per-client", "contexts-per-client", "buckets", "memory", "idle-sleep", "idle-timeout", "half-open-timeout"};
-
-// The numeric options (table sizes, memory, timers): "" or what is wrong
-// with the value.
-std::string apply_number(const std::string& name, const std::string& value, Options& o) {
-  if (name == "workers") {
-    if (!parse_number<unsigned>(value, o.workers, 1, 128)) return "--workers wants 1 to 128, got '" + value + "'";
-  } else if (name == "runs") {
-    if (!parse_number<size_t>(value, o.runs, 1, size_t{1} << 24)) return "--runs wants 1 to 16777216, got '" + value + "'";
-  } else if (name == "credentials") {
-    if (!parse_number<size_t>(value, o.credentials, 1, size_t{1} << 24)) return "--credentials wants 1 to 16777216, got '" + value + "'";
-  } else if (name == "flows") {
-    if (!parse_number<size_t>(value, o.flows, 16, size_t{1} << 26)) return "--flows wants 16 to 67108864, got '" + value + "'";
-  } else if (name == "contexts") {
-    if (!parse_number<size_t>(value, o.contexts, 1, size_t{1} << 20)) return "--contexts wants 1 to 1048576, got '" + value + "'";
-  } else if (name == "flows-per-client") {
-    if (!parse_number<uint32_t>(value, o.flows_per_client, 1, uint32_t{1} << 26)) return "--flows-per-client wants 1 to 67108864, got '" + value + "'";
-  } else if (name == "contexts-per-client") {
-    if (!parse_number<uint32_t>(value, o.contexts_per_client, 1, uint32_t{1} << 20)) return "--contexts-per-client wants 1 to 1048576, got '" + value + "'";
-  } else if (name == "buckets") {
-    if (!parse_number<size_t>(value, o.buckets, 1024, size_t{1} << 30)) return "--buckets wants 1024 to 1073741824, got '" + value + "'";
-  } else if (name == "memory") {
-    if (!parse_number<unsigned>(value, o.memory_mb, 64, 1 << 20)) return "--memory wants megabytes (at least 64), got '" + value + "'";
-  } else if (name == "idle-timeout") {
-    if (!parse_number<unsigned>(value, o.idle_timeout_s, 1, 86400)) return "--idle-timeout wants seconds (1 to 86400), got '" + value + "'";
-  } else if (name == "half-open-timeout") {
-    if (!parse_number<unsigned>(value, o.half_open_timeout_s, 1, 3600)) return "--half-open-timeout wants seconds (1 to 3600), got '" + value + "'";
-  } else if (name == "idle-sleep") {
-    unsigned us = 0;
-    if (!parse_number<unsigned>(value, us, 0, 1000000)) return "--idle-sleep wants microseconds (0 to 1000000), got '" + value + "'";
-    o.idle_sleep_us = us;
-  }
-  return {};
-}
-
-// What to run and where (the policy, the ports, the sockets, the state
-// directory), else a numeric option: "" or what is wrong with the value.
-std::string apply_setting(const std::string& name, const std::string& value, Options& o) {
-  if (name == "config") {
-    o.config = value;
-  } else if (name == "check-config") {
-    o.mode = Options::Mode::kCheckConfig;
-    o.config = value;
-  } else if (name == "af-packet" || name == "af-xdp") {
-    if (!split_pair(value, o.client_if, o.origin_if)) return "--" + name + " wants CLIENT_IF:ORIGIN_IF, got '" + value + "'";
-    if (o.client_if == o.origin_if) return "--" + name + ": the client and origin interfaces must differ";
-    (name == "af-packet" ? o.af_packet : o.af_xdp) = true;
-  } else if (name == "ports") {
-    std::string a, b;
-    if (!split_pair(value, a, b) || !parse_number<uint16_t>(a, o.client_port, 0, 1023) ||
-        !parse_number<uint16_t>(b, o.origin_port, 0, 1023)) {
-      return "--ports wants CLIENT_PORT:ORIGIN_PORT (DPDK port ids), got '" + value + "'";
-    }
-    if (o.client_port == o.origin_port) return "--ports: the client and origin ports must differ";
-    o.ports = true;
-  } else if (name == "service-ports") {
-    o.service_ports = parse_port_list(value);
-    if (!o.service_ports) return "--service-ports wants a list like 80,8080, got '" + value + "'";
-  } else if (name == "control-socket") {
-    if (value.empty()) return "--control-socket needs a path";
-    o.control_socket = value;
-  } else if (name == "metrics") {
-    if (value.empty()) return "--metrics needs ADDR:PORT";
-    o.metrics = value;
-  } else if (name == "control-group") {
-    if (value.empty()) return "--control-group needs a group name";
-    o.control_group = value;
-  } else if (name == "state-dir") {
-    if (value.empty()) return "--state-dir needs a directory";
-    o.state_dir = value;
-  } else {
-    return apply_number(name, value, o);
-  }
-  return {};
-}
-
-// "--name value" or "--name=value" at argv[i], applied to `o`; `i` moves
-// past a separate value. "" or what is wrong.
-std::string apply_option(int argc, const char* const* argv, int& i, Options& o) {
-  const std::string_view arg = argv[i];
-  if (arg.substr(0, 2) != "--") return "unexpected argument '" + std::string(arg) + "'";
-  std::string name(arg.substr(2));
-  std::string value;
-  bool has_value = false;
-  if (const size_t eq = name.find('='); eq != std::string::npos) {
-    value = name.substr(eq + 1);
-    name.resize(eq);
-    has_value = true;
-  }
-  bool known = false;
-  for (std::string_view k : kWithValue) known = known || k == name;
-  if (!known) return "unknown option '--" + name + "'";
-  if (!has_value) {
-    if (i + 1 >= argc) return "--" + name + " needs a value";
-    value = argv[++i];
-  }
-  return apply_setting(name, value, o);
-}
-
-// What the options ask for together: "" or what is wrong.
-std::string check_combination(const Options& o) {
-  if (o.mode == Options::Mode::kCheckConfig) return {};
-  if (o.config.empty()) return "--config FILE is required";
-  if (int{o.af_packet} + int{o.af_xdp} + int{o.ports} != 1) {
-    return "give exactly one of --af-packet CLIENT_IF:ORIGIN_IF, --af-xdp CLIENT_IF:ORIGIN_IF or --ports A:B";
-  }
-  if (o.kernel_interfaces() && !o.eal_args.empty()) {
-    return std::string("EAL arguments after -- are for --ports; ") + (o.af_packet ? "--af-packet" : "--af-xdp") +
-           " sets its own";
-  }
-  return {};
-}
-
-}  // namespace
-
 ParseResult parse_options(int argc, const char* const* argv) {
   ParseResult r;
   Options& o = r.options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--") {
-      for (++i; i < argc; ++i) o.eal_args.emplace_back(argv[i]);
+  // DPDK's own arguments after "--" never reach CLI11, which would take them
+  // for positionals (sluiced has none: a stray word is an error).
+  std::vector<std::string> ours;
+  for (int i = argc - 1; i >= 1; --i) {
+    if (std::string_view(argv[i]) == "--") {
+      o.eal_args.assign(argv + i + 1, argv + argc);
+      argc = i;
       break;
     }
-    if (arg == "-h" || arg == "--help") {
-      o.mode = Options::Mode::kHelp;
-      return r;
-    }
-    if (arg == "--version") {
+  }
+  for (int i = argc - 1; i >= 1; --i) ours.emplace_back(argv[i]);  // CLI11 takes them reversed
+  CLI::App app;
+  Given g;
+  describe(app, o, g);
+  try {
+    app.parse(ours);
+  } catch (const CLI::CallForHelp&) {
+    o.mode = Options::Mode::kHelp;
+    return r;
+  } catch (const CLI::ExtrasError&) {
+    // CLI11 lists what it did not expect; name the first as an option or a word.
+    const std::vector<std::string> rest = app.remaining();
+    const std::string first = rest.empty() ? std::string() : rest.front();
+    r.error = first.rfind('-', 0) == 0 ? "unknown option '" + first + "'" : "unexpected argument '" + first + "'";
+    return r;
+  } catch (const CLI::ParseError& e) {
+    if (g.version) {
       o.mode = Options::Mode::kVersion;
       return r;
     }
-    if (arg == "-q" || arg == "--quiet") {
-      o.quiet = true;
-      continue;
-    }
-    r.error = apply_option(argc, argv, i, o);
-    if (!r.error.empty()) return r;
+    r.error = one_line(e);
+    return r;
   }
+  if (g.version || g.manual) {
+    o.mode = g.version ? Options::Mode::kVersion : Options::Mode::kManual;
+    return r;
+  }
+  interpret(app, g, o);
   r.error = check_combination(o);
   return r;
 }
 
-const char* usage_text() noexcept {
-  return R"(sluiced: the sluice rate-limit appliance, inline between HTTP/1.1 clients and origins.
+std::string usage_text() {
+  CLI::App app;
+  Options o;
+  Given g;
+  describe(app, o, g);
+  return app.help();
+}
 
-Usage:
-  sluiced --config FILE --af-packet CLIENT_IF:ORIGIN_IF [options]
-      Runs on two Linux interfaces through DPDK's AF_PACKET driver: no huge
-      pages, no NIC binding (how CI and the demo run; needs root).
-  sluiced --config FILE --af-xdp CLIENT_IF:ORIGIN_IF [options]
-      The same through DPDK's AF_XDP driver: frames bypass the kernel's stack
-      (an XDP program hands each to sluiced), for NICs that stay with the
-      kernel. Each interface needs --workers queues (ethtool -L IF combined
-      N), from queue 0; a veth has one, so one worker. Needs root.
-  sluiced --config FILE --ports CLIENT_PORT:ORIGIN_PORT [options] -- EAL_ARGS
-      Runs on two DPDK ports (NICs bound to vfio-pci), symmetric RSS so both
-      directions of a TCP flow reach one worker. EAL_ARGS are DPDK's own
-      (cores, memory, allow-list), e.g. -l 0-4 -a 0000:3b:00.0 -a 0000:3b:00.1
-  sluiced --check-config FILE
-      Loads and compiles a policy, prints its summary or every error as
-      file:line:column, and exits.
-
-Options:
-  --workers N            worker lcores (default 1); each polls queue i of both ports
-  --service-ports LIST   TCP ports whose HTTP is parsed, e.g. 80,8080 (default: the policy's)
-  --flows N              TCP flows tracked per worker (default 65536); past it a flow that is over,
-                         a stale handshake or an idle connection makes room, else new ones wait
-  --contexts N           requests in flight per worker (default 2048); a parse context each
-  --flows-per-client N   flows one client address (IPv6: its /64) may hold per worker
-                         (default a sixteenth of --flows); past it its SYNs are dropped
-  --contexts-per-client N
-                         parse contexts one client address may hold per worker (default a
-                         sixteenth of --contexts); past it its segments wait
-  --buckets N            rate-limit buckets, all workers together (default 1048576)
-  --idle-timeout S       forget an established flow after S seconds without a segment (default 600);
-                         its next request resets it, so keep this above the origins' keep-alive timeout
-  --half-open-timeout S  forget a flow whose handshake did not finish within S seconds (default 10)
-  --memory MB            DPDK memory with --af-packet or --af-xdp (default 1024)
-  --idle-sleep US        sleep after a long run of empty polls (default 20 with --af-packet or
-                         --af-xdp, 0 with --ports)
-  --control-socket PATH  control socket for sluicectl (default /run/sluice/control.sock), 0660
-  --control-group NAME   a group whose members (primary or supplementary) may use it besides root
-                         (default: root only). Each user holds at most 8 connections; a request
-                         must arrive within 5 s, its reply be read within 5 s; idle ones close
-                         after 60 s
-  --metrics ADDR:PORT    Prometheus text exposition at http://ADDR:PORT/metrics (a kernel socket)
-  --state-dir DIR        what survives a restart: the live-run journal, the credential map and the
-                         secret credential hashes are keyed with (default /var/lib/sluice; made
-                         0700; an existing one must be sluiced's user's and 0700, else exit 8)
-  --runs N               live runs at once (default 65536)
-  --credentials N        credentials in the credential-to-user map (default 65536)
-  -q, --quiet            no start-up summary
-  --version, -h/--help
-
-Exit codes:
-  0 stopped cleanly (SIGINT or SIGTERM)   1 failed while running   2 bad command line
-  3 invalid policy   4 interface or port missing or unusable   5 out of memory
-  6 the DPDK environment would not start   7 the control socket cannot be created
-  8 the state directory cannot be used (created, read, or its journal replayed)
-)";
+std::string manual_text() {
+  CLI::App app;
+  Options o;
+  Given g;
+  describe(app, o, g);
+  return cli_text::options_markdown(app) + "\n# EXIT STATUS\n\n" + cli_text::preformatted(kExitCodes);
 }
 
 }  // namespace sluice::sluiced

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "control/log.h"
+
 namespace sluice::sluiced {
 
 // Every way sluiced can end, each with its own code (documented in --help).
@@ -24,7 +26,7 @@ enum class ExitCode : int {
 };
 
 struct Options {
-  enum class Mode : uint8_t { kRun, kCheckConfig, kHelp, kVersion } mode = Mode::kRun;
+  enum class Mode : uint8_t { kRun, kCheckConfig, kHelp, kVersion, kManual } mode = Mode::kRun;
   std::string config;        // --config, or the file of --check-config
   bool af_packet = false;    // --af-packet CLIENT_IF:ORIGIN_IF
   bool af_xdp = false;       // --af-xdp CLIENT_IF:ORIGIN_IF
@@ -49,6 +51,7 @@ struct Options {
   unsigned idle_timeout_s = 600;       // an established flow with no segment either way
   unsigned half_open_timeout_s = 10;   // a handshake not finished
   bool quiet = false;
+  control::LogSettings log;  // --log-level, --log-target, --refusal-log
   std::vector<std::string> eal_args;  // after "--"
 
   // On two Linux interfaces (--af-packet or --af-xdp): sluiced makes the
@@ -63,7 +66,11 @@ struct ParseResult {
 
 [[nodiscard]] ParseResult parse_options(int argc, const char* const* argv);
 
-[[nodiscard]] const char* usage_text() noexcept;
+// --help: generated from the same table the parser uses.
+[[nodiscard]] std::string usage_text();
+// The man page's OPTIONS and EXIT STATUS, as pandoc markdown (sluiced
+// --manual-markdown; man/meson.build runs it), from that same table.
+[[nodiscard]] std::string manual_text();
 
 // "80,8080" -> ports; nullopt on any bad element.
 [[nodiscard]] std::optional<std::vector<uint16_t>> parse_port_list(const std::string& s);

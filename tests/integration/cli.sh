@@ -48,6 +48,9 @@ expect usage-unknown-option 2 "unknown option '--frobnicate'" -- "$sluiced" --co
 expect usage-both-modes 2 'exactly one of' -- "$sluiced" --config x --af-packet a:b --ports 0:1
 expect usage-af-xdp-and-af-packet 2 'exactly one of' -- "$sluiced" --config x --af-packet a:b --af-xdp c:d
 expect usage-af-xdp-pair 2 '--af-xdp wants CLIENT_IF:ORIGIN_IF' -- "$sluiced" --config x --af-xdp c
+expect usage-log-level 2 '--log-level wants error, warning, notice, info or debug' -- "$sluiced" --config x --af-packet a:b --log-level loud
+expect usage-refusal-log 2 '--refusal-log wants off or 0 to 10000' -- "$sluiced" --config x --af-packet a:b --refusal-log 20000
+expect usage-option-twice 2 'workers' -- "$sluiced" --config x --af-packet a:b --workers 1 --workers 2
 expect config-missing-file 3 "cannot read the policy file" -- "$sluiced" --config "$tmp/none.yaml" --af-packet a:b
 expect config-broken-file 3 "broken.yaml:4:[0-9]+: " -- "$sluiced" --config "$tmp/broken.yaml" --af-packet a:b
 expect check-config-broken 3 "broken.yaml:4:[0-9]+: " -- "$sluiced" --check-config "$tmp/broken.yaml"
@@ -144,7 +147,10 @@ ctl_expect unknown-command 2 "unknown command 'frobnicate'" -- frobnicate
 ctl_expect run-what 2 "run what\? \(start, end\)" -- run
 ctl_expect run-start-no-token 2 "'run start' takes TOKEN" -- run start
 ctl_expect run-start-bad-budget 2 "--budget wants requests per minute" -- run start tok --budget lots
-ctl_expect run-end-extra 2 "got 'extra'" -- run end tok extra
+ctl_expect run-end-extra 2 "'run end' takes TOKEN, got 'extra'" -- run end tok extra
+ctl_expect status-extra 2 "'status' takes no arguments, got 'x'" -- status x
+ctl_expect unknown-option 2 "unknown option '--frob'" -- --frob
+ctl_expect socket-empty 2 "--socket needs" -- --socket= status
 ctl_expect option-of-another-command 2 "'runs' has no option --budget" -- runs --budget 5
 ctl_expect credential-hash-empty 2 "reads the credential on stdin" -- credential hash
 ctl_expect usage-report-tokens 2 "TOKENS wants a whole number" -- usage report dep ten
@@ -163,7 +169,8 @@ if [ "$(id -u)" -eq 0 ]; then
     echo "PASS sluicectl a file its user cannot read ($rc: $err)"
   else echo "FAIL sluicectl a file its user cannot read: exit $rc: $err"; failures=$((failures + 1)); fi
 fi
-if "$sluicectl" run --help | grep -q '^sluicectl run start TOKEN \[--budget N\]'; then echo "PASS sluicectl run --help"
+# A group's help lists its commands with their arguments.
+if "$sluicectl" run --help | grep -q '^  run start TOKEN \[--budget N\]$'; then echo "PASS sluicectl run --help"
 else echo "FAIL sluicectl run --help"; failures=$((failures + 1)); fi
 missing=0
 for c in status stats top runs "run start" "run end" "credentials load" "credentials show" "credential add" \

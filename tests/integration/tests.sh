@@ -49,6 +49,7 @@ chromium-cors                limiting  tb-small           1
 tb-syn-replay                limiting  tb-small           1
 tb-stale-origin-segment      limiting  tb-small           1
 ctl-status-stats             limiting  tb-small           1
+ctl-prometheus-scrape        limiting  tb-small           1
 ctl-reload                   limiting  tb-small           1
 wire-overlap-decoy           limiting  tb-small           1
 ctl-buckets-crash            limiting  tb-small           1  crash
@@ -68,6 +69,7 @@ wire-syn-flood               limiting  tb-strict          1
 wire-syn-proxy-options       limiting  tb-strict          1
 wire-unbound-refusal         limiting  tb-strict          1
 wire-slow-head-crowd         limiting  tb-deadlines       1  args=--contexts,16,--contexts-per-client,4
+logs-refusal-sample          limiting  tb-small           1  args=--refusal-log,4
 '
 
 SLT_TB14_BODY='{"error":{"code":"rate_limited","message":"Too many requests. Slow down and retry."}}'
@@ -496,20 +498,24 @@ t_ctl_status_stats() {
   check_eq "status names the policy" "$(grep -o "^policy    three-budgets-small" <<<"$out")" "policy    three-budgets-small"
   local scrape_before scrape_after
   scrape() { ip netns exec "$NS_BOX" curl -sS --max-time 5 "http://127.0.0.1:9464/$1"; }
-  prom_sum() { awk -v m="$2" '$1 ~ "^"m"[{]" { n += $2 } END { print n + 0 }' <<<"$1"; }
+  # prom_sum SCRAPE FAMILY [LABELS]: the family's samples (those whose labels
+  # hold LABELS, e.g. verdict="refused") added up over workers and rules.
+  prom_sum() { awk -v m="$2" -v l="${3:-}" '$1 ~ "^"m"[{]" && index($1, l) { n += $2 } END { print n + 0 }' <<<"$1"; }
   before="$("$ctl" --socket "$SLT_TMP/control.sock" --json stats)"
   scrape_before="$(scrape metrics)"
   client st --source "$s" --count 21 --path '/st/{i}'
   after="$("$ctl" --socket "$SLT_TMP/control.sock" --json stats)"
   scrape_after="$(scrape metrics)"
   check_eq "Prometheus: admitted moved by 20" \
-    "$(($(prom_sum "$scrape_after" sluice_admitted_total) - $(prom_sum "$scrape_before" sluice_admitted_total)))" 20
+    "$(($(prom_sum "$scrape_after" sluice_requests_total 'verdict="admitted"') - $(prom_sum "$scrape_before" sluice_requests_total 'verdict="admitted"')))" 20
   check_eq "Prometheus: refused moved by 1" \
-    "$(($(prom_sum "$scrape_after" sluice_refused_total) - $(prom_sum "$scrape_before" sluice_refused_total)))" 1
-  check_eq "Prometheus: typed" "$(grep -c '^# TYPE sluice_admitted_total counter$' <<<"$scrape_after")" 1
-  prom_one() { awk -v m="$2" '$1 == m { print $2 + 0 }' <<<"$1"; }
+    "$(($(prom_sum "$scrape_after" sluice_requests_total 'verdict="refused"') - $(prom_sum "$scrape_before" sluice_requests_total 'verdict="refused"')))" 1
+  check_eq "Prometheus: request heads moved by 21" \
+    "$(($(prom_sum "$scrape_after" sluice_request_heads_total) - $(prom_sum "$scrape_before" sluice_request_heads_total)))" 21
+  check_eq "Prometheus: typed" "$(grep -c '^# TYPE sluice_requests_total counter$' <<<"$scrape_after")" 1
   check_eq "Prometheus: the bare rule's refusals moved by 1" \
-    "$(($(prom_one "$scrape_after" 'sluice_rule_requests_total{rule="bare",verdict="refused"}') - $(prom_one "$scrape_before" 'sluice_rule_requests_total{rule="bare",verdict="refused"}')))" 1
+    "$(($(prom_sum "$scrape_after" sluice_requests_total 'verdict="refused",rule="bare"') - $(prom_sum "$scrape_before" sluice_requests_total 'verdict="refused",rule="bare"')))" 1
+  check_eq "Prometheus: sluice_build_info" "$(grep -cE '^sluice_build_info[{]version="[^"]+",dpdk_version="[^"]+"[}] 1$' <<<"$scrape_after")" 1
   # Entries as the reclaimer last counted them: every region every 10 s.
   local entries_seen=0 tries
   for ((tries = 0; tries < 24; tries++)); do
@@ -579,6 +585,88 @@ t_ctl_status_stats() {
   check_eq "... told who holds it" "$(grep -c 'in use by another sluiced (pid [0-9]*)' <<<"$out")" 1
   "$ctl" --socket "$SLT_TMP/nothing-here.sock" status >/dev/null 2>&1
   check_eq "no daemon: exit" "$?" 3
+  finish
+}
+
+# Issue 18: a real Prometheus server scrapes sluiced. Debian's
+# /usr/bin/prometheus, started by this test in the appliance's namespace
+# (loopback 127.0.0.1:9490, its own configuration and TSDB in a temporary
+# directory, scrape_interval 1s), stopped by its PID and its directory
+# removed however the test ends. An address spends its bare budget (20 an
+# hour, TB01) and is then refused over fresh connections; once Prometheus
+# has scraped again, sum(sluice_requests_total{verdict="refused"}) has grown
+# by exactly the 429s the client got (the bare rule's series too, and the
+# admitted ones by the 200s). promtool check metrics passes on a live
+# scrape; the Grafana dashboard (contrib/grafana/sluice.json) is JSON.
+t_ctl_prometheus_scrape() {
+  local s dir pid i code out before admitted_before want refused
+  s="$(src4)"
+  [ -x /usr/bin/prometheus ] && [ -x /usr/bin/promtool ] ||
+    { fail "no /usr/bin/prometheus or /usr/bin/promtool (scripts/install-deps.sh test installs Debian's prometheus)"; finish; }
+  out="$SLT_OUT/metrics.txt"
+  ip netns exec "$NS_BOX" curl -sS --max-time 5 http://127.0.0.1:9464/metrics >"$out"
+  check_eq "promtool check metrics on a live scrape" "$(/usr/bin/promtool check metrics <"$out" 2>&1; echo "exit $?")" "exit 0"
+  check_eq "the dashboard is JSON" "$("$SLT_PY" -m json.tool "$SLT_REPO/contrib/grafana/sluice.json" >/dev/null 2>&1; echo $?)" 0
+
+  dir="$(mktemp -d "$SLT_TMP/prometheus.XXXXXX")"
+  printf 'global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: sluiced\n    static_configs:\n      - targets: ["127.0.0.1:9464"]\n' >"$dir/prometheus.yml"
+  ip netns exec "$NS_BOX" /usr/bin/prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
+    --web.listen-address=127.0.0.1:9490 --log.level=warn >"$SLT_OUT/prometheus.log" 2>&1 </dev/null &
+  pid=$!  # ip netns exec execs prometheus: this is its PID
+  # shellcheck disable=SC2064  # expanded now: the PID and directory of this run
+  trap "kill -TERM $pid 2>/dev/null; for ((i = 0; i < 50; i++)); do kill -0 $pid 2>/dev/null || break; sleep 0.2; done; kill -KILL $pid 2>/dev/null; rm -rf '$dir'" EXIT
+  trap 'exit 1' TERM INT
+  # promq QUERY: the first sample's value of an instant query, or "none".
+  promq() {
+    ip netns exec "$NS_BOX" curl -sS --max-time 3 --get --data-urlencode "query=$1" http://127.0.0.1:9490/api/v1/query 2>/dev/null |
+      "$SLT_PY" -c 'import json,sys
+try: r = json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "none")
+except Exception: print("none")'
+  }
+  # wait_for QUERY WANT: up to 20 s for the query to answer WANT; prints what it last answered.
+  wait_for() {
+    local got="none" n
+    for ((n = 0; n < 40; n++)); do
+      got="$(promq "$1")"
+      [ "$got" = "$2" ] && break
+      sleep 0.5
+    done
+    printf '%s' "$got"
+  }
+  for ((i = 0; i < 60; i++)); do
+    code="$(ip netns exec "$NS_BOX" curl -s -o /dev/null -w '%{http_code}' --max-time 2 http://127.0.0.1:9490/-/ready)"
+    [ "$code" = 200 ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  [ "$code" = 200 ] || { fail "prometheus not ready within 30 s: $(tail -c 300 "$SLT_OUT/prometheus.log")"; finish; }
+  check_eq "Prometheus scrapes sluiced (up)" "$(wait_for 'up{job="sluiced"}' 1)" 1
+
+  # Nothing else runs now: what the scrape says Prometheus must come to say.
+  local scraped bare_before
+  scraped="$(ip netns exec "$NS_BOX" curl -sS --max-time 5 http://127.0.0.1:9464/metrics)"
+  # requests_sum LABELS: sluice_requests_total's samples with LABELS in this scrape, added up.
+  requests_sum() { awk -v l="$1" '$1 ~ /^sluice_requests_total[{]/ && index($1, l) { n += $2 } END { print n + 0 }' <<<"$scraped"; }
+  before="$(requests_sum 'verdict="refused"')"
+  bare_before="$(requests_sum 'verdict="refused",rule="bare"')"
+  admitted_before="$(requests_sum 'verdict="admitted"')"
+  check_eq "Prometheus has the refusals so far" "$(wait_for 'sum(sluice_requests_total{verdict="refused"})' "$before")" "$before"
+
+  client spend --source "$s" --count 20 --path '/prom/{i}'
+  client refused --source "$s" --connections 7 --count 1 --path '/prom/r{c}'
+  check_eq "the budget spent" "$(res statuses spend)" "200x20"
+  refused="$(res count refused 429)"
+  check_eq "refused over fresh connections" "$refused" 7
+  want=$((before + refused))
+  note "refused before: $before (bare $bare_before), admitted before: $admitted_before; the client saw $refused 429s"
+  check_eq "PromQL: sum(sluice_requests_total{verdict=\"refused\"}) grew by the client's 429s" \
+    "$(wait_for 'sum(sluice_requests_total{verdict="refused"})' "$want")" "$want"
+  check_eq "PromQL: the bare rule's refusals too" \
+    "$(wait_for 'sum(sluice_requests_total{verdict="refused",rule="bare"})' "$((bare_before + refused))")" "$((bare_before + refused))"
+  check_eq "PromQL: admitted grew by the 200s" \
+    "$(wait_for 'sum(sluice_requests_total{verdict="admitted"})' "$((admitted_before + 20))")" "$((admitted_before + 20))"
+  check_eq "PromQL: sluice_build_info" "$(promq 'count(sluice_build_info)')" 1
+  check_olog "origin log: the 20 admitted only" "$s" 20
   finish
 }
 
@@ -1841,6 +1929,51 @@ t_ctl_usage_report() {
   SLT_CTL usage report "$dep" lots >/dev/null 2>&1
   check_eq "usage report of a non-number: exit 2" "$?" 2
   check_olog "origin log: the 3 admitted" "$s" 3
+  finish
+}
+
+# ================================================================ logs
+
+# Issue 18: the sampled refusal log at 4 records a second (--refusal-log 4).
+# An address spends its bare budget (20 an hour) and
+# is refused over fresh connections, twice, 0.6 s apart: the log shows
+# `refusal` lines naming the rule, the status and the address, at least one
+# per run and no more than one per 250 ms of the whole (the worker keeps
+# the first offer, then one per interval). A credential's refusals name its
+# keyed digest, never the credential.
+t_logs_refusal_sample() {
+  local s t0 t1 mark ms lines most all refused
+  s="$(src4)"
+  mark="$(wc -l <"$SLT_SLUICED_LOG")"
+  t0="$(date +%s%N)"
+  client first --source "$s" --connections 60 --count 1 --path '/rl/a{c}'
+  sleep 0.6
+  client second --source "$s" --connections 20 --count 1 --path '/rl/b{c}'
+  t1="$(date +%s%N)"
+  sleep 0.5  # the main loop drains the workers' rings every 100 ms
+  refused="$(res expr first 'sum(1 for r in R if r["status"] == 429)') $(res expr second 'sum(1 for r in R if r["status"] == 429)')"
+  check_eq "20 admitted, then every request refused" "$refused" "40 20"
+  ms=$(((t1 - t0) / 1000000))
+  most=$((ms / 250 + 1))
+  lines="$(tail -n +"$((mark + 1))" "$SLT_SLUICED_LOG" | grep -cxF "sluiced: refusal: rule=bare status=429 key=$s")"
+  all="$(tail -n +"$((mark + 1))" "$SLT_SLUICED_LOG" | grep -c "^sluiced: refusal: .*key=$s\$")"
+  note "$lines refusal lines for 60 refusals over $ms ms (at most $most allowed)"
+  check_range "sampled refusal lines: one per run at least, at most 4 a second" "$lines" 2 "$most"
+  check_eq "every refusal line of the address names the rule and the status" "$all" "$lines"
+  check_eq "no sampled refusal dropped" "$(tail -n +"$((mark + 1))" "$SLT_SLUICED_LOG" | grep -c 'sampled refusals dropped')" 0
+  # A credential: 4 an hour, then refused; the log names its digest.
+  sleep 0.3
+  mark="$(wc -l <"$SLT_SLUICED_LOG")"
+  t0="$(date +%s%N)"
+  client cred --source "$s" --connections 8 --count 1 --path '/rl/c{c}' -H 'Authorization: Bearer sk-slt-refusal-log-4242'
+  t1="$(date +%s%N)"
+  sleep 0.5
+  check_eq "credential: 4 admitted, then refused" "$(res expr cred 'sum(1 for r in R if r["status"] == 429)')" 4
+  check_range "credential: sampled refusal lines" \
+    "$(tail -n +"$((mark + 1))" "$SLT_SLUICED_LOG" | grep -cE '^sluiced: refusal: rule=credentialed status=429 key=credential [0-9a-f]{32}$')" \
+    1 "$(((t1 - t0) / 250000000 + 1))"
+  check_eq "the credential itself is never logged" "$(grep -c 'sk-slt-refusal-log' "$SLT_SLUICED_LOG")" 0
+  check_olog "origin log: 20 bare and 4 credentialed admitted" "$s" 24
   finish
 }
 

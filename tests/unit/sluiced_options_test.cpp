@@ -108,6 +108,29 @@ TEST(SluicedOptions, StateDirectoryAndTableSizes) {
   EXPECT_EQ(r.options.credentials, 200u);
 }
 
+TEST(SluicedOptions, AnOptionGivenTwiceIsRefused) {
+  EXPECT_NE(parse({"--config", "p", "--af-packet", "a:b", "--workers", "1", "--workers", "2"}).error, "");
+}
+
+TEST(SluicedOptions, EveryOptionIsInTheHelpAndTheManualFromTheSameTable) {
+  const std::string help = usage_text();
+  const std::string manual = manual_text();
+  for (const char* name : {"--config", "--check-config", "--af-packet", "--af-xdp", "--ports", "--service-ports",
+                           "--workers", "--flows", "--contexts", "--flows-per-client", "--contexts-per-client",
+                           "--buckets", "--runs", "--credentials", "--memory", "--idle-timeout", "--half-open-timeout",
+                           "--idle-sleep", "--control-socket", "--control-group", "--metrics", "--state-dir",
+                           "--quiet"}) {
+    EXPECT_NE(help.find(name), std::string::npos) << name;
+    // Markdown-escaped in the manual: "**\-\-workers**" is not how it is written; the long name is.
+    EXPECT_NE(manual.find(std::string("**--") + (name + 2) + "**"), std::string::npos) << name;
+    // Each option the help lists, the parser takes.
+    EXPECT_EQ(parse({"--config", "p", "--af-packet", "a:b", name}).error.find("unknown option"), std::string::npos)
+        << name;
+  }
+  EXPECT_EQ(help.find("--manual-markdown"), std::string::npos) << "the build's own flag stays out of --help";
+  EXPECT_NE(manual.find("# EXIT STATUS"), std::string::npos);
+}
+
 TEST(SluicedOptions, HelpAndVersionWin) {
   EXPECT_EQ(parse({"--config", "p", "--help"}).options.mode, Options::Mode::kHelp);
   EXPECT_EQ(parse({"--version"}).options.mode, Options::Mode::kVersion);
