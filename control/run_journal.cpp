@@ -236,6 +236,40 @@ RunJournal::Replay RunJournal::open(const std::string& dir) {
   return r;
 }
 
+RunJournal::Replay RunJournal::read(const std::string& dir) {
+  RunJournal j;
+  j.dir_ = dir;
+  j.path_ = dir + "/" + kFileName;
+  Replay r;
+  struct stat st {};
+  if (::lstat(j.path_.c_str(), &st) != 0) {
+    if (errno != ENOENT) r.error = "cannot read " + j.path_ + ": " + errno_text(errno);
+    return r;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    r.error = j.path_ + " is not a regular file";
+    return r;
+  }
+  const int fd = ::open(j.path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  std::string text;
+  const bool ok = fd >= 0 && read_all(fd, text);
+  const int err = errno;
+  if (fd >= 0) ::close(fd);
+  if (!ok) {
+    r.error = "cannot read " + j.path_ + ": " + errno_text(err);
+    return r;
+  }
+  const size_t first_end = text.find('\n');
+  if (first_end == std::string::npos) return r;  // nothing recorded yet (or only a torn header)
+  if (std::string e = check_header(std::string_view(text).substr(0, first_end), j.path_); !e.empty()) {
+    r.error = std::move(e);
+    return r;
+  }
+  (void)j.replay(text, first_end + 1, r.warnings);
+  r.live = j.live();
+  return r;
+}
+
 size_t RunJournal::replay(std::string_view text, size_t pos, std::vector<std::string>& warnings) {
   size_t line_no = 1;
   while (pos < text.size()) {

@@ -68,6 +68,11 @@ class RunJournal {
   // journal. Opening again closes what was open.
   [[nodiscard]] Replay open(const std::string& dir);
 
+  // The live runs of dir/runs.journal, read and never written (sluice-replay
+  // reads a box's state directory this way): a missing journal has none, a
+  // torn last record is skipped with its warning and left in the file.
+  [[nodiscard]] static Replay read(const std::string& dir);
+
   // Each appends one record; "" or the reason. The caller checks the token
   // with valid_run_token() first; an invalid one is refused here too. After a
   // failed sync (or a cut-short write that could not be taken back) appends

@@ -57,6 +57,16 @@ if ! appliance_start "$policy" 1; then
 fi
 sed 's/^/  | /' "$SLT_APPLIANCE_LOG"
 
+# The demo's traffic, captured on the clients' side for sluice-replay at the
+# end (bounded: tcpdump stops by itself after 120 s).
+capture="$SLT_TMP/demo.pcap"
+capture_pid=""
+if command -v tcpdump >/dev/null; then
+  in_cli timeout -s INT 120 tcpdump -i c0 --immediate-mode -U -s 0 -w "$capture" 'tcp port 80' >"$SLT_TMP/tcpdump.log" 2>&1 &
+  capture_pid=$!
+  for _ in $(seq 50); do grep -q 'listening on' "$SLT_TMP/tcpdump.log" && break; sleep 0.1; done
+fi
+
 say "one request from the client through the appliance (curl -i)"
 in_cli curl -sS -i --max-time 5 "http://$ORIGIN4/v1/models"
 
@@ -113,6 +123,15 @@ ctl stats | awk 'NR == 1 || ($2 != 0 && $2 != "") ' | sed 's/^/   /'
 
 say "sluicectl bucket show: what is left of $CLIENT4's budget (read, not charged)"
 ctl bucket show per-client "$CLIENT4" | sed 's/^/   /'
+
+if [ -n "$capture_pid" ]; then
+  sleep 0.3
+  kill -INT "$capture_pid" 2>/dev/null
+  wait "$capture_pid" 2>/dev/null || true
+  say "sluice-replay: the same traffic (tcpdump on the client's side) decided offline by the same policy"
+  "$root/build/src/sluice-replay" --policy "$policy" --html "$root/build/demo-replay.html" "$capture" | sed 's/^/   /'
+  echo "   (the per-rule counts equal sluicectl stats above; the report with plots: build/demo-replay.html)"
+fi
 
 say "stopping sluiced (SIGTERM)"
 appliance_stop || true

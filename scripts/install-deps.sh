@@ -26,6 +26,7 @@ net_pkgs=(
   iproute2 ethtool procps    # ip netns/link/route, tc, nstat; offloads off; pgrep
   nginx                      # the origin
   curl wrk python3           # the clients (tests/integration/http_client.py: /usr/bin/python3)
+  tcpdump                    # the demo's traffic captured for sluice-replay (and the replay tests')
 )
 test_pkgs=(
   clang libclang-rt-14-dev   # libFuzzer and the clang sanitizer runtimes

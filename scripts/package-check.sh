@@ -10,7 +10,8 @@
 #      --check-config /etc/sluice/default.yaml`, `systemd-analyze verify` of
 #      an instance of the installed unit, and a short appliance run on the
 #      integration lab's namespaces (/usr/sbin/sluiced between curl and
-#      nginx, /usr/bin/sluicectl status, a clean stop);
+#      nginx, /usr/bin/sluicectl status, a clean stop); the installed
+#      sluice-replay on a small log;
 #   4. dpkg --purge: every file the package installed is gone, and so are
 #      /etc/sluice and /var/lib/sluice; the sluice group stays (Debian policy
 #      keeps system groups).
@@ -76,11 +77,12 @@ dpkg -i "$deb" >"$work/install.log" 2>&1 || { cat "$work/install.log"; die "dpkg
 installed=1
 dpkg -L sluice | sort >"$work/files"
 missing=0
-for f in /usr/sbin/sluiced /usr/bin/sluicectl /etc/sluice/default.yaml /etc/sluice/three-budgets.yaml \
+for f in /usr/sbin/sluiced /usr/bin/sluicectl /usr/bin/sluice-replay /etc/sluice/default.yaml /etc/sluice/three-budgets.yaml \
   /etc/sluice/route-families.yaml /etc/sluice/deployment-quotas.yaml /etc/sluice/sluice.env.example \
   /lib/systemd/system/sluiced@.service /usr/lib/sysusers.d/sluice.conf /usr/lib/tmpfiles.d/sluice.conf \
   /usr/share/bash-completion/completions/sluicectl /usr/share/man/man8/sluiced.8.gz \
-  /usr/share/man/man8/sluicectl.8.gz /usr/share/man/man5/sluice-policy.5.gz; do
+  /usr/share/man/man8/sluicectl.8.gz /usr/share/man/man5/sluice-policy.5.gz \
+  /usr/share/man/man1/sluice-replay.1.gz; do
   [ -e "$f" ] || { echo "  missing: $f"; missing=1; }
 done
 [ "$missing" = 0 ] && pass "installed layout (programs, examples, unit, sysusers, tmpfiles, completion, man pages)" \
@@ -89,7 +91,7 @@ getent group sluice >/dev/null && pass "the sluice group exists" || fail "no slu
 [ "$(stat -c '%a %U' /var/lib/sluice 2>/dev/null)" = "700 root" ] && pass "/var/lib/sluice is 0700 root" \
   || fail "/var/lib/sluice: $(stat -c '%a %U' /var/lib/sluice 2>&1)"
 
-for page in sluiced sluicectl sluice-policy; do
+for page in sluiced sluicectl sluice-policy sluice-replay; do
   out="$(MANWIDTH=100 man "$page" 2>"$work/man-$page.err")"
   if [ -n "$out" ] && grep -q '^NAME' <<<"$out" && ! grep -qi 'error' "$work/man-$page.err"; then
     pass "man $page renders ($(wc -l <<<"$out") lines)"
@@ -102,6 +104,19 @@ if out="$(/usr/sbin/sluiced --check-config /etc/sluice/default.yaml 2>&1)"; then
   pass "sluiced --check-config /etc/sluice/default.yaml"
 else
   echo "$out" | sed 's/^/  | /'; fail "sluiced --check-config /etc/sluice/default.yaml"
+fi
+
+# sluice-replay from the installed files: 70 requests from one address in
+# one second of a combined log, under the default policy (bursts of 60):
+# 60 admitted.
+for i in $(seq 70); do
+  printf '198.18.0.7 - - [02/Dec/2026:10:00:00 +0000] "GET /v1/items/%d HTTP/1.1" 200 2 "-" "curl/7.88.1"\n' "$i"
+done >"$work/replay.log"
+if out="$(/usr/bin/sluice-replay --policy /etc/sluice/default.yaml --json "$work/replay.log" 2>&1)" &&
+  grep -q '"admitted":60,' <<<"$out"; then
+  pass "the installed sluice-replay decides a log (60 of 70 admitted)"
+else
+  echo "$out" | head -c 600 | sed 's/^/  | /'; fail "the installed sluice-replay"
 fi
 
 # systemd-analyze verify wants an instance; it checks the installed paths.

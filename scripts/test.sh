@@ -6,6 +6,8 @@
 #   3. the same tests built with ThreadSanitizer (the lock-free tables'
 #      concurrency tests are the point);
 #   4. sluiced's start-up failures and exit codes (tests/integration/cli.sh);
+#      and sluice-replay's bad input, exit codes and messages
+#      (tests/integration/replay_cli.sh);
 #   5. sluiced under systemd (tests/integration/systemd.sh): the unit verified,
 #      READY/STATUS/RELOADING/STOPPING and a watchdog a stalled worker stops;
 #   6. the network-namespace integration suite against the real sluiced
@@ -21,13 +23,16 @@
 #      nothing left behind;
 #   9. the libFuzzer targets, each for a bounded time: the head parser with
 #      its differential checks (SLUICE_FUZZ_SECONDS, default 60), then the
-#      flow engine segment by segment (SLUICE_FLOW_FUZZ_SECONDS, default 60).
+#      flow engine segment by segment (SLUICE_FLOW_FUZZ_SECONDS, default 60),
+#      then sluice-replay's inputs: captures and access logs
+#      (SLUICE_REPLAY_FUZZ_SECONDS, default 60).
 # Stops at the first failure, with a non-zero exit status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 fuzz_seconds="${SLUICE_FUZZ_SECONDS:-60}"
 flow_fuzz_seconds="${SLUICE_FLOW_FUZZ_SECONDS:-60}"
+replay_fuzz_seconds="${SLUICE_REPLAY_FUZZ_SECONDS:-60}"
 scripts/install-deps.sh test
 
 step() { printf '\n== %s\n' "$*"; }
@@ -48,6 +53,9 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/lib_test
 
 step "sluiced's command line and start-up failures (tests/integration/cli.sh)"
 tests/integration/cli.sh build
+
+step "sluice-replay's command line and bad input (tests/integration/replay_cli.sh)"
+tests/integration/replay_cli.sh build
 
 step "sluiced under systemd: the unit, notifications and watchdog (tests/integration/systemd.sh)"
 tests/integration/systemd.sh build
@@ -99,5 +107,11 @@ run_fuzzer head_parser_fuzz "$fuzz_seconds" 'tests/data/heads/*.http' -dict=test
 step "fuzzing the flow engine segment by segment for ${flow_fuzz_seconds}s (build-fuzz/)"
 SLUICE_FUZZ_OVERLAP="${SLUICE_FUZZ_OVERLAP:-1}" \
   run_fuzzer flow_engine_fuzz "$flow_fuzz_seconds" - -max_len=4096
+
+# Captures as given and as built from the input's description of segments,
+# nginx and JSON log lines, whole logs (tests/data/replay/README.md).
+step "fuzzing sluice-replay's inputs (captures, access logs) for ${replay_fuzz_seconds}s (build-fuzz/)"
+run_fuzzer replay_input_fuzz "$replay_fuzz_seconds" 'tests/data/replay/*.seed' \
+  -dict=tests/data/replay/replay_input.dict -max_len=16384
 
 step "all tests passed"

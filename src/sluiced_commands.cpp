@@ -14,6 +14,7 @@
 #include <set>
 
 #include "control/credential_file.h"
+#include "control/key_label_text.h"
 #include "control/log.h"
 #include "control/protocol.h"
 #include "limiter/charge.h"
@@ -166,45 +167,12 @@ Reply cmd_status(const Daemon& d, const Json&, Json& w) {
 
 // See sluiced_commands.h.
 std::string label_text(const Daemon& d, const limiter::KeyLabel& l) {
-  using K = limiter::KeyLabel::Kind;
-  switch (l.kind) {
-    case K::kClientIp:
-    case K::kDestination: {
-      if (l.len < 16) break;
-      net::IpAddress a;
-      std::memcpy(a.bytes.data(), l.bytes.data(), 16);
-      std::string s = a.to_string();
-      if (l.kind == K::kDestination && l.len >= 18) {
-        uint16_t port = 0;
-        std::memcpy(&port, l.bytes.data() + 16, 2);
-        s = (a.is_v4() ? s : "[" + s + "]") + ":" + std::to_string(port);
-      }
-      return s;
+  return control::key_label_text(l, [&d](uint64_t id) -> std::string {
+    for (const auto& [user, count] : d.credentials->users()) {
+      if (control::CredentialRegistry::user_id(user) == id) return user;
     }
-    case K::kCredential: {
-      if (l.len < 16) break;
-      limiter::Digest dg{};
-      std::memcpy(&dg.lo, l.bytes.data(), 8);
-      std::memcpy(&dg.hi, l.bytes.data() + 8, 8);
-      return "credential " + control::digest_hex(dg);
-    }
-    case K::kUser: {
-      if (l.len < 8) break;
-      uint64_t id = 0;
-      std::memcpy(&id, l.bytes.data(), 8);
-      for (const auto& [user, count] : d.credentials->users()) {
-        if (control::CredentialRegistry::user_id(user) == id) return "user " + user;
-      }
-      return "user #" + std::to_string(id);
-    }
-    case K::kText: {
-      std::string s(reinterpret_cast<const char*>(l.bytes.data()), l.len);
-      for (char& c : s) c = (c >= 0x20 && c < 0x7f) ? c : '?';
-      return s;  // a key past 32 bytes shows its first 32
-    }
-    case K::kNone: break;
-  }
-  return "-";
+    return "";
+  });
 }
 
 namespace {

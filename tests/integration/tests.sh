@@ -70,6 +70,9 @@ wire-syn-proxy-options       limiting  tb-strict          1
 wire-unbound-refusal         limiting  tb-strict          1
 wire-slow-head-crowd         limiting  tb-deadlines       1  args=--contexts,16,--contexts-per-client,4
 logs-refusal-sample          limiting  tb-small           1  args=--refusal-log,4
+replay-capture               limiting  tb-hourly          1
+replay-nginx-log             limiting  tb-hourly          1
+replay-capture-usage         limiting  deployment-quotas  1
 '
 
 SLT_TB14_BODY='{"error":{"code":"rate_limited","message":"Too many requests. Slow down and retry."}}'
@@ -1974,6 +1977,162 @@ t_logs_refusal_sample() {
     1 "$(((t1 - t0) / 250000000 + 1))"
   check_eq "the credential itself is never logged" "$(grep -c 'sk-slt-refusal-log' "$SLT_SLUICED_LOG")" 0
   check_olog "origin log: 20 bare and 4 credentialed admitted" "$s" 24
+  finish
+}
+
+# ================================================================ replay (issue 19)
+
+# capture_start NAME FILTER: tcpdump on the client's side of the lab (c0, in
+# the client namespace) writing $SLT_OUT/NAME.pcap, bounded to 120 s; its
+# PID in SLT_CAPTURE_PID once it listens. --immediate-mode: each packet is
+# handed over as it comes (the default waits up to a second to fill a
+# block, and a stop would lose what is waiting). capture_stop: SIGINT to that PID
+# (and only it), then wait for the file to be complete.
+capture_start() {
+  command -v tcpdump >/dev/null || { fail "tcpdump is missing (scripts/install-deps.sh test installs it)"; return 1; }
+  ip netns exec "$NS_CLI" timeout -s INT -k 5 120 tcpdump -i c0 --immediate-mode -U -s 0 -w "$SLT_OUT/$1.pcap" "$2" \
+    >"$SLT_OUT/$1.tcpdump.log" 2>&1 &
+  SLT_CAPTURE_PID=$!
+  local i
+  for ((i = 0; i < 50; i++)); do
+    grep -q 'listening on' "$SLT_OUT/$1.tcpdump.log" && return 0
+    sleep 0.1
+  done
+  fail "tcpdump did not start: $(tail -c 300 "$SLT_OUT/$1.tcpdump.log")"
+  return 1
+}
+capture_stop() {
+  sleep 0.5  # the last segments (FINs, acknowledgements) onto the wire
+  kill -INT "$SLT_CAPTURE_PID" 2>/dev/null
+  wait "$SLT_CAPTURE_PID" 2>/dev/null
+  note "capture: $(tail -n 3 "$SLT_OUT/$1.tcpdump.log" | tr '\n' ' ')"
+}
+
+# replay_matches_live NAME POLICY BEFORE AFTER: sluice-replay on
+# $SLT_OUT/NAME.pcap under POLICY; its decisions per rule equal the live
+# deltas between the two `sluicectl --json stats`; its HTML report, in
+# headless Chromium with no network, shows the JSON's numbers (screenshot
+# kept in $SLT_OUT).
+replay_matches_live() {
+  local name="$1" policy="$2" replay rc out
+  replay="$(dirname "$SLUICED")/sluice-replay"
+  [ -x "$replay" ] || { fail "sluice-replay not built next to sluiced ($replay)"; return; }
+  printf '%s\n' "$3" >"$SLT_OUT/$name.before.json"
+  printf '%s\n' "$4" >"$SLT_OUT/$name.after.json"
+  timeout 120 "$replay" --policy "$policy" --json --html "$SLT_OUT/$name.html" "$SLT_OUT/$name.pcap" \
+    >"$SLT_OUT/$name.replay.json" 2>"$SLT_OUT/$name.replay.stderr"
+  rc=$?
+  check_eq "sluice-replay exit" "$rc" 0
+  check_eq "no problems in the capture" "$(cat "$SLT_OUT/$name.replay.stderr")" ""
+  timeout 120 "$replay" --policy "$policy" "$SLT_OUT/$name.pcap" >"$SLT_OUT/$name.summary.txt" 2>&1
+  out="$("$SLT_PY" "$SLT_HERE/replay_counts.py" "$SLT_OUT/$name.before.json" "$SLT_OUT/$name.after.json" \
+    "$SLT_OUT/$name.replay.json" 2>&1)"
+  printf '%s\n' "$out" >"$SLT_OUT/$name.compare.txt"
+  check_eq "replayed decisions equal the live ones ($SLT_OUT/$name.compare.txt)" "$(tail -n 1 <<<"$out" | cut -d: -f1)" EQUAL
+  [ -n "${SLT_REPLAY_NO_HTML:-}" ] && return
+  out="$(timeout 180 "$SLT_PY" "$SLT_HERE/replay_html_check.py" "$SLT_OUT/$name.html" "$SLT_OUT/$name.replay.json" \
+    "$SLT_OUT" 2>&1)"
+  note "$(tail -n 1 <<<"$out")"
+  check_eq "the HTML report in Chromium shows the JSON's numbers" "$(tail -n 1 <<<"$out" | cut -d' ' -f1)" PASS
+}
+
+# Issue 19: a capture of this test's traffic, taken with tcpdump on the
+# client's side while it crossed sluiced and replayed with sluice-replay
+# under the same policy, gives the live appliance's decisions: per rule, the
+# same admitted, refused and answered counts. The traffic: TB01's bare
+# budget spent over keep-alive and pipelined connections and over IPv6, then
+# refused; TB18's exempt /healthz; TB12's 404 for runs that are not live
+# (charged to the bare budget, so refused once it is spent); a credential's
+# own budget (TB05); a head the parser refuses (400). Budgets refill per hour
+# (tb-hourly: a bare token a minute), so no decision falls near a refill.
+t_replay_capture() {
+  local a b v6 before after
+  a="$(src4 0)" b="$(src4 1)" v6="$(src6 0)"
+  capture_start replay-capture "tcp port 80 and (host $a or host $b or host $v6)" || finish
+  before="$(SLT_CTL --json stats)"
+  client ra --source "$a" --plan '[{"count": 30, "path": "/rc/a{i}"}, {"count": 20, "mode": "pipeline", "path": "/rc/p{i}"},
+    {"count": 3, "path": "/healthz"}, {"count": 14, "path": "/rc/b{i}"}, {"count": 2, "path": "/vrx/rc-gone/v1/x"}]'
+  client rb --source "$b" --plan '[{"count": 6, "path": "/rc/c{i}", "headers": ["Authorization: Bearer rc-cred-1"]},
+    {"count": 2, "path": "/vrx/rc-gone/v1/y"}]'
+  client r6 --host "$ORIGIN6" --source "$v6" --count 62 --path '/rc/v6/{i}'
+  ccurl rbad --interface "$b" -H 'Bad Field: x' "http://$ORIGIN4/rc/bad" >"$SLT_OUT/rbad.status"
+  after="$(SLT_CTL --json stats)"
+  capture_stop replay-capture
+  check_eq "TB01 the bare budget over keep-alive and pipelined connections (TB12 runs past it refused too)" "$(res count ra 429)" 6
+  check_eq "TB12 runs not live: 404 while the budget lasts" "$(res count rb 404)" 2
+  check_eq "TB01 over IPv6" "$(res statuses r6)" "200x60 429x2"
+  check_eq "a head the parser refuses: 400" "$(cat "$SLT_OUT/rbad.status")" 400
+  replay_matches_live replay-capture "$(policy_file tb-hourly)" "$before" "$after"
+  finish
+}
+
+# Issue 19: the origin's own access log, written by nginx in the lab's
+# format ($remote_addr $request_method $request_uri ... $msec ...), replayed
+# under a stricter copy of the profile (a bare burst of 25 an hour) against
+# counts worked out by hand: of this client's 40 admitted requests, 25 would
+# have been admitted and 15 refused (TB01), the first refusal at the 26th
+# line's time; /healthz stays exempt (TB18). A line that does not match the
+# format is named by FILE:LINE:COLUMN and skipped; --strict makes that exit 6.
+t_replay_nginx_log() {
+  local a replay log fmt rc
+  a="$(src4 0)"
+  replay="$(dirname "$SLUICED")/sluice-replay"
+  [ -x "$replay" ] || { fail "sluice-replay not built next to sluiced ($replay)"; finish; }
+  client nl --source "$a" --plan '[{"count": 40, "path": "/nl/{i}"}, {"count": 2, "path": "/healthz"}]'
+  check_eq "through the appliance: all admitted" "$(res statuses nl)" "200x40 | 200x2"
+  olog_settle
+  log="$SLT_OUT/access.log"
+  awk -v a="$a" '$1 == a' "$(SLT_ACCESS_LOG)" >"$log"
+  check_eq "nginx logged every request" "$(wc -l <"$log")" 42
+  printf '%s GET\n' "$a" >>"$log"  # cut short: line 43
+  slt_policy_copy three-budgets nl-strict three-budgets-nl-strict \
+    '  bare:       { rate: 60/min, burst: 60 }\n' '  bare:       { rate: 25/hour, burst: 25 }\n' || { fail "policy copy"; finish; }
+  fmt="$(sed -n "s/^  log_format slt '\\(.*\\)';\$/\\1/p" "$SLT_TMP/nginx/nginx.conf" | sed 's/\\\$/$/g')"
+  [ -n "$fmt" ] || fmt='$remote_addr $request_method $request_uri $status $connection:$connection_requests $request_id $http_x_slt_test $http_x_pi_deployment $msec $body_bytes_sent'
+  timeout 60 "$replay" --policy "$SLT_TMP/policies/nl-strict.yaml" --log-format "$fmt" --json "$log" \
+    >"$SLT_OUT/nl.replay.json" 2>"$SLT_OUT/nl.replay.stderr"
+  rc=$?
+  check_eq "exit (a broken line is skipped)" "$rc" 0
+  check_eq "the broken line named" "$(grep -c "^$log:43:[0-9]*: " "$SLT_OUT/nl.replay.stderr")" 1
+  local want_first got
+  want_first="$("$SLT_PY" -c 'import sys, datetime
+msec = sys.stdin.read().splitlines()[25].split()[8]
+s, ms = msec.split(".")
+print(datetime.datetime.fromtimestamp(int(s), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + "." + ms + "Z")' <"$log")"
+  got="$("$SLT_PY" -c 'import json, sys
+r = json.load(open(sys.argv[1])); p = r["policy"]; k = p["refused_keys"]
+print(r["records"], r["inputs"][0]["problems"], p["admitted"], p["refused"], p["exempt"],
+      k[0]["key"] if k else "-", k[0]["refused"] if k else 0, k[0]["first_refusal"] if k else "-")' "$SLT_OUT/nl.replay.json" 2>&1)"
+  check_eq "TB01 25 of 40 admitted, 15 refused from the 26th line; TB18 2 exempt" "$got" "42 1 25 15 2 $a 15 $want_first"
+  timeout 60 "$replay" --policy "$SLT_TMP/policies/nl-strict.yaml" --log-format "$fmt" --strict -q "$log" \
+    >"$SLT_OUT/nl.strict.txt" 2>&1
+  check_eq "--strict: exit 6 for the skipped line" "$?" 6
+  finish
+}
+
+# Issue 19, DQ05: usage the origin reports in its responses is found in the
+# capture's origin-to-client half and charged when each response ended, so
+# the replay refuses the request after the minute's tokens ran out, as the
+# appliance did (DQ07). Waits for a minute's first 50 s, as
+# dq-usage-from-response does.
+t_replay_capture_usage() {
+  local s sec before after dep='X-Pi-Deployment: itest-replay-usage'
+  s="$(src4)"
+  sec="$(date -u +%-S)"
+  if [ "$sec" -ge 50 ]; then
+    note "waiting $((61 - sec)) s for the next minute"
+    sleep $((61 - sec))
+  fi
+  capture_start replay-usage "tcp port 80 and host $s" || finish
+  before="$(SLT_CTL --json stats)"
+  client u --source "$s" -H "$dep" --plan '[{"count": 1, "path": "/usage/a?tokens=60000"},
+    {"count": 1, "path": "/usage-trailer/b?tokens=50000"}, {"count": 2, "path": "/usage/c?tokens=1"}]'
+  after="$(SLT_CTL --json stats)"
+  capture_stop replay-usage
+  check_eq "DQ05 under the quota, then over it" "$(res statuses u)" "200 | 200 | 429x2"
+  SLT_REPLAY_NO_HTML=1 replay_matches_live replay-usage "$(policy_file deployment-quotas)" "$before" "$after"
+  check_eq "the replay charged both responses' tokens (DQ05)" \
+    "$("$SLT_PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["policy"]["usage_reports"])' "$SLT_OUT/replay-usage.replay.json" 2>&1)" 2
   finish
 }
 

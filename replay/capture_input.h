@@ -1,0 +1,45 @@
+// Requests from a packet capture (pcap or pcapng; Ethernet, VLAN-tagged or
+// not, Linux cooked SLL/SLL2, raw IP or loopback frames): each TCP flow to a
+// service port reassembled in both directions with the data plane's frame
+// walk (dataplane/frame.h) and the limiter's own request and response
+// streams (lib/http), so a head is cut exactly where the appliance would cut
+// it, and a response's reported tokens (DQ05) are known. A flow whose SYN is
+// not in the capture is adopted, as the appliance adopts it, at the first
+// client segment that begins a request line. capture_file.h reads the
+// formats; capture_flows.h reassembles.
+#pragma once
+
+#include <bitset>
+#include <cstdint>
+#include <string>
+
+#include "http/field_set.h"
+#include "http/request_stream.h"
+#include "replay/record.h"
+
+namespace sluice::replay {
+
+struct CaptureOptions {
+  std::bitset<65536> service_ports;  // TCP destination ports whose flows are parsed (the policy's service_ports)
+  const http::FieldSet* fields = nullptr;  // the policy's (compiled) field set; nullptr: the built-in names only
+  http::StreamConfig stream;               // the policy's head and body limits, protocol switches
+  // DQ05: the response field with a request's tokens, lowercase, at most 32
+  // bytes (the policy loader's bound; a longer one is not watched); empty: none.
+  std::string usage_field;
+};
+
+// Reads `path` whole (mapped). `input` is the input's index
+// (RequestRecord::input). Problems (a truncated record, a frame that does not
+// parse, a flow that cannot be framed any more) are reported with the packet
+// number and skipped; `fatal` only when the file cannot be opened or is not
+// a capture. Records: one per request head (or head refused by the parser),
+// each flow's together and in stream order, flows in the order they first
+// appear.
+// Heads completed by the same packet share `order`: sort stably.
+[[nodiscard]] InputResult read_capture(const std::string& path, uint32_t input, const CaptureOptions& options);
+
+// Whether the file's first bytes are a pcap or pcapng magic number (for
+// --format auto).
+[[nodiscard]] bool looks_like_capture(const std::string& path);
+
+}  // namespace sluice::replay

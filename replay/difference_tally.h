@@ -1,0 +1,48 @@
+// --compare: the requests one policy refused (or answered itself) and the
+// other let through, added up by who was refused: the refusing policy's rule
+// and key (its client address where the answer charged no key).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+
+#include "limiter/decide.h"
+#include "replay/outcome_tally.h"
+#include "replay/record.h"
+#include "replay/replay_result.h"
+#include "replay/replay_state.h"
+
+namespace sluice::replay {
+
+class DifferenceTally {
+ public:
+  // `second` null: nothing is compared.
+  DifferenceTally(const PolicyLimiter& first, const PolicyLimiter* second) : limiters_{&first, second} {}
+
+  // The two policies' decisions on one request.
+  void count(const RequestRecord& r, const DecidedNote& first, const DecidedNote& second);
+
+  [[nodiscard]] Comparison finish(size_t top_keys) const;
+
+ private:
+  struct Who {
+    int16_t rule = -1;
+    limiter::KeyLabel label;  // kNone: the client address below
+    net::IpAddress peer;
+    uint64_t requests = 0;
+    time::Nanos first = 0;
+  };
+  using Groups = std::unordered_map<uint64_t, Who>;
+
+  void add(Groups& groups, const RequestRecord& r, const DecidedNote& d);
+  [[nodiscard]] std::vector<Difference> largest(const Groups& groups, const PolicyLimiter& limiter,
+                                                size_t top_keys) const;
+
+  const PolicyLimiter* limiters_[2];
+  uint64_t both_ = 0;
+  uint64_t only_[2] = {0, 0};
+  Groups groups_[2];
+};
+
+}  // namespace sluice::replay

@@ -1,0 +1,148 @@
+// See outcome_tally.h.
+#include "replay/outcome_tally.h"
+
+#include <algorithm>
+
+#include "control/key_label_text.h"
+#include "replay/key_rates.h"
+
+namespace sluice::replay {
+
+using limiter::Verdict;
+
+time::Nanos bin_width_for(time::Nanos span) noexcept {
+  static constexpr uint64_t kSeconds[] = {1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800,
+                                          21600, 43200, 86400};
+  for (uint64_t s : kSeconds) {
+    if (span / (s * time::kNanosPerSecond) < TimeSeries::kMaxBins) return s * time::kNanosPerSecond;
+  }
+  const uint64_t day = 86400 * time::kNanosPerSecond;
+  return (span / day / TimeSeries::kMaxBins + 1) * day;
+}
+
+OutcomeTally::OutcomeTally(const PolicyLimiter& limiter, std::string file, time::Nanos first, time::Nanos last)
+    : limiter_(limiter) {
+  const limiter::CompiledPolicy& p = limiter.policy();
+  outcome_.policy = std::move(file);
+  outcome_.name = p.source.name;
+  for (const limiter::CompiledRule& rule : p.rules) outcome_.rules.push_back({.rule = rule.name});
+  TimeSeries& s = outcome_.series;
+  s.bin = bin_width_for(last - first);
+  s.start = first - first % s.bin;
+  const size_t bins = static_cast<size_t>((last - s.start) / s.bin) + 1;
+  for (const limiter::CompiledRule& rule : p.rules) {
+    s.rules.push_back({rule.name, std::vector<uint64_t>(bins, 0), std::vector<uint64_t>(bins, 0)});
+  }
+}
+
+void OutcomeTally::count(const RequestRecord& r, const DecidedNote& d) {
+  if (!d.judged) return;
+  ++outcome_.requests;
+  if (d.unparsed) {
+    ++outcome_.unparsed;
+    return;
+  }
+  RuleCounts& row = d.rule >= 0 ? outcome_.rules[static_cast<size_t>(d.rule)] : unruled_;
+  switch (d.verdict) {
+    case Verdict::kForward: ++outcome_.forwarded; return;
+    case Verdict::kExempt: ++outcome_.exempt; return;
+    case Verdict::kAdmit:
+      ++outcome_.admitted;
+      ++row.admitted;
+      if (d.shadow_refusal) ++row.shadow_refused;
+      break;
+    case Verdict::kRefuse:
+      ++outcome_.refused;
+      ++row.refused;
+      break;
+    case Verdict::kAnswer:
+      ++outcome_.answered;
+      ++row.answered;
+      break;
+  }
+  if (d.rule >= 0) count_bin(d.rule, r.at, d.verdict == Verdict::kRefuse);
+  if (d.label.kind != limiter::KeyLabel::Kind::kNone && d.rule >= 0) count_key(r, d);
+}
+
+void OutcomeTally::count_bin(int16_t rule, time::Nanos at, bool refused) {
+  TimeSeries& s = outcome_.series;
+  TimeSeries::Rule& row = s.rules[static_cast<size_t>(rule)];
+  const size_t bin = std::min(row.requests.size() - 1, static_cast<size_t>((at - std::min(at, s.start)) / s.bin));
+  ++row.requests[bin];
+  if (refused) ++row.refused[bin];
+}
+
+void OutcomeTally::count_key(const RequestRecord& r, const DecidedNote& d) {
+  KeyStats& k = keys_[{d.rule, d.label.key_hash}];
+  if (k.times.empty()) {
+    k.label = d.label;
+    k.rule = d.rule;
+  }
+  k.times.push_back(r.at);
+  if (d.verdict != Verdict::kRefuse) return;
+  if (k.refused++ == 0) k.first_refusal = r.at;
+  k.last_refusal = r.at;
+}
+
+std::vector<RefusedKey> OutcomeTally::busiest_refused(size_t top_keys) const {
+  std::vector<const KeyStats*> refused;
+  for (const auto& [id, k] : keys_) {
+    if (k.refused > 0) refused.push_back(&k);
+  }
+  const auto busier = [](const KeyStats* a, const KeyStats* b) {
+    if (a->refused != b->refused) return a->refused > b->refused;
+    if (a->first_refusal != b->first_refusal) return a->first_refusal < b->first_refusal;
+    return a->label.key_hash < b->label.key_hash;
+  };
+  const size_t n = std::min(top_keys, refused.size());
+  std::partial_sort(refused.begin(), refused.begin() + static_cast<std::ptrdiff_t>(n), refused.end(), busier);
+  std::vector<RefusedKey> out;
+  const control::UserNamer names = [this](uint64_t id) { return limiter_.user_name(id); };
+  for (size_t i = 0; i < n; ++i) {
+    const KeyStats& k = *refused[i];
+    out.push_back({.rule = limiter_.policy().rules[static_cast<size_t>(k.rule)].name,
+                   .key = control::key_label_text(k.label, names),
+                   .requests = k.times.size(),
+                   .refused = k.refused,
+                   .first_refusal = k.first_refusal,
+                   .last_refusal = k.last_refusal});
+  }
+  return out;
+}
+
+std::vector<RateDistribution> OutcomeTally::rate_distributions() const {
+  const limiter::CompiledPolicy& p = limiter_.policy();
+  std::vector<RateDistribution> by_rule(p.rules.size());
+  for (size_t i = 0; i < p.rules.size(); ++i) {
+    const limiter::CompiledRule& rule = p.rules[i];
+    if (rule.bucket >= p.buckets.size()) continue;  // a rule that only answers charges no bucket
+    const std::string& name = p.buckets[rule.bucket].name;
+    const auto spec = std::find_if(p.source.buckets.begin(), p.source.buckets.end(),
+                                   [&](const policy::BucketSpec& b) { return b.name == name; });
+    if (spec == p.source.buckets.end()) continue;
+    const PeriodLimit pl = period_limit(*spec);
+    by_rule[i] = {.rule = rule.name, .bucket = name, .limit = pl.limit, .period = pl.period};
+  }
+  for (const auto& [id, k] : keys_) {
+    RateDistribution& d = by_rule[static_cast<size_t>(k.rule)];
+    if (d.period != 0) add_key_peak(d, busiest_window(k.times, d.period));
+  }
+  std::vector<RateDistribution> out;
+  for (RateDistribution& d : by_rule) {
+    if (d.keys > 0) out.push_back(std::move(d));
+  }
+  return out;
+}
+
+PolicyOutcome OutcomeTally::finish(size_t top_keys) {
+  if (unruled_.admitted + unruled_.refused + unruled_.answered > 0) outcome_.rules.push_back(unruled_);
+  for (const auto& [id, k] : keys_) outcome_.refused_key_count += k.refused > 0 ? 1 : 0;
+  outcome_.refused_keys = busiest_refused(top_keys);
+  outcome_.rates = rate_distributions();
+  std::erase_if(outcome_.series.rules, [](const TimeSeries::Rule& r) {
+    return std::all_of(r.requests.begin(), r.requests.end(), [](uint64_t n) { return n == 0; });
+  });
+  return std::move(outcome_);
+}
+
+}  // namespace sluice::replay

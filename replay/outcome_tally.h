@@ -1,0 +1,83 @@
+// One policy's verdicts added up as the replay decides, in time order: the
+// totals, each rule's row, every (rule, key) pair's requests, refusals and
+// request times, and the requests and refusals per bin of time. finish()
+// turns it into a PolicyOutcome: the busiest refused keys named, each key's
+// busiest period set against its bucket's limit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "limiter/decide.h"
+#include "replay/record.h"
+#include "replay/replay_result.h"
+#include "replay/replay_state.h"
+
+namespace sluice::replay {
+
+// What a tally needs of one decision, kept past it: a Decision is some 200
+// bytes, and its response lives in scratch the next decision reuses.
+struct DecidedNote {
+  bool judged = false;    // false: on a connection an earlier answer of the policy closed
+  bool unparsed = false;  // the answer to a head the parser refused
+  bool shadow_refusal = false;
+  limiter::Verdict verdict = limiter::Verdict::kForward;
+  int16_t rule = -1;
+  limiter::KeyLabel label;
+
+  [[nodiscard]] static DecidedNote of(const limiter::Decision& d, bool unparsed) noexcept {
+    return {true, unparsed, d.shadow_refusal, d.verdict, d.rule, d.label};
+  }
+  // Refused, or answered by the appliance: the request never reached the origin.
+  [[nodiscard]] bool refused() const noexcept {
+    return judged && (verdict == limiter::Verdict::kRefuse || verdict == limiter::Verdict::kAnswer);
+  }
+};
+
+class OutcomeTally {
+ public:
+  // `first` and `last`: the records' span, which the time bins cover.
+  OutcomeTally(const PolicyLimiter& limiter, std::string file, time::Nanos first, time::Nanos last);
+
+  // Nothing for a request that was not judged.
+  void count(const RequestRecord& r, const DecidedNote& d);
+  void set_usage_reports(uint64_t n) noexcept { outcome_.usage_reports = n; }
+
+  // The outcome, its refused keys cut to the `top_keys` with the most
+  // refusals (ties: the earliest first refusal).
+  [[nodiscard]] PolicyOutcome finish(size_t top_keys);
+
+ private:
+  struct KeyStats {
+    limiter::KeyLabel label;
+    int16_t rule = -1;
+    uint64_t refused = 0;
+    time::Nanos first_refusal = 0;
+    time::Nanos last_refusal = 0;
+    std::vector<time::Nanos> times;  // of every request, in order
+  };
+  struct PairHash {
+    size_t operator()(const std::pair<int16_t, uint64_t>& p) const noexcept {
+      return p.second ^ (static_cast<size_t>(p.first) * 0x9e3779b97f4a7c15ull);
+    }
+  };
+
+  void count_key(const RequestRecord& r, const DecidedNote& d);
+  void count_bin(int16_t rule, time::Nanos at, bool refused);
+  [[nodiscard]] std::vector<RefusedKey> busiest_refused(size_t top_keys) const;
+  [[nodiscard]] std::vector<RateDistribution> rate_distributions() const;
+
+  const PolicyLimiter& limiter_;
+  PolicyOutcome outcome_;
+  RuleCounts unruled_;  // the "" row
+  std::unordered_map<std::pair<int16_t, uint64_t>, KeyStats, PairHash> keys_;
+};
+
+// A bin width for `span`: the smallest of 1 s, 2 s, 5 s, 10 s, 15 s, 30 s,
+// 1 min, ... 1 day (then whole days) giving at most TimeSeries::kMaxBins.
+[[nodiscard]] time::Nanos bin_width_for(time::Nanos span) noexcept;
+
+}  // namespace sluice::replay

@@ -1,0 +1,262 @@
+// See replay_run.h.
+#include "replay/replay_run.h"
+
+#include <tbb/concurrent_queue.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+#include <tbb/parallel_pipeline.h>
+#include <tbb/parallel_sort.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <queue>
+#include <unordered_set>
+
+#include "http/head_parser.h"
+#include "replay/difference_tally.h"
+#include "replay/outcome_tally.h"
+
+namespace sluice::replay {
+
+namespace {
+
+using limiter::Decision;
+using limiter::Verdict;
+
+struct ParsedHead {
+  http::RequestHead head;
+  http::ParseError error = http::ParseError::kNone;
+};
+
+// A thread's head parser for each policy (their field sets may differ).
+class ThreadParsers {
+ public:
+  http::HeadParser& for_policy(size_t i, const limiter::CompiledPolicy& p) {
+    Slot& s = slots_[i];
+    if (!s.parser) {
+      s.store.resize(p.stream.head.max_fields);
+      s.spill.resize(p.stream.head.max_head_bytes);
+      s.parser = std::make_unique<http::HeadParser>(p.fields, p.stream.head, s.store, s.spill);
+    }
+    return *s.parser;
+  }
+
+ private:
+  struct Slot {
+    std::vector<http::FieldLine> store;
+    std::vector<char> spill;
+    std::unique_ptr<http::HeadParser> parser;
+  };
+  Slot slots_[2];
+};
+
+ParsedHead parse_head(http::HeadParser& parser, const RequestRecord& r) {
+  ParsedHead out;
+  if (r.parse_error != http::ParseError::kNone) {
+    out.error = r.parse_error;
+    return out;
+  }
+  parser.reset();
+  const http::FeedResult f = parser.feed(r.head);
+  if (f.status == http::HeadStatus::kComplete) {
+    out.head = parser.head();  // views into r.head, which outlives the decision
+  } else {
+    out.error = f.status == http::HeadStatus::kError ? f.error : http::ParseError::kBareLF;  // a head with no end: the text was not one
+  }
+  return out;
+}
+
+// One policy's side of the decisions: its limiter, scratch, tally and the
+// tokens of responses still to end (DQ05).
+class PolicyRun {
+ public:
+  PolicyRun(PolicyUnderReplay p, time::Nanos first, time::Nanos last)
+      : limiter_(*p.limiter), tally_(limiter_, p.file, first, last), scratch_(new limiter::DecisionScratch{}) {}
+
+  // Decides `r` into `out`. A request on a connection an earlier answer of
+  // this policy closed is not judged: the appliance never saw it.
+  void decide(const RequestRecord& r, const ParsedHead& h, DecidedNote& out) {
+    settle_usage(r.at);
+    if (r.connection != 0 && closed_.contains(r.connection)) {
+      out = DecidedNote{};
+      return;
+    }
+    const limiter::CompiledPolicy& policy = limiter_.policy();
+    const bool unparsed = h.error != http::ParseError::kNone;
+    const Decision& d = unparsed ? (decision_ = limiter::answer_parse_error(policy, h.error, *scratch_))
+                                 : (decision_ = limiter::decide(policy, limiter_.state(), h.head, r.conn, r.at, *scratch_));
+    out = DecidedNote::of(d, unparsed);
+    const bool forwarded = d.verdict == Verdict::kAdmit || d.verdict == Verdict::kForward || d.verdict == Verdict::kExempt;
+    if (r.has_usage && d.has_usage_key && forwarded) pending_.push({r.usage_at, r.order, d.usage_key, r.usage_tokens});
+    if (!forwarded && !d.keep_alive && r.connection != 0) closed_.insert(r.connection);
+  }
+
+  // Counts a decision: a stage of its own, after the deciding one.
+  void count(const RequestRecord& r, const DecidedNote& d) { tally_.count(r, d); }
+
+  // Every response that ended by `now` charges its tokens first.
+  void settle_usage(time::Nanos now) {
+    while (!pending_.empty() && pending_.top().at <= now) {
+      const Usage& u = pending_.top();
+      limiter::report_usage(limiter_.state(), u.key, u.tokens, u.at);
+      ++usage_reports_;
+      pending_.pop();
+    }
+  }
+
+  [[nodiscard]] PolicyOutcome finish(size_t top_keys) {
+    settle_usage(UINT64_MAX);
+    tally_.set_usage_reports(usage_reports_);
+    return tally_.finish(top_keys);
+  }
+  [[nodiscard]] const PolicyLimiter& limiter() const noexcept { return limiter_; }
+
+ private:
+  struct Usage {
+    time::Nanos at;
+    uint64_t order;
+    limiter::BucketKey key;
+    uint64_t tokens;
+    bool operator>(const Usage& o) const noexcept { return at != o.at ? at > o.at : order > o.order; }
+  };
+  PolicyLimiter& limiter_;
+  OutcomeTally tally_;
+  std::unique_ptr<limiter::DecisionScratch> scratch_;
+  Decision decision_;
+  std::priority_queue<Usage, std::vector<Usage>, std::greater<>> pending_;
+  std::unordered_set<uint64_t> closed_;  // connections an answer closed
+  uint64_t usage_reports_ = 0;
+};
+
+struct Batch {
+  size_t begin = 0, end = 0;  // into the sorted order
+  std::vector<ParsedHead> heads[2];    // per policy
+  std::vector<DecidedNote> notes[2];   // per policy
+};
+
+// Batches are reused: a batch's parsed heads are some 700 bytes each, and
+// fresh ones for every batch would cost the pipeline its speed in page
+// faults. At most the pipeline's tokens are ever made.
+class BatchPool {
+ public:
+  Batch* take() {
+    Batch* b = nullptr;
+    if (free_.try_pop(b)) return b;
+    all_.push_back(std::make_unique<Batch>());  // only from the serial input stage
+    return all_.back().get();
+  }
+  void give_back(Batch* b) {
+    for (int p = 0; p < 2; ++p) {
+      b->heads[p].clear();
+      b->notes[p].clear();
+    }
+    free_.push(b);
+  }
+
+ private:
+  tbb::concurrent_queue<Batch*> free_;
+  std::vector<std::unique_ptr<Batch>> all_;
+};
+
+// By time, then input and record number, then as the inputs listed them
+// (requests a capture's one packet completed share its number): the keys
+// sorted in parallel, the records then moved into their places.
+void sort_by_time(std::vector<RequestRecord>& records) {
+  const auto before = [](const RequestRecord& a, const RequestRecord& b) {
+    return a.at != b.at ? a.at < b.at : a.order < b.order;
+  };
+  // A log is mostly in order already; a check costs far less than a sort.
+  if (std::is_sorted(records.begin(), records.end(), before)) return;
+  struct Key {
+    time::Nanos at;
+    uint64_t order;
+    size_t index;
+  };
+  std::vector<Key> keys(records.size());
+  for (size_t i = 0; i < records.size(); ++i) keys[i] = {records[i].at, records[i].order, i};
+  tbb::parallel_sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+    if (a.at != b.at) return a.at < b.at;
+    return a.order != b.order ? a.order < b.order : a.index < b.index;
+  });
+  std::vector<RequestRecord> sorted(records.size());
+  tbb::parallel_for(size_t{0}, records.size(), [&](size_t i) { sorted[i] = std::move(records[keys[i].index]); });
+  records = std::move(sorted);
+}
+
+}  // namespace
+
+void decide_records(std::vector<RequestRecord>& records, PolicyUnderReplay first,
+                    std::optional<PolicyUnderReplay> second, const DecideOptions& options, ReplayReport& report) {
+  const auto started = std::chrono::steady_clock::now();
+  sort_by_time(records);
+  report.records = records.size();
+  report.first = records.empty() ? 0 : records.front().at;
+  report.last = records.empty() ? 0 : records.back().at;
+
+  std::vector<std::unique_ptr<PolicyRun>> runs;
+  runs.push_back(std::make_unique<PolicyRun>(first, report.first, report.last));
+  if (second) runs.push_back(std::make_unique<PolicyRun>(*second, report.first, report.last));
+  DifferenceTally differences(*first.limiter, second ? second->limiter : nullptr);
+  tbb::enumerable_thread_specific<ThreadParsers> parsers;
+
+  BatchPool batches;
+  size_t next = 0;
+  const size_t tokens = 4 * std::max<size_t>(1, tbb::this_task_arena::max_concurrency());
+  tbb::parallel_pipeline(
+      tokens,
+      tbb::make_filter<void, Batch*>(tbb::filter_mode::serial_in_order,
+                                     [&](tbb::flow_control& fc) -> Batch* {
+                                       if (next >= records.size()) {
+                                         fc.stop();
+                                         return nullptr;
+                                       }
+                                       Batch* b = batches.take();
+                                       b->begin = next;
+                                       b->end = next = std::min(records.size(), next + options.batch);
+                                       return b;
+                                     }) &
+          tbb::make_filter<Batch*, Batch*>(tbb::filter_mode::parallel,
+                                           [&](Batch* b) {
+                                             ThreadParsers& tp = parsers.local();
+                                             for (size_t p = 0; p < runs.size(); ++p) {
+                                               const limiter::CompiledPolicy& policy = runs[p]->limiter().policy();
+                                               http::HeadParser& parser = tp.for_policy(p, policy);
+                                               b->heads[p].reserve(b->end - b->begin);
+                                               for (size_t i = b->begin; i < b->end; ++i) {
+                                                 b->heads[p].push_back(parse_head(parser, records[i]));
+                                               }
+                                             }
+                                             return b;
+                                           }) &
+          // Decided in order: each decision depends on every one before it.
+          tbb::make_filter<Batch*, Batch*>(tbb::filter_mode::serial_in_order,
+                                           [&](Batch* b) {
+                                             for (size_t p = 0; p < runs.size(); ++p) {
+                                               b->notes[p].resize(b->end - b->begin);
+                                               for (size_t i = b->begin; i < b->end; ++i) {
+                                                 runs[p]->decide(records[i], b->heads[p][i - b->begin],
+                                                                 b->notes[p][i - b->begin]);
+                                               }
+                                             }
+                                             return b;
+                                           }) &
+          // Counted in order too, while the next batch is being decided.
+          tbb::make_filter<Batch*, void>(tbb::filter_mode::serial_in_order, [&](Batch* b) {
+            for (size_t i = b->begin; i < b->end; ++i) {
+              const size_t k = i - b->begin;
+              for (size_t p = 0; p < runs.size(); ++p) runs[p]->count(records[i], b->notes[p][k]);
+              if (runs.size() == 2) differences.count(records[i], b->notes[0][k], b->notes[1][k]);
+            }
+            batches.give_back(b);
+          }));
+
+  report.outcome = runs[0]->finish(options.top_keys);
+  if (second) {
+    report.other = runs[1]->finish(options.top_keys);
+    report.comparison = differences.finish(options.top_keys);
+  }
+  report.decide_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+}
+
+}  // namespace sluice::replay

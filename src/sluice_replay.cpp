@@ -1,0 +1,219 @@
+// sluice-replay: what would this policy have done to that traffic? Reads
+// captures and access logs (replay/), decides every request with the
+// limiter's own decide() at its recorded time, and writes the summary, the
+// JSON report and the HTML page. The order of work: the command line, what
+// the box knew (state directory, runs, credentials), the policies, the
+// inputs, the decisions, the reports; each failure has its exit code.
+#include <tbb/global_control.h>
+#include <tbb/info.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "replay/access_log.h"
+#include "replay/capture_file.h"
+#include "replay/capture_input.h"
+#include "replay/replay_run.h"
+#include "replay/replay_state.h"
+#include "replay/report_html.h"
+#include "replay/report_json.h"
+#include "replay/report_text.h"
+#include "sluice_replay_options.h"
+
+namespace {
+
+using namespace sluice;
+using replay_cli::ExitCode;
+using replay_cli::InputFormat;
+using replay_cli::Options;
+
+int fail(ExitCode code, const std::string& message) {
+  std::fprintf(stderr, "sluice-replay: %s\n", message.c_str());
+  return static_cast<int>(code);
+}
+
+int fail_with(ExitCode code, const std::vector<std::string>& lines, const std::string& message) {
+  for (const std::string& l : lines) std::fprintf(stderr, "%s\n", l.c_str());
+  return fail(code, message);
+}
+
+// The format of one input: what --format says, or what its first bytes show.
+InputFormat format_of(const std::string& path, InputFormat given) {
+  if (given != InputFormat::kAuto) return given;
+  if (replay::looks_like_capture(path)) return InputFormat::kCapture;
+  std::ifstream in(path);
+  char c = 0;
+  while (in.get(c) && (c == ' ' || c == '\t' || c == '\r' || c == '\n')) {
+  }
+  return in && c == '{' ? InputFormat::kJson : InputFormat::kNginx;
+}
+
+const char* format_name(InputFormat f, const std::string& path) {
+  switch (f) {
+    case InputFormat::kCapture: {
+      std::ifstream in(path, std::ios::binary);
+      std::array<uint8_t, 4> magic{};
+      in.read(reinterpret_cast<char*>(magic.data()), magic.size());
+      return replay::capture_format(magic) == replay::CaptureFormat::kPcapng ? "pcapng" : "pcap";
+    }
+    case InputFormat::kJson: return "json";
+    default: return "nginx";
+  }
+}
+
+struct Inputs {
+  std::vector<replay::RequestRecord> records;
+  std::vector<replay::InputSummary> summaries;
+  bool fatal = false;
+  uint64_t problems = 0;
+};
+
+replay::InputResult read_one(const Options& o, const std::string& path, uint32_t index, InputFormat format,
+                             const limiter::CompiledPolicy& policy) {
+  if (format == InputFormat::kCapture) {
+    replay::CaptureOptions c;
+    if (o.service_ports) {
+      for (uint16_t p : *o.service_ports) c.service_ports.set(p);
+    } else {
+      for (uint16_t p : policy.source.service_ports) c.service_ports.set(p);
+    }
+    c.fields = &policy.fields;
+    c.stream = policy.stream;
+    c.usage_field = policy.usage_field;
+    return replay::read_capture(path, index, c);
+  }
+  replay::LogOptions l;
+  l.format = format == InputFormat::kJson ? replay::LogFormat::kJson : replay::LogFormat::kNginx;
+  if (!o.log_format.empty()) l.nginx_format = o.log_format;
+  l.json_fields = o.json_fields;
+  l.usage_field = policy.usage_field;
+  return replay::read_access_log(path, index, l);
+}
+
+Inputs read_inputs(const Options& o, const limiter::CompiledPolicy& policy) {
+  Inputs all;
+  for (uint32_t i = 0; i < o.inputs.size(); ++i) {
+    const std::string& path = o.inputs[i];
+    const InputFormat format = format_of(path, o.format);
+    replay::InputResult r = read_one(o, path, i, format, policy);
+    if (!o.quiet || r.fatal) {
+      for (const replay::InputProblem& p : r.problems) std::fprintf(stderr, "%s\n", p.to_string().c_str());
+      if (r.problem_count > r.problems.size()) {
+        std::fprintf(stderr, "%s: ... and %llu more problems\n", path.c_str(),
+                     static_cast<unsigned long long>(r.problem_count - r.problems.size()));
+      }
+    }
+    all.fatal = all.fatal || r.fatal;
+    all.problems += r.problem_count;
+    replay::InputSummary s{path, format_name(format, path), r.units_read, r.records.size(), r.problem_count, {}};
+    s.problems.assign(r.problems.begin(), r.problems.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(r.problems.size(), 20)));
+    all.summaries.push_back(std::move(s));
+    if (all.records.empty()) {
+      all.records = std::move(r.records);
+    } else {
+      all.records.insert(all.records.end(), std::make_move_iterator(r.records.begin()),
+                         std::make_move_iterator(r.records.end()));
+    }
+  }
+  return all;
+}
+
+// --html's file, opened before anything is read, so a path that cannot be
+// written fails at once rather than after the whole replay.
+class HtmlFile {
+ public:
+  [[nodiscard]] std::string open(const std::string& path) {
+    file_.reset(std::fopen(path.c_str(), "w"));
+    return file_ ? "" : "cannot write " + path + ": " + std::strerror(errno);
+  }
+  [[nodiscard]] std::string write(const std::string& path, const std::string& text) {
+    const bool ok = std::fwrite(text.data(), 1, text.size(), file_.get()) == text.size() && std::fflush(file_.get()) == 0;
+    return ok ? "" : "cannot write " + path + ": " + std::strerror(errno);
+  }
+
+ private:
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_{nullptr, &std::fclose};
+};
+
+int run(const Options& o) {
+  std::unique_ptr<tbb::global_control> threads;
+  if (o.threads > 0) {
+    threads = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, o.threads);
+  }
+  replay::BoxStateLoad box = replay::load_box_state({o.state_dir, o.runs_file, o.credentials_file});
+  if (!box.errors.empty()) return fail_with(ExitCode::kState, box.errors, "what the box knew cannot be read");
+  if (!o.quiet) {
+    for (const std::string& w : box.state.warnings) std::fprintf(stderr, "sluice-replay: warning: %s\n", w.c_str());
+  }
+  replay::LoadedPolicy first = replay::load_policy(o.policy, *box.state.credential_hasher);
+  if (!first.policy) return fail_with(ExitCode::kPolicy, first.errors, "the policy " + o.policy + " is not usable");
+  replay::LoadedPolicy second;
+  if (!o.compare.empty()) {
+    second = replay::load_policy(o.compare, *box.state.credential_hasher);
+    if (!second.policy) return fail_with(ExitCode::kPolicy, second.errors, "the policy " + o.compare + " is not usable");
+  }
+
+  HtmlFile html;
+  if (!o.html.empty()) {
+    if (std::string e = html.open(o.html); !e.empty()) return fail(ExitCode::kOutput, e);
+  }
+
+  replay::ReplayReport report;
+  report.threads = static_cast<unsigned>(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism));
+  const auto started = std::chrono::steady_clock::now();
+  Inputs inputs = read_inputs(o, *first.policy);
+  if (inputs.fatal) return fail(ExitCode::kInput, "an input cannot be read; nothing replayed");
+  report.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  report.inputs = std::move(inputs.summaries);
+
+  replay::PolicyLimiter first_limiter(*first.policy, box.state, o.buckets);
+  std::unique_ptr<replay::PolicyLimiter> second_limiter;
+  std::optional<replay::PolicyUnderReplay> compared;
+  if (second.policy) {
+    second_limiter = std::make_unique<replay::PolicyLimiter>(*second.policy, box.state, o.buckets);
+    compared = replay::PolicyUnderReplay{second_limiter.get(), o.compare};
+  }
+  replay::decide_records(inputs.records, {&first_limiter, o.policy}, compared, {.top_keys = o.top}, report);
+  const double seconds = report.load_seconds + report.decide_seconds;
+  report.records_per_second = seconds > 0 ? static_cast<double>(report.records) / seconds : 0;
+
+  const std::string text = o.json ? replay::render_json(report) + "\n" : replay::render_text(report);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  if (std::fflush(stdout) != 0) return fail(ExitCode::kOutput, "cannot write the report to stdout");
+  if (!o.html.empty()) {
+    if (std::string e = html.write(o.html, replay::render_html(report)); !e.empty()) return fail(ExitCode::kOutput, e);
+  }
+  if (o.strict && inputs.problems > 0) {
+    return fail(ExitCode::kSkipped, std::to_string(inputs.problems) +
+                                        (inputs.problems == 1 ? " record skipped" : " records skipped") + " (--strict)");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const replay_cli::ParseResult parsed = replay_cli::parse_options(argc, argv);
+  if (!parsed.error.empty()) {
+    std::fprintf(stderr, "sluice-replay: %s (sluice-replay --help tells more)\n", parsed.error.c_str());
+    return static_cast<int>(ExitCode::kUsage);
+  }
+  switch (parsed.options.mode) {
+    case Options::Mode::kHelp: std::fputs(replay_cli::usage_text().c_str(), stdout); return 0;
+    case Options::Mode::kVersion: std::printf("sluice-replay %s\n", SLUICE_VERSION); return 0;
+    case Options::Mode::kManual: std::fputs(replay_cli::manual_text().c_str(), stdout); return 0;
+    case Options::Mode::kRun: break;
+  }
+  try {
+    return run(parsed.options);
+  } catch (const std::bad_alloc&) {
+    return fail(ExitCode::kInput, "out of memory reading the inputs; replay fewer at once");
+  }
+}

@@ -1,0 +1,263 @@
+// See sluice_replay_options.h. The table CLI11 parses is the one --help and
+// the man page's OPTIONS are written from (cli_text.h).
+#include "sluice_replay_options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <charconv>
+
+#include "cli_text.h"
+#include "replay/access_log.h"
+
+namespace sluice::replay_cli {
+
+namespace {
+
+constexpr const char* kDescription = R"(What would this policy have done to that traffic? sluice-replay decides recorded
+requests offline with the appliance's own limiter, at the times they were
+recorded, and reports who would have been admitted and refused, when, and by
+which rule.
+  sluice-replay --policy FILE [options] INPUT...
+      INPUT: a pcap or pcapng capture (HTTP/1.1 over TCP, both directions:
+      each flow to a service port is reassembled as the appliance would),
+      or an access log (nginx's log_format, by default combined, or JSON
+      lines). Every input's requests are decided together, in time order.)";
+
+constexpr const char* kExitCodes = R"(Exit codes:
+  0 replayed   1 a report could not be written   2 bad command line
+  3 a policy file is missing or invalid   4 an input cannot be read at all
+  5 the state directory, runs or credentials file cannot be used
+  6 --strict, and records were skipped)";
+
+struct Given {
+  std::string format, service_ports;
+  std::vector<std::string> json_fields;
+  bool version = false;
+  bool manual = false;
+};
+
+CLI::Validator key_value() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        const size_t eq = s.find('=');
+        return eq == 0 || eq == std::string::npos || eq + 1 == s.size() ? "wants KEY=VARIABLE, got '" + s + "'" : "";
+      },
+      "");
+}
+
+CLI::Validator format_name() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        return s == "auto" || s == "pcap" || s == "nginx" || s == "json" ? ""
+                                                                         : "wants auto, pcap, nginx or json, got '" + s + "'";
+      },
+      "");
+}
+
+CLI::Validator nginx_format() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        const replay::FormatCheck c = replay::check_nginx_format(s);
+        return c.error.empty() ? "" : "is not usable: " + c.error;
+      },
+      "");
+}
+
+template <typename T>
+CLI::Validator whole_number(T low, T high) {
+  return CLI::Validator(
+      [low, high](std::string& s) -> std::string {
+        T v{};
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec == std::errc() && end == s.data() + s.size() && v >= low && v <= high) return "";
+        return "wants " + std::to_string(low) + " to " + std::to_string(high) + ", got '" + s + "'";
+      },
+      "");
+}
+
+std::optional<std::vector<uint16_t>> parse_port_list(const std::string& s) {
+  std::vector<uint16_t> ports;
+  size_t from = 0;
+  while (from <= s.size()) {
+    const size_t comma = std::min(s.find(',', from), s.size());
+    uint16_t p = 0;
+    const auto [end, ec] = std::from_chars(s.data() + from, s.data() + comma, p);
+    if (ec != std::errc() || end != s.data() + comma || p == 0) return std::nullopt;
+    ports.push_back(p);
+    from = comma + 1;
+  }
+  return ports;
+}
+
+CLI::Validator port_list() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        return parse_port_list(s) ? "" : "wants ports 1 to 65535 separated by commas, got '" + s + "'";
+      },
+      "");
+}
+
+void describe_inputs(CLI::App& app, Options& o, Given& g) {
+  const char* group = "What to replay";
+  app.add_option("--policy", o.policy, "the policy to decide with (required)")->type_name("FILE")->group(group);
+  app.add_option("--compare", o.compare,
+                 "a second policy, decided on the same traffic with tables of its own: who one refuses and the "
+                 "other does not")
+      ->type_name("FILE")->group(group);
+  app.add_option("inputs", o.inputs, "captures or access logs")->type_name("INPUT")->group(group);
+  app.add_option("--format", g.format,
+                 "auto (captures by their magic number, JSON lines by a first '{', else nginx), pcap (pcap or "
+                 "pcapng), nginx or json (default auto)")
+      ->type_name("FORMAT")->check(format_name())->group(group);
+  app.add_option("--log-format", o.log_format,
+                 "the nginx log_format the logs were written with, in nginx's own syntax (default: combined). "
+                 "$remote_addr, a time ($msec, $time_iso8601 or $time_local) and the request ($request, or "
+                 "$request_method and $request_uri) are needed; $http_NAME gives a request field, "
+                 "$request_time the arrival, $upstream_http_NAME the usage field (DQ05)")
+      ->type_name("FORMAT")->check(nginx_format())->group(group);
+  app.add_option("--json-field", g.json_fields,
+                 "JSON lines: the key KEY holds nginx's variable VARIABLE (keys named after variables need none), "
+                 "e.g. ts=msec client=remote_addr; repeatable")
+      ->type_name("KEY=VARIABLE")->check(key_value())->group(group);
+  app.add_option("--service-ports", g.service_ports,
+                 "captures: TCP ports whose flows are parsed, e.g. 80,8080 (default: the policy's)")
+      ->type_name("LIST")->check(port_list())->group(group);
+}
+
+void describe_state(CLI::App& app, Options& o) {
+  const char* group = "What the box knew";
+  app.add_option("--state-dir", o.state_dir,
+                 "a box's state directory, read and never written: its live runs, its credential map and the "
+                 "secret its credential hashes are keyed with")
+      ->type_name("DIR")->group(group);
+  app.add_option("--runs", o.runs_file, "live runs, a TOKEN [BUDGET] per line (added to the state directory's)")
+      ->type_name("FILE")->group(group);
+  app.add_option("--credentials", o.credentials_file,
+                 "the credential map, HASH USER per line as sluicectl credentials load takes it (needs --state-dir "
+                 "for the secret)")
+      ->type_name("FILE")->group(group);
+}
+
+void describe_output(CLI::App& app, Options& o) {
+  const char* group = "Reports";
+  app.add_flag("--json", o.json, "the report as one line of JSON on stdout, in place of the summary")->group(group);
+  app.add_option("--html", o.html, "also write the report as one self-contained HTML page, with plots")
+      ->type_name("FILE")->group(group);
+  app.add_option("--top", o.top, "refused keys and differences listed, the busiest first (default 20)")
+      ->type_name("N")->check(whole_number<size_t>(1, 10000))->group(group);
+  app.add_flag("--strict", o.strict, "exit 6 if any record was skipped (a broken line or packet)")->group(group);
+  app.add_flag("-q,--quiet", o.quiet, "no problems on stderr (they stay in the reports)")->group(group);
+}
+
+void describe_capacity(CLI::App& app, Options& o) {
+  const char* group = "Capacity";
+  app.add_option("--threads", o.threads, "threads for reading, parsing and deciding (default: one per core)")
+      ->type_name("N")->check(whole_number<unsigned>(1, 1024))->group(group);
+  app.add_option("--buckets", o.buckets, "bucket table slots per policy, as sluiced's --buckets (default 1048576)")
+      ->type_name("N")->check(whole_number<size_t>(1024, size_t{1} << 30))->group(group);
+}
+
+void describe(CLI::App& app, Options& o, Given& g) {
+  app.description(kDescription);
+  app.footer(kExitCodes);
+  app.set_help_flag("-h,--help", "this help, and exit");
+  app.add_flag("--version", g.version, "the version, and exit");
+  app.add_flag("--manual-markdown", g.manual, "")->group("");  // hidden: the man page's OPTIONS
+  describe_inputs(app, o, g);
+  describe_state(app, o);
+  describe_output(app, o);
+  describe_capacity(app, o);
+  cli_text::use_help_formatter(app);
+}
+
+std::string one_line(const CLI::ParseError& e) {
+  std::string m = e.what();
+  const size_t colon = m.find(": ");
+  if (m.rfind("--", 0) == 0 && colon != std::string::npos) {
+    if (dynamic_cast<const CLI::ValidationError*>(&e) != nullptr) m.erase(colon, 1);
+    if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr && m.find("missing") != std::string::npos) {
+      m = m.substr(0, colon) + " needs a value";
+    } else if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr && m.find("At Most") != std::string::npos) {
+      m = m.substr(0, colon) + " is given more than once";
+    }
+  }
+  for (char& c : m) c = c == '\n' ? ' ' : c;
+  return m;
+}
+
+void interpret(const CLI::App& app, const Given& g, Options& o) {
+  if (app.count("--format") > 0) {
+    o.format = g.format == "pcap"    ? InputFormat::kCapture
+               : g.format == "nginx" ? InputFormat::kNginx
+               : g.format == "json"  ? InputFormat::kJson
+                                     : InputFormat::kAuto;
+  }
+  for (const std::string& kv : g.json_fields) {
+    const size_t eq = kv.find('=');
+    o.json_fields.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  if (app.count("--service-ports") > 0) o.service_ports = parse_port_list(g.service_ports);
+}
+
+std::string check_combination(const Options& o) {
+  if (o.policy.empty()) return "--policy FILE is required";
+  if (o.inputs.empty()) return "name at least one INPUT (a capture or an access log)";
+  if (!o.credentials_file.empty() && o.state_dir.empty()) {
+    return "--credentials needs --state-dir: its hashes are keyed with that box's secret";
+  }
+  return {};
+}
+
+}  // namespace
+
+ParseResult parse_options(int argc, const char* const* argv) {
+  ParseResult r;
+  Options& o = r.options;
+  CLI::App app;
+  Given g;
+  describe(app, o, g);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    o.mode = Options::Mode::kHelp;
+    return r;
+  } catch (const CLI::ExtrasError&) {
+    // CLI11 lists what it did not expect; name the first as an option or a word.
+    const std::vector<std::string> rest = app.remaining();
+    const std::string first = rest.empty() ? std::string() : rest.front();
+    r.error = first.rfind('-', 0) == 0 ? "unknown option '" + first + "'" : "unexpected argument '" + first + "'";
+    return r;
+  } catch (const CLI::ParseError& e) {
+    if (g.version) {
+      o.mode = Options::Mode::kVersion;
+      return r;
+    }
+    r.error = one_line(e);
+    return r;
+  }
+  if (g.version || g.manual) {
+    o.mode = g.version ? Options::Mode::kVersion : Options::Mode::kManual;
+    return r;
+  }
+  interpret(app, g, o);
+  r.error = check_combination(o);
+  return r;
+}
+
+std::string usage_text() {
+  CLI::App app;
+  Options o;
+  Given g;
+  describe(app, o, g);
+  return app.help();
+}
+
+std::string manual_text() {
+  CLI::App app;
+  Options o;
+  Given g;
+  describe(app, o, g);
+  return cli_text::options_markdown(app) + "\n# EXIT STATUS\n\n" + cli_text::preformatted(kExitCodes);
+}
+
+}  // namespace sluice::replay_cli

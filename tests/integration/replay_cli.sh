@@ -1,0 +1,386 @@
+#!/usr/bin/env bash
+# sluice-replay's bad input end to end (issue 19): a bad command line, a
+# policy that does not load, an input that cannot be read, a state directory
+# that cannot be used, each a message and its own exit code (--help lists
+# them); broken log lines, a truncated capture and damaged blocks reported
+# by FILE:LINE:COLUMN or packet/byte, skipped and counted, never a crash;
+# hostile text never reaching the terminal raw. No root, no network: the
+# inputs are written here (python3's standard library) into a temporary
+# directory that is removed on exit.
+#   tests/integration/replay_cli.sh [BUILD_DIR]
+# shellcheck disable=SC2016  # '$remote_addr' and the like: nginx's variables
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+build="${1:-build}"
+replay="$build/src/sluice-replay"
+[ -x "$replay" ] || { echo "replay_cli.sh: $replay not built" >&2; exit 2; }
+
+tmp="$(mktemp -d "/tmp/slrc-$$.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+policy=config/three-budgets.yaml
+failures=0
+
+fail() { echo "FAIL $1: $2"; failures=$((failures + 1)); }
+
+# run COMMAND...: stdout in $tmp/out, stderr in $tmp/err, the exit status
+# in $rc. Bounded: a hang is exit 124, a crash 128+signal.
+run() {
+  timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+}
+
+# expect NAME CODE PATTERN -- COMMAND...: COMMAND (sluice-replay and its
+# arguments) exits CODE and its stderr matches PATTERN (extended regex; ''
+# for any). A usage error (2) and an unwritable report (1) are one line;
+# any other failure ends with sluice-replay's own line, after the lines that
+# say where. $tmp/out and $tmp/err stay for the checks that follow.
+expect() {
+  local name="$1" code="$2" pattern="$3"
+  shift 4
+  run "$@"
+  local err lines
+  err="$(cat "$tmp/err")"
+  lines="$(grep -c '' "$tmp/err")"
+  if [ "$rc" -ne "$code" ]; then
+    fail "$name" "exit $rc, want $code; stderr: $(head -c 600 "$tmp/err")"
+  elif [ -n "$pattern" ] && ! grep -qE -- "$pattern" "$tmp/err"; then
+    fail "$name" "stderr '$err' does not match /$pattern/"
+  elif { [ "$code" -eq 1 ] || [ "$code" -eq 2 ]; } && [ "$lines" -ne 1 ]; then
+    fail "$name" "stderr is $lines lines, want one: $err"
+  elif [ "$code" -ne 0 ] && ! tail -n 1 "$tmp/err" | grep -q '^sluice-replay: '; then
+    fail "$name" "stderr does not end with sluice-replay's own line: $err"
+  else
+    echo "PASS $name ($rc: $(tail -n 1 "$tmp/err"))"
+  fi
+}
+
+# check NAME GOT WANT: one value the last run gave, against the one wanted.
+check() {
+  if [ "$2" = "$3" ]; then echo "PASS $1 ($2)"; else fail "$1" "got '$2', want '$3'"; fi
+}
+
+# holds NAME WHY COMMAND...: COMMAND succeeds; else WHY is the failure.
+holds() {
+  local name="$1" why="$2"
+  shift 2
+  if "$@"; then echo "PASS $name"; else fail "$name" "$why"; fi
+}
+
+# report EXPR: a Python expression over the last run's JSON report `d`.
+report() {
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$tmp/out" "$1" 2>&1
+}
+
+# printable FILE: every byte a printable ASCII character or a line end (no
+# ESC, no other C0 or C1 control, no DEL): what a terminal shows as text.
+printable() { ! LC_ALL=C grep -q '[^[:print:]]' "$1"; }
+
+# ---- the inputs ---------------------------------------------------------------
+
+printf 'sluice: 1\nname: broken\nbuckets:\n  b: { rate: 10/fortnight }\nrules: []\n' >"$tmp/broken.yaml"
+head -c 5000 /dev/urandom >"$tmp/random.bin"
+mkdir "$tmp/adir" "$tmp/policy-dir"
+# State directories: one without a secret, one with a good one, one whose
+# secret is short, one whose runs journal is of an unknown version.
+mkdir -m 700 "$tmp/nosecret" "$tmp/state" "$tmp/shortsecret" "$tmp/v2"
+head -c 192 /dev/urandom >"$tmp/state/credential.secret"
+head -c 100 /dev/urandom >"$tmp/shortsecret/credential.secret"
+cp "$tmp/state/credential.secret" "$tmp/v2/"
+chmod 600 "$tmp"/*/credential.secret
+printf '# sluice runs journal v2\n' >"$tmp/v2/runs.journal"
+printf 'good-run 10\nbad/token 5\n' >"$tmp/runs-token"
+printf 'good-run 12x\n' >"$tmp/runs-budget"
+printf 'nothex alice\n' >"$tmp/credentials"
+
+# An nginx combined log: lines 1, 2, 4, 7 good; 3 cut short, 5 a bad
+# address, 6 a bad time.
+line() { printf '%s - - [10/Oct/2024:13:55:%s +0000] "GET %s HTTP/1.1" 200 12 "-" "curl/8.0"\n' "$@"; }
+{
+  line 198.18.0.7 36 /v1/a
+  line 198.18.0.7 37 /v1/b
+  printf '198.18.0.7 - - [10/Oct/2024:13:55:3\n'
+  line 198.18.0.8 38 /v1/c
+  line 198.18.0.999 39 /v1/d
+  printf '198.18.0.7 - - [10/Foo/2024:13:55:40 +0000] "GET /v1/e HTTP/1.1" 200 12 "-" "curl/8.0"\n'
+  line 198.18.0.8 41 /v1/f
+} >"$tmp/mixed.log"
+
+python3 - "$tmp" <<'PY' || { echo "replay_cli.sh: cannot write the inputs" >&2; exit 2; }
+import random, struct, sys
+out = sys.argv[1]
+
+# One TCP connection, Ethernet/IPv4 (checksums zero): the handshake, a GET
+# head, the origin's ACK, a second GET head: six packets.
+def frame(src, dst, sport, dport, seq, ack, flags, payload=b''):
+    tcp = struct.pack('!HHIIBBHHH', sport, dport, seq, ack, 5 << 4, flags, 65535, 0, 0) + payload
+    ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + len(tcp), 1, 0x4000, 64, 6, 0,
+                     bytes(map(int, src.split('.'))), bytes(map(int, dst.split('.'))))
+    return b'\x02\0\0\0\0\x02' + b'\x02\0\0\0\0\x01' + b'\x08\x00' + ip + tcp
+
+C, S, CP = '198.18.0.7', '198.18.0.20', 40000
+SYN, ACK, PSH = 0x02, 0x10, 0x08
+get1 = b'GET /v1/one HTTP/1.1\r\nHost: 198.18.0.20\r\n\r\n'
+get2 = b'GET /v1/two HTTP/1.1\r\nHost: 198.18.0.20\r\n\r\n'
+cs, ss = 1000, 5000
+packets = [
+    frame(C, S, CP, 80, cs, 0, SYN),
+    frame(S, C, 80, CP, ss, cs + 1, SYN | ACK),
+    frame(C, S, CP, 80, cs + 1, ss + 1, ACK),
+    frame(C, S, CP, 80, cs + 1, ss + 1, PSH | ACK, get1),
+    frame(S, C, 80, CP, ss + 1, cs + 1 + len(get1), ACK),
+    frame(C, S, CP, 80, cs + 1 + len(get1), ss + 1, PSH | ACK, get2),
+]
+t0 = 1700000000
+
+pcap = struct.pack('<IHHiIII', 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1)
+for i, p in enumerate(packets):
+    pcap += struct.pack('<IIII', t0, 1000 * (i + 1), len(p), len(p)) + p
+open(out + '/whole.pcap', 'wb').write(pcap)
+open(out + '/cut.pcap', 'wb').write(pcap[:len(pcap) - len(packets[-1]) // 2])
+
+def block(kind, body):
+    body += b'\0' * (-len(body) % 4)
+    return struct.pack('<II', kind, 12 + len(body)) + body + struct.pack('<I', 12 + len(body))
+
+def pcapng(bad_block=None):
+    ng = block(0x0a0d0d0a, struct.pack('<IHHq', 0x1a2b3c4d, 1, 0, -1))
+    ng += block(1, struct.pack('<HHI', 1, 0, 65535))
+    for i, p in enumerate(packets):
+        us = t0 * 1000000 + 1000 * (i + 1)
+        b = block(6, struct.pack('<IIIII', 0, us >> 32, us & 0xffffffff, len(p), len(p)) + p)
+        if i == bad_block:
+            b = b[:4] + struct.pack('<I', 13) + b[8:]  # not a multiple of 4
+        ng += b
+    return ng
+open(out + '/whole.pcapng', 'wb').write(pcapng())
+open(out + '/badblock.pcapng', 'wb').write(pcapng(bad_block=4))
+
+# Damaged captures: bytes overwritten at random, random records after a
+# good header (a fixed seed: the same files every run).
+r = random.Random(19)
+for i in range(3):
+    w = bytearray(pcap)
+    for _ in range(20):
+        w[r.randrange(24, len(w))] = r.randrange(256)
+    open(f'{out}/damaged{i}.pcap', 'wb').write(bytes(w))
+    open(f'{out}/noise{i}.pcap', 'wb').write(pcap[:24] + bytes(r.randrange(256) for _ in range(4000)))
+    open(f'{out}/noise{i}.pcapng', 'wb').write(pcapng()[:60] + bytes(r.randrange(256) for _ in range(4000)))
+
+# 100 000 lines of garbage bytes (1 to 59 each, no line end): about 3 MB.
+with open(out + '/garbage.log', 'wb') as f:
+    f.write(b''.join(r.randbytes(r.randrange(1, 60)).replace(b'\n', b'\0') + b'\n' for _ in range(100000)))
+
+# Hostile text, nginx: ESC raw and as nginx writes it (\x1B) in the request
+# target, in the request line, in the address; a C1 CSI (U+009B) too.
+L = '198.18.0.7 - - [10/Oct/2024:13:56:%02d +0000] "%s" 200 1 "-" "curl/8.0"\n'
+hostile = [
+    L % (1, 'GET /v1/\x1b[31mred\x1b[0m HTTP/1.1'),
+    L % (2, 'GET /v1/\\x1B]0;title\\x07 HTTP/1.1'),
+    L % (3, 'GET /vrx/\\x1B[2J/v1/x HTTP/1.1'),
+    L % (4, '\x1b[2J'),
+    L % (5, '\\x1B[2J\\x1B[H'),
+    L % (6, 'GET /\\xC2\\x9B31m HTTP/1.1'),
+    '198.18.0.7\x1b[31m - - [10/Oct/2024:13:56:07 +0000] "GET / HTTP/1.1" 200 1 "-" "x"\n',
+    '198.18.0.7 - - [10/Oct/2024:13:56:08 +0000] "GET /\x1b[2J HTTP/1.1" 200 1 "-" "x\x1b[31m"\n',
+]
+open(out + '/hostile.log', 'wb').write(''.join(hostile).encode())
+
+# A key (deployment-quotas' X-Pi-Deployment) holding a C1 CSI and a
+# right-to-left override: 700 requests in a minute of 600, so it is refused
+# and listed.
+with open(out + '/hostile-key.log', 'wb') as f:
+    for i in range(700):
+        f.write(b'198.18.0.7 [10/Oct/2024:13:55:%02d +0000] "POST /v1/chat HTTP/1.1" '
+                b'"evil\\xC2\\x9B31m\\xE2\\x80\\xAEx"\n' % (i % 50))
+    f.write(b'198.18.0.7 [10/Oct/2024:13:55:51 +0000] "POST /v1/chat HTTP/1.1" "a\\x1B[31m"\n')
+
+# Hostile text, JSON lines: ESC escaped and raw (which JSON forbids), a C1
+# CSI as UTF-8 and as a lone byte, DEL, in values and keys, broken lines.
+J = '{"remote_addr":"198.18.0.7","msec":"1700000000.%03d","request":%s}\n'
+with open(out + '/hostile.json', 'wb') as f:
+    f.write((J % (1, '"GET /v1/\\u001b[31mx HTTP/1.1"')).encode())
+    f.write((J % (2, '"GET /v1/\x1b[31mx HTTP/1.1"')).encode())
+    f.write(b'{"remote_addr":"198.18.0.7","msec":"1700000000.003","request":"GET /\xc2\x9b31mred HTTP/1.1\n')
+    f.write(b'{"remote_addr":"198.18.0.7","msec":"1700000000.004","request":"GET /\x9b31mred HTTP/1.1"}\n')
+    f.write(b'{"remote_addr":"198.18.0.7","msec":"1700000000.005","request":"GET /\x7f[31mred HTTP/1.1\n')
+    f.write(b'{"remote_addr":"198.18.0.7\\u001b[2J","msec":"1700000000.006","request":"GET / HTTP/1.1"}\n')
+    f.write(b'{"\x1b[2J":1}\n')
+    f.write(b'{"remote_addr":"198.18.0.7","msec":"1700000000.008"}\x1b[2J\n')
+PY
+
+# ---- 2: the command line ------------------------------------------------------------
+
+expect usage-no-policy 2 '^sluice-replay: --policy FILE is required' -- "$replay" "$tmp/mixed.log"
+expect usage-no-input 2 '^sluice-replay: name at least one INPUT' -- "$replay" --policy "$policy"
+expect usage-format-xml 2 "--format +wants auto, pcap, nginx or json, got 'xml'" -- \
+  "$replay" --policy "$policy" --format xml "$tmp/mixed.log"
+expect usage-log-format-no-time 2 '--log-format .*not usable: 1:[0-9]+: no time' -- \
+  "$replay" --policy "$policy" --log-format '$remote_addr $request' "$tmp/mixed.log"
+expect usage-log-format-column 2 '--log-format .*not usable: 1:39: unterminated "\$\{"' -- \
+  "$replay" --policy "$policy" --log-format '$remote_addr [$time_local] "$request" ${http_x' "$tmp/mixed.log"
+expect usage-credentials-without-state-dir 2 '--credentials needs --state-dir' -- \
+  "$replay" --policy "$policy" --credentials "$tmp/credentials" "$tmp/mixed.log"
+expect usage-top-zero 2 "--top +wants 1 to 10000, got '0'" -- "$replay" --policy "$policy" --top 0 "$tmp/mixed.log"
+expect usage-top-without-value 2 '--top needs a value' -- "$replay" --policy "$policy" "$tmp/mixed.log" --top
+expect usage-threads-zero 2 "--threads +wants 1 to 1024, got '0'" -- \
+  "$replay" --policy "$policy" --threads 0 "$tmp/mixed.log"
+expect usage-service-port-zero 2 "--service-ports +wants ports 1 to 65535.*got '80,0'" -- \
+  "$replay" --policy "$policy" --service-ports 80,0 "$tmp/mixed.log"
+expect usage-unknown-option 2 "--frobnicate" -- "$replay" --policy "$policy" --frobnicate "$tmp/mixed.log"
+expect usage-json-field-no-key 2 "--json-field +wants KEY=VARIABLE, got 'nokey'" -- \
+  "$replay" --policy "$policy" --json-field nokey "$tmp/mixed.log"
+expect usage-policy-twice 2 '--policy' -- "$replay" --policy "$policy" --policy "$policy" "$tmp/mixed.log"
+
+# ---- 3: the policies ------------------------------------------------------------------
+
+expect policy-missing 3 "none.yaml: cannot read the policy file: No such file" -- \
+  "$replay" --policy "$tmp/none.yaml" "$tmp/mixed.log"
+expect policy-broken 3 "^$tmp/broken.yaml:4:[0-9]+: bucket b: rate" -- \
+  "$replay" --policy "$tmp/broken.yaml" "$tmp/mixed.log"
+check policy-broken-says-which "$(tail -n 1 "$tmp/err")" "sluice-replay: the policy $tmp/broken.yaml is not usable"
+expect policy-a-directory 3 "^$tmp/policy-dir: " -- "$replay" --policy "$tmp/policy-dir" "$tmp/mixed.log"
+expect compare-broken 3 "^$tmp/broken.yaml:4:[0-9]+: bucket b: rate" -- \
+  "$replay" --policy "$policy" --compare "$tmp/broken.yaml" "$tmp/mixed.log"
+check compare-broken-says-which "$(tail -n 1 "$tmp/err")" "sluice-replay: the policy $tmp/broken.yaml is not usable"
+check compare-broken-nothing-replayed "$(wc -c <"$tmp/out")" 0
+
+# ---- 4: inputs that cannot be read at all: nothing replayed ----------------------------
+
+expect input-missing 4 "none.log: cannot open: No such file" -- "$replay" --policy "$policy" "$tmp/none.log"
+expect input-random-as-pcap 4 "random.bin: not a pcap or pcapng capture" -- \
+  "$replay" --policy "$policy" --format pcap "$tmp/random.bin"
+expect input-directory 4 "adir: .*(Is a directory|not a regular file)" -- "$replay" --policy "$policy" "$tmp/adir"
+head -c 10 "$tmp/whole.pcap" >"$tmp/header.pcap"
+expect input-pcap-header-cut 4 "header.pcap: byte 0: the pcap file header is cut short" -- \
+  "$replay" --policy "$policy" "$tmp/header.pcap"
+expect input-one-of-two-missing 4 "none.log: cannot open" -- \
+  "$replay" --policy "$policy" "$tmp/mixed.log" "$tmp/none.log"
+check input-one-of-two-missing-nothing-replayed "$(wc -c <"$tmp/out")" 0
+
+# ---- 5: what the box knew --------------------------------------------------------------
+
+expect state-dir-missing 5 "nostate/credential.secret: cannot read the credential secret" -- \
+  "$replay" --policy "$policy" --state-dir "$tmp/nostate" "$tmp/mixed.log"
+expect state-dir-no-secret 5 "nosecret/credential.secret: cannot read the credential secret: No such file" -- \
+  "$replay" --policy "$policy" --state-dir "$tmp/nosecret" "$tmp/mixed.log"
+expect state-secret-short 5 "shortsecret/credential.secret: not a credential secret \(192 bytes expected\)" -- \
+  "$replay" --policy "$policy" --state-dir "$tmp/shortsecret" "$tmp/mixed.log"
+expect state-journal-version 5 "v2/runs.journal" -- "$replay" --policy "$policy" --state-dir "$tmp/v2" "$tmp/mixed.log"
+expect runs-bad-token 5 "^$tmp/runs-token:2:1: a run token" -- \
+  "$replay" --policy "$policy" --runs "$tmp/runs-token" "$tmp/mixed.log"
+expect runs-bad-budget 5 "^$tmp/runs-budget:1:10: a budget" -- \
+  "$replay" --policy "$policy" --runs "$tmp/runs-budget" "$tmp/mixed.log"
+expect runs-missing 5 "none.runs" -- "$replay" --policy "$policy" --runs "$tmp/none.runs" "$tmp/mixed.log"
+expect credentials-bad-hash 5 "^$tmp/credentials:1:1: not a credential hash" -- \
+  "$replay" --policy "$policy" --state-dir "$tmp/state" --credentials "$tmp/credentials" "$tmp/mixed.log"
+before="$(ls -lA --full-time "$tmp/state")"
+expect state-dir-good 0 '' -- "$replay" --policy "$policy" --state-dir "$tmp/state" -q "$tmp/mixed.log"
+if [ "$(ls -lA --full-time "$tmp/state")" = "$before" ]; then echo "PASS state-dir-never-written"
+else fail state-dir-never-written "$(ls -lA --full-time "$tmp/state")"; fi
+
+# ---- skipped records: broken log lines ------------------------------------------------
+
+log="$tmp/mixed.log"
+expect log-problems 0 "^$log:3:17: does not match the log format" -- "$replay" --policy "$policy" "$log"
+check log-problems-where "$(cut -d' ' -f1 "$tmp/err" | tr '\n' ' ')" "$log:3:17: $log:5:1: $log:6:17: "
+holds log-problems-why-address "$(cat "$tmp/err")" \
+  grep -q "^$log:5:1: the client address is not an IP address: \"198.18.0.999\"$" "$tmp/err"
+holds log-problems-why-time "$(cat "$tmp/err")" grep -q "^$log:6:17: not a time: " "$tmp/err"
+check log-problems-summary "$(head -n 1 "$tmp/out")" "input $log (nginx): 7 lines, 4 requests, 3 problems"
+expect log-problems-json 0 "^$log:3:17: " -- "$replay" --policy "$policy" --json "$log"
+check log-problems-json-counts "$(report '(d["records"], d["inputs"][0]["records"], d["inputs"][0]["problems"], d["inputs"][0]["units_read"], d["policy"]["admitted"])')" "(4, 4, 3, 7, 4)"
+check log-problems-json-where "$(report '[p.split(": ")[0] for p in d["inputs"][0]["first_problems"]]')" \
+  "['$log:3:17', '$log:5:1', '$log:6:17']"
+expect log-problems-strict 6 "3 records skipped \(--strict\)" -- "$replay" --policy "$policy" --strict "$log"
+check log-problems-strict-report-written "$(head -n 1 "$tmp/out")" "input $log (nginx): 7 lines, 4 requests, 3 problems"
+expect log-problems-quiet 0 '' -- "$replay" --policy "$policy" -q --json "$log"
+check log-problems-quiet-stderr "$(wc -c <"$tmp/err")" 0
+check log-problems-quiet-counted "$(report '(d["records"], d["inputs"][0]["problems"])')" "(4, 3)"
+expect log-problems-quiet-strict 6 "^sluice-replay: 3 records skipped \(--strict\)$" -- \
+  "$replay" --policy "$policy" -q --strict "$log"
+check log-problems-quiet-strict-one-line "$(grep -c '' "$tmp/err")" 1
+
+# ---- skipped records: captures --------------------------------------------------------
+
+expect capture-whole 0 '' -- "$replay" --policy "$policy" --json "$tmp/whole.pcap"
+check capture-whole-counts "$(report '(d["records"], d["inputs"][0]["units_read"], d["inputs"][0]["problems"])')" "(2, 6, 0)"
+check capture-whole-stderr "$(wc -c <"$tmp/err")" 0
+expect capture-cut 0 "^$tmp/cut.pcap: packet 6: the file ends [0-9]+ bytes into the packet's" -- \
+  "$replay" --policy "$policy" --json "$tmp/cut.pcap"
+check capture-cut-counts "$(report '(d["records"], d["inputs"][0]["problems"])')" "(1, 1)"
+check capture-cut-one-problem "$(grep -c '' "$tmp/err")" 1
+expect capture-cut-strict 6 "1 record skipped \(--strict\)" -- "$replay" --policy "$policy" --strict "$tmp/cut.pcap"
+expect pcapng-whole 0 '' -- "$replay" --policy "$policy" --json "$tmp/whole.pcapng"
+check pcapng-whole-counts "$(report '(d["records"], d["inputs"][0]["problems"])')" "(2, 0)"
+expect pcapng-bad-block 0 "^$tmp/badblock.pcapng: (byte [0-9]+|packet [0-9]+): " -- \
+  "$replay" --policy "$policy" --json "$tmp/badblock.pcapng"
+check pcapng-bad-block-counts "$(report '(d["records"], d["inputs"][0]["problems"])')" "(1, 1)"
+for f in "$tmp"/damaged?.pcap "$tmp"/noise?.pcap "$tmp"/noise?.pcapng; do
+  expect "capture-damaged-$(basename "$f")" 0 '' -- "$replay" --policy "$policy" --json "$f"
+done
+
+# ---- the reports ------------------------------------------------------------------------
+
+expect html-no-directory 1 "^sluice-replay: cannot write $tmp/nodir/report.html" -- \
+  "$replay" --policy "$policy" -q --html "$tmp/nodir/report.html" "$log"
+expect html-written 0 '' -- "$replay" --policy "$policy" -q --html "$tmp/report.html" "$log"
+holds html-written-file "$tmp/report.html is empty or missing" test -s "$tmp/report.html"
+expect json-one-line 0 '' -- "$replay" --policy "$policy" -q --json --compare config/default.yaml "$log"
+check json-one-line-lines "$(grep -c '' "$tmp/out")" 1
+holds json-valid "not JSON: $(head -c 300 "$tmp/out")" python3 -m json.tool "$tmp/out" /dev/null
+
+run "$replay" --help
+missing=""
+for o in -h --help --version --policy --compare --format --log-format --json-field --service-ports --state-dir \
+  --runs --credentials --json --html --top --strict -q --quiet --threads --buckets; do
+  grep -qE -- "(^| |,)$o([ ,]|$)" "$tmp/out" || missing="$missing $o"
+done
+for c in 0 1 2 3 4 5 6; do grep -qE "(^| )$c [a-z-]" <(sed -n '/^Exit codes:/,$p' "$tmp/out") || missing="$missing exit-$c"; done
+if [ "$rc" -eq 0 ] && [ -z "$missing" ]; then echo "PASS help (every option, exit codes 0-6)"
+else fail help "exit $rc, missing:$missing"; fi
+version="$(sed -n "s/^ *version *: *'\([^']*\)',.*/\1/p" meson.build | head -n 1)"
+run "$replay" --version
+check version "$rc $(cat "$tmp/out")" "0 sluice-replay $version"
+
+# ---- 100 000 lines of garbage -----------------------------------------------------------
+
+expect garbage 0 "^$tmp/garbage.log:1:1: " -- "$replay" --policy "$policy" "$tmp/garbage.log"
+check garbage-stderr-lines "$(grep -c '' "$tmp/err")" 101
+problems="$(sed -n 's/^input .*: 100000 lines, 0 requests, \([0-9]*\) problems$/\1/p' "$tmp/out")"
+check garbage-and-more "$(tail -n 1 "$tmp/err")" "$tmp/garbage.log: ... and $((${problems:-100} - 100)) more problems"
+holds garbage-counted "summary: $(head -n 1 "$tmp/out")" test "${problems:-0}" -gt 99000
+expect garbage-strict 6 "^sluice-replay: $problems records skipped \(--strict\)$" -- \
+  "$replay" --policy "$policy" -q --strict "$tmp/garbage.log"
+
+# ---- hostile text never reaches the terminal raw ----------------------------------------
+
+# no_esc NAME: the last run's summary (stdout) and problems (stderr) hold
+# no ESC byte. check_printable NAME: no control byte at all (C0, DEL, C1 as
+# a lone byte or as UTF-8): the summary is ASCII text, whatever came in.
+no_esc() {
+  if LC_ALL=C grep -q $'\x1b' "$tmp/out" "$tmp/err"; then
+    fail "$1" "a raw ESC: $(LC_ALL=C grep -n $'\x1b' "$tmp/out" "$tmp/err" | head -n 3 | cat -v | tr '\n' ' ')"
+  else echo "PASS $1"; fi
+}
+check_printable() {
+  local f bad=""
+  for f in out err; do printable "$tmp/$f" || bad="$bad $f: $(LC_ALL=C grep -n '[^[:print:]]' "$tmp/$f" | head -n 2 | cat -v | tr '\n' ' ')"; done
+  if [ -z "$bad" ]; then echo "PASS $1"; else fail "$1" "control bytes in$bad"; fi
+}
+expect hostile-nginx 0 "hostile.log:7:1: the client address is not an IP address: \"198.18.0.7\\\\x1B\[31m\"" -- \
+  "$replay" --policy "$policy" "$tmp/hostile.log"
+no_esc hostile-nginx-no-esc
+check_printable hostile-nginx-printable
+dq_format='$remote_addr [$time_local] "$request" "$http_x_pi_deployment"'
+expect hostile-key 0 '' -- "$replay" --policy config/deployment-quotas.yaml --log-format "$dq_format" "$tmp/hostile-key.log"
+holds hostile-key-listed "$(cat "$tmp/out")" grep -qE '^  deployment +evil.*700 +100 ' "$tmp/out"
+no_esc hostile-key-no-esc
+check_printable hostile-key-printable
+expect hostile-json 0 "hostile.json:2:[0-9]+: not a JSON line" -- "$replay" --policy "$policy" "$tmp/hostile.json"
+no_esc hostile-json-no-esc
+check_printable hostile-json-printable
+expect hostile-json-report 0 '' -- "$replay" --policy "$policy" -q --json "$tmp/hostile.json"
+holds hostile-json-report-valid "not JSON" python3 -m json.tool "$tmp/out" /dev/null
+
+[ "$failures" -eq 0 ] && echo "replay_cli: all passed" || echo "replay_cli: $failures failed"
+[ "$failures" -eq 0 ]

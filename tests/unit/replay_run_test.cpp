@@ -1,0 +1,304 @@
+// sluice-replay's decisions (replay/replay_run.h): records decided in time
+// order by the real decide() on the shipped profiles, against counts worked
+// out by hand from the rules; usage reports (DQ05) charged when their
+// response ended; --compare; the JSON and text reports holding the same
+// figures; the same outcome on one thread and on two.
+#include <gtest/gtest.h>
+#include <tbb/global_control.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "control/json.h"
+#include "net/ip_address.h"
+#include "replay/outcome_tally.h"
+#include "replay/replay_run.h"
+#include "replay/replay_state.h"
+#include "replay/report_json.h"
+#include "replay/report_text.h"
+
+namespace sluice::replay {
+namespace {
+
+constexpr time::Nanos kT0 = 1'796'000'000ull * time::kNanosPerSecond;  // a whole minute
+constexpr time::Nanos kMs = 1'000'000;
+
+RequestRecord request(time::Nanos at, const char* ip, const std::string& target, const std::string& fields = "") {
+  static uint64_t n = 0;
+  RequestRecord r;
+  r.at = at;
+  r.record_number = ++n;
+  r.order = record_order(0, n);
+  r.conn.peer = *net::parse_ip(ip);
+  r.conn.destination_port = 80;
+  r.head = "GET " + target + " HTTP/1.1\r\nHost: api.example\r\n" + fields + "\r\n";
+  return r;
+}
+
+struct Replayed {
+  ReplayReport report;
+};
+
+class ReplayRunTest : public ::testing::Test {
+ protected:
+  ReplayReport replay(std::vector<RequestRecord> records, const std::string& policy_file,
+                      const std::string& compare_file = "", StateSources sources = {}) {
+    BoxStateLoad box = load_box_state(sources);
+    EXPECT_TRUE(box.errors.empty()) << (box.errors.empty() ? "" : box.errors.front());
+    LoadedPolicy first = load_policy(policy_file, *box.state.credential_hasher);
+    EXPECT_TRUE(first.policy) << (first.errors.empty() ? "" : first.errors.front());
+    PolicyLimiter first_limiter(*first.policy, box.state, 1 << 14);
+    LoadedPolicy second;
+    std::unique_ptr<PolicyLimiter> second_limiter;
+    std::optional<PolicyUnderReplay> compared;
+    if (!compare_file.empty()) {
+      second = load_policy(compare_file, *box.state.credential_hasher);
+      EXPECT_TRUE(second.policy) << (second.errors.empty() ? "" : second.errors.front());
+      second_limiter = std::make_unique<PolicyLimiter>(*second.policy, box.state, 1 << 14);
+      compared = PolicyUnderReplay{second_limiter.get(), compare_file};
+    }
+    ReplayReport report;
+    decide_records(records, {&first_limiter, policy_file}, compared, {}, report);
+    return report;
+  }
+
+  static std::string shipped(const char* name) { return std::string(SLUICE_CONFIG_DIR) + "/" + name; }
+
+  std::string write_temp(const std::string& name, const std::string& text) {
+    const std::string path = ::testing::TempDir() + "replay_run_" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+};
+
+const RuleCounts& row(const PolicyOutcome& o, const std::string& rule) {
+  for (const RuleCounts& r : o.rules) {
+    if (r.rule == rule) return r;
+  }
+  static const RuleCounts none{};
+  ADD_FAILURE() << "no row for rule '" << rule << "'";
+  return none;
+}
+
+// TB01, TB14, TB18: 70 bare requests from one address in 70 ms: the burst
+// of 60 admitted, 10 refused; another address untouched; /healthz exempt.
+// The records arrive shuffled: they are decided in time order.
+TEST_F(ReplayRunTest, BareBurstDecidedInTimeOrder_TB01_TB14_TB18) {
+  std::vector<RequestRecord> records;
+  for (int i = 69; i >= 0; --i) records.push_back(request(kT0 + i * kMs, "198.18.0.7", "/v1/models"));
+  for (int i = 0; i < 5; ++i) records.push_back(request(kT0 + i * kMs, "198.18.0.8", "/v1/models"));
+  for (int i = 0; i < 3; ++i) records.push_back(request(kT0 + i * kMs, "198.18.0.7", "/healthz"));
+  const ReplayReport r = replay(std::move(records), shipped("three-budgets.yaml"));
+  EXPECT_EQ(r.records, 78u);
+  EXPECT_EQ(r.outcome.requests, 78u);
+  EXPECT_EQ(r.outcome.exempt, 3u);
+  EXPECT_EQ(r.outcome.admitted, 65u);
+  EXPECT_EQ(r.outcome.refused, 10u);
+  EXPECT_EQ(row(r.outcome, "bare").refused, 10u);
+  EXPECT_EQ(row(r.outcome, "bare").admitted, 65u);
+  ASSERT_EQ(r.outcome.refused_keys.size(), 1u);
+  const RefusedKey& k = r.outcome.refused_keys[0];
+  EXPECT_EQ(k.key, "198.18.0.7");
+  EXPECT_EQ(k.rule, "bare");
+  EXPECT_EQ(k.requests, 70u);
+  EXPECT_EQ(k.refused, 10u);
+  EXPECT_EQ(k.first_refusal, kT0 + 60 * kMs);  // the 61st request
+  EXPECT_EQ(k.last_refusal, kT0 + 69 * kMs);
+  // Both keys' busiest minute against the bare budget of 60 a minute.
+  ASSERT_EQ(r.outcome.rates.size(), 1u);
+  EXPECT_EQ(r.outcome.rates[0].limit, 60u);
+  EXPECT_EQ(r.outcome.rates[0].keys, 2u);
+  EXPECT_EQ(r.outcome.rates[0].keys_over, 1u);
+  EXPECT_NEAR(r.outcome.rates[0].max_ratio, 70.0 / 60.0, 1e-9);
+}
+
+// TB01: the bare bucket refills one request a second; the record clock, not
+// the wall clock, is what refills it.
+TEST_F(ReplayRunTest, RefillFollowsTheRecordsClock_TB01) {
+  std::vector<RequestRecord> records;
+  for (int i = 0; i < 61; ++i) records.push_back(request(kT0 + i * kMs, "198.18.0.9", "/v1/a"));
+  records.push_back(request(kT0 + 60 * kMs + 1001 * kMs, "198.18.0.9", "/v1/a"));  // a token back
+  records.push_back(request(kT0 + 60 * kMs + 1002 * kMs, "198.18.0.9", "/v1/a"));  // none yet
+  const ReplayReport r = replay(std::move(records), shipped("three-budgets.yaml"));
+  EXPECT_EQ(r.outcome.admitted, 61u);
+  EXPECT_EQ(r.outcome.refused, 2u);
+}
+
+// TB11, TB12: a live run (from a runs file) is counted by its token; a run
+// not live is answered 404 under ended-run.
+TEST_F(ReplayRunTest, LiveRunsFromARunsFile_TB11_TB12) {
+  const std::string runs = write_temp("runs", "# live runs\nrun-7f3a\nrun-budget 2\n");
+  std::vector<RequestRecord> records;
+  for (int i = 0; i < 3; ++i) records.push_back(request(kT0 + i * kMs, "198.18.0.10", "/vrx/run-7f3a/v1/screen"));
+  for (int i = 0; i < 3; ++i) records.push_back(request(kT0 + i * kMs, "198.18.0.10", "/vrx/run-budget/v1/screen"));
+  records.push_back(request(kT0 + 10 * kMs, "198.18.0.10", "/vrx/run-gone/v1/screen"));
+  const ReplayReport r = replay(std::move(records), shipped("three-budgets.yaml"), "", {.runs_file = runs});
+  EXPECT_EQ(row(r.outcome, "run").admitted, 5u);  // 3 + the budget of 2 a minute (its burst)
+  EXPECT_EQ(row(r.outcome, "run").refused, 1u);
+  EXPECT_EQ(row(r.outcome, "ended-run").answered, 1u);
+}
+
+TEST_F(ReplayRunTest, ABrokenRunsFileIsNamedByLineAndColumn) {
+  const std::string runs = write_temp("badruns", "ok-token\nbad/token\nfine 12 extra\n");
+  const BoxStateLoad box = load_box_state({.runs_file = runs});
+  ASSERT_EQ(box.errors.size(), 2u);
+  EXPECT_EQ(box.errors[0], runs + ":2:1: a run token is 1..128 characters of [A-Za-z0-9._~-]");
+  EXPECT_EQ(box.errors[1], runs + ":3:9: a line is TOKEN [BUDGET]");
+}
+
+// DQ05, DQ07: tokens reported by a response are charged when the response
+// ends: a request before that end is admitted, one after it is refused once
+// the minute's tokens are used up.
+TEST_F(ReplayRunTest, UsageIsChargedWhenTheResponseEnds_DQ05_DQ07) {
+  const std::string deployment = "X-Pi-Deployment: claude-sonnet-us-2\r\n";  // 200000 tokens a minute
+  std::vector<RequestRecord> records;
+  RequestRecord big = request(kT0 + 1000 * kMs, "198.18.0.11", "/v1/chat", deployment);
+  big.has_usage = true;
+  big.usage_tokens = 200000;
+  big.usage_at = kT0 + 3000 * kMs;
+  records.push_back(big);
+  records.push_back(request(kT0 + 2000 * kMs, "198.18.0.11", "/v1/chat", deployment));  // before the end
+  records.push_back(request(kT0 + 4000 * kMs, "198.18.0.11", "/v1/chat", deployment));  // after it
+  records.push_back(request(kT0 + 61000 * kMs, "198.18.0.11", "/v1/chat", deployment));  // the next minute
+  const ReplayReport r = replay(std::move(records), shipped("deployment-quotas.yaml"));
+  EXPECT_EQ(r.outcome.usage_reports, 1u);
+  EXPECT_EQ(r.outcome.admitted, 3u);
+  EXPECT_EQ(r.outcome.refused, 1u);
+  ASSERT_EQ(r.outcome.refused_keys.size(), 1u);
+  EXPECT_EQ(r.outcome.refused_keys[0].key, "claude-sonnet-us-2");
+  EXPECT_EQ(r.outcome.refused_keys[0].first_refusal, kT0 + 4000 * kMs);
+}
+
+// A head the stream refused is answered by the appliance before any rule:
+// counted as unparsed (sluiced's parse_errors), not as a rule's answer.
+TEST_F(ReplayRunTest, AHeadThatDidNotParseIsCountedUnparsed) {
+  std::vector<RequestRecord> records;
+  RequestRecord bad = request(kT0, "198.18.0.12", "/v1/x");
+  bad.head.clear();
+  bad.parse_error = http::ParseError::kConflictingContentLength;
+  records.push_back(bad);
+  RequestRecord junk = request(kT0 + kMs, "198.18.0.12", "/v1/x");
+  junk.head = "\x16\x03\x01 not http\r\n\r\n";
+  records.push_back(junk);
+  const ReplayReport r = replay(std::move(records), shipped("three-budgets.yaml"));
+  EXPECT_EQ(r.outcome.unparsed, 2u);
+  EXPECT_EQ(r.outcome.answered, 0u);
+  EXPECT_EQ(r.outcome.requests, 2u);
+}
+
+// --compare: a stricter copy of the profile refuses 10 more of one
+// client's requests; the comparison names that client and rule.
+TEST_F(ReplayRunTest, CompareNamesWhoOnlyOnePolicyRefuses) {
+  std::ifstream in(shipped("three-budgets.yaml"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string from = "bare:       { rate: 60/min, burst: 60 }";
+  ASSERT_NE(text.find(from), std::string::npos);
+  text.replace(text.find(from), from.size(), "bare:       { rate: 10/min, burst: 10 }");
+  const std::string strict = write_temp("strict.yaml", text);
+  std::vector<RequestRecord> records;
+  for (int i = 0; i < 25; ++i) records.push_back(request(kT0 + i * kMs, "198.18.0.13", "/v1/a"));
+  for (int i = 0; i < 70; ++i) records.push_back(request(kT0 + i * kMs, "198.18.0.14", "/v1/a"));
+  const ReplayReport r = replay(std::move(records), shipped("three-budgets.yaml"), strict);
+  ASSERT_TRUE(r.comparison && r.other);
+  EXPECT_EQ(r.outcome.refused, 10u);
+  EXPECT_EQ(r.other->refused, 15u + 60u);
+  EXPECT_EQ(r.comparison->refused_by_both, 10u);
+  EXPECT_EQ(r.comparison->refused_only_by_first, 0u);
+  EXPECT_EQ(r.comparison->refused_only_by_second, 65u);
+  ASSERT_EQ(r.comparison->only_second.size(), 2u);
+  EXPECT_EQ(r.comparison->only_second[0].key, "198.18.0.14");
+  EXPECT_EQ(r.comparison->only_second[0].requests, 50u);
+  EXPECT_EQ(r.comparison->only_second[0].first, kT0 + 10 * kMs);
+  EXPECT_EQ(r.comparison->only_second[1].key, "198.18.0.13");
+  EXPECT_EQ(r.comparison->only_second[1].rule, "bare");
+  EXPECT_EQ(r.comparison->only_second[1].requests, 15u);
+}
+
+// The reports carry the same figures: the JSON's, the text's.
+TEST_F(ReplayRunTest, JsonAndTextCarryTheSameFigures) {
+  std::vector<RequestRecord> records;
+  for (int i = 0; i < 64; ++i) records.push_back(request(kT0 + i * kMs, "2001:db8::7", "/v1/models"));
+  ReplayReport r = replay(std::move(records), shipped("three-budgets.yaml"));
+  r.inputs.push_back({"x.log", "nginx", 64, 64, 0, {}});
+  std::string error;
+  const std::optional<control::Json> j = control::parse_json(render_json(r), error);
+  ASSERT_TRUE(j) << error;
+  const control::Json& p = (*j)["policy"];
+  EXPECT_EQ(p["requests"], 64);
+  EXPECT_EQ(p["admitted"], 60);
+  EXPECT_EQ(p["refused"], 4);
+  EXPECT_EQ(p["refused_keys"][0]["key"], "2001:db8::7");
+  EXPECT_EQ(p["refused_keys"][0]["first_refusal"], iso_time(kT0 + 60 * kMs));
+  EXPECT_EQ(p["series"]["rules"][0]["rule"], "bare");
+  EXPECT_EQ(p["series"]["rules"][0]["refused"][0], 4);
+  const std::string text = render_text(r);
+  EXPECT_NE(text.find("64 requests: 0 forwarded, 0 exempt, 60 admitted, 4 refused, 0 answered"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("2001:db8::7"), std::string::npos);
+}
+
+// An answer that closes its connection (after_answer: close): the
+// appliance judged nothing after it there, so the requests a capture shows
+// pipelined behind it are skipped; those on another connection are not.
+TEST_F(ReplayRunTest, NothingAfterAClosingAnswerOnItsConnection_TB14) {
+  std::ifstream in(shipped("three-budgets.yaml"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string from = "after_answer: keep-alive";
+  ASSERT_NE(text.find(from), std::string::npos);
+  text.replace(text.find(from), from.size(), "after_answer: close");
+  const std::string closing = write_temp("closing.yaml", text);
+  std::vector<RequestRecord> records;
+  for (int i = 0; i < 63; ++i) {
+    records.push_back(request(kT0 + i * kMs, "198.18.0.15", "/v1/a"));
+    records.back().connection = record_order(0, 1);
+  }
+  records.push_back(request(kT0 + 70 * kMs, "198.18.0.15", "/v1/a"));
+  records.back().connection = record_order(0, 2);
+  const ReplayReport r = replay(std::move(records), closing);
+  EXPECT_EQ(r.outcome.requests, 62u);  // 60 admitted, the 61st refused and closed; 2 unjudged; 1 more refused
+  EXPECT_EQ(r.outcome.admitted, 60u);
+  EXPECT_EQ(r.outcome.refused, 2u);
+}
+
+// One thread or two: the same decisions (the pipeline decides in order).
+TEST_F(ReplayRunTest, TheSameOutcomeOnOneThreadAndOnTwo) {
+  auto records = [] {
+    std::vector<RequestRecord> v;
+    for (int i = 0; i < 20000; ++i) {
+      const std::string ip = "198.18.1." + std::to_string(i % 50);
+      v.push_back(request(kT0 + static_cast<time::Nanos>(i) * 3 * kMs, ip.c_str(), "/v1/x"));
+    }
+    return v;
+  };
+  ReplayReport one, two;
+  {
+    tbb::global_control c(tbb::global_control::max_allowed_parallelism, 1);
+    one = replay(records(), shipped("three-budgets.yaml"));
+  }
+  {
+    tbb::global_control c(tbb::global_control::max_allowed_parallelism, 2);
+    two = replay(records(), shipped("three-budgets.yaml"));
+  }
+  EXPECT_EQ(one.outcome.admitted, two.outcome.admitted);
+  EXPECT_EQ(one.outcome.refused, two.outcome.refused);
+  EXPECT_GT(one.outcome.refused, 0u);
+  ASSERT_EQ(one.outcome.refused_keys.size(), two.outcome.refused_keys.size());
+  for (size_t i = 0; i < one.outcome.refused_keys.size(); ++i) {
+    EXPECT_EQ(one.outcome.refused_keys[i].key, two.outcome.refused_keys[i].key);
+    EXPECT_EQ(one.outcome.refused_keys[i].refused, two.outcome.refused_keys[i].refused);
+  }
+}
+
+TEST(ReplayBins, WidthsAreRoundAndFewEnough) {
+  EXPECT_EQ(bin_width_for(0), time::kNanosPerSecond);
+  EXPECT_EQ(bin_width_for(119 * time::kNanosPerSecond), time::kNanosPerSecond);
+  EXPECT_EQ(bin_width_for(120 * time::kNanosPerSecond), 2 * time::kNanosPerSecond);
+  EXPECT_EQ(bin_width_for(3600 * time::kNanosPerSecond), 60 * time::kNanosPerSecond);
+  EXPECT_LE(30 * 86400 * time::kNanosPerSecond / bin_width_for(30 * 86400 * time::kNanosPerSecond),
+            TimeSeries::kMaxBins);
+}
+
+}  // namespace
+}  // namespace sluice::replay
