@@ -1,5 +1,6 @@
 #!/bin/sh
-# Renders one man page with pandoc from its markdown source, where a line
+# Renders one man page with pandoc from its markdown source (no TeX math:
+# a `$` is an nginx variable's, not a formula), where a line
 # "@GENERATED@" is replaced by what a command prints: the program's own
 # --manual-markdown (its options, from the table its parser uses) or a
 # README shifted one heading level up (config/README.md for the policy).
@@ -18,7 +19,7 @@ case "$1" in
 esac
 [ -s "$fragment" ] || { echo "render.sh: the fragment for $source is empty" >&2; exit 1; }
 awk -v f="$fragment" '$0 == "@GENERATED@" { while ((getline l < f) > 0) print l; next } { print }' "$source" >"$fragment.md"
-pandoc --standalone --from markdown-smart --to man \
+pandoc --standalone --from markdown-smart-tex_math_dollars --to man \
   --metadata title="$title" --metadata section="$section" \
   --metadata header="sluice $version" --metadata footer="sluice $version" \
   --metadata date="" "$fragment.md" --output "$out"

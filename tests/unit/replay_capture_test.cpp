@@ -299,6 +299,10 @@ TEST_F(Capture, ANewSynOnTheSameTupleStartsANewConnection) {
   ASSERT_EQ(r.records.size(), 2u);
   EXPECT_EQ(r.records[0].head, kGet);
   EXPECT_EQ(r.records[1].head, get("/again"));
+  // Another connection: an answer that closed the first would not silence it.
+  EXPECT_NE(r.records[0].connection, 0u);
+  EXPECT_NE(r.records[1].connection, 0u);
+  EXPECT_NE(r.records[0].connection, r.records[1].connection);
 }
 
 TEST_F(Capture, AFlowToAnotherPortIsNotRead) {
