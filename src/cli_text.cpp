@@ -218,4 +218,26 @@ std::string HelpFormatter::make_subcommands(const CLI::App* app, CLI::AppFormatM
 
 void use_help_formatter(CLI::App& app) { app.formatter(std::make_shared<HelpFormatter>()); }
 
+std::string error_line(const CLI::App& app, const CLI::ParseError& e) {
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+    const std::vector<std::string> rest = app.remaining();
+    const std::string first = rest.empty() ? std::string() : rest.front();
+    return first.rfind('-', 0) == 0 ? "unknown option '" + first + "'" : "unexpected argument '" + first + "'";
+  }
+  std::string m = e.what();
+  const size_t colon = m.find(": ");
+  if (m.rfind("--", 0) == 0 && colon != std::string::npos) {
+    const bool mismatch = dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr;
+    if (dynamic_cast<const CLI::ValidationError*>(&e) != nullptr) {
+      m.erase(colon, 1);
+    } else if (mismatch && m.find("missing") != std::string::npos) {  // "--config: 1 required FILE missing"
+      m = m.substr(0, colon) + " needs a value";
+    } else if (mismatch && m.find("At Most") != std::string::npos) {  // "--policy: At Most 1 required but received 2"
+      m = m.substr(0, colon) + " is given more than once";
+    }
+  }
+  for (char& c : m) c = c == '\n' ? ' ' : c;
+  return m;
+}
+
 }  // namespace sluice::cli_text

@@ -48,6 +48,14 @@ void use_help_formatter(CLI::App& app);
 // positional arguments, then its options but help).
 [[nodiscard]] std::string command_arguments(const CLI::App& app);
 
+// CLI11's complaint about a program's command line (no subcommands) as the
+// project's one line: "unknown option '--x'" or "unexpected argument 'x'"
+// for what it did not expect; a value's mistake "--workers wants 1 to 128,
+// got '0'" (CLI11 puts a colon after the name; the checks are written to
+// follow the name directly); "--config needs a value"; "--policy is given
+// more than once".
+[[nodiscard]] std::string error_line(const CLI::App& app, const CLI::ParseError& e);
+
 // Text kept exactly as written (a usage block, a table of exit codes).
 [[nodiscard]] std::string preformatted(std::string_view text);
 

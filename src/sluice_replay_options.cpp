@@ -170,21 +170,6 @@ void describe(CLI::App& app, Options& o, Given& g) {
   cli_text::use_help_formatter(app);
 }
 
-std::string one_line(const CLI::ParseError& e) {
-  std::string m = e.what();
-  const size_t colon = m.find(": ");
-  if (m.rfind("--", 0) == 0 && colon != std::string::npos) {
-    if (dynamic_cast<const CLI::ValidationError*>(&e) != nullptr) m.erase(colon, 1);
-    if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr && m.find("missing") != std::string::npos) {
-      m = m.substr(0, colon) + " needs a value";
-    } else if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr && m.find("At Most") != std::string::npos) {
-      m = m.substr(0, colon) + " is given more than once";
-    }
-  }
-  for (char& c : m) c = c == '\n' ? ' ' : c;
-  return m;
-}
-
 void interpret(const CLI::App& app, const Given& g, Options& o) {
   if (app.count("--format") > 0) {
     o.format = g.format == "pcap"    ? InputFormat::kCapture
@@ -221,18 +206,12 @@ ParseResult parse_options(int argc, const char* const* argv) {
   } catch (const CLI::CallForHelp&) {
     o.mode = Options::Mode::kHelp;
     return r;
-  } catch (const CLI::ExtrasError&) {
-    // CLI11 lists what it did not expect; name the first as an option or a word.
-    const std::vector<std::string> rest = app.remaining();
-    const std::string first = rest.empty() ? std::string() : rest.front();
-    r.error = first.rfind('-', 0) == 0 ? "unknown option '" + first + "'" : "unexpected argument '" + first + "'";
-    return r;
   } catch (const CLI::ParseError& e) {
     if (g.version) {
       o.mode = Options::Mode::kVersion;
       return r;
     }
-    r.error = one_line(e);
+    r.error = cli_text::error_line(app, e);
     return r;
   }
   if (g.version || g.manual) {

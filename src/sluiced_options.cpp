@@ -245,23 +245,6 @@ std::string check_combination(const Options& o) {
   return {};
 }
 
-// CLI11's message as one line; a value's mistake reads "--workers wants 1
-// to 128, got '0'" (CLI11 puts a colon after the name, the validators are
-// written to follow it directly).
-std::string one_line(const CLI::ParseError& e) {
-  std::string m = e.what();
-  const size_t colon = m.find(": ");
-  if (m.rfind("--", 0) == 0 && colon != std::string::npos) {
-    if (dynamic_cast<const CLI::ValidationError*>(&e) != nullptr) m.erase(colon, 1);
-    // "--config: 1 required FILE missing"
-    if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr && m.find("missing") != std::string::npos) {
-      m = m.substr(0, colon) + " needs a value";
-    }
-  }
-  for (char& c : m) c = c == '\n' ? ' ' : c;
-  return m;
-}
-
 // The pairs and the mode, from what was given.
 void interpret(const CLI::App& app, const Given& g, Options& o) {
   if (app.count("--check-config") > 0) {
@@ -323,18 +306,12 @@ ParseResult parse_options(int argc, const char* const* argv) {
   } catch (const CLI::CallForHelp&) {
     o.mode = Options::Mode::kHelp;
     return r;
-  } catch (const CLI::ExtrasError&) {
-    // CLI11 lists what it did not expect; name the first as an option or a word.
-    const std::vector<std::string> rest = app.remaining();
-    const std::string first = rest.empty() ? std::string() : rest.front();
-    r.error = first.rfind('-', 0) == 0 ? "unknown option '" + first + "'" : "unexpected argument '" + first + "'";
-    return r;
   } catch (const CLI::ParseError& e) {
     if (g.version) {
       o.mode = Options::Mode::kVersion;
       return r;
     }
-    r.error = one_line(e);
+    r.error = cli_text::error_line(app, e);
     return r;
   }
   if (g.version || g.manual) {

@@ -66,6 +66,18 @@ class ReplayRunTest : public ::testing::Test {
 
   static std::string shipped(const char* name) { return std::string(SLUICE_CONFIG_DIR) + "/" + name; }
 
+  // A shipped profile with `from` (which must be in it) replaced by `to`,
+  // written to a temporary file: its path, or "" if `from` is not there.
+  std::string edited_copy(const char* profile, const std::string& from, const std::string& to,
+                          const std::string& name) {
+    std::ifstream in(shipped(profile));
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at = text.find(from);
+    if (at == std::string::npos) return "";
+    text.replace(at, from.size(), to);
+    return write_temp(name, text);
+  }
+
   std::string write_temp(const std::string& name, const std::string& text) {
     const std::string path = ::testing::TempDir() + "replay_run_" + name;
     std::ofstream(path) << text;
@@ -191,12 +203,9 @@ TEST_F(ReplayRunTest, AHeadThatDidNotParseIsCountedUnparsed) {
 // --compare: a stricter copy of the profile refuses 10 more of one
 // client's requests; the comparison names that client and rule.
 TEST_F(ReplayRunTest, CompareNamesWhoOnlyOnePolicyRefuses) {
-  std::ifstream in(shipped("three-budgets.yaml"));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::string from = "bare:       { rate: 60/min, burst: 60 }";
-  ASSERT_NE(text.find(from), std::string::npos);
-  text.replace(text.find(from), from.size(), "bare:       { rate: 10/min, burst: 10 }");
-  const std::string strict = write_temp("strict.yaml", text);
+  const std::string strict = edited_copy("three-budgets.yaml", "bare:       { rate: 60/min, burst: 60 }",
+                                         "bare:       { rate: 10/min, burst: 10 }", "strict.yaml");
+  ASSERT_FALSE(strict.empty());
   std::vector<RequestRecord> records;
   for (int i = 0; i < 25; ++i) records.push_back(request(kT0 + i * kMs, "198.18.0.13", "/v1/a"));
   for (int i = 0; i < 70; ++i) records.push_back(request(kT0 + i * kMs, "198.18.0.14", "/v1/a"));
@@ -243,12 +252,9 @@ TEST_F(ReplayRunTest, JsonAndTextCarryTheSameFigures) {
 // appliance judged nothing after it there, so the requests a capture shows
 // pipelined behind it are skipped; those on another connection are not.
 TEST_F(ReplayRunTest, NothingAfterAClosingAnswerOnItsConnection_TB14) {
-  std::ifstream in(shipped("three-budgets.yaml"));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::string from = "after_answer: keep-alive";
-  ASSERT_NE(text.find(from), std::string::npos);
-  text.replace(text.find(from), from.size(), "after_answer: close");
-  const std::string closing = write_temp("closing.yaml", text);
+  const std::string closing =
+      edited_copy("three-budgets.yaml", "after_answer: keep-alive", "after_answer: close", "closing.yaml");
+  ASSERT_FALSE(closing.empty());
   std::vector<RequestRecord> records;
   for (int i = 0; i < 63; ++i) {
     records.push_back(request(kT0 + i * kMs, "198.18.0.15", "/v1/a"));
