@@ -6,12 +6,16 @@
 #include <gtest/gtest.h>
 #include <tbb/global_control.h>
 
+#include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "control/credential_file.h"
 #include "control/json.h"
+#include "limiter/credential.h"
 #include "net/ip_address.h"
 #include "replay/outcome_tally.h"
 #include "replay/replay_run.h"
@@ -158,6 +162,53 @@ TEST_F(ReplayRunTest, ABrokenRunsFileIsNamedByLineAndColumn) {
   ASSERT_EQ(box.errors.size(), 2u);
   EXPECT_EQ(box.errors[0], runs + ":2:1: a run token is 1..128 characters of [A-Za-z0-9._~-]");
   EXPECT_EQ(box.errors[1], runs + ":3:9: a line is TOKEN [BUDGET]");
+}
+
+// RF04, RF05: a box's state directory gives the credential map and the
+// secret its hashes are keyed with: two credentials of one user share that
+// user's bucket (150 of their 160 claims admitted), another user has their
+// own, and a credential the map does not hold is answered 401. The
+// directory is read and never written.
+TEST_F(ReplayRunTest, TheStateDirectorysCredentialMapKeysUsers_RF04_RF05) {
+  const std::string dir = ::testing::TempDir() + "replay_run_state";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directory(dir);
+  std::array<uint8_t, limiter::KeyHasher::kSecretSize> secret{};
+  for (size_t i = 0; i < secret.size(); ++i) secret[i] = static_cast<uint8_t>(i * 7 + 1);
+  std::ofstream(dir + "/credential.secret", std::ios::binary)
+      .write(reinterpret_cast<const char*>(secret.data()), static_cast<std::streamsize>(secret.size()));
+  const limiter::KeyHasher hasher(secret);
+  const auto digest_of = [&](const std::string& credential) {
+    std::string buf(credential.size() + 1, '\0');
+    const std::string_view norm = limiter::normalize_credential(credential, std::span<char>(buf.data(), buf.size()));
+    return control::digest_hex(
+        hasher.digest(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(norm.data()), norm.size())));
+  };
+  std::ofstream(dir + "/credentials") << digest_of("Bearer alice-key-1") << " alice\n"
+                                      << digest_of("Bearer alice-key-2") << " alice\n"
+                                      << digest_of("Bearer bob-key") << " bob\n";
+  const auto before = std::filesystem::last_write_time(dir + "/credentials");
+  std::vector<RequestRecord> records;
+  const auto claims = [&](int n, const char* ip, const char* credential) {
+    for (int i = 0; i < n; ++i) {
+      records.push_back(request(kT0 + i * 1000, ip, "/api/claims/" + std::to_string(i),
+                                std::string("Authorization: ") + credential + "\r\n"));
+    }
+  };
+  claims(100, "198.18.0.21", "Bearer alice-key-1");
+  claims(60, "198.18.0.22", "bearer   alice-key-2");  // TB05's reading: the scheme in any case, spaces
+  claims(5, "198.18.0.23", "Bearer bob-key");
+  claims(1, "198.18.0.24", "Bearer nobody-key");
+  const ReplayReport r = replay(std::move(records), shipped("route-families.yaml"), "", {.state_dir = dir});
+  EXPECT_EQ(row(r.outcome, "claims").admitted, 155u);
+  EXPECT_EQ(row(r.outcome, "claims").refused, 10u);
+  EXPECT_EQ(r.outcome.answered, 1u);  // RF05: the unknown credential's 401
+  ASSERT_EQ(r.outcome.refused_keys.size(), 1u);
+  EXPECT_EQ(r.outcome.refused_keys[0].key, "user alice");
+  EXPECT_EQ(r.outcome.refused_keys[0].requests, 160u);
+  EXPECT_EQ(std::filesystem::last_write_time(dir + "/credentials"), before);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/runs.journal"));  // read, never created
+  std::filesystem::remove_all(dir);
 }
 
 // DQ05, DQ07: tokens reported by a response are charged when the response
