@@ -292,12 +292,15 @@ void check_capture_records(const rp::InputResult& r, const rp::CaptureIndex& ind
       fail("a record at packet %llu, which was not read", static_cast<unsigned long long>(rec.record_number));
     if (rec.at != packet->at) fail("a record's time is not its packet's");
     if (rec.input != kInput || rec.order != rp::record_order(kInput, rec.record_number)) fail("a record's order is wrong");
-    const uint64_t flow = rec.connection & ((uint64_t{1} << 40) - 1);
-    if ((rec.connection >> 40) != kInput || flow == 0 || flow > index.packets.size())
+    // The connection: the input, the flow's number (24 bits) and which
+    // connection on its 4-tuple (16 bits, from 1: a new SYN starts another).
+    const uint64_t flow = rec.connection & 0xffffff;
+    const uint64_t nth = (rec.connection >> 24) & 0xffff;
+    if ((rec.connection >> 40) != kInput || flow == 0 || flow > index.packets.size() || nth == 0)
       fail("connection %llx", static_cast<unsigned long long>(rec.connection));
-    if (rec.connection < last_connection) fail("flows out of order");
-    if (rec.connection == last_connection && rec.record_number < last_number) fail("a flow's records out of packet order");
-    last_connection = rec.connection;
+    if (flow < last_connection) fail("flows out of order");
+    if (flow == last_connection && rec.record_number < last_number) fail("a flow's records out of packet order");
+    last_connection = flow;
     last_number = rec.record_number;
     check_head(rec, true);
   }
