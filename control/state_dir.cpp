@@ -213,6 +213,15 @@ Secret load_or_create_secret(const std::string& dir, const std::string& name) {
   return create_secret(dir, name);
 }
 
+Secret load_secret(const std::string& dir, const std::string& name) {
+  const std::string path = dir + "/" + name;
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (fd.fd >= 0) return read_secret(fd.fd, path);
+  Secret s;
+  s.error = "cannot open the secret " + path + ": " + errno_text(errno);
+  return s;
+}
+
 StateDirLock::~StateDirLock() {
   if (fd_ >= 0) ::close(fd_);
 }

@@ -63,4 +63,8 @@ struct Secret {
 // old secret would silently stop matching.
 [[nodiscard]] Secret load_or_create_secret(const std::string& dir, const std::string& name);
 
+// Reads dir/name under the same rules, never creating it: a missing file is
+// an error (sluice-replay reads a box's secret and must not draw one there).
+[[nodiscard]] Secret load_secret(const std::string& dir, const std::string& name);
+
 }  // namespace sluice::control

@@ -1,7 +1,6 @@
 // See replay_state.h.
 #include "replay/replay_state.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,23 +19,15 @@ namespace sluice::replay {
 
 namespace {
 
-// dir/credential.secret, read only: a missing one is an error here (replay
-// never draws a box's secret for it).
+// dir/credential.secret, read only (control::load_secret: the box's own
+// rules, and a missing one is an error: replay never draws a box's secret).
 std::optional<limiter::KeyHasher> read_secret(const std::string& dir, std::string& error) {
-  const std::string path = dir + "/credential.secret";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
-    error = path + ": cannot read the credential secret: " + std::strerror(errno);
+  const control::Secret secret = control::load_secret(dir, "credential.secret");
+  if (!secret.error.empty()) {
+    error = secret.error;
     return std::nullopt;
   }
-  std::array<uint8_t, control::kSecretSize + 1> bytes{};
-  const ssize_t n = ::read(fd, bytes.data(), bytes.size());
-  ::close(fd);
-  if (n != static_cast<ssize_t>(control::kSecretSize)) {
-    error = path + ": not a credential secret (" + std::to_string(control::kSecretSize) + " bytes expected)";
-    return std::nullopt;
-  }
-  return limiter::KeyHasher(std::span<const uint8_t, limiter::KeyHasher::kSecretSize>(bytes.data(), control::kSecretSize));
+  return limiter::KeyHasher(std::span<const uint8_t, limiter::KeyHasher::kSecretSize>(secret.bytes));
 }
 
 std::string column_error(const std::string& file, size_t line, size_t column, const std::string& what) {

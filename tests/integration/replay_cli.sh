@@ -259,11 +259,11 @@ check input-one-of-two-missing-nothing-replayed "$(wc -c <"$tmp/out")" 0
 
 # ---- 5: what the box knew --------------------------------------------------------------
 
-expect state-dir-missing 5 "nostate/credential.secret: cannot read the credential secret" -- \
+expect state-dir-missing 5 "cannot open the secret $tmp/nostate/credential.secret: No such file" -- \
   "$replay" --policy "$policy" --state-dir "$tmp/nostate" "$tmp/mixed.log"
-expect state-dir-no-secret 5 "nosecret/credential.secret: cannot read the credential secret: No such file" -- \
+expect state-dir-no-secret 5 "cannot open the secret $tmp/nosecret/credential.secret: No such file" -- \
   "$replay" --policy "$policy" --state-dir "$tmp/nosecret" "$tmp/mixed.log"
-expect state-secret-short 5 "shortsecret/credential.secret: not a credential secret \(192 bytes expected\)" -- \
+expect state-secret-short 5 "shortsecret/credential.secret holds 100 bytes, not 192" -- \
   "$replay" --policy "$policy" --state-dir "$tmp/shortsecret" "$tmp/mixed.log"
 expect state-journal-version 5 "v2/runs.journal" -- "$replay" --policy "$policy" --state-dir "$tmp/v2" "$tmp/mixed.log"
 expect runs-bad-token 5 "^$tmp/runs-token:2:1: a run token" -- \

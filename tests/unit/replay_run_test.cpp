@@ -177,6 +177,8 @@ TEST_F(ReplayRunTest, TheStateDirectorysCredentialMapKeysUsers_RF04_RF05) {
   for (size_t i = 0; i < secret.size(); ++i) secret[i] = static_cast<uint8_t>(i * 7 + 1);
   std::ofstream(dir + "/credential.secret", std::ios::binary)
       .write(reinterpret_cast<const char*>(secret.data()), static_cast<std::streamsize>(secret.size()));
+  std::filesystem::permissions(dir + "/credential.secret", std::filesystem::perms::owner_read |
+                                                               std::filesystem::perms::owner_write);
   const limiter::KeyHasher hasher(secret);
   const auto digest_of = [&](const std::string& credential) {
     std::string buf(credential.size() + 1, '\0');
