@@ -120,7 +120,7 @@ void AnswerSender::to_origin(const TcpFlow& flow, PacketSink& out, uint32_t seq,
   emitter_.emit(out, Side::kOrigin, s);
 }
 
-void AnswerSender::reset_untracked(const uint8_t* frame, const FrameView& v, PacketSink& out) noexcept {
+void AnswerSender::reset_untracked(const uint8_t* frame, const FrameView& v, bool to_origin, PacketSink& out) noexcept {
   uint8_t l2[kMaxL2Header];
   const size_t l2_len = std::min<size_t>(v.l3_offset, kMaxL2Header);
   std::memcpy(l2, frame, l2_len);
@@ -134,7 +134,7 @@ void AnswerSender::reset_untracked(const uint8_t* frame, const FrameView& v, Pac
   s.dport = v.dport;
   s.seq = v.seq;
   s.flags = flag::kRst;
-  emitter_.emit(out, Side::kOrigin, s);
+  if (to_origin) emitter_.emit(out, Side::kOrigin, s);
   // To the client, as if from the origin: MACs and addresses swapped.
   uint8_t swapped[kMaxL2Header];
   s.l2 = {swapped, reply_l2(frame, v, swapped)};

@@ -52,8 +52,9 @@ class AnswerSender {
   // what it expects next.
   void reset_origin(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept;
   // Payload on a service-port flow whose handshake the appliance did not
-  // see: both ends reset, so the client reconnects through the appliance.
-  void reset_untracked(const uint8_t* frame, const FrameView& v, PacketSink& out) noexcept;
+  // see: the client reset, so that it reconnects through the appliance, and
+  // the origin too if `to_origin` (its connection, if there is one, closes).
+  void reset_untracked(const uint8_t* frame, const FrameView& v, bool to_origin, PacketSink& out) noexcept;
   // RST both ways: the flow's streams cannot be kept consistent.
   void abort(TcpFlow& flow, PacketSink& out) noexcept;
 

@@ -30,24 +30,7 @@ bool FlowAdopter::begins_request(std::span<const uint8_t> payload) noexcept {
   return line.substr(end - kVersion.size() - 1, kVersion.size()) == kVersion && line.back() >= '0' && line.back() <= '9';
 }
 
-bool FlowAdopter::allows(time::Nanos now) noexcept {
-  const time::Nanos elapsed = now - refilled_;
-  // Past the time a whole burst takes to refill, the allowance is full: the
-  // product below would overflow for a long idle (or the first call, whose
-  // `refilled_` is 0 on a clock of ns since 1970).
-  static constexpr time::Nanos kRefillAll = time::kNanosPerSecond / kPerSecond * kBurst;
-  if (elapsed >= kRefillAll) {
-    allowance_ = kBurst;
-    refilled_ = now;
-  } else if (elapsed >= time::kNanosPerSecond / kPerSecond) {
-    const uint64_t add = static_cast<uint64_t>(elapsed) * kPerSecond / time::kNanosPerSecond;
-    allowance_ = static_cast<uint32_t>(std::min<uint64_t>(kBurst, allowance_ + add));
-    refilled_ = now;
-  }
-  if (allowance_ == 0) return false;
-  --allowance_;
-  return true;
-}
+bool FlowAdopter::allows(time::Nanos now) noexcept { return allowance_.take(now); }
 
 void FlowAdopter::adopt(TcpFlow& flow, const uint8_t* frame, const FrameView& v, time::Nanos now) noexcept {
   flow.adopted = true;

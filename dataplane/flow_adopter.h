@@ -1,10 +1,22 @@
-// Connections the appliance does not know, adopted mid-stream (issue 15).
-// After a restart, or once a flow has expired, a keep-alive client's next
-// request arrives on a connection the appliance never saw open. Resetting it
-// costs every open connection a failed request at each restart; adopting it
-// must not let anything past the limiter. What is known, what is guessed,
-// and how each guess is checked:
+// Connections the appliance does not know, adopted mid-stream where the
+// policy turns adoption on (it is off by default: such a connection is
+// reset). After a restart, or once a flow has expired, a keep-alive
+// client's next request arrives on a connection the appliance never saw
+// open. Resetting it costs every open connection a failed request at each
+// restart; adopting it must not let anything past the limiter, nor let a
+// forger charge a victim. What is known, what is guessed, and how each
+// guess is checked:
 //
+// - That the connection exists: proved by the origin before anything is
+//   judged. A segment that begins a request head makes an unbound flow and
+//   sends the origin a probe (below); the segment itself is dropped unread
+//   and unacknowledged. Only once the origin has answered with its numbers
+//   is the flow bound, and the client's next copy of the segment (its stack
+//   sends it again: nothing acknowledged it) parsed, decided and forwarded
+//   like any other. A forged segment (a spoofed address, a connection
+//   nobody opened) gets a RST from the origin: nothing was charged, counted
+//   or forwarded. Each such probe costs the origin one segment, within the
+//   adopter's allowance per worker and the client address's share of flows.
 // - Where the client's stream stands: a guess. A segment is adopted only if
 //   its payload begins with a whole request line (method, target, version);
 //   parsing starts there. Anything else (the middle of a body, say) resets
@@ -13,23 +25,21 @@
 //   as a body, so an adopted connection carries heads only: a request with a
 //   body or a protocol switch resets it, unjudged (the client retries on a
 //   new connection, through the SYN proxy). With heads only, every byte the
-//   origin receives lies in a judged head, and only the first request the
-//   origin reads can differ from the one judged (it would begin inside it);
-//   README "What a restart keeps" says so.
+//   origin receives lies in a judged head, but the first request the origin
+//   reads can differ from the one judged: a head that is in fact the end of
+//   a body, with a request hidden after it (config/README.md, `adoption`,
+//   says so next to the setting).
 // - The numbers of each stream: learnt from the origin. The flow is adopted
-//   unbound (syn_proxy.h's delayed binding): the client's view of both
-//   streams comes from its segment (seq, ack, timestamps), requests are
-//   parsed and decided, refusals answered by the appliance alone, and what
-//   would go to the origin waits unacknowledged in a bind stash. The first
-//   such byte sends the origin a probe: an ACK in the client's name whose
-//   sequence number lies far outside the origin's window, which TCP answers
-//   (RFC 9293 3.10.7.4) with an ACK carrying its next sequence number and
-//   the next byte it expects. Their differences from the client's view are
-//   the flow's shift bases (whatever the SYN proxy's cookie or inserted
-//   fields had made them), the origin's timestamp clock is offset to
-//   continue the client's, and the stash goes out. An origin that answers
-//   with data or a FIN (it was mid-response, or closing), resets, or stays
-//   silent for SynProxy::kOriginAnswerDeadline: both ends reset.
+//   unbound (syn_proxy.h's delayed binding), numbered as the client sees
+//   both streams (seq, ack, timestamps). The probe is an ACK in the
+//   client's name whose sequence number lies far outside the origin's
+//   window, which TCP answers (RFC 9293 3.10.7.4) with an ACK carrying its
+//   next sequence number and the next byte it expects. Their differences
+//   from the client's view are the flow's shift bases (whatever the SYN
+//   proxy's cookie or inserted fields had made them), and the origin's
+//   timestamp clock is offset to continue the client's. An origin that
+//   answers with data or a FIN (it was mid-response, or closing), resets,
+//   or stays silent for SynProxy::kOriginAnswerDeadline: both ends reset.
 // - What the client acknowledged: taken as everything the origin sent. A
 //   client sends its next request once the response is in, so this holds
 //   unless it pipelines; an origin segment from before the adoption point
@@ -39,7 +49,8 @@
 //
 // Adoptions per worker are limited (kPerSecond, kBurst), so a flood of
 // forged mid-stream segments costs the origin at most that many probes,
-// each of which it answers with a RST if no such connection exists.
+// each of which it answers with a RST if no such connection exists, and
+// costs the addresses it names nothing.
 //
 // Owns: the adoption allowance. Touches: an adopted flow's handshake fields
 // (isns, timestamps, bases, binding) until it is bound.
@@ -48,6 +59,7 @@
 #include <cstdint>
 #include <span>
 
+#include "allowance.h"
 #include "flow_segment.h"
 #include "frame.h"
 #include "packet_sink.h"
@@ -90,8 +102,7 @@ class FlowAdopter {
 
  private:
   SegmentEmitter& emitter_;
-  time::Nanos refilled_ = 0;
-  uint32_t allowance_ = kBurst;
+  Allowance allowance_{kPerSecond, kBurst};
 };
 
 }  // namespace sluice::dataplane

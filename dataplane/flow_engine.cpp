@@ -116,8 +116,11 @@ FrameResult FlowEngine::from_client(TcpFlow* flow, const ServiceFrame& sf, uint8
     if (v.payload_len == 0) return forward_frame(v);
     return untracked_client(sf, frame, v, snap, now, out);
   }
+  // Judged before anything of it is believed: a forged RST must not even
+  // move the flow's timestamps.
+  if (v.has(flag::kRst)) return client_reset(*flow, frame, v, now, out);
   tracker_.client_seen(*flow, v, now);
-  if (v.has(flag::kRst)) return client_reset(*flow, frame, v);
+  if (flow->adopted && flow->binding != Binding::kBound) [[unlikely]] return adoption_unproved(*flow, v, now);
 
   const uint32_t parsed_before = flow->client_next;
   FrameResult r = client_segment(*flow, frame, v, snap, now, out);
@@ -132,9 +135,34 @@ FrameResult FlowEngine::from_client(TcpFlow* flow, const ServiceFrame& sf, uint8
   return r;
 }
 
-FrameResult FlowEngine::client_reset(TcpFlow& flow, uint8_t* frame, FrameView& v) noexcept {
-  // After an answer the origin's socket is gone already.
+FrameResult FlowEngine::client_reset(TcpFlow& flow, uint8_t* frame, FrameView& v, Nanos now,
+                                     PacketSink& out) noexcept {
+  // After an answer the origin's socket is gone already; a closed flow's
+  // ends may still need each other's last word.
   const bool answered = flow.state == FlowState::kAnswered;
+  if (flow.state == FlowState::kPassThrough) {
+    // Bridged, no longer judged: the origin's own stack decides (RFC 5961
+    // in Linux); the appliance forgets nothing it could be wrong about.
+    if (flow.stream_edited) rewrite_seq(frame, v, editor_.to_origin_seq(flow, v.seq));
+    return forward_frame(v);
+  }
+  if (!answered && flow.state != FlowState::kClosed) {
+    const bool acked = flow.binding == Binding::kBound && flow.state != FlowState::kSynSent &&
+                       flow.state != FlowState::kSynReceived && flow.origin_ack != 0;
+    const uint32_t origin_acked = acked ? editor_.to_client_ack(flow, flow.origin_ack) : flow.client_next;
+    switch (judge_client_rst(flow, v.seq, origin_acked)) {
+      case RstVerdict::kExact:
+        break;
+      case RstVerdict::kInWindow:
+        counters_.rst_challenged.add();
+        challenge(flow, now, out);
+        return drop_frame(v);
+      case RstVerdict::kOutOfWindow:
+        counters_.rst_out_of_window.add();
+        return drop_frame(v);
+    }
+  }
+  tracker_.client_seen(flow, v, now);
   if (flow.binding == Binding::kUnbound) {
     // The origin never heard of the connection.
     tracker_.reset(flow);
@@ -143,6 +171,17 @@ FrameResult FlowEngine::client_reset(TcpFlow& flow, uint8_t* frame, FrameView& v
   if (!answered && flow.stream_edited) rewrite_seq(frame, v, editor_.to_origin_seq(flow, v.seq));
   tracker_.reset(flow);
   return answered ? drop_frame(v) : forward_frame(v);
+}
+
+void FlowEngine::challenge(TcpFlow& flow, Nanos now, PacketSink& out) noexcept {
+  // Only a synchronized flow has numbers to put in one; before that the
+  // RST or SYN is only dropped.
+  if (flow.state == FlowState::kSynSent || flow.state == FlowState::kSynReceived) return;
+  if (!challenges_.take(now)) {
+    counters_.challenge_acks_limited.add();
+    return;
+  }
+  editor_.send_to_client(flow, out, flow.origin_next, flow.client_next, flag::kAck);
 }
 
 FrameResult FlowEngine::client_segment(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
@@ -171,8 +210,15 @@ FrameResult FlowEngine::client_segment(TcpFlow& flow, uint8_t* frame, FrameView&
     case FlowState::kAnswered:
       sender_.after_answer(flow, v, out);
       return drop_frame(v);
-    case FlowState::kPassThrough:
     case FlowState::kClosed:
+      // A RST or both FINs ended it: bytes past what was judged are no
+      // request the origin may read (it may not have taken the RST).
+      if (v.payload_len != 0 && seq_lt(flow.client_next, v.seq + v.payload_len)) {
+        counters_.closed_data_dropped.add();
+        return drop_frame(v);
+      }
+      return forward_frame(v);
+    case FlowState::kPassThrough:
       return forward_frame(v);
   }
   return forward_frame(v);

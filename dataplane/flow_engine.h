@@ -20,10 +20,11 @@
 //   an attacker could fill. Retransmitted bytes already parsed are forwarded
 //   and never charged again.
 // - Client payload on a service-port flow whose handshake was not seen (the
-//   appliance restarted, or the flow expired) is adopted if it begins a
-//   request head (flow_adopter.h: the origin tells its numbers, the
-//   connection carries heads only); otherwise both ends get a RST so the
-//   client reconnects through the appliance.
+//   appliance restarted, or the flow expired) gets both ends a RST, so the
+//   client reconnects through the appliance; where the policy turns
+//   adoption on, one that begins a request head is adopted instead
+//   (flow_adopter.h: the origin proves the connection and tells its
+//   numbers before anything is parsed; the connection carries heads only).
 // - A fragment of a service-port segment is dropped: it could carry a head
 //   past the parser.
 #pragma once
@@ -34,6 +35,7 @@
 #include <span>
 
 #include "answer_sender.h"
+#include "allowance.h"
 #include "answer_store.h"
 #include "context_lender.h"
 #include "client_shares.h"
@@ -47,6 +49,7 @@
 #include "policy_snapshot.h"
 #include "request_path.h"
 #include "response_path.h"
+#include "rst_acceptance.h"
 #include "service_frame.h"
 #include "stream_editor.h"
 #include "syn_proxy.h"
@@ -132,7 +135,11 @@ class FlowEngine {
  private:
   FrameResult from_client(TcpFlow* flow, const ServiceFrame& sf, uint8_t* frame, FrameView& v,
                           const PolicySnapshot& snap, time::Nanos now, PacketSink& out) noexcept;
-  FrameResult client_reset(TcpFlow& flow, uint8_t* frame, FrameView& v) noexcept;
+  FrameResult client_reset(TcpFlow& flow, uint8_t* frame, FrameView& v, time::Nanos now, PacketSink& out) noexcept;
+  // A challenge ACK (RFC 5961) to a client's RST or SYN that may be forged:
+  // the flow's numbers, which a real peer answers and a blind attacker never
+  // sees; at most challenges_ allows.
+  void challenge(TcpFlow& flow, time::Nanos now, PacketSink& out) noexcept;
   // The steps every segment of a flow takes, forced inline into from_client
   // and from_origin (kept apart, the per-segment code spreads over more
   // instruction-cache lines, and a request's path is close to filling L1I).
@@ -220,6 +227,10 @@ class FlowEngine {
   // allowed, else both ends reset.
   [[nodiscard]] FrameResult untracked_client(const ServiceFrame& sf, uint8_t* frame, FrameView& v,
                                              const PolicySnapshot& snap, time::Nanos now, PacketSink& out) noexcept;
+  // A client segment of an adopted flow whose origin has not answered the
+  // probe yet: dropped unread (nothing is charged before the connection is
+  // shown to exist).
+  [[nodiscard]] FrameResult adoption_unproved(TcpFlow& flow, const FrameView& v, time::Nanos now) noexcept;
   // An origin segment of an adopted flow waiting for its numbers: the
   // probe's answer binds it; anything else ends it.
   [[nodiscard]] FrameResult adopted_origin(TcpFlow& flow, const uint8_t* frame, const FrameView& v, time::Nanos now,
@@ -242,6 +253,13 @@ class FlowEngine {
   SegmentEmitter emitter_;
   SynProxy proxy_;
   FlowAdopter adopter_;
+  // Per worker, as Linux's tcp_challenge_ack_limit: a flood of forged RSTs
+  // and SYNs gets at most this many answers a second.
+  Allowance challenges_{1000, 1000};
+  // The RSTs that tell the origin about a segment of a connection the
+  // worker does not know: a flood of forged ones reaches the origin at most
+  // this many times a second (the client side is answered every time).
+  Allowance untracked_resets_{1000, 2000};
   TcpTracker tracker_;
   StreamEditor editor_;
   AnswerSender sender_;

@@ -44,7 +44,15 @@ FrameResult FlowEngine::proxy_syn(TcpFlow* flow, const ServiceFrame& sf, const u
   if (flow != nullptr) {
     // A SYN on a live connection changes nothing (tcp_tracker.h); on one
     // that is over, a new connection on the same ports begins.
-    if (flow->state != FlowState::kClosed && flow->state != FlowState::kAnswered) return drop_frame(v);
+    if (flow->state != FlowState::kClosed && flow->state != FlowState::kAnswered) {
+      // RFC 5961 4.2: whatever its number, the peer that really holds the
+      // connection answers a challenge ACK with a RST at the right number.
+      if (flow->state != FlowState::kPassThrough) {
+        counters_.syn_challenged.add();
+        challenge(*flow, now, out);
+      }
+      return drop_frame(v);
+    }
     tracker_.erase(*flow);
   }
   proxy_.answer_syn(frame, v, sf.key, delayed_binding, now, out);

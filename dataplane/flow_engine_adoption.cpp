@@ -25,12 +25,27 @@ FrameResult FlowEngine::untracked_client(const ServiceFrame& sf, uint8_t* frame,
   }
   if (flow == nullptr) {
     counters_.untracked_reset.add();
-    sender_.reset_untracked(frame, v, out);
+    const bool tell_origin = untracked_resets_.take(now);
+    if (!tell_origin) counters_.untracked_origin_resets_limited.add();
+    sender_.reset_untracked(frame, v, tell_origin, out);
     return drop_frame(v);
   }
   adopter_.adopt(*flow, frame, v, now);
   counters_.flows_adopted.add();
-  return from_client(flow, sf, frame, v, snap, now, out);
+  // Identity before charge: the head is neither parsed nor charged until
+  // the origin has shown the connection exists (a forged segment's probe
+  // is answered with a RST). The client, whose segment nothing
+  // acknowledged, sends it again; by then the flow is bound.
+  adopter_.bind(*flow, now, out);
+  return drop_frame(v);
+}
+
+FrameResult FlowEngine::adoption_unproved(TcpFlow& flow, const FrameView& v, Nanos now) noexcept {
+  // Its probe is out (the sweep sends it again each second): whatever the
+  // client sends meanwhile is dropped unread, to be sent again.
+  flow.last_seen = now;
+  (void)v;
+  return drop_frame(v);
 }
 
 FrameResult FlowEngine::adopted_origin(TcpFlow& flow, const uint8_t* frame, const FrameView& v, Nanos now,
@@ -55,6 +70,7 @@ FrameResult FlowEngine::adopted_origin(TcpFlow& flow, const uint8_t* frame, cons
     return drop_frame(v);
   }
   const FlowAdopter::Moved moved = adopter_.answered(flow, frame, v);
+  counters_.adoption_proved.add();
   if (flow.context >= 0) {
     ParseContext& ctx = lender_.context(flow);
     ctx.to_client.renumber_sender(moved.origin_stream);

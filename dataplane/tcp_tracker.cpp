@@ -103,6 +103,9 @@ void TcpTracker::origin_syn(TcpFlow& flow, const uint8_t* frame, const FrameView
 }
 
 void TcpTracker::reset(TcpFlow& flow) noexcept {
+  // Nothing after the SYN was judged: any payload on the closed flow is
+  // past its end.
+  if (flow.state == FlowState::kSynSent || flow.state == FlowState::kSynReceived) flow.client_next = flow.client_isn + 1;
   flow.state = FlowState::kClosed;
   lender_.give_back_all(flow);
 }

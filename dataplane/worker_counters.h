@@ -48,7 +48,14 @@ class Counter {
   X(flows_expired, "flows removed by timeout")                                                 \
   X(flow_table_full, "SYNs dropped because the flow table was full")                           \
   X(untracked_reset, "client payload on a flow the appliance does not track: both ends reset") \
-  X(flows_adopted, "connections the appliance did not know (begun before a restart, or expired) adopted at a request head") \
+  X(untracked_origin_resets_limited, "resets for untracked client payload not sent to the origin: over the per-worker rate") \
+  X(rst_out_of_window, "client RSTs outside the window dropped, the connection kept (RFC 5961)") \
+  X(rst_challenged, "client RSTs in the window but not at the expected number: dropped, challenge ACK (RFC 5961)") \
+  X(syn_challenged, "client SYNs on an open connection: dropped, challenge ACK (RFC 5961)") \
+  X(challenge_acks_limited, "challenge ACKs not sent: over the per-worker rate") \
+  X(closed_data_dropped, "client bytes past the end of a closed connection dropped") \
+  X(flows_adopted, "connections the appliance did not know (begun before a restart, or expired) adopted at a request head: probed") \
+  X(adoption_proved, "adopted connections the origin showed to exist (it answered the probe): judged from there") \
   X(adoption_failed, "adopted connections the origin gave no numbers for (silent, reset, or sending): reset") \
   X(adopted_reset, "requests with a body or a protocol switch on an adopted connection: reset unjudged") \
   X(requests, "request heads parsed")                                                          \
@@ -168,7 +175,14 @@ inline constexpr CounterExposition kCounterExposition[] = {
     {"flows_expired", "sluice_flows_total", R"(event="expired")"},
     {"flow_table_full", "sluice_frames_dropped_total", R"(reason="flow_table_full")"},
     {"untracked_reset", "sluice_untracked_resets_total", ""},
+    {"untracked_origin_resets_limited", "sluice_replies_limited_total", R"(reply="untracked_origin_reset")"},
+    {"rst_out_of_window", "sluice_client_segments_total", R"(treatment="rst_out_of_window")"},
+    {"rst_challenged", "sluice_client_segments_total", R"(treatment="rst_challenged")"},
+    {"syn_challenged", "sluice_client_segments_total", R"(treatment="syn_challenged")"},
+    {"challenge_acks_limited", "sluice_replies_limited_total", R"(reply="challenge_ack")"},
+    {"closed_data_dropped", "sluice_frames_dropped_total", R"(reason="closed_connection_data")"},
     {"flows_adopted", "sluice_adoptions_total", R"(outcome="adopted")"},
+    {"adoption_proved", "sluice_adoptions_total", R"(outcome="proved")"},
     {"adoption_failed", "sluice_adoptions_total", R"(outcome="failed")"},
     {"adopted_reset", "sluice_adoptions_total", R"(outcome="reset_unjudged")"},
     {"requests", "sluice_request_heads_total", ""},

@@ -35,7 +35,8 @@ constexpr FamilyHelp kWorkerFamilies[] = {
      "(the owning worker's ring); fragment (a first fragment of a service-port segment); flow_table_full, "
      "client_flow_share (SYNs: no flow free, or the client address holds its share); no_context, "
      "client_context_share (no parse context free, or the client's share in use); out_of_order (ahead of the "
-     "parsed stream: the sender repeats it); repeat_unrecorded (repeating judged bytes no longer recorded)"},
+     "parsed stream: the sender repeats it); repeat_unrecorded (repeating judged bytes no longer recorded); "
+     "closed_connection_data (client bytes past the end of a connection a RST or both FINs closed)"},
     {"sluice_frames_bridged_total",
      "frames bridged untouched: non_ip (ARP, LLDP, ...), ip_not_tcp (ICMP, UDP, later fragments), tcp_other_port"},
     {"sluice_service_frames_total", "TCP frames of service-port flows handled"},
@@ -44,9 +45,12 @@ constexpr FamilyHelp kWorkerFamilies[] = {
      "service-port flow events: created (SYN seen), established (handshake seen both ways), expired (timeout), "
      "pass_through (switched to pass-through: Upgrade, CONNECT)"},
     {"sluice_untracked_resets_total", "client payload on a flow the appliance does not track: both ends reset"},
+    {"sluice_replies_limited_total",
+     "segments the appliance would have sent for what an outsider can forge, not sent over a per-worker rate: "
+     "challenge_ack (RFC 5961), untracked_origin_reset (the origin's RST for an untracked client segment)"},
     {"sluice_adoptions_total",
-     "connections the appliance did not know, taken up at a request head: adopted; failed (the origin gave no "
-     "numbers: reset); reset_unjudged (a request with a body or a protocol switch on an adopted connection)"},
+     "connections the appliance did not know, taken up at a request head: adopted (the origin probed); proved "
+     "(the origin answered: judged from there); failed (the origin gave no numbers: reset); reset_unjudged (a request with a body or a protocol switch on an adopted connection)"},
     {"sluice_request_heads_total",
      "request heads parsed; each is counted once more in sluice_requests_total, under its verdict"},
     {"sluice_requests_total",
@@ -67,7 +71,9 @@ constexpr FamilyHelp kWorkerFamilies[] = {
      "client segments passed on changed or specially: retransmit_uncharged (already parsed, not charged again); "
      "overlap_trimmed (judged bytes cut off); urgent_cleared (URG cleared, sent as ordinary data); "
      "repeat_rewritten (written back to the judged bytes); backpressure (cut or dropped: too many responses "
-     "outstanding)"},
+     "outstanding); rst_out_of_window (a RST outside the window: dropped, RFC 5961), rst_challenged (a RST in "
+     "the window, not at the expected number: dropped, challenge ACK), syn_challenged (a SYN on an open "
+     "connection: dropped, challenge ACK)"},
     {"sluice_deadlines_total",
      "connections past a deadline of the policy: head (answered 408), first_head (no request on a new "
      "connection: closed), body (stalled: both ends reset), keep_alive (idle: closed)"},

@@ -221,10 +221,12 @@ struct Policy {
   // default), so a request refused first never reaches the origin; or as
   // soon as the client's handshake completes (`binding: immediate`).
   bool delayed_binding = true;
-  // Issue 15: a client segment of a connection the appliance does not know
-  // (begun before a restart, or expired) that begins a request head is
-  // adopted rather than reset (dataplane/flow_adopter.h).
-  bool adoption = true;
+  // A client segment of a connection the appliance does not know (begun
+  // before a restart, or expired) that begins a request head is adopted
+  // rather than reset (dataplane/flow_adopter.h). Off by default: such a
+  // connection cannot be known to be between requests (inside a body, what
+  // looks like a head is not what the origin reads), so it is reset.
+  bool adoption = false;
 };
 
 }  // namespace sluice::policy

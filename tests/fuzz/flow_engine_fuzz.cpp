@@ -92,12 +92,14 @@ enum class PolicyKind : uint8_t { kSmallClose, kKeep, kKeepExempt, kCount };
 
 std::string policy_text(PolicyKind k) {
   switch (k) {
+    // Adoption on: the conversations include connections older than the
+    // engine (adopted at their first request).
     case PolicyKind::kSmallClose:
-      return std::string(test::kSmallPolicy);
+      return std::string(test::kSmallPolicy) + "adoption: on\n";
     case PolicyKind::kKeep:
-      return std::string(test::kKeepPolicy);
+      return std::string(test::kKeepPolicy) + "adoption: on\n";
     default:
-      return std::string(test::kKeepPolicy) + "exempt:\n  - path: /healthz\n";
+      return std::string(test::kKeepPolicy) + "adoption: on\nexempt:\n  - path: /healthz\n";
   }
 }
 

@@ -88,6 +88,9 @@ struct Peers {
     ASSERT_EQ(back.size(), 1u);
     synack = back[0].view;
     cookie = synack.seq;
+    // A SYN-ACK without timestamps turns them off for the connection (RFC
+    // 7323 3.2): the client sends none from here.
+    if (!synack.options.has_timestamp) client_ts = false;
     SegmentSpec ack;
     ack.seq = client_isn + 1;
     ack.ack = cookie + 1;

@@ -1,4 +1,5 @@
-// Connections adopted mid-stream (issue 15, dataplane/flow_adopter.h): a
+// Connections adopted mid-stream (dataplane/flow_adopter.h), where the policy
+// turns adoption on: a
 // keep-alive connection opened before the appliance restarted, its two ends
 // each with the numbers and clock the appliance that is gone had translated
 // between. Its next request is adopted at the head: parsed, decided, and
@@ -19,6 +20,9 @@ using dataplane::FlowAdopter;
 
 constexpr std::string_view kOk = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
 constexpr time::Nanos kSecond = time::kNanosPerSecond;
+// Adoption is off unless the policy turns it on (a connection the appliance
+// does not know cannot be known to be between requests).
+const std::string kAdoptKeep = std::string(kKeepPolicy) + "adoption: on\n";
 
 // Both ends of a connection older than the engine, as each numbers it. The
 // origin's numbers of the client's stream are 777 ahead of the client's (a
@@ -40,6 +44,12 @@ struct Survivor {
     c_seq += static_cast<uint32_t>(payload.size());
     return p.feed(Side::kClient, s);
   }
+  // The last `payload` sent again, as the client's stack does when nothing
+  // acknowledged it.
+  Peers::Sent again(std::string_view payload) {
+    c_seq -= static_cast<uint32_t>(payload.size());
+    return client(payload);
+  }
   Peers::Sent origin(std::string_view payload, uint32_t seq, uint8_t flags = flag::kAck | flag::kPsh) {
     SegmentSpec s;
     s.seq = seq;
@@ -57,6 +67,10 @@ struct Survivor {
     o_seq += static_cast<uint32_t>(payload.size());
     return sent;
   }
+  // The payload of a client segment as forwarded (its last frame).
+  std::string_view forwarded(const Peers::Sent& sent) const {
+    return {reinterpret_cast<const char*>(p.last_frame.data() + sent.view.payload_offset), sent.view.payload_len};
+  }
   // The origin's answer to the probe: its next byte, and the next it expects.
   Peers::Sent origin_ack() { return origin("", o_seq, flag::kAck); }
 
@@ -65,26 +79,28 @@ struct Survivor {
   uint32_t o_seq = 0x90000000, o_rcv = 0x20000000 + 777, o_clock = 100;
 };
 
-// Its first bytes adopted, the probe sent and answered: the request gone to
-// the origin. Returns what the origin received.
-std::vector<SentSegment> adopt_with(EngineWorld& w, Survivor& s, std::string_view request) {
+// Its first bytes adopted, the probe sent and answered, the request sent
+// again by the client: judged now, and gone to the origin. Returns the
+// client's repeat as forwarded.
+Peers::Sent adopt_with(EngineWorld& w, Survivor& s, std::string_view request) {
   const auto first = s.client(request);
   EXPECT_EQ(first.action, FrameAction::kDrop);
   EXPECT_EQ(sent_to(w, Side::kOrigin, first.before).size(), 1u) << "the probe";
   const auto answer = s.origin_ack();
   EXPECT_EQ(answer.action, FrameAction::kDrop);
-  return sent_to(w, Side::kOrigin, answer.before);
+  EXPECT_TRUE(sent_to(w, Side::kOrigin, answer.before).empty()) << "nothing judged yet, nothing to send";
+  return s.again(request);
 }
 
-TEST(FlowAdoption, AKeepAliveRequestIsAdoptedWithTheNumbersTheOriginGives) {
-  EngineWorld w(kKeepPolicy);
+TEST(FlowAdoption, AKeepAliveRequestIsJudgedOnceTheOriginHasShownTheConnection) {
+  EngineWorld w(kAdoptKeep);
   Survivor s(w);
   const uint32_t c_start = s.c_seq;
   const auto first = s.client(kLoose);
-  EXPECT_EQ(first.action, FrameAction::kDrop) << "waits for the origin's numbers, unacknowledged";
+  EXPECT_EQ(first.action, FrameAction::kDrop) << "unread and unacknowledged, until the origin answers";
   EXPECT_EQ(w.counters.flows_adopted.get(), 1u);
-  EXPECT_EQ(w.counters.requests.get(), 1u) << "parsed and decided at once";
-  EXPECT_EQ(w.counters.admitted.get(), 1u);
+  EXPECT_EQ(w.counters.requests.get(), 0u) << "identity before charge: not even parsed";
+  EXPECT_EQ(w.counters.admitted.get(), 0u);
   EXPECT_EQ(w.counters.untracked_reset.get(), 0u);
   const auto probe = sent_to(w, Side::kOrigin, first.before);
   ASSERT_EQ(probe.size(), 1u);
@@ -96,12 +112,16 @@ TEST(FlowAdoption, AKeepAliveRequestIsAdoptedWithTheNumbersTheOriginGives) {
   const uint32_t o_clock_answered = s.o_clock + 1;
   const auto answer = s.origin_ack();
   EXPECT_EQ(answer.action, FrameAction::kDrop);
-  const auto request = sent_to(w, Side::kOrigin, answer.before);
-  ASSERT_EQ(request.size(), 1u);
-  EXPECT_EQ(request[0].payload(), kLoose);
-  EXPECT_EQ(request[0].view.seq, s.o_rcv) << "where the origin's stream of the client's bytes stands";
-  EXPECT_EQ(request[0].view.ack, s.o_seq);
-  EXPECT_EQ(request[0].view.options.tsecr, o_clock_answered) << "the origin's own clock echoed";
+  EXPECT_TRUE(sent_to(w, Side::kOrigin, answer.before).empty());
+  EXPECT_EQ(w.counters.adoption_proved.get(), 1u);
+  const auto request = s.again(kLoose);
+  ASSERT_EQ(request.action, FrameAction::kForward);
+  EXPECT_EQ(s.forwarded(request), kLoose);
+  EXPECT_EQ(request.view.seq, s.o_rcv) << "where the origin's stream of the client's bytes stands";
+  EXPECT_EQ(request.view.ack, s.o_seq);
+  EXPECT_EQ(request.view.options.tsecr, o_clock_answered) << "the origin's own clock echoed";
+  EXPECT_EQ(w.counters.requests.get(), 1u);
+  EXPECT_EQ(w.counters.admitted.get(), 1u);
   s.o_rcv += static_cast<uint32_t>(kLoose.size());
 
   // The response, in the client's numbers and on the clock it knows.
@@ -123,20 +143,47 @@ TEST(FlowAdoption, AKeepAliveRequestIsAdoptedWithTheNumbersTheOriginGives) {
   EXPECT_EQ(w.counters.adoption_failed.get(), 0u);
 }
 
-// A refusal before the origin has answered is answered by the appliance in
-// the client's numbers and cut out of the stream: once the origin tells its
-// numbers, the admitted request after it arrives where the origin's stream
-// stands, and the response follows the 429 in the client's view.
-TEST(FlowAdoption, ARefusalBeforeTheOriginAnswersIsCutOutAndRenumbered) {
-  EngineWorld w(kKeepPolicy);
+// A forged head (a victim's address, a connection nobody opened): the
+// origin answers the probe with a RST. Nothing was parsed, charged or
+// forwarded; what the forger sends meanwhile is dropped unread.
+TEST(FlowAdoption, AForgedHeadIsNeverChargedNorForwarded) {
+  EngineWorld w(kAdoptKeep);
+  Survivor s(w);
+  const auto first = s.client(kTight);
+  EXPECT_EQ(first.action, FrameAction::kDrop);
+  const auto more = s.client(kTight);
+  EXPECT_EQ(more.action, FrameAction::kDrop);
+  EXPECT_TRUE(sent_to(w, Side::kOrigin, more.before).empty());
+  const auto rst = s.origin("", s.o_seq, flag::kRst);
+  EXPECT_EQ(rst.action, FrameAction::kDrop);
+  EXPECT_EQ(w.counters.requests.get(), 0u);
+  EXPECT_EQ(w.counters.admitted.get(), 0u);
+  EXPECT_EQ(w.counters.refused.get(), 0u);
+  EXPECT_EQ(w.counters.adoption_failed.get(), 1u);
+  EXPECT_EQ(w.counters.adoption_proved.get(), 0u);
+  // /tight's one request of the hour is still there for the address.
+  Survivor real(w, 40001);
+  EXPECT_EQ(adopt_with(w, real, kTight).action, FrameAction::kForward);
+  EXPECT_EQ(w.counters.admitted.get(), 1u);
+}
+
+// A refusal on an adopted connection is answered by the appliance in the
+// client's numbers and cut out of the stream: the admitted request after it
+// arrives where the origin's stream stands, and the response follows the
+// 429 in the client's view.
+TEST(FlowAdoption, ARefusalOnAnAdoptedConnectionIsCutOutAndRenumbered) {
+  EngineWorld w(kAdoptKeep);
   {
     Survivor spend(w, 40001);  // /tight's one request of the hour
     (void)adopt_with(w, spend, kTight);
   }
   Survivor s(w);
-  const auto refused = s.client(kTight);
-  EXPECT_EQ(refused.action, FrameAction::kDrop);
-  EXPECT_TRUE(sent_to(w, Side::kOrigin, refused.before).empty()) << "nothing forwarded: no probe yet";
+  (void)s.client(kTight);
+  (void)s.origin_ack();
+  const auto refused = s.again(kTight);
+  // Cut out: at most a bare acknowledgement goes on.
+  EXPECT_TRUE(refused.action == FrameAction::kDrop || refused.view.payload_len == 0) << "nothing of it reaches the origin";
+  EXPECT_TRUE(sent_to(w, Side::kOrigin, refused.before).empty());
   StreamView seen(s.c_ack);
   seen.add_sent(w, Side::kClient, refused.before);
   const std::string answer = seen.contiguous();
@@ -145,12 +192,9 @@ TEST(FlowAdoption, ARefusalBeforeTheOriginAnswersIsCutOutAndRenumbered) {
 
   const uint32_t after_refused = s.c_seq;
   const auto admitted = s.client(kLoose);
-  EXPECT_EQ(admitted.action, FrameAction::kDrop);
-  const auto answered = s.origin_ack();
-  const auto request = sent_to(w, Side::kOrigin, answered.before);
-  ASSERT_EQ(request.size(), 1u);
-  EXPECT_EQ(request[0].payload(), kLoose);
-  EXPECT_EQ(request[0].view.seq, s.o_rcv) << "the refused request is not in the origin's stream";
+  ASSERT_EQ(admitted.action, FrameAction::kForward);
+  EXPECT_EQ(s.forwarded(admitted), kLoose);
+  EXPECT_EQ(admitted.view.seq, s.o_rcv) << "the refused request is not in the origin's stream";
   s.o_rcv += static_cast<uint32_t>(kLoose.size());
 
   const auto response = s.origin(kOk);
@@ -160,7 +204,7 @@ TEST(FlowAdoption, ARefusalBeforeTheOriginAnswersIsCutOutAndRenumbered) {
 }
 
 TEST(FlowAdoption, BytesThatDoNotBeginARequestAreResetAsBefore) {
-  EngineWorld w(kKeepPolicy);
+  EngineWorld w(kAdoptKeep);
   Survivor s(w);
   const auto mid_body = s.client("0123456789abcdef0123456789abcdef");
   EXPECT_EQ(mid_body.action, FrameAction::kDrop);
@@ -172,7 +216,7 @@ TEST(FlowAdoption, BytesThatDoNotBeginARequestAreResetAsBefore) {
 }
 
 TEST(FlowAdoption, OffInThePolicyEveryUnknownConnectionIsReset) {
-  EngineWorld w(std::string(kKeepPolicy) + "adoption: off\n");
+  EngineWorld w(kKeepPolicy);  // adoption off: the default
   Survivor s(w);
   const auto request = s.client(kLoose);
   EXPECT_EQ(request.action, FrameAction::kDrop);
@@ -187,12 +231,17 @@ TEST(FlowAdoption, OffInThePolicyEveryUnknownConnectionIsReset) {
 // the adoption, after it gets a RST at the byte it expects.
 TEST(FlowAdoption, ARequestWithABodyResetsTheConnectionUnjudged) {
   constexpr std::string_view kPost = "POST /loose HTTP/1.1\r\nHost: api\r\nContent-Length: 5\r\n\r\nhello";
-  EngineWorld w(kKeepPolicy);
+  EngineWorld w(kAdoptKeep);
   Survivor first(w, 40001);
-  const auto post = first.client(kPost);
+  (void)first.client(kPost);
+  (void)first.origin_ack();
+  const auto post = first.again(kPost);
   EXPECT_EQ(post.action, FrameAction::kDrop);
   EXPECT_TRUE(sent_with(w, Side::kClient, flag::kRst, post.before));
-  EXPECT_TRUE(sent_to(w, Side::kOrigin, post.before).empty());
+  const auto post_rst = sent_to(w, Side::kOrigin, post.before);
+  ASSERT_EQ(post_rst.size(), 1u);
+  EXPECT_TRUE(post_rst[0].view.has(flag::kRst));
+  EXPECT_EQ(post_rst[0].view.seq, first.o_rcv) << "the byte the origin expects";
   EXPECT_EQ(w.counters.requests.get(), 0u);
   EXPECT_EQ(w.counters.adopted_reset.get(), 1u);
 
@@ -214,7 +263,7 @@ TEST(FlowAdoption, ARequestWithABodyResetsTheConnectionUnjudged) {
 // acknowledgement did not cover what it sent, and the numbers cannot be
 // trusted. Both ends reset, the origin where it expects.
 TEST(FlowAdoption, AnOriginThatIsSendingEndsTheAdoption) {
-  EngineWorld w(kKeepPolicy);
+  EngineWorld w(kAdoptKeep);
   Survivor s(w);
   (void)s.client(kLoose);
   const auto data = s.origin("rest of an earlier response");
@@ -228,17 +277,18 @@ TEST(FlowAdoption, AnOriginThatIsSendingEndsTheAdoption) {
 }
 
 TEST(FlowAdoption, AnOriginWithoutTheConnectionEndsTheAdoption) {
-  EngineWorld w(kKeepPolicy);
+  EngineWorld w(kAdoptKeep);
   Survivor s(w);
   (void)s.client(kLoose);
   const auto rst = s.origin("", s.o_seq, flag::kRst);
   EXPECT_EQ(rst.action, FrameAction::kDrop);
   EXPECT_TRUE(sent_with(w, Side::kClient, flag::kRst, rst.before));
   EXPECT_EQ(w.counters.adoption_failed.get(), 1u);
+  EXPECT_EQ(w.counters.requests.get(), 0u);
 }
 
 TEST(FlowAdoption, ASilentOriginIsProbedAgainThenTheClientReset) {
-  EngineWorld w(kKeepPolicy);
+  EngineWorld w(kAdoptKeep);
   Survivor s(w);
   (void)s.client(kLoose);
   w.now += kSecond + kSecond / 10;
@@ -261,7 +311,7 @@ TEST(FlowAdoption, ASilentOriginIsProbedAgainThenTheClientReset) {
 // Bytes the origin sent before the adoption, arriving after it: the client
 // had not acknowledged all of them, so the numbers are wrong. Reset.
 TEST(FlowAdoption, OriginBytesFromBeforeTheAdoptionEndIt) {
-  EngineWorld w(kKeepPolicy);
+  EngineWorld w(kAdoptKeep);
   Survivor s(w);
   (void)adopt_with(w, s, kLoose);
   const auto late = s.origin("0123456789", s.o_seq - 10);

@@ -483,10 +483,9 @@ TEST(FlowEngine, Ipv6RefusalHasValidChecksums) {
   }
 }
 
-// (A request head on a connection the appliance does not know is adopted:
-// flow_adoption_test.cpp. Off, or not at a head, it is not.)
+// (Adoption, off by default, is flow_adoption_test.cpp's.)
 TEST(FlowEngine, PayloadWithoutHandshakeIsNeverParsed) {
-  EngineWorld w(std::string(kSmallPolicy) + "adoption: off\n");
+  EngineWorld w(kSmallPolicy);  // adoption off: the default
   Connection c(w);
   const Fed f = c.data(kGet);  // no handshake seen
   EXPECT_EQ(f.action, FrameAction::kDrop);
