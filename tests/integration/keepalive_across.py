@@ -12,6 +12,15 @@ body is in: the early answer is read and recorded then.) Writes what it saw
 to --ready (JSON), then waits for the --go file to appear (at most --wait-go
 seconds, at most 300; then it exits with status 2).
 
+With --smuggle N, N more connections each send a POST head that announces a
+26-byte body (Content-Length: 26) and none of it, so that they are parked
+inside a body when the appliance restarts; the origin's early answer is read.
+After the restart each sends `GET /healthz HTTP/1.1\r\nX: ` (26 bytes: to the
+origin, the body) and `GET --smuggle-path HTTP/1.1` with its end: what an
+appliance that guessed the connection was between requests would judge as
+an exempt /healthz, and what the origin would serve. Its record ("smuggled":
+[...]) has the first response read and how the connection ended.
+
 After the go file appears: on each kept connection, on the very same socket
 (it never reconnects), a second GET (request 2), then on each a third
 (request 3); then the rest of the POST's body on the mid-body connection,
@@ -156,6 +165,8 @@ def main():
     ap.add_argument("--post-path", default="/adopt/mid-body")
     ap.add_argument("--body-length", type=int, default=100000, help="the POST's Content-Length")
     ap.add_argument("--partial", type=int, default=1000, help="body bytes sent before the restart")
+    ap.add_argument("--smuggle", type=int, default=0, help="connections parked inside a 26-byte body (at most 64)")
+    ap.add_argument("--smuggle-path", default="/v1/smug{c}", help="what each tries to smuggle; {c}: its number")
     ap.add_argument("--go", required=True, help="the file whose appearance starts the second part")
     ap.add_argument("--wait-go", type=float, default=120.0, help="seconds to wait for it (at most 300)")
     ap.add_argument("--timeout", type=float, default=5.0, help="seconds per socket operation")
@@ -164,6 +175,8 @@ def main():
     args = ap.parse_args()
     if not 1 <= args.connections <= 64:
         sys.exit("keepalive_across.py: --connections must be 1..64")
+    if not 0 <= args.smuggle <= 64:
+        sys.exit("keepalive_across.py: --smuggle must be 0..64")
     if not 0 < args.partial < args.body_length:
         sys.exit("keepalive_across.py: --partial must be within the body")
     wait_go = min(max(args.wait_go, 0.0), 300.0)
@@ -176,8 +189,9 @@ def main():
 
     t0 = time.monotonic()
     res = {"pid": os.getpid(), "source": args.source, "connections": [], "mid_body": None,
-           "connects": 0, "phase": "before", "errors": []}
+           "connects": 0, "phase": "before", "errors": [], "smuggled": []}
     kept = []
+    parked = []
     mid = None
     mid_rd = None
     try:
@@ -218,9 +232,33 @@ def main():
         early = {"method": "POST", "status": None, "ratelimit": {}}
         early_end = read_one(mid_rd, 2.0, early)
         mb["early"] = {"end": early_end, "status": early["status"], "ratelimit": early["ratelimit"]}
+        for c in range(args.smuggle):
+            ps = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            ps.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            ps.bind((args.source, 0))
+            ps.settimeout(args.timeout)
+            rec = {"conn": c, "path": args.smuggle_path.replace("{c}", str(c)), "early": None, "status": None,
+                   "end": None}
+            try:
+                ps.connect((args.host, args.port))
+                res["connects"] += 1
+                ps.sendall(("POST /v1/park/%d HTTP/1.1\r\nHost: %s\r\nUser-Agent: slt-keepalive-across/1\r\n"
+                            "Content-Type: text/plain\r\nContent-Length: 26\r\n\r\n" % (c, args.host)).encode())
+            except OSError as e:
+                res["errors"].append("parking connection %d: %s" % (c, e))
+                ps.close()
+                continue
+            prd = Reader(ps, time.monotonic() + 2.0)
+            early = {"method": "POST", "status": None, "ratelimit": {}}
+            early_end = read_one(prd, 2.0, early)
+            rec["early"] = {"end": early_end, "status": early["status"]}
+            parked.append((ps, prd, rec))
+            res["smuggled"].append(rec)
         # Nothing of it in flight when sluiced is killed: a segment lost with
         # it would be retransmitted on a backed-off timer, seconds later.
         mb["in_flight_before"] = wait_acknowledged(mid, 5.0)
+        for ps, _, _ in parked:
+            wait_acknowledged(ps, 2.0)
         res["connections"] = [k.record() for k in kept]
         res["before_s"] = round(time.monotonic() - t0, 3)
         write_json(args.ready, res)
@@ -281,6 +319,17 @@ def main():
             elif mb["end"] == "timeout" and mb["rest_send"] == "closed":
                 mb["end"] = "closed"
         mb["ratelimit"] = rec["ratelimit"]
+        for ps, prd, rec in parked:
+            smuggle = ("GET /healthz HTTP/1.1\r\nX: GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (rec["path"], args.host))
+            try:
+                ps.settimeout(args.timeout)
+                ps.sendall(smuggle.encode())
+            except OSError as e:
+                rec["end"] = "send-reset" if isinstance(e, ConnectionResetError) else "send-closed"
+                continue
+            got = {"method": "GET", "status": None, "ratelimit": {}}
+            rec["end"] = read_one(prd, args.timeout, got)
+            rec["status"] = got["status"]
         res["connections"] = [k.record() for k in kept]
         res["elapsed_s"] = round(time.monotonic() - t0, 3)
         write_json(args.out, res)
@@ -294,6 +343,8 @@ def main():
         signal.alarm(0)
         for k in kept:
             k.sock.close()
+        for ps, _, _ in parked:
+            ps.close()
         if mid is not None:
             mid.close()
 

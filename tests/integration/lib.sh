@@ -176,6 +176,13 @@ make_policies() {
     '  credential: { rate: 300/min, burst: 300 }\n' '  credential: { rate: 4/hour, burst: 4 }\n' \
     '  bare:       { rate: 60/min, burst: 60 }\n' '  bare:       { rate: 20/hour, burst: 20 }\n' \
     'after_answer: keep-alive\n' 'after_answer: close\n' || return 1
+  # tb-small with adoption on: connections older than a restart taken up
+  # at their next request head (wire-adopt-restart).
+  slt_policy_copy three-budgets tb-adopt three-budgets-adopt \
+    '  allow_origins: []\n' '  allow_origins: ["http://198.18.0.20:8080"]\n' \
+    '  credential: { rate: 300/min, burst: 300 }\n' '  credential: { rate: 4/hour, burst: 4 }\n' \
+    '  bare:       { rate: 60/min, burst: 60 }\n' '  bare:       { rate: 20/hour, burst: 20 }\n' \
+    'after_answer: keep-alive\n' 'after_answer: close\nadoption: on\n' || return 1
   slt_policy_copy three-budgets tb-hourly three-budgets-hourly \
     '  bare:       { rate: 60/min, burst: 60 }\n' '  bare:       { rate: 60/hour, burst: 60 }\n' || return 1
   # Issue 13: CONNECT and HTTP/2 prior knowledge allowed (so that their
