@@ -9,6 +9,7 @@
 #   /chunked   200, chunked       a chunked body (sub_filter drops the length)
 #   /echo      200                echoes the request headers the limiter keys on
 #   /v1/...    200 "ok", CORS     answers preflights (204) and exposes the limiter's fields
+#   /v1/park/  200 "ok"           waits 60 s for a body it discards (a connection parked inside it)
 #   /          200 "ok"           everything else
 # Port 8080 serves $SLT_TMP/nginx/www (the Chromium test's page). The appliance
 # parses only its service ports (80), so 8080 is bridged untouched.
@@ -80,6 +81,14 @@ http {
       }
       add_header Access-Control-Allow-Origin \$http_origin always;
       add_header Access-Control-Expose-Headers "Retry-After, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, RateLimit-Policy" always;
+      return 200 "ok\n";
+    }
+    # POSTs whose bodies the origin waits for as long as most servers do
+    # (Apache's Timeout, Go and Node without a read timeout), not nginx's 5 s
+    # lingering_timeout: connections parked inside a body stay there across
+    # an appliance restart (wire-restart-parked-body).
+    location /v1/park/ {
+      lingering_timeout 60s;
       return 200 "ok\n";
     }
     # An upstream that reports the tokens a request used (DQ05).
