@@ -65,6 +65,7 @@ wire-ipv4-fragments          limiting  tb-small           1
 tb-workers2-budget           limiting  tb-small           2
 wire-af-xdp                  limiting  tb-small           1  args=--af-xdp,c1:o1
 wire-adopt-restart           limiting  tb-adopt           1  crash
+wire-forged-adoption-on      limiting  tb-adopt           1
 wire-fragment-in-target      limiting  tb-strict          1
 wire-invalid-host            limiting  tb-strict          1
 wire-host-key-spellings      limiting  tb-strict          1
@@ -1935,6 +1936,34 @@ t_wire_forged_adoption() {
     "$(( $(delta_of "$before" "$after" untracked_reset) + $(delta_of "$before" "$after" syn_cookie_early_data) ))" 100
   check_eq "forged segments adopted" "$(delta_of "$before" "$after" flows_adopted)" 0
   check_eq "requests charged for the forged segments" "$(delta_of "$before" "$after" admitted)" 0
+  client victim --source "$s" --connections 1 --count 20 --path '/victim/{i}'
+  check_eq "TB01: the victim's 20 real requests (a budget of 20) after the forgery" "$(res statuses victim)" "200x20"
+  olog_settle
+  check_eq "forged requests the origin served" "$(olog_lines "$s" | awk '$3 ~ /^\/forged\//' | wc -l)" 0
+  finish
+}
+
+# The same forgery where the policy turns adoption on: each forged head is
+# taken up, but neither parsed nor charged until the origin answers the
+# probe, which it does with a RST (no such connection). The victim's budget
+# is whole, and the origin serves none of the forged requests.
+t_wire_forged_adoption_on() {
+  local s mac before after
+  s="$(src4)"
+  mac="$(ip -n "$NS_ORG" -br link show o0 | awk '{ print $3 }')"
+  before="$(SLT_CTL --json stats)"
+  ip netns exec "$NS_CLI" timeout -k 2 20 "$SLT_PY" "$SLT_HERE/forge.py" adopt --iface c0 --dst-mac "$mac" \
+    --dst "$ORIGIN4" --src "$s" --count 100 --seconds 1 --spread --path '/forged/{i}' >"$SLT_OUT/forge.json" 2>&1
+  note "forged: $(cat "$SLT_OUT/forge.json")"
+  sleep 0.5
+  after="$(SLT_CTL --json stats)"
+  note "appliance: flows_adopted $(delta_of "$before" "$after" flows_adopted), adoption_failed $(delta_of "$before" "$after" adoption_failed), adoption_proved $(delta_of "$before" "$after" adoption_proved), syn_cookie_early_data $(delta_of "$before" "$after" syn_cookie_early_data), requests $(delta_of "$before" "$after" requests)"
+  check_eq "forged heads probed, or dropped as early data" \
+    "$(( $(delta_of "$before" "$after" flows_adopted) + $(delta_of "$before" "$after" syn_cookie_early_data) ))" 100
+  check_eq "probes the origin answered with a RST (no such connection): every one" \
+    "$(delta_of "$before" "$after" adoption_failed)" "$(delta_of "$before" "$after" flows_adopted)"
+  check_eq "adoptions the origin proved" "$(delta_of "$before" "$after" adoption_proved)" 0
+  check_eq "request heads parsed for the forged segments" "$(delta_of "$before" "$after" requests)" 0
   client victim --source "$s" --connections 1 --count 20 --path '/victim/{i}'
   check_eq "TB01: the victim's 20 real requests (a budget of 20) after the forgery" "$(res statuses victim)" "200x20"
   olog_settle
