@@ -1,7 +1,9 @@
-// See decide.h. The order is the design brief's: exemptions (health, CORS
-// preflight), the first rule that matches (class, route family or
-// deployment), its key (client address, credential, user, run, deployment),
-// the bucket, the verdict, and the response rendered from its template.
+// See decide.h. First the path's form (policy/path_form.h): an ambiguous
+// path is refused or read strictly. Then the design brief's order:
+// exemptions (health, CORS preflight), the first rule that matches (class,
+// route family or deployment), its key (client address, credential, user,
+// run, deployment), the bucket, the verdict, and the response rendered from
+// its template.
 #include "limiter/decide.h"
 
 #include <algorithm>
