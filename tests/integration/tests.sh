@@ -2203,7 +2203,7 @@ EOF_PY
     esac
   done < <(head -n 60 "$SLT_OUT/path-corpus.report")
   [ "$(grep -c '^fail' "$SLT_OUT/path-corpus.report")" -le 60 ] ||
-    fail "(and more: $SLT_OUT/path-corpus.report)"
+    fail "(and more: path-corpus.report in the test's output directory)"
   finish
 }
 
