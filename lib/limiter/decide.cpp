@@ -378,12 +378,12 @@ bool admits_fewer(const CompiledPolicy& policy, const CompiledRule& a, const Com
 // `d` and `out`. With `raw` (ambiguous_paths: strictest, `path` then the
 // normalised reading), the rule the raw bytes match competes at each step,
 // and the one that admits fewer wins; a rule wins over no rule.
+// `params` and `raw_params` are filled by the pattern that matches each
+// reading; only its own parameters are read.
 void plan_rules(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
                 const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch, std::string_view path,
-                const std::string_view* raw, Decision& d, Charge& out) noexcept {
-  // Filled by the pattern that matches; only its own parameters are read.
-  std::array<std::string_view, PathPattern::kMaxParams> params;
-  std::array<std::string_view, PathPattern::kMaxParams> raw_params;
+                std::span<std::string_view, PathPattern::kMaxParams> params, const std::string_view* raw,
+                std::span<std::string_view, PathPattern::kMaxParams> raw_params, Decision& d, Charge& out) noexcept {
   LazyClientIp client(policy, head, conn.peer);
   const size_t none = policy.rules.size();
   size_t from = 0;
@@ -426,16 +426,17 @@ void plan_rules(const CompiledPolicy& policy, LimiterState& state, const http::R
 void plan_into(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
                const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch, Decision& d, Charge& out) noexcept {
   out.head = &head;
+  // Filled by the pattern that matches; only its own parameters are read.
+  std::array<std::string_view, PathPattern::kMaxParams> params;
   // Normal form (most paths, told in a few vector compares): every origin
   // reads the path as written, so it is judged as written, exemptions
   // included, and the normaliser has nothing to do.
   if (policy::classify_path(head.path).normal()) [[likely]] {
-    std::array<std::string_view, PathPattern::kMaxParams> params;
     if (exempt(policy, head, head.path, params)) {
       d.verdict = Verdict::kExempt;
       return;
     }
-    plan_rules(policy, state, head, conn, now, scratch, head.path, nullptr, d, out);
+    plan_rules(policy, state, head, conn, now, scratch, head.path, params, nullptr, params, d, out);
     return;
   }
   // Origins read this path differently, and which reading this origin takes
@@ -450,7 +451,8 @@ void plan_into(const CompiledPolicy& policy, LimiterState& state, const http::Re
   d.path_reading = PathReading::kStrictest;
   const std::string_view normalised =
       policy::normalize_path(head.path, std::span<char>(scratch.path, head.path.size() + 1));
-  plan_rules(policy, state, head, conn, now, scratch, normalised, &head.path, d, out);
+  std::array<std::string_view, PathPattern::kMaxParams> raw_params;
+  plan_rules(policy, state, head, conn, now, scratch, normalised, params, &head.path, raw_params, d, out);
 }
 
 // The charge a plan left, made, and what it decides written into `d`.
