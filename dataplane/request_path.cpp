@@ -119,6 +119,13 @@ RequestPath::Next RequestPath::on_head(Pass& p, const http::StreamStep& st) noex
   const bool release = ctx.buffering && !answered;
   if (release) ctx.buffering = false;  // the held part goes to the origin ahead of this segment
   ctx.head_len = 0;
+  // A path origins read differently: refused, or judged by its strictest
+  // reading (docs/paths.md). Counted beside the verdict, not instead of it.
+  if (d.path_reading == limiter::PathReading::kRefused) [[unlikely]] {
+    counters_.paths_refused.add();
+  } else if (d.path_reading == limiter::PathReading::kStrictest) [[unlikely]] {
+    counters_.paths_strictest.add();
+  }
   switch (d.verdict) {
     case limiter::Verdict::kForward:
       counters_.forwarded.add();

@@ -66,6 +66,8 @@ class Counter {
   X(answered, "requests answered by the appliance (400, 401, 404, 431, 501, 505)")            \
   X(shadow_refusals, "refusals of a shadow rule, forwarded (X01)")                             \
   X(parse_errors, "connections whose request stream could not be framed")                      \
+  X(paths_refused, "requests whose path origins read differently: answered 400 (ambiguous_paths: refuse)") \
+  X(paths_strictest, "requests whose path origins read differently: judged by the stricter reading, never exempt (ambiguous_paths: strictest)") \
   X(response_errors, "connections ended: a response could not be framed")        \
   X(answers_sent, "answers (429 and others) sent with FIN, origin reset")                      \
   X(answers_resent, "answers sent again for a retransmitted refused request")                  \
@@ -193,6 +195,8 @@ inline constexpr CounterExposition kCounterExposition[] = {
     {"answered", "sluice_requests_total", R"(verdict="answered",rule="")"},
     {"shadow_refusals", "sluice_shadow_refusals_total", ""},
     {"parse_errors", "sluice_framing_errors_total", R"(stream="request")"},
+    {"paths_refused", "sluice_ambiguous_paths_total", R"(treatment="refused")"},
+    {"paths_strictest", "sluice_ambiguous_paths_total", R"(treatment="judged_strictest")"},
     {"response_errors", "sluice_framing_errors_total", R"(stream="response")"},
     {"answers_sent", "sluice_answers_total", R"(outcome="sent_closing")"},
     {"answers_resent", "sluice_answers_total", R"(outcome="resent")"},

@@ -63,6 +63,11 @@ constexpr FamilyHelp kWorkerFamilies[] = {
      "refusals of a shadow rule, forwarded (X01); counted as admitted in sluice_requests_total"},
     {"sluice_framing_errors_total",
      "connections ended because a stream could not be framed: request (the client's), response (the origin's)"},
+    {"sluice_ambiguous_paths_total",
+     "requests whose path origins read differently (a backslash, an encoded slash or dot, a dot segment, '//', "
+     "';', a bad or control escape, bytes that are not UTF-8, an encoded unreserved character: docs/paths.md): "
+     "refused (answered 400, ambiguous_paths: refuse; counted as answered in sluice_requests_total too), "
+     "judged_strictest (judged by the stricter of the raw and normalised readings, never exempt)"},
     {"sluice_answers_total",
      "the appliance's answers (429 and others) by outcome: sent_closing (with FIN, the origin reset); "
      "sent_kept_open (the connection stays open: after_answer); resent, kept_open_resent (sent again: the client "

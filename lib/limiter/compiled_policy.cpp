@@ -58,6 +58,9 @@ uint64_t policy_digest(const policy::Policy& p) {
     add(std::to_string(static_cast<int>(r.key.kind)) + r.key.name);
   }
   add(p.usage.response_field);
+  // Only where it is not the default, so that the digests of policies
+  // written before the setting existed stay as they were.
+  if (p.ambiguous_paths == policy::AmbiguousPaths::kStrictest) add("ambiguous_paths: strictest");
   return XXH3_64bits(s.data(), s.size());
 }
 
@@ -79,6 +82,7 @@ class PolicyCompiler {
     }
     c_.shadow = p_.shadow;
     c_.keep_alive_answers = p_.after_answer == policy::AfterAnswer::kKeepAlive;
+    c_.ambiguous_paths = p_.ambiguous_paths;
     c_.deadlines = p_.deadlines;
     c_.syn_proxy = p_.syn_proxy;
     c_.adoption = p_.adoption;

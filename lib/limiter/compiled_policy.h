@@ -125,6 +125,7 @@ struct CompiledPolicy {
   std::vector<CompiledRule> rules;
   bool shadow = false;
   bool keep_alive_answers = true;  // policy::AfterAnswer::kKeepAlive
+  policy::AmbiguousPaths ambiguous_paths = policy::AmbiguousPaths::kRefuse;
   uint16_t slot_kind = 0;  // bucket kind of the TB07 records in their own table
   unsigned max_slots = 0;  // the largest ceiling of any rule
 

@@ -1,7 +1,9 @@
-// See decide.h. The order is the design brief's: exemptions (health, CORS
-// preflight), the first rule that matches (class, route family or
-// deployment), its key (client address, credential, user, run, deployment),
-// the bucket, the verdict, and the response rendered from its template.
+// See decide.h. First the path's form (policy/path_form.h): an ambiguous
+// path is refused or read strictly. Then the design brief's order:
+// exemptions (health, CORS preflight), the first rule that matches (class,
+// route family or deployment), its key (client address, credential, user,
+// run, deployment), the bucket, the verdict, and the response rendered from
+// its template.
 #include "limiter/decide.h"
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include "limiter/charge.h"
 #include "limiter/credential.h"
 #include "limiter/credential_slots.h"
+#include "policy/path_form.h"
 
 namespace sluice::limiter {
 
@@ -334,35 +337,122 @@ void plan_charge(const CompiledPolicy& policy, LimiterState& state, const Compil
   }
 }
 
-// plan() into the caller's decision and charge (decide()'s are its own
-// locals, returned without a copy).
-void plan_into(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
-               const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch, Decision& d, Charge& out) noexcept {
-  out.head = &head;
-  const std::string_view path = policy::normalize_path(head.path, std::span<char>(scratch.path, head.path.size() + 1));
-  // Filled by the pattern that matches; only its own parameters are read.
-  std::array<std::string_view, PathPattern::kMaxParams> params;
-  if (exempt(policy, head, path, params)) {
-    d.verdict = Verdict::kExempt;
-    return;
+// The first rule from `from` on that applies to `path`; rules.size(): none.
+size_t first_applying(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
+                      std::string_view path, size_t from, std::span<std::string_view, PathPattern::kMaxParams> params,
+                      int& matched, uint64_t& run_budget) noexcept {
+  for (size_t i = from; i < policy.rules.size(); ++i) {
+    if (rule_applies(policy.rules[i], state, head, path, params, matched, run_budget)) return i;
   }
+  return policy.rules.size();
+}
+
+// How long a bucket takes, at its steady rate, to admit one more request:
+// the longer, the fewer it admits. A continuous bucket's emission interval;
+// a calendar bucket's minute over its request quota. 0: no request limit at
+// all (a calendar bucket with only a token quota), which admits the most.
+Nanos one_request_per(const CompiledBucket& b) noexcept {
+  if (!b.calendar) return b.gcra.interval;
+  return b.window.requests_per_minute == 0 ? 0 : time::kNanosPerMinute / b.window.requests_per_minute;
+}
+
+// How many requests it admits back to back from full.
+uint32_t back_to_back(const CompiledBucket& b) noexcept {
+  return b.calendar ? b.window.requests_per_minute : b.gcra.burst;
+}
+
+// ambiguous_paths: strictest: whether rule `a`'s bucket admits fewer
+// requests than rule `b`'s: the lower steady rate, then the smaller burst.
+// An unlimited calendar bucket admits more than any other (0 sorts first).
+bool admits_fewer(const CompiledPolicy& policy, const CompiledRule& a, const CompiledRule& b) noexcept {
+  const CompiledBucket& x = policy.buckets[a.bucket];
+  const CompiledBucket& y = policy.buckets[b.bucket];
+  const Nanos xi = one_request_per(x), yi = one_request_per(y);
+  if (xi != yi) return xi == 0 ? false : (yi == 0 ? true : xi > yi);
+  const uint32_t xb = back_to_back(x), yb = back_to_back(y);
+  if (xb != yb) return xb == 0 ? false : (yb == 0 ? true : xb < yb);
+  return false;
+}
+
+// The first rule that applies to `path`, its key and its bucket, planned into
+// `d` and `out`. With `raw` (ambiguous_paths: strictest, `path` then the
+// normalised reading), the rule the raw bytes match competes at each step,
+// and the one that admits fewer wins; a rule wins over no rule.
+// `params` and `raw_params` are filled by the pattern that matches each
+// reading; only its own parameters are read.
+void plan_rules(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
+                const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch, std::string_view path,
+                std::span<std::string_view, PathPattern::kMaxParams> params, const std::string_view* raw,
+                std::span<std::string_view, PathPattern::kMaxParams> raw_params, Decision& d, Charge& out) noexcept {
   LazyClientIp client(policy, head, conn.peer);
-  for (const CompiledRule& rule : policy.rules) {
+  const size_t none = policy.rules.size();
+  size_t from = 0;
+  while (from < none) {
     int matched = -1;
     uint64_t run_budget = 0;
-    if (!rule_applies(rule, state, head, path, params, matched, run_budget)) continue;
-    const KeyMaterial key = key_material(policy, state, rule, matched, params, head, conn, client, scratch);
+    size_t at = first_applying(policy, state, head, path, from, params, matched, run_budget);
+    std::span<const std::string_view, PathPattern::kMaxParams> use = params;
+    if (raw != nullptr) [[unlikely]] {
+      int raw_matched = -1;
+      uint64_t raw_budget = 0;
+      const size_t raw_at = first_applying(policy, state, head, *raw, from, raw_params, raw_matched, raw_budget);
+      if (raw_at != at && raw_at != none &&
+          (at == none || admits_fewer(policy, policy.rules[raw_at], policy.rules[at]))) {
+        at = raw_at;
+        matched = raw_matched;
+        run_budget = raw_budget;
+        use = raw_params;
+      }
+    }
+    if (at == none) break;
+    const CompiledRule& rule = policy.rules[at];
+    const KeyMaterial key = key_material(policy, state, rule, matched, use, head, conn, client, scratch);
     d.rule = static_cast<int16_t>(rule.index);
     d.rule_counter = rule.counter_slot;
     if (key.missing) {
       if (answer_missing_key(policy, rule, head, scratch, d)) return;
       d.rule = -1;
+      from = at + 1;
       continue;  // the rule does not apply to this request
     }
     plan_charge(policy, state, rule, key, run_budget, client, now, d, out);
     return;
   }
   d.verdict = Verdict::kForward;
+}
+
+// plan() into the caller's decision and charge (decide()'s are its own
+// locals, returned without a copy).
+void plan_into(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
+               const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch, Decision& d, Charge& out) noexcept {
+  out.head = &head;
+  // Filled by the pattern that matches; only its own parameters are read.
+  std::array<std::string_view, PathPattern::kMaxParams> params;
+  // Normal form (most paths, told in a few vector compares): every origin
+  // reads the path as written, so it is judged as written, exemptions
+  // included, and the normaliser has nothing to do.
+  if (policy::classify_path(head.path).normal()) [[likely]] {
+    if (exempt(policy, head, head.path, params)) {
+      d.verdict = Verdict::kExempt;
+      return;
+    }
+    plan_rules(policy, state, head, conn, now, scratch, head.path, params, nullptr, params, d, out);
+    return;
+  }
+  // Origins read this path differently, and which reading this origin takes
+  // the appliance cannot know: it never guesses in the client's favour.
+  if (policy.ambiguous_paths == policy::AmbiguousPaths::kRefuse) {
+    d.path_reading = PathReading::kRefused;
+    respond(d, Verdict::kAnswer, *policy.bad_request, {}, {}, scratch, answer_keeps_connection(policy, head));
+    return;
+  }
+  // Strictest: no exemption of any kind, and of the raw and the normalised
+  // readings, the rule that admits fewer.
+  d.path_reading = PathReading::kStrictest;
+  const std::string_view normalised =
+      policy::normalize_path(head.path, std::span<char>(scratch.path, head.path.size() + 1));
+  std::array<std::string_view, PathPattern::kMaxParams> raw_params;
+  plan_rules(policy, state, head, conn, now, scratch, normalised, params, &head.path, raw_params, d, out);
 }
 
 // The charge a plan left, made, and what it decides written into `d`.

@@ -47,6 +47,13 @@ enum class Verdict : uint8_t {
   kAnswer,   // the appliance answers with `response` (400, 401, 404, ...)
 };
 
+// How the request's path was read (policy/path_form.h, ambiguous_paths).
+enum class PathReading : uint8_t {
+  kNormal,     // normal form: every origin reads it alike, judged as written
+  kRefused,    // not in normal form, answered 400 (ambiguous_paths: refuse)
+  kStrictest,  // not in normal form, judged by its strictest reading, never exempt (ambiguous_paths: strictest)
+};
+
 // What a request was counted by, for the operator's busiest-keys view: the
 // key's material (a client address's 16 bytes, a run token, a deployment
 // name, a user id's 8 bytes, a credential digest's 16 bytes), cut to 32
@@ -97,6 +104,7 @@ struct Decision {
   bool has_usage_key = false;
   bool usage_shared = false;      // issue 17: the window is a cluster bucket's (its tokens are recorded for the sync)
   KeyLabel label;                 // set when a bucket was charged (kAdmit, kRefuse, a rule's kAnswer)
+  PathReading path_reading = PathReading::kNormal;  // the data plane counts the other two
 };
 
 // Per-worker space decisions write into; reused for every request.

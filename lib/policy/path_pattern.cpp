@@ -1,9 +1,9 @@
 // See path_pattern.h.
 #include "policy/path_pattern.h"
 
-#include <emmintrin.h>
-
 #include <cstring>
+
+#include "policy/path_form.h"
 
 namespace sluice::policy {
 
@@ -114,28 +114,6 @@ bool unreserved(char c) noexcept {
 }  // namespace
 
 namespace {
-
-// Most paths are short and plain: no '%', no '\\', and no '/' followed by
-// '/' or '.'. Told in a few vector compares (SSE2, in every x86-64); false
-// also for what needs a closer look (".well-known" is normal, "." is not).
-bool plainly_normal(std::string_view path) noexcept {
-  static constexpr size_t kMax = 64;
-  if (path.size() > kMax) return false;
-  alignas(16) char buf[kMax + 16] = {};
-  std::memcpy(buf, path.data(), path.size());
-  const __m128i percent = _mm_set1_epi8('%'), backslash = _mm_set1_epi8('\\');
-  const __m128i slash = _mm_set1_epi8('/'), dot = _mm_set1_epi8('.');
-  int found = 0;
-  for (size_t i = 0; i < path.size(); i += 16) {
-    const __m128i v = _mm_load_si128(reinterpret_cast<const __m128i*>(buf + i));
-    const __m128i next = _mm_loadu_si128(reinterpret_cast<const __m128i*>(buf + i + 1));
-    const __m128i escape = _mm_or_si128(_mm_cmpeq_epi8(v, percent), _mm_cmpeq_epi8(v, backslash));
-    const __m128i segment = _mm_and_si128(_mm_cmpeq_epi8(v, slash),
-                                          _mm_or_si128(_mm_cmpeq_epi8(next, slash), _mm_cmpeq_epi8(next, dot)));
-    found |= _mm_movemask_epi8(_mm_or_si128(escape, segment));
-  }
-  return found == 0;
-}
 
 // True if `path` needs no rewriting: no escape, no backslash, no empty, "."
 // or ".." segment. Most request paths are like that, and are matched in place.

@@ -46,9 +46,12 @@ class PathPattern {
 // Normalises a request path for matching, into `out` (at least path.size()
 // bytes): percent-encoded unreserved characters are decoded, an encoded or
 // literal backslash or an encoded slash reads as '/', runs of '/' collapse,
-// and "." and ".." segments are resolved (RFC 3986 5.2.4). Every rewrite can
-// only make more paths match a family, never fewer. Returns the normalised
-// path, a view into `out`.
+// and "." and ".." segments are resolved (RFC 3986 5.2.4). Returns the
+// normalised path, a view into `out`; a path in normal form (path_form.h)
+// comes back as it is. This is one reading among several an origin may take
+// (IIS's, roughly), not the reading: the limiter judges a path that is not in
+// normal form by it only beside the raw path, and never exempts it
+// (ambiguous_paths in config/README.md, docs/paths.md).
 [[nodiscard]] std::string_view normalize_path(std::string_view path, std::span<char> out) noexcept;
 
 }  // namespace sluice::policy

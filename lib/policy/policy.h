@@ -70,6 +70,15 @@ struct UsageSpec {
 // Answers to malformed requests always close.
 enum class AfterAnswer : uint8_t { kKeepAlive, kClose };
 
+// What the limiter does with a request whose path is not in normal form
+// (policy/path_form.h): origins read such a path differently, and the
+// appliance cannot know which reading its origin takes. Either way nothing
+// that grants more (an exemption, a preflight exemption) applies to it.
+enum class AmbiguousPaths : uint8_t {
+  kRefuse,     // answered 400 (the bad_request answer), never forwarded
+  kStrictest,  // judged by its strictest reading: the raw path and the normalised one, the stricter rule wins
+};
+
 struct CorsSpec {
   // TB08: origins granted. Empty: no preflight handling at all, and no CORS
   // fields on refusals.
@@ -201,6 +210,7 @@ struct Policy {
   std::vector<RuleSpec> rules;
   UsageSpec usage;
   AfterAnswer after_answer = AfterAnswer::kKeepAlive;
+  AmbiguousPaths ambiguous_paths = AmbiguousPaths::kRefuse;
   ResponseSpec refusal;
   // Response templates of answers the limiter gives for other reasons.
   ResponseSpec unauthorized;  // RF10

@@ -737,6 +737,13 @@ void read_after_answer(Reader& r, const YAML::Node& n, AfterAnswer& out) {
   else if (s) r.error(n, "after_answer must be keep-alive or close");
 }
 
+void read_ambiguous_paths(Reader& r, const YAML::Node& n, AmbiguousPaths& out) {
+  const auto s = r.string(n, "ambiguous_paths");
+  if (s == "refuse") out = AmbiguousPaths::kRefuse;
+  else if (s == "strictest") out = AmbiguousPaths::kStrictest;
+  else if (s) r.error(n, "ambiguous_paths must be refuse or strictest");
+}
+
 void read_exemptions(Reader& r, const YAML::Node& ex, std::vector<Exemption>& out) {
   if (!ex.IsSequence()) {
     r.error(ex, "exempt must be a list");
@@ -842,7 +849,7 @@ void read_answers(Reader& r, const YAML::Node& root, Policy& p) {
 // sees every mistake in one pass, never half of them.
 void read_policy(Reader& r, const YAML::Node& root, Policy& p) {
   r.only(root, {"sluice", "name", "mode", "header_style", "service_ports", "limits", "client_ip", "credentials", "cors",
-                "usage", "after_answer", "deadlines", "syn_proxy", "binding", "adoption", "exempt", "buckets", "cluster", "rules", "refusal", "unauthorized", "not_found"},
+                "usage", "after_answer", "ambiguous_paths", "deadlines", "syn_proxy", "binding", "adoption", "exempt", "buckets", "cluster", "rules", "refusal", "unauthorized", "not_found"},
          "the policy");
   read_preamble(r, root, p);
   if (root["service_ports"]) read_service_ports(r, root["service_ports"], p.service_ports);
@@ -852,6 +859,7 @@ void read_policy(Reader& r, const YAML::Node& root, Policy& p) {
   if (root["cors"]) read_cors(r, root["cors"], p.cors);
   if (root["usage"]) read_usage(r, root["usage"], p.usage);
   if (root["after_answer"]) read_after_answer(r, root["after_answer"], p.after_answer);
+  if (root["ambiguous_paths"]) read_ambiguous_paths(r, root["ambiguous_paths"], p.ambiguous_paths);
   if (root["deadlines"]) read_deadlines(r, root["deadlines"], p.deadlines);
   if (root["syn_proxy"]) read_on_off(r, root["syn_proxy"], "syn_proxy", p.syn_proxy);
   if (root["adoption"]) read_on_off(r, root["adoption"], "adoption", p.adoption);

@@ -191,6 +191,14 @@ make_policies() {
     'after_answer: keep-alive\n' 'after_answer: keep-alive\nlimits:\n  allow_connect: true\n  allow_h2_prior_knowledge: true\n' \
     '  bare:       { rate: 60/min, burst: 60 }\n' '  bare:       { rate: 60/hour, burst: 60 }\n  per-host:   { rate: 5/hour, burst: 5 }\n' \
     '  # TB01: everything else, per client address.\n' '  - name: per-host\n    path: "/hk/*"\n    key: host\n    bucket: per-host\n  # TB01: everything else, per client address.\n' || return 1
+  # wire-path-corpus: default's /healthz exemption, a second service port
+  # (8088, a second origin), /v1/* on a bucket of its own beside the
+  # catch-all, budgets no corpus run uses up; IETF fields name the bucket
+  # that counted a request (RateLimit-Policy), an exempt one carries none.
+  slt_policy_copy default default-paths default-paths \
+    'service_ports: [80]\n' 'service_ports: [80, 8088]\n' \
+    '  per-client: { rate: 120/min, burst: 60 }\n' '  per-client: { rate: 100000/hour, burst: 100000 }\n  v1: { rate: 100000/hour, burst: 100000 }\n' \
+    'rules:\n' 'rules:\n  - name: v1\n    path: "/v1/*"\n    key: client_ip\n    bucket: v1\n' || return 1
   # Issue 14: short deadlines, so that a slow-head crowd is seen off within
   # a test's seconds.
   slt_policy_copy three-budgets tb-deadlines three-budgets-deadlines \

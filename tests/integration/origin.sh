@@ -11,6 +11,7 @@
 #   /v1/...    200 "ok", CORS     answers preflights (204) and exposes the limiter's fields
 #   /v1/park/  200 "ok"           waits 60 s for a body it discards (a connection parked inside it)
 #   /          200 "ok"           everything else
+# /healthz, /v1/ and / say which of them served a request: X-Loc healthz, v1, root.
 # Port 8080 serves $SLT_TMP/nginx/www (the Chromium test's page). The appliance
 # parses only its service ports (80), so 8080 is bridged untouched.
 #
@@ -58,7 +59,9 @@ http {
     listen [$ORIGIN6]:80 default_server;
     server_name _;
 
-    location = /healthz { return 200 "healthy\n"; }
+    # X-Loc names the location that served a request (the path corpus
+    # test, wire-path-corpus: what the appliance judged against what ran).
+    location = /healthz { add_header X-Loc healthz always; return 200 "healthy\n"; }
     location = /big { alias $d/www/big.bin; default_type application/octet-stream; }
     location = /chunked {
       alias $d/www/chunked.txt;
@@ -79,6 +82,7 @@ http {
         add_header Access-Control-Max-Age 0 always;
         return 204;
       }
+      add_header X-Loc v1 always;
       add_header Access-Control-Allow-Origin \$http_origin always;
       add_header Access-Control-Expose-Headers "Retry-After, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, RateLimit-Policy" always;
       return 200 "ok\n";
@@ -128,7 +132,7 @@ http {
       add_header X-Reflect-9 \$http_x_reflect always;
       return 200 "ok\n";
     }
-    location / { return 200 "ok\n"; }
+    location / { add_header X-Loc root always; return 200 "ok\n"; }
   }
 
   server {

@@ -79,6 +79,7 @@ logs-refusal-sample          limiting  tb-small           1  args=--refusal-log,
 replay-capture               limiting  tb-hourly          1
 replay-nginx-log             limiting  tb-hourly          1
 replay-capture-usage         limiting  deployment-quotas  1
+wire-path-corpus             limiting  default-paths      1
 '
 
 SLT_TB14_BODY='{"error":{"code":"rate_limited","message":"Too many requests. Slow down and retry."}}'
@@ -2369,6 +2370,76 @@ t_replay_capture_usage() {
   SLT_REPLAY_NO_HTML=1 replay_matches_live replay-usage "$(policy_file deployment-quotas)" "$before" "$after"
   check_eq "the replay charged both responses' tokens (DQ05)" \
     "$("$SLT_PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["policy"]["usage_reports"])' "$SLT_OUT/replay-usage.replay.json" 2>&1)" 2
+  finish
+}
+
+# ================================================================ paths
+
+# Ambiguous request paths (docs/paths.md): some 600 spellings under /healthz
+# (exempt), /v1/ (a bucket of its own) and elsewhere (the catch-all), made of
+# prefixes, separators ('\', %5C, %2F, '//'), dot segments (raw, %2E,
+# overlong, "..;") and encodings, each sent raw to nginx (port 80) and to
+# Python's http.server (port 8088, path_origin.py: the stdlib's own
+# translate_path) through the appliance. Each answer is either the
+# appliance's own 400 or a judgement (exempt, v1, the catch-all: from
+# RateLimit-Policy) equal to the location the origin served (X-Loc); nothing
+# judged exempt reaches anything but /healthz. (When the normaliser read '\'
+# and %5C as '/', /v1/b1%5c..%5c..%5chealthz was exempt and nginx served it
+# from /v1/.)
+t_wire_path_corpus() {
+  local s pid i rc sum
+  s="$(src4)"
+  mkdir -p "$SLT_OUT/py-root"
+  ip netns exec "$NS_ORG" "$SLT_PY" "$SLT_HERE/path_origin.py" --bind "$ORIGIN4" --port 8088 \
+    --root "$SLT_OUT/py-root" >"$SLT_OUT/py-origin.log" 2>&1 </dev/null &
+  pid=$!
+  slt_track_pid "$pid"
+  trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -f "$SLT_TMP/pids/$pid"' EXIT
+  for ((i = 0; i < 50; i++)); do
+    in_org curl --noproxy '*' -sf -o /dev/null --max-time 1 "http://$ORIGIN4:8088/" && break
+    sleep 0.1
+  done
+  [ "$i" -lt 50 ] || { fail "the Python origin did not answer on :8088: $(tail -c 300 "$SLT_OUT/py-origin.log")"; finish; }
+  ip netns exec "$NS_CLI" timeout -k 2 120 "$SLT_PY" "$SLT_HERE/path_corpus.py" --host "$ORIGIN4" --source "$s" \
+    --port 80 --port 8088 --out "$SLT_OUT/path-corpus.jsonl" >"$SLT_OUT/path-corpus.summary" 2>"$SLT_OUT/path-corpus.stderr"
+  rc=$?
+  sum="$SLT_OUT/path-corpus.summary"
+  [ -s "$sum" ] || { fail "path_corpus.py wrote no summary (status $rc): $(tail -c 300 "$SLT_OUT/path-corpus.stderr")"; finish; }
+  # Counts per origin, for the notes; every spelling that disagreed, leaked
+  # an exemption or got no answer, as a failure.
+  "$SLT_PY" - "$sum" "$SLT_OUT/path-corpus.jsonl" >"$SLT_OUT/path-corpus.report" <<'EOF_PY'
+import collections, json, sys
+summary = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+recs = [json.loads(l) for l in open(sys.argv[2])]
+print("note %d spellings in %s s" % (summary["spellings"], summary["elapsed"]))
+for port in sorted({r["port"] for r in recs}):
+    c = collections.Counter(r["outcome"] for r in recs if r["port"] == port)
+    print("note port %d: refused %d, agreed %d, origin-refused %d, disagreed %d, exempt-leak %d, error %d" % (
+        port, c["refused"], c["agreed"], c["origin-refused"], c["disagreed"], c["exempt-leak"], c["error"]))
+    served = collections.Counter(r["served"] for r in recs if r["port"] == port and r["outcome"] == "agreed")
+    for loc in ("healthz", "v1", "root"):
+        if served[loc] == 0:
+            print("fail port %d: no spelling was agreed on as %s (the corpus tests nothing there)" % (port, loc))
+for r in recs:
+    if r["outcome"] in ("disagreed", "exempt-leak", "error"):
+        print("fail port %d %s: %s (judged %s, served %s, status %s%s)" % (
+            r["port"], json.dumps(r["path"]), r["outcome"], r["judged"], r["served"], r["status"],
+            ", " + r["error"] if r["error"] else ""))
+attacks = ["/v1/b1%5c..%5c..%5chealthz", "/v1/b1%5C..%5C..%5Chealthz", "/v1/b1\\..\\..\\healthz",
+           "/v1/b1/..%5c..%5chealthz", "/v1/%2e%2e%5chealthz"]
+for a in attacks:
+    for r in recs:
+        if r["path"] == a and r["outcome"] != "refused":
+            print("fail port %d %s: the attack spelling was %s, not refused" % (r["port"], json.dumps(a), r["outcome"]))
+EOF_PY
+  while read -r kind rest; do
+    case "$kind" in
+      note) note "$rest" ;;
+      fail) fail "$rest" ;;
+    esac
+  done < <(head -n 60 "$SLT_OUT/path-corpus.report")
+  [ "$(grep -c '^fail' "$SLT_OUT/path-corpus.report")" -le 60 ] ||
+    fail "(and more: path-corpus.report in the test's output directory)"
   finish
 }
 

@@ -28,6 +28,7 @@ TEST(HotPath, ParsingAndDecidingAllocateNothing) {
   struct Case {
     const char* profile;
     std::string request;
+    bool strictest = false;  // ambiguous_paths: strictest (the default refuses an ambiguous path with 400)
   };
   const std::vector<Case> cases = {
       {"three-budgets.yaml", "GET /v1/x HTTP/1.1\r\nHost: a\r\n\r\n"},
@@ -37,9 +38,12 @@ TEST(HotPath, ParsingAndDecidingAllocateNothing) {
       {"route-families.yaml", "GET /api/claims HTTP/1.1\r\nHost: a\r\n\r\n"},  // 401
       {"deployment-quotas.yaml", "POST /v1/c HTTP/1.1\r\nHost: a\r\nX-Pi-Deployment: gpt-4o-mini-eu-1\r\n\r\n"},
       {"default.yaml", "GET /a/./b/../c%2Fd HTTP/1.1\r\nHost: a\r\n\r\n"},
+      {"default.yaml", "GET /a/./b/../c%2Fd HTTP/1.1\r\nHost: a\r\n\r\n", true},
   };
   for (const Case& c : cases) {
-    Limiter l(c.profile);
+    Limiter l(c.profile, [&](std::string t) {
+      return c.strictest ? patched(std::move(t), "after_answer: keep-alive", "ambiguous_paths: strictest") : t;
+    });
     l.start_run("r1");
     l.add_user("Bearer u", 1);
     // Everything the data plane holds per worker is set up before the loop.

@@ -45,7 +45,7 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
   const std::vector<Broken> cases = {
       {"unknown top-level key", kMinimal + "bukets: {}\n",
        "p.yaml:8:1: unknown key 'bukets' in the policy (expected one of: sluice, name, mode, header_style, "
-       "service_ports, limits, client_ip, credentials, cors, usage, after_answer, deadlines, syn_proxy, binding, adoption, exempt, buckets, "
+       "service_ports, limits, client_ip, credentials, cors, usage, after_answer, ambiguous_paths, deadlines, syn_proxy, binding, adoption, exempt, buckets, "
        "cluster, rules, refusal, unauthorized, not_found)"},
       {"after_answer neither keep-alive nor close", kMinimal + "after_answer: linger\n",
        "p.yaml:8:15: after_answer must be keep-alive or close"},
@@ -103,7 +103,7 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
        kMinimal + "\"root:*:19000:0:99999:7:::\\t\\x01with-a-long-tail-of-more-text\": 1\n",
        "p.yaml:8:1: unknown key 'root:*:19000:0:99999:7:::\\x09\\x01with-a-long-t'... in the policy (expected one of: "
        "sluice, name, mode, header_style, service_ports, limits, client_ip, credentials, cors, usage, after_answer, "
-       "deadlines, syn_proxy, binding, adoption, exempt, buckets, cluster, rules, refusal, unauthorized, not_found)"},
+       "ambiguous_paths, deadlines, syn_proxy, binding, adoption, exempt, buckets, cluster, rules, refusal, unauthorized, not_found)"},
       {"a value is quoted bounded and escaped too (issue 15)",
        kMinimal + "exempt:\n  - { path: /h, methods: \"GET\\x01root:*:19000:0:99999:7:::and-more-of-the-line\" }\n",
        "p.yaml:9:26: 'GET\\x01root:*:19000:0:99999:7:::and-more-of'... is not an HTTP method"},

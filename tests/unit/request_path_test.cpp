@@ -266,6 +266,21 @@ TEST(RequestPath, AMalformedHeadIsAnswered400AndCloses) {
   EXPECT_EQ(b.counters().parse_errors.get(), 1u);
 }
 
+// A path origins read differently (here: '\' and %5C, which some read as
+// '/') is refused by the default ambiguous_paths: refuse, counted as such
+// beside the verdict, and none of it reaches the origin.
+TEST(RequestPath, AnAmbiguousPathIsAnswered400AndCountedAsRefused) {
+  RequestBench b;
+  const Segment s = b.feed("GET /v1/b1%5c..%5c..%5chealthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(s.last().stop, Stop::kAnswerClose);
+  EXPECT_EQ(s.last().forward_bytes, 0u);
+  EXPECT_EQ(s.answer.rfind("HTTP/1.1 400 ", 0), 0u) << s.answer;
+  EXPECT_EQ(b.counters().paths_refused.get(), 1u);
+  EXPECT_EQ(b.counters().answered.get(), 1u);
+  EXPECT_EQ(b.counters().paths_strictest.get(), 0u);
+  EXPECT_EQ(b.counters().parse_errors.get(), 0u) << "the head was framed: the request is refused, not the stream";
+}
+
 TEST(RequestPath, AHeldHeadPastTheLimitIsAnswered431) {
   RequestBench b;
   const size_t limit = b.ctx().head_capacity;
