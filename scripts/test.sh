@@ -33,22 +33,54 @@ cd "$(dirname "$0")/.."
 fuzz_seconds="${SLUICE_FUZZ_SECONDS:-60}"
 flow_fuzz_seconds="${SLUICE_FLOW_FUZZ_SECONDS:-60}"
 replay_fuzz_seconds="${SLUICE_REPLAY_FUZZ_SECONDS:-60}"
+# Each step's wall-clock duration, printed when the next one starts and
+# again as a table at the end (also after a failure), so that a slow step
+# shows where CI's time goes.
+step_names=()
+step_seconds=()
+step_started=$SECONDS
+step_close() {
+  if [ ${#step_names[@]} -gt 0 ]; then
+    local last=$((${#step_names[@]} - 1))
+    step_seconds[$last]=$((SECONDS - step_started))
+    printf -- '-- %s: %d s\n' "${step_names[$last]}" "${step_seconds[$last]}"
+  fi
+}
+step() {
+  step_close
+  step_names+=("$*")
+  step_started=$SECONDS
+  printf '\n== %s\n' "$*"
+}
+step_table() {
+  local rc=$? i
+  step_close
+  printf '\n== step durations (%s)\n' "$([ "$rc" -eq 0 ] && echo passed || echo "failed, exit $rc")"
+  for i in "${!step_names[@]}"; do
+    printf '%6d s  %s\n' "${step_seconds[$i]:-0}" "${step_names[$i]}"
+  done
+  printf '%6d s  total\n' "$SECONDS"
+}
+trap step_table EXIT
+
+step "installing what is missing (scripts/install-deps.sh test)"
 scripts/install-deps.sh test
 
-step() { printf '\n== %s\n' "$*"; }
-
-step "unit tests (build/)"
+step "building build/ (release)"
 scripts/build.sh build --buildtype=release
+step "unit tests (build/)"
 meson test -C build --suite lib --print-errorlogs
 
-step "unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
+step "building build-asan/ (AddressSanitizer + UndefinedBehaviorSanitizer)"
 scripts/build.sh build-asan --buildtype=debugoptimized -Dperf=false \
   -Db_sanitize=address,undefined -Dcpp_args=-fno-sanitize-recover=all -Db_lundef=false
+step "unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   meson test -C build-asan --suite lib --print-errorlogs
 
-step "unit tests under ThreadSanitizer (build-tsan/)"
+step "building build-tsan/ (ThreadSanitizer)"
 scripts/build.sh build-tsan --buildtype=debugoptimized -Dperf=false -Db_sanitize=thread -Db_lundef=false
+step "unit tests under ThreadSanitizer (build-tsan/)"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/lib_tests --gtest_brief=1
 
 step "sluiced's command line and start-up failures (tests/integration/cli.sh)"
@@ -95,11 +127,12 @@ run_fuzzer() {
   grep -E '^stat::number_of_executed_units|^stat::average_exec_per_sec|^Done' "$dir/fuzz.log" || true
 }
 
-step "fuzzing the head parser for ${fuzz_seconds}s (build-fuzz/)"
+step "building build-fuzz/ (libFuzzer targets, clang, ASan + UBSan)"
 CXX=clang++ scripts/build.sh build-fuzz --buildtype=debugoptimized -Dfuzz=true -Dtests=false -Dperf=false \
   -Db_sanitize=address,undefined -Dcpp_args=-fno-sanitize-recover=all -Db_lundef=false
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+trap 'rc=$?; rm -rf "$work"; (exit $rc); step_table' EXIT
+step "fuzzing the head parser for ${fuzz_seconds}s (build-fuzz/)"
 run_fuzzer head_parser_fuzz "$fuzz_seconds" 'tests/data/heads/*.http' -dict=tests/fuzz/http.dict -max_len=8192
 
 # With retransmissions that carry other bytes than the first copy, and client
@@ -114,4 +147,3 @@ step "fuzzing sluice-replay's inputs (captures, access logs) for ${replay_fuzz_s
 run_fuzzer replay_input_fuzz "$replay_fuzz_seconds" 'tests/data/replay/*.seed' \
   -dict=tests/data/replay/replay_input.dict -max_len=16384
 
-step "all tests passed"
