@@ -29,41 +29,33 @@ inline constexpr std::array<bool, 256> kOpaqueProtocol = [] {
 }();
 
 void parse_options(const uint8_t* p, size_t len, TcpOptions& o) noexcept {
-  size_t i = 0;
-  while (i < len) {
-    const uint8_t kind = p[i];
-    if (kind == 0) break;  // end of options
-    if (kind == 1) {       // no-op
-      ++i;
-      continue;
-    }
-    if (i + 1 >= len) break;
-    const uint8_t olen = p[i + 1];
-    if (olen < 2 || i + olen > len) break;  // malformed: ignore the rest, as a stack would
-    switch (kind) {
-      case 2:
-        if (olen == 4) o.mss = load16(p + i + 2);
+  TcpOptionWalk walk(p, len);
+  TcpOption opt;
+  while (walk.next(opt)) {  // a malformed rest is ignored, as a stack would
+    const uint8_t* value = p + opt.at + 2;
+    switch (opt.kind) {
+      case tcp_option::kMss:
+        if (opt.len == 4) o.mss = load16(value);
         break;
-      case 3:
-        if (olen == 3) {
+      case tcp_option::kWindowScale:
+        if (opt.len == 3) {
           o.has_wscale = true;
-          o.wscale = p[i + 2];
+          o.wscale = value[0];
         }
         break;
-      case 4:
-        if (olen == 2) o.sack_permitted = true;
+      case tcp_option::kSackPermitted:
+        if (opt.len == 2) o.sack_permitted = true;
         break;
-      case 8:
-        if (olen == 10) {
+      case tcp_option::kTimestamp:
+        if (opt.len == 10) {
           o.has_timestamp = true;
-          o.tsval = load32(p + i + 2);
-          o.tsecr = load32(p + i + 6);
+          o.tsval = load32(value);
+          o.tsecr = load32(value + 4);
         }
         break;
       default:
         break;
     }
-    i += olen;
   }
 }
 

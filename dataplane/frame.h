@@ -45,6 +45,68 @@ struct TcpOptions {
   uint32_t tsecr = 0;
 };
 
+// TCP option kinds the data plane reads or writes (RFC 9293 3.1, RFC 2018, RFC 7323).
+namespace tcp_option {
+inline constexpr uint8_t kEol = 0;
+inline constexpr uint8_t kNop = 1;
+inline constexpr uint8_t kMss = 2;
+inline constexpr uint8_t kWindowScale = 3;
+inline constexpr uint8_t kSackPermitted = 4;
+inline constexpr uint8_t kSack = 5;
+inline constexpr uint8_t kTimestamp = 8;
+inline constexpr size_t kAreaAt = 20;  // the options area starts after the fixed header
+}  // namespace tcp_option
+
+// One option of a TCP header: its kind, its length (kind and length bytes
+// included) and where its kind byte is in the options area.
+struct TcpOption {
+  uint8_t kind = 0;
+  uint8_t len = 0;
+  size_t at = 0;
+};
+
+// The one walk over a TCP options area `p[0, len)`: EOL ends the list (the
+// rest is padding), NOP is stepped over, every other option must carry a
+// length of at least 2 that stays inside the area. next() yields the options
+// in order; it returns false at the end or at the first option that breaks
+// those rules, and malformed() tells which. What a caller does with a broken
+// list is its own choice: the flow tracker keeps the options read before it,
+// as a stack would; the SACK and timestamp rewrites leave the segment as it
+// came.
+class TcpOptionWalk {
+ public:
+  TcpOptionWalk(const uint8_t* p, size_t len) noexcept : p_(p), len_(len) {}
+
+  [[nodiscard]] bool next(TcpOption& o) noexcept {
+    while (i_ < len_) {
+      const uint8_t kind = p_[i_];
+      if (kind == tcp_option::kEol) break;
+      if (kind == tcp_option::kNop) {
+        ++i_;
+        continue;
+      }
+      if (i_ + 1 >= len_ || p_[i_ + 1] < 2 || i_ + p_[i_ + 1] > len_) {
+        malformed_ = true;
+        break;
+      }
+      o.kind = kind;
+      o.len = p_[i_ + 1];
+      o.at = i_;
+      i_ += o.len;
+      return true;
+    }
+    i_ = len_;
+    return false;
+  }
+  [[nodiscard]] bool malformed() const noexcept { return malformed_; }
+
+ private:
+  const uint8_t* p_;
+  size_t len_;
+  size_t i_ = 0;
+  bool malformed_ = false;
+};
+
 struct FrameView {
   FrameKind kind = FrameKind::kNonIp;
   uint8_t ip_version = 0;  // 4 or 6

@@ -11,10 +11,7 @@
 namespace sluice::dataplane {
 namespace {
 
-constexpr uint8_t kOptEol = 0;
-constexpr uint8_t kOptNop = 1;
-constexpr uint8_t kOptSack = 5;
-constexpr size_t kOptionsAt = 20;  // after the fixed header
+using tcp_option::kAreaAt;
 constexpr unsigned kMaxSackBlocks = 4;  // 2 + 8 * 4 = 34 bytes; the options area holds at most 40
 
 uint32_t fold(uint32_t sum) noexcept {
@@ -55,35 +52,26 @@ void rewrite_word(uint8_t* frame, const FrameView& v, size_t field, uint32_t val
 // change into `sum`. Returns the SACK blocks seen, or -1 if malformed.
 int walk_sack(uint8_t* p, size_t len, const SeqShift* shift, uint32_t& sum) noexcept {
   int blocks = 0;
-  size_t i = 0;
-  while (i < len) {
-    const uint8_t kind = p[i];
-    if (kind == kOptEol) break;  // the rest is padding
-    if (kind == kOptNop) {
-      ++i;
-      continue;
-    }
-    if (i + 1 >= len) return -1;
-    const size_t olen = p[i + 1];
-    if (olen < 2 || i + olen > len) return -1;
-    if (kind == kOptSack) {
-      const size_t n = (olen - 2) / 8;
-      if ((olen - 2) % 8 != 0 || n == 0 || n > kMaxSackBlocks) return -1;
-      if (shift != nullptr) {
-        for (size_t e = 0; e < 2 * n; ++e) {
-          uint8_t* edge = p + i + 2 + 4 * e;  // may be unaligned: byte access only
-          const uint32_t old = load32(edge);
-          const uint32_t mapped = shift->backward(old);
-          if (mapped == old) continue;
-          store32(edge, mapped);
-          sum = replace(sum, old, mapped, ((kOptionsAt + i + 2 + 4 * e) & 1) != 0);
-        }
+  TcpOptionWalk walk(p, len);
+  TcpOption opt;
+  while (walk.next(opt)) {
+    if (opt.kind != tcp_option::kSack) continue;
+    const size_t n = (opt.len - 2u) / 8;
+    if ((opt.len - 2u) % 8 != 0 || n == 0 || n > kMaxSackBlocks) return -1;
+    if (shift != nullptr) {
+      for (size_t e = 0; e < 2 * n; ++e) {
+        const size_t at = opt.at + 2 + 4 * e;
+        uint8_t* edge = p + at;  // may be unaligned: byte access only
+        const uint32_t old = load32(edge);
+        const uint32_t mapped = shift->backward(old);
+        if (mapped == old) continue;
+        store32(edge, mapped);
+        sum = replace(sum, old, mapped, ((kAreaAt + at) & 1) != 0);
       }
-      blocks += static_cast<int>(n);
     }
-    i += olen;
+    blocks += static_cast<int>(n);
   }
-  return blocks;
+  return walk.malformed() ? -1 : blocks;
 }
 
 }  // namespace
@@ -104,9 +92,9 @@ unsigned rewrite_sack(uint8_t* frame, const FrameView& v, const SeqShift& shift)
   if (v.kind != FrameKind::kTcp) return 0;
   uint8_t* tcp = frame + v.l4_offset;
   const size_t header = static_cast<size_t>(v.payload_offset) - v.l4_offset;
-  if (header <= kOptionsAt) return 0;
-  uint8_t* opts = tcp + kOptionsAt;
-  const size_t len = header - kOptionsAt;
+  if (header <= kAreaAt) return 0;
+  uint8_t* opts = tcp + kAreaAt;
+  const size_t len = header - kAreaAt;
   uint32_t sum = 0;
   // Check the whole list before writing anything, so a malformed one is
   // forwarded exactly as it came.
@@ -223,23 +211,13 @@ uint32_t cut_removed(uint8_t* frame, FrameView& v, const SeqShift& shift) noexce
 
 namespace {
 
-constexpr uint8_t kOptTimestamp = 8;
-
-// Where the timestamp option's TSval starts in the options area, or -1.
+// Where the timestamp option's TSval starts in the options area, or -1
+// (none, or a list that does not hold together up to it).
 int timestamp_at(const uint8_t* p, size_t len) noexcept {
-  size_t i = 0;
-  while (i < len) {
-    const uint8_t kind = p[i];
-    if (kind == kOptEol) break;
-    if (kind == kOptNop) {
-      ++i;
-      continue;
-    }
-    if (i + 1 >= len) return -1;
-    const size_t olen = p[i + 1];
-    if (olen < 2 || i + olen > len) return -1;
-    if (kind == kOptTimestamp) return olen == 10 ? static_cast<int>(i + 2) : -1;
-    i += olen;
+  TcpOptionWalk walk(p, len);
+  TcpOption opt;
+  while (walk.next(opt)) {
+    if (opt.kind == tcp_option::kTimestamp) return opt.len == 10 ? static_cast<int>(opt.at + 2) : -1;
   }
   return -1;
 }
@@ -250,11 +228,11 @@ void shift_timestamps(uint8_t* frame, const FrameView& v, uint32_t tsval_add, ui
   if (v.kind != FrameKind::kTcp || (tsval_add == 0 && tsecr_add == 0)) return;
   uint8_t* tcp = frame + v.l4_offset;
   const size_t header = static_cast<size_t>(v.payload_offset) - v.l4_offset;
-  if (header <= kOptionsAt) return;
-  const int at = timestamp_at(tcp + kOptionsAt, header - kOptionsAt);
+  if (header <= kAreaAt) return;
+  const int at = timestamp_at(tcp + kAreaAt, header - kAreaAt);
   if (at < 0) return;
-  uint8_t* ts = tcp + kOptionsAt + at;  // may be unaligned: byte access only
-  const bool odd = ((kOptionsAt + static_cast<size_t>(at)) & 1) != 0;
+  uint8_t* ts = tcp + kAreaAt + at;  // may be unaligned: byte access only
+  const bool odd = ((kAreaAt + static_cast<size_t>(at)) & 1) != 0;
   uint32_t sum = ~tcp_checksum(tcp) & 0xffffu;
   const uint32_t tsval = load32(ts), tsecr = load32(ts + 4);
   store32(ts, tsval + tsval_add);

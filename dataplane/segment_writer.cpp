@@ -16,31 +16,32 @@ size_t segment_size(const SegmentSpec& s) noexcept {
 namespace {
 
 void write_options(uint8_t* o, const SegmentSpec& s) noexcept {
+  using namespace tcp_option;
   if (s.mss != 0) {
-    o[0] = 2;
+    o[0] = kMss;
     o[1] = 4;
     store16(o + 2, s.mss);
     o += 4;
   }
   if (s.timestamp) {
     // SACK-permitted takes the place of the two NOPs.
-    o[0] = s.sack_permitted ? 4 : 1;
-    o[1] = s.sack_permitted ? 2 : 1;
-    o[2] = 8;
+    o[0] = s.sack_permitted ? kSackPermitted : kNop;
+    o[1] = s.sack_permitted ? 2 : kNop;
+    o[2] = kTimestamp;
     o[3] = 10;
     store32(o + 4, s.tsval);
     store32(o + 8, s.tsecr);
     o += kTimestampOptionBytes;
   } else if (s.sack_permitted) {
-    o[0] = 1;
-    o[1] = 1;
-    o[2] = 4;
+    o[0] = kNop;
+    o[1] = kNop;
+    o[2] = kSackPermitted;
     o[3] = 2;
     o += 4;
   }
   if (s.wscale >= 0) {
-    o[0] = 1;
-    o[1] = 3;
+    o[0] = kNop;
+    o[1] = kWindowScale;
     o[2] = 3;
     o[3] = static_cast<uint8_t>(s.wscale);
   }

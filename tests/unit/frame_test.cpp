@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <initializer_list>
 #include <iterator>
+#include <utility>
 #include <vector>
 
 #include "reference_checksum.h"
@@ -242,6 +244,35 @@ TEST(Frame, ReadsSynOptions) {
   EXPECT_EQ(v.options.wscale, 7);
   EXPECT_TRUE(v.options.sack_permitted);
   EXPECT_FALSE(v.options.has_timestamp);
+}
+
+// The one option walk: NOPs stepped over, EOL ends the list, and a length
+// that is under 2 or runs past the area stops it as malformed, with what was
+// read before kept.
+TEST(TcpOptionWalk, YieldsOptionsInOrderAndStopsAtEolOrAtABrokenLength) {
+  auto kinds = [](std::initializer_list<uint8_t> area, bool& malformed) {
+    const std::vector<uint8_t> bytes(area);
+    TcpOptionWalk walk(bytes.data(), bytes.size());
+    std::vector<std::pair<uint8_t, size_t>> seen;
+    TcpOption o;
+    while (walk.next(o)) seen.emplace_back(o.kind, o.at);
+    malformed = walk.malformed();
+    return seen;
+  };
+  using Seen = std::vector<std::pair<uint8_t, size_t>>;
+  bool bad = true;
+  EXPECT_EQ(kinds({1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2}, bad), (Seen{{8, 2}}));
+  EXPECT_FALSE(bad);
+  EXPECT_EQ(kinds({2, 4, 5, 0xb4, 0, 3, 3, 7}, bad), (Seen{{2, 0}}));  // after EOL: padding, never read
+  EXPECT_FALSE(bad);
+  EXPECT_EQ(kinds({2, 4, 5, 0xb4, 3, 1, 1, 1}, bad), (Seen{{2, 0}}));  // length 1
+  EXPECT_TRUE(bad);
+  EXPECT_EQ(kinds({1, 3, 3, 7, 8, 10, 0, 0}, bad), (Seen{{3, 1}}));  // runs past the area
+  EXPECT_TRUE(bad);
+  EXPECT_EQ(kinds({1, 1, 1, 4}, bad), (Seen{}));  // a kind with no length byte
+  EXPECT_TRUE(bad);
+  EXPECT_EQ(kinds({}, bad), (Seen{}));
+  EXPECT_FALSE(bad);
 }
 
 // Timestamps after two NOPs (the common layout, read directly) and in any
