@@ -46,9 +46,9 @@ void ParseContext::renew_requests(const limiter::CompiledPolicy& p, uint64_t g) 
                    std::span<char>(spill.get(), spill_bytes));
 }
 
-void ParseContext::push_response_fields(const limiter::AdmittedFields& fields) noexcept {
+void ParseContext::push_response_fields(const limiter::RateLimitFields& fields) noexcept {
   if (response_fields_count == response_fields.size()) return;  // expect() refuses first
-  limiter::AdmittedFields& to = response_fields[(response_fields_front + response_fields_count) % response_fields.size()];
+  limiter::RateLimitFields& to = response_fields[(response_fields_front + response_fields_count) % response_fields.size()];
   // The name only where the style has one: most of the 96 bytes stay untouched.
   to.style = fields.style;
   to.limit = fields.limit;
@@ -60,9 +60,9 @@ void ParseContext::push_response_fields(const limiter::AdmittedFields& fields) n
   ++response_fields_count;
 }
 
-const limiter::AdmittedFields* ParseContext::take_response_fields() noexcept {
+const limiter::RateLimitFields* ParseContext::take_response_fields() noexcept {
   if (response_fields_count == 0) return nullptr;
-  const limiter::AdmittedFields* t = &response_fields[response_fields_front];
+  const limiter::RateLimitFields* t = &response_fields[response_fields_front];
   response_fields_front = static_cast<uint8_t>((response_fields_front + 1) % response_fields.size());
   --response_fields_count;
   return t;

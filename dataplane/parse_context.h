@@ -26,7 +26,7 @@
 
 namespace sluice::dataplane {
 
-inline constexpr size_t kMaxAnswerBytes = 4096;  // DecisionScratch::response
+inline constexpr size_t kMaxAnswerBytes = 4096;  // http::kMaxAnswerBytes
 // Rate-limit fields inserted into one response: the longest the shipped
 // header styles render is about 110 bytes; longer ones are not inserted.
 inline constexpr size_t kMaxInsertedFields = 160;
@@ -93,10 +93,10 @@ struct ParseContext {
   // The fields each outstanding request's response is to get (empty for
   // requests that get none), in request order: pushed when a request is
   // forwarded, taken at its final response's status line.
-  std::array<limiter::AdmittedFields, http::ResponseStream::kMaxOutstanding> response_fields;
-  void push_response_fields(const limiter::AdmittedFields& fields) noexcept;
+  std::array<limiter::RateLimitFields, http::ResponseStream::kMaxOutstanding> response_fields;
+  void push_response_fields(const limiter::RateLimitFields& fields) noexcept;
   // nullptr if none is queued
-  [[nodiscard]] const limiter::AdmittedFields* take_response_fields() noexcept;
+  [[nodiscard]] const limiter::RateLimitFields* take_response_fields() noexcept;
 
   // Where each outstanding request's tokens are charged when its response
   // reports them (DQ05), in request order: pushed when a request is

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "http/limiter_answer.h"
+#include "http/limiter_request.h"
+
 namespace sluice::dataplane {
 
 // One parse() call's view of the segment and what it has decided so far.
@@ -57,7 +60,8 @@ RequestPath::RequestPath(limiter::LimiterState& limiter, ContextPool& contexts, 
       contexts_(contexts),
       answers_(answers),
       counters_(counters),
-      scratch_(std::make_unique<limiter::DecisionScratch>()) {
+      scratch_(std::make_unique<limiter::DecisionScratch>()),
+      answer_text_(std::make_unique<char[]>(http::kMaxAnswerBytes)) {
   scratch_->trace_seed = trace_seed;
 }
 
@@ -113,8 +117,9 @@ RequestPath::Next RequestPath::on_head(Pass& p, const http::StreamStep& st) noex
     return Next::kReturn;
   }
   counters_.requests.add();
-  const limiter::ConnectionFacts conn{p.flow.key.client, p.flow.key.origin, p.flow.key.origin_port};
-  const limiter::Decision d = limiter::decide(*p.policy, limiter_, p.rs->head(), conn, p.now, *scratch_);
+  const limiter::Request request = http::limiter_request(
+      p.rs->head(), limiter::ConnectionFacts{p.flow.key.client, p.flow.key.origin, p.flow.key.origin_port});
+  const limiter::Decision d = limiter::decide(*p.policy, limiter_, request, p.now, *scratch_);
   const bool answered = d.verdict == limiter::Verdict::kRefuse || d.verdict == limiter::Verdict::kAnswer;
   const bool release = ctx.buffering && !answered;
   if (release) ctx.buffering = false;  // the held part goes to the origin ahead of this segment
@@ -151,7 +156,7 @@ RequestPath::Next RequestPath::on_head(Pass& p, const http::StreamStep& st) noex
     if (refusals_ != nullptr) refusals_->offer(p.now, d, p.flow.key.client);
     if (keep_open(p, d)) return Next::kContinue;
     // Kept open it could not be: the answer goes with FIN, and says so.
-    answer_and_close(p, limiter::closing_answer(d, *scratch_));
+    answer_and_close(p, d);
     return Next::kReturn;
   }
   record_head(p, release);
@@ -188,7 +193,7 @@ void RequestPath::forward_request(Pass& p, const limiter::Decision& d) noexcept 
   (void)ctx.responses.expect(http::request_kind(p.rs->head()));
   ++ctx.requests_forwarded;
   ctx.push_usage(d);
-  if (insert_fields_) ctx.push_response_fields(d.verdict == limiter::Verdict::kAdmit ? d.fields : limiter::AdmittedFields{});
+  if (insert_fields_) ctx.push_response_fields(d.verdict == limiter::Verdict::kAdmit ? d.fields : limiter::RateLimitFields{});
 }
 
 void RequestPath::on_message_end(Pass& p, const http::StreamStep& st) noexcept {
@@ -211,11 +216,11 @@ void RequestPath::on_message_end(Pass& p, const http::StreamStep& st) noexcept {
 // they come (absorbing), and the answer goes to the client once the
 // responses to the requests before it are out. False when the answer closes
 // the connection instead (the policy or the request says so, or the flow
-// has as many edits in flight as it can keep).
+// has as many edits in flight as it can keep, or the answer does not fit).
 bool RequestPath::keep_open(Pass& p, const limiter::Decision& d) noexcept {
   ParseContext& ctx = p.ctx;
   RequestPlan& plan = p.plan;
-  if (p.contexts_scarce || !d.keep_alive || d.response.empty()) return false;
+  if (p.contexts_scarce || !http::answer_keeps_connection(*p.policy, p.rs->head())) return false;
   // The edits' room, less what this segment's earlier refusals take.
   if (ctx.kept_open_room() <= plan.kept) return false;
   KeptRefusal a;
@@ -233,9 +238,11 @@ bool RequestPath::keep_open(Pass& p, const limiter::Decision& d) noexcept {
     bounded = ctx.last_removal_end(earliest);
   }
   if (bounded && seq_lt(a.from, earliest)) return false;
+  const std::span<const char> text = write_answer(*p.policy, d, true);
+  if (text.empty()) return false;
   a.after = ctx.requests_forwarded;
-  a.pos = answers_.put(d.response);
-  a.len = static_cast<uint16_t>(std::min(d.response.size(), kMaxAnswerBytes));
+  a.pos = answers_.put(text);
+  a.len = static_cast<uint16_t>(std::min(text.size(), kMaxAnswerBytes));
   plan.refusals[plan.kept++] = a;
   ctx.absorbing = true;
   ctx.buffering = false;
@@ -258,7 +265,7 @@ void RequestPath::answer_and_close(Pass& p, const limiter::Decision& d) noexcept
   const bool held = p.ctx.buffering;
   const uint32_t keep = held ? 0 : p.cur.skip + (p.cur.head_began_here ? p.cur.head_start : 0);
   p.plan.stop = RequestPlan::Stop::kAnswerClose;
-  p.plan.answer = d.response;
+  p.plan.answer = write_answer(*p.policy, d, false);
   p.plan.reset_seq = held ? p.flow.held_seq : p.cur.seq + keep;
   p.flow.client_next = p.end;
   p.ctx.buffering = false;
@@ -268,15 +275,20 @@ void RequestPath::answer_and_close(Pass& p, const limiter::Decision& d) noexcept
 RequestPlan RequestPath::time_out(TcpFlow& flow, ParseContext& ctx) noexcept {
   RequestPlan plan;
   plan.stop = RequestPlan::Stop::kAnswerClose;
-  plan.answer = limiter::answer_timeout(*ctx.policy, *scratch_).response;
+  plan.answer = write_answer(*ctx.policy, limiter::answer_timeout(*ctx.policy), false);
   plan.reset_seq = ctx.buffering ? flow.held_seq : flow.client_next;
   ctx.buffering = false;
   return plan;
 }
 
+std::span<const char> RequestPath::write_answer(const limiter::CompiledPolicy& policy, const limiter::Decision& d,
+                                                bool keep_alive) noexcept {
+  return {answer_text_.get(), http::write_answer(policy, d, keep_alive, {answer_text_.get(), http::kMaxAnswerBytes})};
+}
+
 void RequestPath::refuse_unparsable(Pass& p, http::ParseError e) noexcept {
   counters_.parse_errors.add();
-  const limiter::Decision d = limiter::answer_parse_error(*p.policy, e, *scratch_);
+  const limiter::Decision d = http::answer_parse_error(*p.policy, e);
   if (refusals_ != nullptr) refusals_->offer(p.now, d, p.flow.key.client);
   answer_and_close(p, d);
 }

@@ -13,12 +13,13 @@
 // ([from, to), answered after response k), and whether the connection is
 // answered and closed, or leaves HTTP.
 //
-// Owns: the DecisionScratch; the per-rule counting of decisions. Touches: the
+// Owns: the DecisionScratch, and the buffer answers are written into in
+// HTTP/1 (http/limiter_answer.h); the per-rule counting of decisions. Touches: the
 // request half of the flow's parse context (request stream, head buffer,
 // buffering and absorbing, the queues of what each forwarded request's
 // response gets), the flow's client_next and held_seq, the bucket table
 // (through limiter::decide), and the AnswerStore (a kept-open answer's text is
-// put there when it is decided, since the next decision reuses the scratch),
+// put there when it is decided, since the next answer reuses the buffer),
 // and the worker's refusal sampler (every refusal and answer offered).
 //
 // Choices a reader should know:
@@ -86,8 +87,8 @@ struct RequestPlan {
   // absorbing its body).
   uint8_t kept = 0;
   std::array<KeptRefusal, http::ResponseStream::kMaxOutstanding> refusals;
-  // kAnswerClose: the answer (in the scratch: apply it before the next
-  // parse()) and the client byte at which the origin's stream stops.
+  // kAnswerClose: the answer (in the request path's buffer: apply it before
+  // the next parse()) and the client byte at which the origin's stream stops.
   std::span<const char> answer;
   uint32_t reset_seq = 0;
 };
@@ -153,7 +154,12 @@ class RequestPath {
   void record_body(Pass& p, const http::StreamStep& st) noexcept;
   [[nodiscard]] bool keep_open(Pass& p, const limiter::Decision& d) noexcept;
   void absorbed_to(Pass& p, uint32_t upto) noexcept;
+  // Written with `Connection: close`: the connection closes after it.
   void answer_and_close(Pass& p, const limiter::Decision& d) noexcept;
+  // `d`'s answer in HTTP/1, in answer_text_ until the next one; empty if it
+  // does not fit.
+  [[nodiscard]] std::span<const char> write_answer(const limiter::CompiledPolicy& policy, const limiter::Decision& d,
+                                                   bool keep_alive) noexcept;
   void refuse_unparsable(Pass& p, http::ParseError e) noexcept;
   void count_admitted(const limiter::Decision& d) noexcept;
   void count_refused(const limiter::Decision& d) noexcept;
@@ -165,6 +171,7 @@ class RequestPath {
   AnswerStore& answers_;
   WorkerCounters& counters_;
   std::unique_ptr<limiter::DecisionScratch> scratch_;
+  std::unique_ptr<char[]> answer_text_;  // http::kMaxAnswerBytes: the latest answer, in HTTP/1
   bool insert_fields_ = true;
   uint32_t admissions_ = 0;  // picks which admissions reach counters_.busy
   RefusalSampler* refusals_ = nullptr;

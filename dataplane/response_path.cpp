@@ -8,7 +8,7 @@ void ResponsePath::status_line(ParseContext& ctx, ResponsePlan& plan, uint32_t a
   // interim 1xx's; a 101 leaves HTTP and gets none).
   const uint16_t code = ctx.responses.status_line_code();
   if (code < 200 && code != 101) return;
-  const limiter::AdmittedFields* fields = ctx.take_response_fields();
+  const limiter::RateLimitFields* fields = ctx.take_response_fields();
   if (fields == nullptr || fields->none() || code == 101) return;
   plan.at[plan.points++] = ResponsePoint{ResponsePoint::Kind::kFields, at, 0, fields};
 }

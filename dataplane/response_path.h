@@ -33,7 +33,7 @@ struct ResponsePoint {
   Kind kind;
   uint32_t at;  // origin sequence number
   uint32_t ended;
-  const limiter::AdmittedFields* fields;  // valid until the next request of the flow is parsed
+  const limiter::RateLimitFields* fields;  // valid until the next request of the flow is parsed
 };
 
 struct ResponsePlan {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "http/limiter_answer.h"
 #include "segment_rewrite.h"
 
 namespace sluice::dataplane {
@@ -143,7 +144,7 @@ void StreamEditor::add_response_points(TcpFlow& flow, ParseContext& ctx, const R
   }
 }
 
-void StreamEditor::add_fields(TcpFlow& flow, ParseContext& ctx, uint32_t at, const limiter::AdmittedFields& fields) noexcept {
+void StreamEditor::add_fields(TcpFlow& flow, ParseContext& ctx, uint32_t at, const limiter::RateLimitFields& fields) noexcept {
   // Kept answers not yet spliced in have their room reserved.
   if (ctx.to_client.pending() + (ctx.kept_count != 0 ? ctx.kept_unsent() : 0u) >= SeqShift::kMaxEdits) {
     counters_.fields_skipped.add();
@@ -151,7 +152,7 @@ void StreamEditor::add_fields(TcpFlow& flow, ParseContext& ctx, uint32_t at, con
   }
   // Rendered now, into the bytes of the edit they become.
   ParseContext::EditBytes& e = ctx.edit_bytes[ctx.to_client.pending()];
-  const size_t n = fields.render(e.fields.bytes);
+  const size_t n = http::write_ratelimit_fields(fields, e.fields.bytes);
   if (n == 0 || n > sizeof e.fields.bytes || !ctx.to_client.add(at, 0, static_cast<uint32_t>(n))) {
     counters_.fields_skipped.add();
     return;

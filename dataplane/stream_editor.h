@@ -112,7 +112,7 @@ class StreamEditor {
                                                 PacketSink& out, bool& any) noexcept;
   [[nodiscard]] EditOutcome emit_kept_answer(TcpFlow& flow, const ParseContext::KeptAnswer& a,
                                              PacketSink& out) noexcept;
-  void add_fields(TcpFlow& flow, ParseContext& ctx, uint32_t at, const limiter::AdmittedFields& fields) noexcept;
+  void add_fields(TcpFlow& flow, ParseContext& ctx, uint32_t at, const limiter::RateLimitFields& fields) noexcept;
 
   ContextLender& lender_;
   const AnswerStore& answers_;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "http/head_parser.h"
+#include "http/limiter_request.h"
 #include "limiter/decide.h"
 #include "policy/policy_loader.h"
 
@@ -97,7 +98,8 @@ void BM_DecideWarmKey(benchmark::State& state) {
   const ConnectionFacts conn = conn_from(7);
   time::Nanos now = kT0;
   for (auto _ : state) {
-    const Decision d = decide(*s.policy, *s.state, h.head(), conn, now += 1'000'000'000, *s.scratch);
+    const Decision d =
+        decide(*s.policy, *s.state, http::limiter_request(h.head(), conn), now += 1'000'000'000, *s.scratch);
     benchmark::DoNotOptimize(d.verdict);
   }
   state.SetLabel(kLabels[static_cast<size_t>(state.range(0))]);
@@ -112,7 +114,10 @@ Setup& bare_setup(size_t live) {
   if (!setups[i]) {
     setups[i] = std::make_unique<Setup>("three-budgets.yaml", live * 8 / 5);
     ParsedHead h(setups[i]->policy->fields, "GET /v1/things HTTP/1.1\r\nHost: api\r\n\r\n");
-    for (uint32_t c = 0; c < live; ++c) (void)decide(*setups[i]->policy, *setups[i]->state, h.head(), conn_from(c), kT0, *setups[i]->scratch);
+    for (uint32_t c = 0; c < live; ++c) {
+      (void)decide(*setups[i]->policy, *setups[i]->state, http::limiter_request(h.head(), conn_from(c)), kT0,
+                   *setups[i]->scratch);
+    }
   }
   return *setups[i];
 }
@@ -128,12 +133,18 @@ void BM_DecideLiveKeys(benchmark::State& state) {
   size_t i = 0;
   time::Nanos now = kT0 + 120 * kSec;
   std::array<Plan, 32> plans;
+  std::array<Request, 32> requests;  // a plan refers to its request until finished
   for (auto _ : state) {
     if (!burst) {
-      benchmark::DoNotOptimize(decide(*s.policy, *s.state, h.head(), conns[i++ & 0xffff], now += 1000, *s.scratch).verdict);
+      benchmark::DoNotOptimize(
+          decide(*s.policy, *s.state, http::limiter_request(h.head(), conns[i++ & 0xffff]), now += 1000, *s.scratch)
+              .verdict);
       continue;
     }
-    for (Plan& p : plans) p = plan(*s.policy, *s.state, h.head(), conns[i++ & 0xffff], now, *s.scratch);
+    for (size_t k = 0; k < plans.size(); ++k) {
+      requests[k] = http::limiter_request(h.head(), conns[i++ & 0xffff]);
+      plans[k] = plan(*s.policy, *s.state, requests[k], now, *s.scratch);
+    }
     for (const Plan& p : plans) prefetch(*s.state, p);
     for (Plan& p : plans) benchmark::DoNotOptimize(finish(*s.policy, *s.state, p, now += 1000, *s.scratch).verdict);
   }
@@ -159,7 +170,10 @@ void BM_DecideTwoThreads(benchmark::State& state) {
   const bool same = state.range(0) != 0;
   const ConnectionFacts conn = conn_from(same ? 5 : 5 + static_cast<uint32_t>(state.thread_index()));
   time::Nanos now = kT0;
-  for (auto _ : state) benchmark::DoNotOptimize(decide(*s.policy, *s.state, h.head(), conn, now += 1'000'000'000, *scratch).verdict);
+  const Request request = http::limiter_request(h.head(), conn);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(decide(*s.policy, *s.state, request, now += 1'000'000'000, *scratch).verdict);
+  }
   delete scratch;
   state.SetLabel(same ? "one hot key" : "a key each");
 }

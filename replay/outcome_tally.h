@@ -19,7 +19,7 @@
 namespace sluice::replay {
 
 // What a tally needs of one decision, kept past it: a Decision is some 200
-// bytes, and its response lives in scratch the next decision reuses.
+// bytes, and its answer's views live no longer than the request's bytes.
 struct DecidedNote {
   bool judged = false;    // false: on a connection an earlier answer of the policy closed
   bool unparsed = false;  // the answer to a head the parser refused

@@ -14,6 +14,8 @@
 #include <unordered_set>
 
 #include "http/head_parser.h"
+#include "http/limiter_answer.h"
+#include "http/limiter_request.h"
 #include "replay/difference_tally.h"
 #include "replay/outcome_tally.h"
 
@@ -84,12 +86,16 @@ class PolicyRun {
     }
     const limiter::CompiledPolicy& policy = limiter_.policy();
     const bool unparsed = h.error != http::ParseError::kNone;
-    const Decision& d = unparsed ? (decision_ = limiter::answer_parse_error(policy, h.error, *scratch_))
-                                 : (decision_ = limiter::decide(policy, limiter_.state(), h.head, r.conn, r.at, *scratch_));
+    const Decision& d = unparsed ? (decision_ = http::answer_parse_error(policy, h.error))
+                                 : (decision_ = limiter::decide(policy, limiter_.state(), http::limiter_request(h.head, r.conn),
+                                                                r.at, *scratch_));
     out = DecidedNote::of(d, unparsed);
     const bool forwarded = d.verdict == Verdict::kAdmit || d.verdict == Verdict::kForward || d.verdict == Verdict::kExempt;
     if (r.has_usage && d.has_usage_key && forwarded) pending_.push({r.usage_at, r.order, d.usage_key, r.usage_tokens});
-    if (!forwarded && !d.keep_alive && r.connection != 0) closed_.insert(r.connection);
+    // An answer closes the connection unless HTTP/1 lets it stay open (an
+    // unparsable head's always closes).
+    const bool kept_open = !unparsed && http::answer_keeps_connection(policy, h.head);
+    if (!forwarded && !kept_open && r.connection != 0) closed_.insert(r.connection);
   }
 
   // Counts a decision: a stage of its own, after the deciding one.

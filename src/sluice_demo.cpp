@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "http/limiter_answer.h"
+#include "http/limiter_request.h"
 #include "http/request_stream.h"
 #include "limiter/decide.h"
 #include "policy/policy_loader.h"
@@ -65,17 +67,21 @@ int limiter_demo(const char* config_dir) {
   for (int i = 1; i <= 62; ++i) {
     parser.reset();
     if (parser.feed(text).status != http::HeadStatus::kComplete) return 1;
-    const limiter::Decision d = limiter::decide(*compiled, state, parser.head(), conn, start + i * 1'000'000ull, *scratch);
+    const limiter::Decision d =
+        limiter::decide(*compiled, state, http::limiter_request(parser.head(), conn), start + i * 1'000'000ull, *scratch);
     if (i <= 2 || (i >= 59 && i <= 60)) {
       char rendered[512];
-      const size_t n = d.fields.render(rendered);
+      const size_t n = http::write_ratelimit_fields(d.fields, rendered);
       std::string fields(rendered, n == SIZE_MAX ? 0 : n);
       for (size_t p; (p = fields.find("\r\n")) != std::string::npos;) fields.replace(p, 2, "  ");
       std::printf("#%-3d admitted  %s\n", i, fields.c_str());
     } else if (i == 3) {
       std::printf("...\n");
     } else if (d.verdict == limiter::Verdict::kRefuse) {
-      std::printf("#%-3d refused, answered on the wire:\n%.*s\n", i, static_cast<int>(d.response.size()), d.response.data());
+      // On the wire, in HTTP/1: kept open unless the request says otherwise.
+      char answer[http::kMaxAnswerBytes];
+      const size_t n = http::write_answer(*compiled, d, http::answer_keeps_connection(*compiled, parser.head()), answer);
+      std::printf("#%-3d refused, answered on the wire:\n%.*s\n", i, static_cast<int>(n), answer);
       if (i == 61) std::printf("\n");
     }
   }

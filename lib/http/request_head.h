@@ -78,4 +78,25 @@ struct RequestHead {
   [[nodiscard]] std::string_view value(KnownField f) const noexcept { return value(id_of(f)); }
 };
 
+// What the response to a request may be, as far as framing goes: what the
+// response framer expects, and what decides whether the appliance's own
+// answer may leave the connection open.
+enum class RequestKind : uint8_t {
+  kOrdinary,
+  kHead,     // the response has no body, whatever its fields say
+  kConnect,  // a 2xx answer turns the connection into a tunnel
+  kUpgrade,  // the request asked to upgrade: a 101 answer switches the connection
+};
+
+// The kind of a parsed request. A HEAD that also asks to upgrade is kHead: if
+// the origin does not switch, its response has no body, and framing a body
+// that never comes would lose the stream; if it does switch, the 101 is
+// reported as an error and the flow is bridged, which is safe.
+[[nodiscard]] inline RequestKind request_kind(const RequestHead& head) noexcept {
+  if (head.method_kind == Method::kHead) return RequestKind::kHead;
+  if (head.method_kind == Method::kConnect) return RequestKind::kConnect;
+  if (head.upgrade) return RequestKind::kUpgrade;
+  return RequestKind::kOrdinary;
+}
+
 }  // namespace sluice::http

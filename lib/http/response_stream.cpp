@@ -59,13 +59,6 @@ size_t first_ctl(const char* p, size_t n) noexcept {
 
 }  // namespace
 
-RequestKind request_kind(const RequestHead& head) noexcept {
-  if (head.method_kind == Method::kHead) return RequestKind::kHead;
-  if (head.method_kind == Method::kConnect) return RequestKind::kConnect;
-  if (head.upgrade) return RequestKind::kUpgrade;
-  return RequestKind::kOrdinary;
-}
-
 std::string_view to_string(ResponseError e) noexcept {
   switch (e) {
     case ResponseError::kNone: return "none";

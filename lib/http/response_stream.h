@@ -32,20 +32,6 @@
 
 namespace sluice::http {
 
-// What the response to a forwarded request may be, as far as framing goes.
-enum class RequestKind : uint8_t {
-  kOrdinary,
-  kHead,     // the response has no body, whatever its fields say
-  kConnect,  // a 2xx answer turns the connection into a tunnel
-  kUpgrade,  // the request asked to upgrade: a 101 answer switches the connection
-};
-
-// The kind of a parsed request. A HEAD that also asks to upgrade is kHead: if
-// the origin does not switch, its response has no body, and framing a body
-// that never comes would lose the stream; if it does switch, the 101 is
-// reported as an error and the flow is bridged, which is safe.
-[[nodiscard]] RequestKind request_kind(const RequestHead& head) noexcept;
-
 enum class ResponseError : uint8_t {
   kNone = 0,
   kUnsolicited,               // a response began while no request was outstanding

@@ -20,7 +20,7 @@ std::string_view hop(std::string_view list, policy::ClientIpSpec::Hop which) noe
 
 }  // namespace
 
-net::IpAddress resolve_client_ip(const ClientIpRule& rule, const http::RequestHead& head,
+net::IpAddress resolve_client_ip(const ClientIpRule& rule, const FieldValues& fields,
                                  const net::IpAddress& peer) noexcept {
   const policy::ClientIpSpec& spec = rule.spec;
   net::IpAddress chosen = peer;
@@ -28,9 +28,9 @@ net::IpAddress resolve_client_ip(const ClientIpRule& rule, const http::RequestHe
   for (const net::IpNetwork& n : spec.trusted_proxies) trusted = trusted || n.contains(peer);
   if (trusted && !rule.fields.empty()) {
     std::optional<net::IpAddress> first_v4, first_any;
-    for (http::FieldId id : rule.fields) {
-      if (!head.has(id)) continue;
-      const auto a = net::parse_ip(hop(head.value(id), spec.hop));
+    for (FieldId id : rule.fields) {
+      if (!fields.has(id)) continue;
+      const auto a = net::parse_ip(hop(fields.value(id), spec.hop));
       if (!a) continue;
       if (!first_any) first_any = a;
       if (a->is_v4() && !first_v4) first_v4 = a;

@@ -5,7 +5,7 @@
 
 #include <span>
 
-#include "http/request_head.h"
+#include "limiter/request.h"
 #include "net/ip_address.h"
 #include "policy/policy.h"
 
@@ -13,13 +13,13 @@ namespace sluice::limiter {
 
 struct ClientIpRule {
   policy::ClientIpSpec spec;
-  std::vector<http::FieldId> fields;  // the spec's headers, as tracked field ids
+  std::vector<FieldId> fields;  // the spec's headers, as tracked field ids
 };
 
 // The client's address for keying. Headers are read only when `peer` is a
 // trusted proxy; an unparsable or missing value falls through to the next
 // header and finally to `peer`.
-[[nodiscard]] net::IpAddress resolve_client_ip(const ClientIpRule& rule, const http::RequestHead& head,
+[[nodiscard]] net::IpAddress resolve_client_ip(const ClientIpRule& rule, const FieldValues& fields,
                                                const net::IpAddress& peer) noexcept;
 
 }  // namespace sluice::limiter

@@ -15,23 +15,23 @@ namespace {
 
 using policy::PolicyError;
 
-http::Method method_of(std::string_view m) {
-  static constexpr std::pair<std::string_view, http::Method> kMethods[] = {
-      {"GET", http::Method::kGet},         {"HEAD", http::Method::kHead},       {"POST", http::Method::kPost},
-      {"PUT", http::Method::kPut},         {"DELETE", http::Method::kDelete},   {"OPTIONS", http::Method::kOptions},
-      {"PATCH", http::Method::kPatch},     {"CONNECT", http::Method::kConnect}, {"TRACE", http::Method::kTrace}};
+Method method_of(std::string_view m) {
+  static constexpr std::pair<std::string_view, Method> kMethods[] = {
+      {"GET", Method::kGet},         {"HEAD", Method::kHead},       {"POST", Method::kPost},
+      {"PUT", Method::kPut},         {"DELETE", Method::kDelete},   {"OPTIONS", Method::kOptions},
+      {"PATCH", Method::kPatch},     {"CONNECT", Method::kConnect}, {"TRACE", Method::kTrace}};
   for (const auto& [name, method] : kMethods) {
     if (name == m) return method;
   }
-  return http::Method::kOther;
+  return Method::kOther;
 }
 
 MethodSet method_set(const std::vector<std::string>& methods) {
   MethodSet s;
   s.any = methods.empty();
   for (const std::string& m : methods) {
-    const http::Method k = method_of(m);
-    if (k == http::Method::kOther) s.other.push_back(m);
+    const Method k = method_of(m);
+    if (k == Method::kOther) s.other.push_back(m);
     else s.known |= 1u << static_cast<unsigned>(k);
   }
   return s;

@@ -17,6 +17,7 @@
 #include "limiter/calendar_window.h"
 #include "limiter/client_ip.h"
 #include "limiter/gcra.h"
+#include "limiter/request.h"
 #include "policy/path_pattern.h"
 #include "policy/policy.h"
 #include "policy/policy_loader.h"
@@ -30,10 +31,10 @@ struct MethodSet {
   uint32_t known = 0;
   std::vector<std::string> other;
 
-  [[nodiscard]] bool contains(const http::RequestHead& h) const noexcept {
+  [[nodiscard]] bool contains(const Request& r) const noexcept {
     if (any) return true;
-    if (h.method_kind != http::Method::kOther) return (known >> static_cast<unsigned>(h.method_kind)) & 1;
-    return contains_other(h.method);
+    if (r.method_kind != Method::kOther) return (known >> static_cast<unsigned>(r.method_kind)) & 1;
+    return contains_other(r.method);
   }
 
  private:
@@ -75,13 +76,13 @@ struct CompiledRule {
   uint8_t counter_slot = 0;
   MethodSet methods;
   std::vector<policy::PathPattern> paths;
-  std::vector<http::FieldId> require;
+  std::vector<FieldId> require;
   // For each path pattern, the index of the run parameter and of the key
   // parameter (-1 if unused).
   std::vector<int> live_run_param;
   std::vector<int> key_param;
   policy::KeySpec::Kind key_kind = policy::KeySpec::Kind::kClientIp;
-  http::FieldId key_field = 0;
+  FieldId key_field = 0;
   policy::RuleSpec::MissingKey missing_key = policy::RuleSpec::MissingKey::kSkipRule;
   uint16_t bucket = 0;
   uint32_t slots_per_ip = 0;  // TB07; 0: no ceiling
@@ -108,7 +109,7 @@ struct CompiledPolicy {
   http::FieldSet fields;
   http::StreamConfig stream;
   ClientIpRule client_ip;
-  http::FieldId credential_field = 0;
+  FieldId credential_field = 0;
   std::vector<Digest> anonymous;  // RF05, digested with the credential hasher
   policy::CredentialSpec::Unknown unknown_credential = policy::CredentialSpec::Unknown::kAnswer401;
   std::vector<std::string> cors_origins;

@@ -2,8 +2,8 @@
 // path is refused or read strictly. Then the design brief's order:
 // exemptions (health, CORS preflight), the first rule that matches (class,
 // route family or deployment), its key (client address, credential, user,
-// run, deployment), the bucket, the verdict, and the response rendered from
-// its template.
+// run, deployment), the bucket, the verdict, and the answer's template and
+// values (the protocol side writes it).
 #include "limiter/decide.h"
 
 #include <algorithm>
@@ -11,7 +11,6 @@
 #include <cstring>
 
 #include "http/host_name.h"
-#include "http/response_stream.h"
 #include "limiter/charge.h"
 #include "limiter/credential.h"
 #include "limiter/credential_slots.h"
@@ -30,23 +29,12 @@ std::span<const uint8_t> bytes_of(std::string_view s) noexcept {
 
 std::span<const uint8_t> bytes_of(const net::IpAddress& a) noexcept { return {a.bytes.data(), a.bytes.size()}; }
 
-bool append(std::span<char> out, size_t& pos, std::string_view s) noexcept {
-  if (out.size() - pos < s.size()) return false;
-  if (s.empty()) return true;
-  std::memcpy(out.data() + pos, s.data(), s.size());
-  pos += s.size();
-  return true;
-}
-
-// Renders a response into scratch, as `d`'s; falls back to the bare status
-// if the template does not fit (it always does for the shipped ones).
-void respond(Decision& d, Verdict verdict, const policy::ResponseTemplate& t, const policy::TemplateValues& v,
-             std::span<const std::string_view> fields, DecisionScratch& scratch, bool keep_alive) noexcept {
-  const size_t n = t.render(v, fields, scratch.response, keep_alive);
-  d.keep_alive = keep_alive;
+// An answer from template `t`, as `d`'s: the protocol side writes it.
+void respond(Decision& d, Verdict verdict, const policy::ResponseTemplate& t) noexcept {
   d.verdict = verdict;
   d.status = t.status();
-  d.response = std::string_view(scratch.response, n);
+  d.answer.response = &t;
+  d.answer.body = t.body();
 }
 
 uint64_t next_trace_id(DecisionScratch& scratch) noexcept {
@@ -66,33 +54,23 @@ bool origin_granted(const CompiledPolicy& p, std::string_view origin) noexcept {
 }
 
 // TB09: a refusal to a granted origin lets the script read it.
-std::string_view cors_fields(const CompiledPolicy& p, const http::RequestHead& head, DecisionScratch& scratch,
-                             size_t& used) noexcept {
-  if (!head.has(http::KnownField::kOrigin) && !p.cors_any_origin) return {};
-  const std::string_view origin = head.value(http::KnownField::kOrigin);
-  if (!p.cors_any_origin && !origin_granted(p, origin)) return {};
-  const size_t start = used;
-  std::span<char> out(scratch.fields);
-  const bool ok = append(out, used, "Access-Control-Allow-Origin: ") &&
-                  append(out, used, p.cors_any_origin ? std::string_view("*") : origin) && append(out, used, "\r\n") &&
-                  append(out, used, p.cors_expose) &&
-                  (p.cors_any_origin || append(out, used, "Vary: Origin\r\n"));
-  if (!ok) {
-    used = start;
-    return {};
-  }
-  return {scratch.fields + start, used - start};
+CorsGrant cors_grant(const CompiledPolicy& p, const Request& request) noexcept {
+  if (p.cors_any_origin) return CorsGrant::kAnyOrigin;
+  if (!request.has(field::kOrigin) || !origin_granted(p, request.value(field::kOrigin))) return CorsGrant::kNone;
+  return CorsGrant::kThisOrigin;
 }
 
-AdmittedFields admitted_fields(policy::HeaderStyle style, const policy::TemplateValues& v) noexcept {
-  AdmittedFields f;
+// The fields' values; the bucket's name copied where they will be written
+// with it (`named`: the IETF style's fields, an answer's {policy}).
+RateLimitFields ratelimit_values(policy::HeaderStyle style, const policy::TemplateValues& v, bool named) noexcept {
+  RateLimitFields f;
   f.style = style;
   f.limit = v.limit;
   f.remaining = v.remaining;
   f.reset = v.reset;
   f.window = v.window;
-  if (style == policy::HeaderStyle::kIetf) {
-    f.name_len = static_cast<uint8_t>(std::min(v.policy.size(), AdmittedFields::kMaxName));
+  if (named) {
+    f.name_len = static_cast<uint8_t>(std::min(v.policy.size(), RateLimitFields::kMaxName));
     std::memcpy(f.name, v.policy.data(), f.name_len);
   }
   return f;
@@ -125,11 +103,10 @@ KeyLabel label_of(KeyLabel::Kind kind, std::span<const uint8_t> material, const 
 // fields) the first time a rule asks for it: most requests never need it.
 class LazyClientIp {
  public:
-  LazyClientIp(const CompiledPolicy& policy, const http::RequestHead& head, const net::IpAddress& peer) noexcept
-      : policy_(policy), head_(head), peer_(peer) {}
+  LazyClientIp(const CompiledPolicy& policy, const Request& request) noexcept : policy_(policy), request_(request) {}
   const net::IpAddress& get() noexcept {
     if (!have_) {
-      ip_ = resolve_client_ip(policy_.client_ip, head_, peer_);
+      ip_ = resolve_client_ip(policy_.client_ip, request_.fields, request_.conn.peer);
       have_ = true;
     }
     return ip_;
@@ -137,21 +114,20 @@ class LazyClientIp {
 
  private:
   const CompiledPolicy& policy_;
-  const http::RequestHead& head_;
-  const net::IpAddress& peer_;
+  const Request& request_;
   bool have_ = false;
   net::IpAddress ip_;
 };
 
 // TB18 (method and exact path) and TB08 (a real CORS preflight on a
 // browser-reachable path, where an origin is granted): exempt before any rule.
-bool exempt(const CompiledPolicy& policy, const http::RequestHead& head, std::string_view path,
+bool exempt(const CompiledPolicy& policy, const Request& request, std::string_view path,
             std::span<std::string_view, PathPattern::kMaxParams> params) noexcept {
   for (const CompiledPolicy::Exemption& e : policy.exemptions) {
-    if (e.methods.contains(head) && path == e.path) return true;
+    if (e.methods.contains(request) && path == e.path) return true;
   }
-  if ((policy.cors_any_origin || !policy.cors_origins.empty()) && head.method_kind == http::Method::kOptions &&
-      head.has(http::KnownField::kOrigin)) {
+  if ((policy.cors_any_origin || !policy.cors_origins.empty()) && request.method_kind == Method::kOptions &&
+      request.has(field::kOrigin)) {
     for (const PathPattern& p : policy.preflight_paths) {
       if (p.match(path, params)) return true;
     }
@@ -167,10 +143,10 @@ bool exempt(const CompiledPolicy& policy, const http::RequestHead& head, std::st
 // normal-form loop in plan_into(), and a call each costs it measurably;
 // the strictest reading's plan_rules() takes them too.)
 [[gnu::always_inline]] inline bool rule_applies(const CompiledRule& rule, LimiterState& state,
-                                                const http::RequestHead& head, std::string_view path,
+                                                const Request& request, std::string_view path,
                                                 std::span<std::string_view, PathPattern::kMaxParams> params,
                                                 int& matched, uint64_t& run_budget) noexcept {
-  if (!rule.methods.contains(head)) return false;
+  if (!rule.methods.contains(request)) return false;
   matched = -1;
   if (!rule.paths.empty()) {
     for (size_t i = 0; i < rule.paths.size() && matched < 0; ++i) {
@@ -178,8 +154,8 @@ bool exempt(const CompiledPolicy& policy, const http::RequestHead& head, std::st
     }
     if (matched < 0) return false;
   }
-  for (http::FieldId f : rule.require) {
-    if (!head.has(f)) return false;
+  for (FieldId f : rule.require) {
+    if (!request.has(f)) return false;
   }
   run_budget = 0;
   if (matched >= 0 && rule.live_run_param[static_cast<size_t>(matched)] >= 0) {
@@ -215,9 +191,9 @@ KeyMaterial missing_key() noexcept {
 // kCredential and kUser (RF05, RF10): the normalised credential's digest, or
 // the user it belongs to; an anonymous one counts by client address.
 KeyMaterial credential_key(const CompiledPolicy& policy, LimiterState& state, const CompiledRule& rule,
-                           const http::RequestHead& head, LazyClientIp& client, DecisionScratch& scratch) noexcept {
-  const std::string_view norm = head.has(policy.credential_field)
-                                    ? normalize_credential(head.value(policy.credential_field), scratch.credential)
+                           const Request& request, LazyClientIp& client, DecisionScratch& scratch) noexcept {
+  const std::string_view norm = request.has(policy.credential_field)
+                                    ? normalize_credential(request.value(policy.credential_field), scratch.credential)
                                     : std::string_view();
   if (norm.empty()) return missing_key();
   const Digest credential = state.credential_hasher.digest(bytes_of(norm));
@@ -240,33 +216,33 @@ KeyMaterial credential_key(const CompiledPolicy& policy, LimiterState& state, co
 [[gnu::always_inline]] inline KeyMaterial key_material(const CompiledPolicy& policy, LimiterState& state,
                                                        const CompiledRule& rule, int matched,
                                                        std::span<const std::string_view, PathPattern::kMaxParams> params,
-                                                       const http::RequestHead& head, const ConnectionFacts& conn,
+                                                       const Request& request,
                                                        LazyClientIp& client, DecisionScratch& scratch) noexcept {
   switch (rule.key_kind) {
     case KeySpec::Kind::kClientIp:
       return bytes_key(bytes_of(client.get()), KeyLabel::Kind::kClientIp);
     case KeySpec::Kind::kCredential:
     case KeySpec::Kind::kUser:
-      return credential_key(policy, state, rule, head, client, scratch);
+      return credential_key(policy, state, rule, request, client, scratch);
     case KeySpec::Kind::kPathParam: {
       const int idx = matched >= 0 ? rule.key_param[static_cast<size_t>(matched)] : -1;
       if (idx < 0 || params[static_cast<size_t>(idx)].empty()) return missing_key();
       return bytes_key(bytes_of(params[static_cast<size_t>(idx)]), KeyLabel::Kind::kText);
     }
     case KeySpec::Kind::kHeader:
-      if (!head.has(rule.key_field) || head.value(rule.key_field).empty()) return missing_key();
-      return bytes_key(bytes_of(head.value(rule.key_field)), KeyLabel::Kind::kText);
+      if (!request.has(rule.key_field) || request.value(rule.key_field).empty()) return missing_key();
+      return bytes_key(bytes_of(request.value(rule.key_field)), KeyLabel::Kind::kText);
     case KeySpec::Kind::kHost: {
-      const std::string_view host = head.authority.empty() ? head.value(http::KnownField::kHost) : head.authority;
+      const std::string_view host = request.host();
       // Every spelling the origin treats as one host is one bucket: case,
       // a trailing dot, the default port written out or left empty.
-      const size_t n = http::normalise_host(host, http::default_port(head), scratch.material);
+      const size_t n = http::normalise_host(host, request.default_port, scratch.material);
       if (n == 0) return missing_key();
       return bytes_key({reinterpret_cast<const uint8_t*>(scratch.material), n}, KeyLabel::Kind::kText);
     }
     case KeySpec::Kind::kDestination:
-      std::memcpy(scratch.material, conn.destination.bytes.data(), 16);
-      std::memcpy(scratch.material + 16, &conn.destination_port, 2);
+      std::memcpy(scratch.material, request.conn.destination.bytes.data(), 16);
+      std::memcpy(scratch.material + 16, &request.conn.destination_port, 2);
       return bytes_key({reinterpret_cast<const uint8_t*>(scratch.material), 18}, KeyLabel::Kind::kDestination);
   }
   return missing_key();
@@ -274,8 +250,7 @@ KeyMaterial credential_key(const CompiledPolicy& policy, LimiterState& state, co
 
 // A rule whose key the request lacks: RF10's 401 (or forward) for a user
 // key, a 400 where the rule says so. False: the rule does not apply.
-bool answer_missing_key(const CompiledPolicy& policy, const CompiledRule& rule, const http::RequestHead& head,
-                        DecisionScratch& scratch, Decision& d) noexcept {
+bool answer_missing_key(const CompiledPolicy& policy, const CompiledRule& rule, Decision& d) noexcept {
   if (rule.key_kind == KeySpec::Kind::kUser) {
     // RF10: no credential, or one nobody owns: answered before any rate
     // check and spends no token, or forwarded uncounted.
@@ -283,11 +258,11 @@ bool answer_missing_key(const CompiledPolicy& policy, const CompiledRule& rule, 
       d.verdict = Verdict::kForward;
       return true;
     }
-    respond(d, Verdict::kAnswer, *policy.unauthorized, {}, {}, scratch, answer_keeps_connection(policy, head));
+    respond(d, Verdict::kAnswer, *policy.unauthorized);
     return true;
   }
   if (rule.missing_key == policy::RuleSpec::MissingKey::kAnswer400) {
-    respond(d, Verdict::kAnswer, *policy.bad_request, {}, {}, scratch, answer_keeps_connection(policy, head));
+    respond(d, Verdict::kAnswer, *policy.bad_request);
     return true;
   }
   return false;
@@ -344,11 +319,11 @@ BucketKey cluster_key(const KeyHasher& cluster, const CompiledBucket& b, std::sp
 }
 
 // The first rule from `from` on that applies to `path`; rules.size(): none.
-size_t first_applying(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
+size_t first_applying(const CompiledPolicy& policy, LimiterState& state, const Request& request,
                       std::string_view path, size_t from, std::span<std::string_view, PathPattern::kMaxParams> params,
                       int& matched, uint64_t& run_budget) noexcept {
   for (size_t i = from; i < policy.rules.size(); ++i) {
-    if (rule_applies(policy.rules[i], state, head, path, params, matched, run_budget)) return i;
+    if (rule_applies(policy.rules[i], state, request, path, params, matched, run_budget)) return i;
   }
   return policy.rules.size();
 }
@@ -386,22 +361,22 @@ bool admits_fewer(const CompiledPolicy& policy, const CompiledRule& a, const Com
 // and the one that admits fewer wins; a rule wins over no rule.
 // `params` and `raw_params` are filled by the pattern that matches each
 // reading; only its own parameters are read.
-void plan_rules(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
-                const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch, std::string_view path,
+void plan_rules(const CompiledPolicy& policy, LimiterState& state, const Request& request,
+                Nanos now, DecisionScratch& scratch, std::string_view path,
                 std::span<std::string_view, PathPattern::kMaxParams> params, const std::string_view* raw,
                 std::span<std::string_view, PathPattern::kMaxParams> raw_params, Decision& d, Charge& out) noexcept {
-  LazyClientIp client(policy, head, conn.peer);
+  LazyClientIp client(policy, request);
   const size_t none = policy.rules.size();
   size_t from = 0;
   while (from < none) {
     int matched = -1;
     uint64_t run_budget = 0;
-    size_t at = first_applying(policy, state, head, path, from, params, matched, run_budget);
+    size_t at = first_applying(policy, state, request, path, from, params, matched, run_budget);
     std::span<const std::string_view, PathPattern::kMaxParams> use = params;
     if (raw != nullptr) [[unlikely]] {
       int raw_matched = -1;
       uint64_t raw_budget = 0;
-      const size_t raw_at = first_applying(policy, state, head, *raw, from, raw_params, raw_matched, raw_budget);
+      const size_t raw_at = first_applying(policy, state, request, *raw, from, raw_params, raw_matched, raw_budget);
       if (raw_at != at && raw_at != none &&
           (at == none || admits_fewer(policy, policy.rules[raw_at], policy.rules[at]))) {
         at = raw_at;
@@ -412,11 +387,11 @@ void plan_rules(const CompiledPolicy& policy, LimiterState& state, const http::R
     }
     if (at == none) break;
     const CompiledRule& rule = policy.rules[at];
-    const KeyMaterial key = key_material(policy, state, rule, matched, use, head, conn, client, scratch);
+    const KeyMaterial key = key_material(policy, state, rule, matched, use, request, client, scratch);
     d.rule = static_cast<int16_t>(rule.index);
     d.rule_counter = rule.counter_slot;
     if (key.missing) {
-      if (answer_missing_key(policy, rule, head, scratch, d)) return;
+      if (answer_missing_key(policy, rule, d)) return;
       d.rule = -1;
       from = at + 1;
       continue;  // the rule does not apply to this request
@@ -429,33 +404,33 @@ void plan_rules(const CompiledPolicy& policy, LimiterState& state, const http::R
 
 // plan() into the caller's decision and charge (decide()'s are its own
 // locals, returned without a copy).
-void plan_into(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
-               const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch, Decision& d, Charge& out) noexcept {
-  out.head = &head;
+void plan_into(const CompiledPolicy& policy, LimiterState& state, const Request& request, Nanos now,
+               DecisionScratch& scratch, Decision& d, Charge& out) noexcept {
+  out.request = &request;
   // Filled by the pattern that matches; only its own parameters are read.
   std::array<std::string_view, PathPattern::kMaxParams> params;
   // Normal form (most paths, told in a few vector compares): every origin
   // reads the path as written, so it is judged as written, exemptions
   // included, and the normaliser has nothing to do.
-  if (policy::classify_path(head.path).normal()) [[likely]] {
-    const std::string_view path = head.path;
-    if (exempt(policy, head, path, params)) {
+  if (policy::classify_path(request.path).normal()) [[likely]] {
+    const std::string_view path = request.path;
+    if (exempt(policy, request, path, params)) {
       d.verdict = Verdict::kExempt;
       return;
     }
     // The first rule that applies, written out here rather than through
     // plan_rules(): every request takes this loop, and inlined it costs
     // about a hundred instructions less (callgrind, packet_rate admitted).
-    LazyClientIp client(policy, head, conn.peer);
+    LazyClientIp client(policy, request);
     for (const CompiledRule& rule : policy.rules) {
       int matched = -1;
       uint64_t run_budget = 0;
-      if (!rule_applies(rule, state, head, path, params, matched, run_budget)) continue;
-      const KeyMaterial key = key_material(policy, state, rule, matched, params, head, conn, client, scratch);
+      if (!rule_applies(rule, state, request, path, params, matched, run_budget)) continue;
+      const KeyMaterial key = key_material(policy, state, rule, matched, params, request, client, scratch);
       d.rule = static_cast<int16_t>(rule.index);
       d.rule_counter = rule.counter_slot;
       if (key.missing) {
-        if (answer_missing_key(policy, rule, head, scratch, d)) return;
+        if (answer_missing_key(policy, rule, d)) return;
         d.rule = -1;
         continue;  // the rule does not apply to this request
       }
@@ -469,16 +444,16 @@ void plan_into(const CompiledPolicy& policy, LimiterState& state, const http::Re
   // the appliance cannot know: it never guesses in the client's favour.
   if (policy.ambiguous_paths == policy::AmbiguousPaths::kRefuse) {
     d.path_reading = PathReading::kRefused;
-    respond(d, Verdict::kAnswer, *policy.bad_request, {}, {}, scratch, answer_keeps_connection(policy, head));
+    respond(d, Verdict::kAnswer, *policy.bad_request);
     return;
   }
   // Strictest: no exemption of any kind, and of the raw and the normalised
   // readings, the rule that admits fewer.
   d.path_reading = PathReading::kStrictest;
   const std::string_view normalised =
-      policy::normalize_path(head.path, std::span<char>(scratch.path, head.path.size() + 1));
+      policy::normalize_path(request.path, std::span<char>(scratch.path, request.path.size() + 1));
   std::array<std::string_view, PathPattern::kMaxParams> raw_params;
-  plan_rules(policy, state, head, conn, now, scratch, normalised, params, &head.path, raw_params, d, out);
+  plan_rules(policy, state, request, now, scratch, normalised, params, &request.path, raw_params, d, out);
 }
 
 // The charge a plan left, made, and what it decides written into `d`.
@@ -533,35 +508,32 @@ void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge
   if ((admit || rule.shadow || policy.shadow) && !answered) {
     d.shadow_refusal = !admit;
     d.verdict = Verdict::kAdmit;
-    d.fields = admitted_fields(rule.style, v);
+    d.fields = ratelimit_values(rule.style, v, rule.style == policy::HeaderStyle::kIetf);
     return;
   }
-  // The fields go into a response written now.
-  size_t used = 0;
-  const size_t n = policy::ratelimit_fields(rule.style).render(v, scratch.fields, 0);
-  if (n != SIZE_MAX) used = n;
-  const std::string_view fields(scratch.fields, used);
+  // An answer: its fields and its template's values (the bucket's name for
+  // {policy} among them) go with it.
+  d.fields = ratelimit_values(rule.style, v, true);
+  d.retry_after_s = v.retry_after;
+  d.answer.charged = true;
   if (admit || rule.shadow || policy.shadow) {
     d.shadow_refusal = !admit;
-    const std::array<std::string_view, 1> f{fields};
-    respond(d, Verdict::kAnswer, *rule.answer, v, f, scratch, answer_keeps_connection(policy, *p.head));
+    respond(d, Verdict::kAnswer, *rule.answer);
     return;
   }
-  const http::RequestHead& head = *p.head;
-  v.trace_id = next_trace_id(scratch);
-  v.origin = head.value(http::KnownField::kOrigin);
-  const std::string_view cors = cors_fields(policy, head, scratch, used);
-  const std::array<std::string_view, 2> f{fields, cors};
-  d.retry_after_s = v.retry_after;
-  respond(d, Verdict::kRefuse, *rule.refusal, v, f, scratch, answer_keeps_connection(policy, head));
+  const Request& request = *p.request;
+  d.answer.trace_id = next_trace_id(scratch);
+  d.answer.origin = request.value(field::kOrigin);
+  d.answer.cors = cors_grant(policy, request);
+  respond(d, Verdict::kRefuse, *rule.refusal);
 }
 
 }  // namespace
 
-Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
-          const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch) noexcept {
+Plan plan(const CompiledPolicy& policy, LimiterState& state, const Request& request, Nanos now,
+          DecisionScratch& scratch) noexcept {
   Plan out;
-  plan_into(policy, state, head, conn, now, scratch, out.decision, out.charge);
+  plan_into(policy, state, request, now, scratch, out.decision, out.charge);
   return out;
 }
 
@@ -571,65 +543,32 @@ const Decision& finish(const CompiledPolicy& policy, LimiterState& state, Plan& 
   return p.decision;
 }
 
-size_t AdmittedFields::render(std::span<char> out) const noexcept {
-  if (none()) return 0;
-  policy::TemplateValues v;
-  v.limit = limit;
-  v.remaining = remaining;
-  v.reset = reset;
-  v.window = window;
-  v.policy = std::string_view(name, name_len);
-  return policy::ratelimit_fields(style).render(v, out, 0);
-}
-
-bool answer_keeps_connection(const CompiledPolicy& policy, const http::RequestHead& head) noexcept {
-  return policy.keep_alive_answers && head.keep_alive && !head.expect_continue &&
-         http::request_kind(head) == http::RequestKind::kOrdinary;
-}
-
-Decision decide(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
-                const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch) noexcept {
+Decision decide(const CompiledPolicy& policy, LimiterState& state, const Request& request, Nanos now,
+                DecisionScratch& scratch) noexcept {
   // Made in place: a Decision is some 200 bytes.
   Decision d;
   Charge charge;
-  plan_into(policy, state, head, conn, now, scratch, d, charge);
+  plan_into(policy, state, request, now, scratch, d, charge);
   if (charge.due) finish_into(policy, state, charge, now, scratch, d);
   return d;
 }
 
-Decision closing_answer(Decision d, DecisionScratch& scratch) noexcept {
-  static constexpr std::string_view kClose = "Connection: close\r\n";
-  if (!d.keep_alive || d.response.empty()) return d;
-  const size_t head_end = d.response.find("\r\n\r\n");
-  const size_t n = d.response.size();
-  if (head_end == std::string_view::npos || n + kClose.size() > sizeof scratch.response) return d;
-  // In the scratch, the field goes in after the head's last line: the rest
-  // (the empty line and the body) moves up to make room.
-  const size_t at = head_end + 2;
-  if (d.response.data() != scratch.response) std::memmove(scratch.response, d.response.data(), n);
-  std::memmove(scratch.response + at + kClose.size(), scratch.response + at, n - at);
-  std::memcpy(scratch.response + at, kClose.data(), kClose.size());
-  d.response = std::string_view(scratch.response, n + kClose.size());
-  d.keep_alive = false;
-  return d;
-}
-
-Decision answer_parse_error(const CompiledPolicy& policy, http::ParseError error, DecisionScratch& scratch) noexcept {
+Decision answer_unreadable(const CompiledPolicy& policy, uint16_t status) noexcept {
   const policy::ResponseTemplate* t = policy.bad_request;
-  switch (http::status_for(error)) {
+  switch (status) {
     case 431: t = policy.too_large; break;
     case 501: t = policy.not_implemented; break;
     case 505: t = policy.bad_version; break;
     default: break;
   }
   Decision d;
-  respond(d, Verdict::kAnswer, *t, {}, {}, scratch, false);
+  respond(d, Verdict::kAnswer, *t);
   return d;
 }
 
-Decision answer_timeout(const CompiledPolicy& policy, DecisionScratch& scratch) noexcept {
+Decision answer_timeout(const CompiledPolicy& policy) noexcept {
   Decision d;
-  respond(d, Verdict::kAnswer, *policy.timed_out, {}, {}, scratch, false);
+  respond(d, Verdict::kAnswer, *policy.timed_out);
   return d;
 }
 

@@ -1,8 +1,10 @@
-// The decision on one request head: exemptions, the first rule that
-// matches, its key, its bucket, and the verdict with everything the data
-// plane needs to act on it: the fields to add to an admitted response, or the
-// complete response to answer with. No allocation, lock, system call or
-// exception: every byte is written into the caller's scratch space.
+// The decision on one request (limiter/request.h: its meaning, whatever
+// protocol carried it): exemptions, the first rule that matches, its key, its
+// bucket, and the verdict with everything the protocol side needs to act on
+// it: the rate-limit fields' values, and for an answer its status,
+// Retry-After, template and body. No protocol's bytes: the HTTP/1 side
+// writes them (http/limiter_answer.h). No allocation, lock, system call or
+// exception: what a decision computes goes into the caller's scratch space.
 #pragma once
 
 #include <array>
@@ -10,11 +12,10 @@
 #include <span>
 #include <string_view>
 
-#include "http/parse_error.h"
-#include "http/request_head.h"
 #include "limiter/bucket_table.h"
 #include "limiter/compiled_policy.h"
 #include "limiter/digest_map.h"
+#include "limiter/request.h"
 #include "limiter/spend_log.h"
 #include "net/ip_address.h"
 
@@ -33,18 +34,12 @@ struct LimiterState {
   const KeyHasher* cluster_hasher = nullptr;
 };
 
-struct ConnectionFacts {
-  net::IpAddress peer;         // the connection's source address
-  net::IpAddress destination;  // its destination address
-  uint16_t destination_port = 0;
-};
-
 enum class Verdict : uint8_t {
   kForward,  // no rule applies (RF02): forward as is
   kExempt,   // exempt (TB08, TB18): forward, uncounted, no fields
   kAdmit,    // a rule admitted it: forward, adding `fields` to the response
-  kRefuse,   // over budget: answer with `response` (429), forward nothing
-  kAnswer,   // the appliance answers with `response` (400, 401, 404, ...)
+  kRefuse,   // over budget: answer with `answer` (429), forward nothing
+  kAnswer,   // the appliance answers with `answer` (400, 401, 404, ...)
 };
 
 // How the request's path was read (policy/path_form.h, ambiguous_paths).
@@ -67,12 +62,14 @@ struct KeyLabel {
   uint64_t key_hash = 0;  // BucketKey::k0, identifies the bucket
 };
 
-// An admitted response's rate-limit fields (TB16), not yet rendered: most
-// are rendered only when a response is framed, so decide() does not pay for
+// A decision's rate-limit fields (TB16), as values: what an admitted
+// response gets added, and what a refusal (or a rule's answer) says. Not
+// rendered: most are written only when a response is framed, by the
+// protocol side (http::write_ratelimit_fields), so decide() does not pay for
 // text the caller may never write. Self-contained (the bucket's name is
-// copied, the template is its style's, for the life of the process), so it
-// outlives the policy that made it.
-struct AdmittedFields {
+// copied, the style's template lives as long as the process), so it outlives
+// the policy that made it.
+struct RateLimitFields {
   static constexpr size_t kMaxName = 64;  // bucket names are at most this long (policy_loader.cpp)
   policy::HeaderStyle style = policy::HeaderStyle::kNone;  // kNone: no fields
   uint8_t name_len = 0;
@@ -80,26 +77,42 @@ struct AdmittedFields {
   uint32_t remaining = 0;
   uint32_t reset = 0;
   uint32_t window = 0;
-  char name[kMaxName];  // the bucket's, for the styles that name it (the first name_len bytes)
+  // The bucket's (the first name_len bytes): an admission's for the styles
+  // that name it, an answer's always (its template's {policy}).
+  char name[kMaxName];
 
   [[nodiscard]] bool none() const noexcept { return style == policy::HeaderStyle::kNone; }
-  // Writes the fields at the start of `out`: their length, or SIZE_MAX if
-  // they do not fit (0: none).
-  [[nodiscard]] size_t render(std::span<char> out) const noexcept;
+  [[nodiscard]] std::string_view bucket() const noexcept { return {name, name_len}; }
+};
+
+// Whether a refusal lets a browser script read it (TB09): the policy grants
+// any origin, or the request's Origin.
+enum class CorsGrant : uint8_t { kNone, kAnyOrigin, kThisOrigin };
+
+// The appliance's own answer (kRefuse, kAnswer), in no protocol's words: the
+// policy's template for it (its status, its fields with {placeholders}, its
+// body), and the values only the request gives. Its status, Retry-After and
+// rate-limit fields are the decision's.
+struct Answer {
+  const policy::ResponseTemplate* response = nullptr;  // the policy's; valid while the policy is
+  std::string_view body;           // as the template renders it (its text, valid while the policy is)
+  bool charged = false;            // a bucket was charged: the rate-limit fields and values go in
+  CorsGrant cors = CorsGrant::kNone;
+  std::string_view origin;         // the request's Origin (a refusal's {origin}), valid while its bytes are
+  uint64_t trace_id = 0;           // a refusal's {trace_id}
 };
 
 struct Decision {
   Verdict verdict = Verdict::kForward;
-  uint16_t status = 0;            // of `response`
+  uint16_t status = 0;            // of `answer`
   int16_t rule = -1;              // the rule that applied
   uint8_t rule_counter = 0;       // its counters' slot (CompiledRule::counter_slot), when rule >= 0
   bool shadow_refusal = false;    // X01: would have been refused, forwarded instead
   bool overflow = false;          // charged to an overflow bucket (table full or reclaiming)
   bool over_credential_ceiling = false;  // TB07: counted against the address's budget instead
-  uint32_t retry_after_s = 0;     // of a refusal
-  AdmittedFields fields;          // kAdmit: the response's rate-limit fields, rendered when inserted
-  std::string_view response;      // complete response (kRefuse, kAnswer), in scratch
-  bool keep_alive = false;        // `response` leaves the connection open (answer_keeps_connection)
+  uint32_t retry_after_s = 0;     // of a refusal (and a charged answer's {retry_after})
+  RateLimitFields fields;         // kAdmit: added to the response; kRefuse, a charged kAnswer: the answer's
+  Answer answer;                  // kRefuse, kAnswer
   BucketKey usage_key{};          // where a finished request's tokens are charged (DQ05)
   bool has_usage_key = false;
   bool usage_shared = false;      // issue 17: the window is a cluster bucket's (its tokens are recorded for the sync)
@@ -109,8 +122,6 @@ struct Decision {
 
 // Per-worker space decisions write into; reused for every request.
 struct DecisionScratch {
-  char response[4096];
-  char fields[512];
   char path[64 * 1024 + 16];  // the longest head a policy allows
   char credential[8192];
   char material[512];
@@ -121,16 +132,15 @@ struct DecisionScratch {
   SpendLog* spends = nullptr;
 };
 
-[[nodiscard]] Decision decide(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
-                              const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch) noexcept;
+[[nodiscard]] Decision decide(const CompiledPolicy& policy, LimiterState& state, const Request& request, Nanos now,
+                              DecisionScratch& scratch) noexcept;
 
 // decide() in two halves, for a burst of requests: plan() finds the rule and
 // computes the bucket key without touching the bucket; the caller prefetches
 // every planned bucket, then finishes each one, so the cache misses of a
-// large table overlap instead of adding up. A plan refers to its head, which
-// must stay valid until finish(). A plan that needs no charge is already the
-// decision, and its response (if any) lives in the scratch: act on it before
-// the next plan() or finish() with the same scratch.
+// large table overlap instead of adding up. A plan refers to its request
+// (and so to the request's bytes), which must stay valid until finish(). A
+// plan that needs no charge is already the decision.
 // What a plan leaves to do: the bucket and key a request is charged to.
 struct Charge {
   bool due = false;  // a bucket must still be charged
@@ -139,7 +149,7 @@ struct Charge {
   BucketKey key{};
   WindowLimit window{};     // calendar buckets: this key's quotas
   uint32_t run_budget = 0;  // a live run's own budget (requests per minute), 0: the bucket's
-  const http::RequestHead* head = nullptr;
+  const Request* request = nullptr;
 };
 
 struct Plan {
@@ -147,8 +157,8 @@ struct Plan {
   Charge charge;
 };
 
-[[nodiscard]] Plan plan(const CompiledPolicy& policy, LimiterState& state, const http::RequestHead& head,
-                        const ConnectionFacts& conn, Nanos now, DecisionScratch& scratch) noexcept;
+[[nodiscard]] Plan plan(const CompiledPolicy& policy, LimiterState& state, const Request& request, Nanos now,
+                        DecisionScratch& scratch) noexcept;
 inline void prefetch(LimiterState& state, const Plan& p) noexcept {
   if (p.charge.due) state.buckets.prefetch(p.charge.key);
 }
@@ -156,28 +166,13 @@ inline void prefetch(LimiterState& state, const Plan& p) noexcept {
 const Decision& finish(const CompiledPolicy& policy, LimiterState& state, Plan& p, Nanos now,
                        DecisionScratch& scratch) noexcept;
 
-// Whether the appliance's own answer to `head` (a refusal, a 401, a 404)
-// leaves the connection open: the policy keeps connections after answers,
-// the client did not ask to close, and nothing makes the request's end
-// uncertain (Expect: 100-continue, whose body may or may not follow) or its
-// answer special (HEAD, whose answer has no body; Upgrade, CONNECT).
-[[nodiscard]] bool answer_keeps_connection(const CompiledPolicy& policy, const http::RequestHead& head) noexcept;
+// The answer to a request the protocol side could not read, by the status
+// it calls for (431, 501, 505; any other: 400).
+[[nodiscard]] Decision answer_unreadable(const CompiledPolicy& policy, uint16_t status) noexcept;
 
-// The same answer for a connection that closes after it: `Connection:
-// close` added to its head. For a keep-alive answer (d.keep_alive) the data
-// plane cannot keep open after all (too few parse contexts, too many edits
-// in flight): an answer sent with FIN must say so, or the client's next
-// request meets the close with no answer (issue 14). An answer that already
-// closes comes back as it is.
-[[nodiscard]] Decision closing_answer(Decision d, DecisionScratch& scratch) noexcept;
-
-// The answer to a head the parser refused (400, 431, 501, 505).
-[[nodiscard]] Decision answer_parse_error(const CompiledPolicy& policy, http::ParseError error,
-                                          DecisionScratch& scratch) noexcept;
-
-// The answer to a head still incomplete at its deadline (policy deadlines:
-// head): 408, closing.
-[[nodiscard]] Decision answer_timeout(const CompiledPolicy& policy, DecisionScratch& scratch) noexcept;
+// The answer to a request still incomplete at its deadline (policy
+// deadlines: head): 408.
+[[nodiscard]] Decision answer_timeout(const CompiledPolicy& policy) noexcept;
 
 // DQ05: the tokens a finished request used, charged to its bucket's minute.
 // The key `material` (an address's 16 bytes, a user id's 8, a parameter's

@@ -244,6 +244,7 @@ std::optional<ResponseTemplate> ResponseTemplate::compile(const ResponseSpec& sp
   const std::string length = "Content-Length: " + std::to_string(spec.body.size()) + "\r\n";
   r.tail_ = length + "Connection: close\r\n\r\n" + spec.body;
   r.tail_keep_alive_ = length + "\r\n" + spec.body;
+  r.body_size_ = static_cast<uint32_t>(spec.body.size());
   return r;
 }
 

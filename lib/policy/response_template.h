@@ -67,10 +67,23 @@ class ResponseTemplate {
   // `fields` are extra header lines (rate-limit, CORS), already rendered.
   [[nodiscard]] size_t render(const TemplateValues& v, std::span<const std::string_view> fields,
                               std::span<char> out, bool keep_alive = false) const noexcept;
+  // render() in its two parts, for a caller that writes the extra fields
+  // between them straight into `out`: the status line and the policy's
+  // fields at its start (their length, SIZE_MAX if they do not fit), and
+  // what follows the fields.
+  [[nodiscard]] size_t render_head(const TemplateValues& v, std::span<char> out) const noexcept {
+    return head_.render(v, out, 0);
+  }
+  [[nodiscard]] std::string_view tail(bool keep_alive) const noexcept { return keep_alive ? tail_keep_alive_ : tail_; }
   [[nodiscard]] uint16_t status() const noexcept { return status_; }
+  // The body, as written in the policy (it has no placeholders).
+  [[nodiscard]] std::string_view body() const noexcept {
+    return std::string_view(tail_).substr(tail_.size() - body_size_);
+  }
 
  private:
   uint16_t status_ = 0;
+  uint32_t body_size_ = 0;
   TextTemplate head_;   // status line and the policy's fields
   std::string tail_;             // Content-Length, Connection: close, blank line, body
   std::string tail_keep_alive_;  // the same without Connection

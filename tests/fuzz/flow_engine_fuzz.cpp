@@ -269,7 +269,7 @@ void decide_fates(Conversation& c) {
       ex.fate = Fate::kExempt;
     } else {
       ex.fate = is_tight && tight++ > 0 ? Fate::kRefused : Fate::kAdmitted;
-      closed = ex.fate == Fate::kRefused && ex.head;  // a refused HEAD closes (limiter::answer_keeps_connection)
+      closed = ex.fate == Fate::kRefused && ex.head;  // a refused HEAD closes (http::answer_keeps_connection)
     }
     if (ex.fate != Fate::kUnjudged) ++c.judged;
   }

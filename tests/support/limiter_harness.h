@@ -16,6 +16,8 @@
 #include <sstream>
 
 #include "http/head_parser.h"
+#include "http/limiter_answer.h"
+#include "http/limiter_request.h"
 #include "limiter/credential.h"
 #include "limiter/decide.h"
 #include "net/ip_address.h"
@@ -44,8 +46,9 @@ inline const limiter::KeyHasher& test_hasher(uint8_t salt) {
 // A request and what the limiter made of it.
 struct Result {
   limiter::Decision decision;
-  std::string response;  // copied: the scratch is reused by the next request
-  std::string fields;
+  std::string response;  // the answer as the data plane writes it in HTTP/1 (http::write_answer), if any
+  std::string fields;    // an admission's rate-limit fields, as field lines
+  bool keep_alive = false;  // the answer leaves the connection open (http::answer_keeps_connection)
 
   [[nodiscard]] limiter::Verdict verdict() const { return decision.verdict; }
   [[nodiscard]] uint16_t status() const { return decision.status; }
@@ -148,20 +151,28 @@ class Limiter {
     Result out;
     if (r.status != http::HeadStatus::kComplete) {
       EXPECT_EQ(r.status, http::HeadStatus::kError) << "incomplete head: " << head;
-      out.decision = limiter::answer_parse_error(*policy_, r.error, *scratch_);
+      out.decision = http::answer_parse_error(*policy_, r.error);
     } else {
       limiter::ConnectionFacts conn;
       conn.peer = *net::parse_ip(peer);
       conn.destination = *net::parse_ip("198.19.0.1");
       conn.destination_port = 80;
-      out.decision = limiter::decide(*policy_, *state_, parser.head(), conn, now, *scratch_);
+      out.decision = limiter::decide(*policy_, *state_, http::limiter_request(parser.head(), conn), now, *scratch_);
+      out.keep_alive = out.decision.answer.response != nullptr && http::answer_keeps_connection(*policy_, parser.head());
     }
-    out.response = std::string(out.decision.response);
+    out.response = written(out.decision, out.keep_alive);
     char fields[512];
-    const size_t n = out.decision.fields.render(fields);
+    const size_t n = out.decision.verdict == limiter::Verdict::kAdmit ? http::write_ratelimit_fields(out.decision.fields, fields) : 0;
     EXPECT_NE(n, SIZE_MAX) << "the admitted fields fit 512 bytes";
     out.fields = std::string(fields, n == SIZE_MAX ? 0 : n);
     return out;
+  }
+
+  // A decision's answer in HTTP/1, as the data plane writes it; empty if it
+  // answers nothing.
+  std::string written(const limiter::Decision& d, bool keep_alive) {
+    char text[http::kMaxAnswerBytes];
+    return std::string(text, http::write_answer(*policy_, d, keep_alive, text));
   }
 
   // Sends the same request `n` times; returns how many were admitted (or

@@ -1,6 +1,6 @@
 // The hot path allocates nothing: a global operator new that counts calls
-// checks parse + decide over every profile's typical requests, admitted,
-// refused and answered.
+// checks parse + decide, and the answer or fields written in HTTP/1, over
+// every profile's typical requests, admitted, refused and answered.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -54,16 +54,25 @@ TEST(HotPath, ParsingAndDecidingAllocateNothing) {
     limiter::ConnectionFacts conn;
     conn.peer = *net::parse_ip("198.18.0.1");
     int refused = 0;
+    char answer[http::kMaxAnswerBytes];
+    char fields[512];
+    size_t written = 0;
     const uint64_t before = g_allocations.load();
     ASSERT_GT(before, 0u) << "the counting operator new is not in use";
     for (int i = 0; i < 2000; ++i) {
       parser.reset();
       if (parser.feed(c.request).status != http::HeadStatus::kComplete) FAIL() << c.request;
-      const limiter::Decision d = limiter::decide(l.policy(), l.state(), parser.head(), conn, kStart, *scratch);
+      const limiter::Decision d =
+          limiter::decide(l.policy(), l.state(), http::limiter_request(parser.head(), conn), kStart, *scratch);
       refused += d.verdict == limiter::Verdict::kRefuse;
+      // And written in HTTP/1, as the data plane does: an answer, or the
+      // fields an admitted response gets.
+      const bool keep = http::answer_keeps_connection(l.policy(), parser.head());
+      written += http::write_answer(l.policy(), d, keep, answer) + http::write_ratelimit_fields(d.fields, fields);
     }
     EXPECT_EQ(g_allocations.load() - before, 0u) << c.profile << ": " << c.request;
     (void)refused;
+    (void)written;
   }
 }
 

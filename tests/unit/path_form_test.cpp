@@ -163,7 +163,7 @@ TEST(AmbiguousPaths, RefuseAnswers400WithTheReason) {
     EXPECT_EQ(r.status(), 400) << p;
     EXPECT_EQ(r.decision.path_reading, limiter::PathReading::kRefused) << p;
     EXPECT_EQ(r.decision.rule, -1) << p << ": no rule charged";
-    EXPECT_TRUE(r.decision.keep_alive) << p << ": the request is whole, the connection may go on";
+    EXPECT_TRUE(r.keep_alive) << p << ": the request is whole, the connection may go on";
   }
   // Normal form is judged as before: exempt, or by its rule.
   const Result health = l.send("GET /healthz HTTP/1.1\r\nHost: a");

@@ -10,6 +10,7 @@
 // removal, every byte the same however often it is sent, and
 // acknowledgements must map back onto the sender's bytes.
 #include "dataplane/stream_editor.h"
+#include "http/limiter_answer.h"
 
 #include <gtest/gtest.h>
 
@@ -69,7 +70,7 @@ class EditorBench {
     EXPECT_TRUE(sink_.sent.empty());  // responses before it are outstanding: nothing sent yet
   }
   // What the response path found in O: fields after status lines, response ends.
-  void fields_at(uint32_t at, const limiter::AdmittedFields& fields) {
+  void fields_at(uint32_t at, const limiter::RateLimitFields& fields) {
     texts_.push_back(fields);
     points_.push_back({dataplane::ResponsePoint::Kind::kFields, kOriginIsn + 1 + at, 0, nullptr});
   }
@@ -158,7 +159,7 @@ class EditorBench {
   RecordingSink sink_;
   dataplane::TcpFlow flow_;
   std::vector<dataplane::ResponsePoint> points_;
-  std::vector<limiter::AdmittedFields> texts_;
+  std::vector<limiter::RateLimitFields> texts_;
   size_t room_extra_ = 0;
 };
 
@@ -168,8 +169,8 @@ std::string text(char c, size_t n, std::string_view tag) {
   return s;
 }
 
-limiter::AdmittedFields seed_fields(uint32_t limit, uint32_t remaining, uint32_t reset) {
-  limiter::AdmittedFields f;
+limiter::RateLimitFields seed_fields(uint32_t limit, uint32_t remaining, uint32_t reset) {
+  limiter::RateLimitFields f;
   f.style = policy::HeaderStyle::kSeed;
   f.limit = limit;
   f.remaining = remaining;
@@ -178,9 +179,9 @@ limiter::AdmittedFields seed_fields(uint32_t limit, uint32_t remaining, uint32_t
   return f;
 }
 
-std::string rendered(const limiter::AdmittedFields& f) {
+std::string rendered(const limiter::RateLimitFields& f) {
   char text[256];
-  const size_t n = f.render(text);
+  const size_t n = http::write_ratelimit_fields(f, text);
   EXPECT_NE(n, SIZE_MAX);
   return std::string(text, n == SIZE_MAX ? 0 : n);
 }
@@ -190,7 +191,7 @@ struct Model {
   std::string c = text('A', 700, "client:");
   // Into O: fields at two status lines, a kept answer at a response's end.
   uint32_t fields1_at = 60, answer_at = 1200, fields2_at = 1900;
-  limiter::AdmittedFields values1 = seed_fields(10, 9, 6), values2 = seed_fields(10, 8, 12);
+  limiter::RateLimitFields values1 = seed_fields(10, 9, 6), values2 = seed_fields(10, 8, 12);
   std::string fields1 = rendered(values1);
   std::string answer = "HTTP/1.1 429 Too Many Requests\r\nContent-Length: 9\r\n\r\nslow down";
   std::string fields2 = rendered(values2);

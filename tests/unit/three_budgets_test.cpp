@@ -262,24 +262,22 @@ TEST(ThreeBudgets, TB14_TheRefusalIsA429WithTheErrorEnvelopeAndNothingIsForwarde
   EXPECT_EQ(r.header("Content-Type"), "application/json");
   EXPECT_EQ(r.header("Content-Length"), std::to_string(r.body().size()));
   // after_answer: keep-alive (the default): the connection stays open.
-  EXPECT_TRUE(r.decision.keep_alive);
+  EXPECT_TRUE(r.keep_alive);
   EXPECT_EQ(r.header("Connection"), "");
 }
 
 // Issue 14: a keep-alive answer the data plane cannot keep open after all
-// goes with FIN, so it must say so. closing_answer() adds `Connection:
-// close` to its head and changes nothing else; an answer that closes
-// already comes back as it is.
+// goes with FIN, so it must say so. Written closing (http::write_answer),
+// it has `Connection: close` in its head and nothing else changes; an
+// answer that closes already is written the same either way.
 TEST(ThreeBudgets, TB14_AKeepAliveAnswerSentWithFinSaysConnectionClose) {
   Limiter l(kProfile);
   ASSERT_EQ(l.count_admitted(60, kBare), 60);
   const Result kept = l.send(kBare);
-  ASSERT_TRUE(kept.decision.keep_alive);
-  const limiter::Decision closing = limiter::closing_answer(kept.decision, l.scratch());
-  EXPECT_FALSE(closing.keep_alive);
+  ASSERT_TRUE(kept.keep_alive);
   Result r;
-  r.decision = closing;
-  r.response = std::string(closing.response);
+  r.decision = kept.decision;
+  r.response = l.written(kept.decision, false);
   EXPECT_EQ(r.header("Connection"), "close");
   EXPECT_EQ(r.body(), kept.body());
   EXPECT_EQ(r.header("Content-Length"), kept.header("Content-Length"));
@@ -287,8 +285,9 @@ TEST(ThreeBudgets, TB14_AKeepAliveAnswerSentWithFinSaysConnectionClose) {
   std::string without = r.response;
   without.erase(without.find("Connection: close\r\n"), 19);
   EXPECT_EQ(without, kept.response);
-  const limiter::Decision again = limiter::closing_answer(closing, l.scratch());
-  EXPECT_EQ(again.response, closing.response);
+  const Result closes = l.send(kBare + "\r\nConnection: close");
+  ASSERT_FALSE(closes.keep_alive);
+  EXPECT_EQ(closes.response, l.written(closes.decision, false));
 }
 
 // after_answer (issue 6): an answer keeps the connection open unless the
@@ -313,7 +312,7 @@ TEST(ThreeBudgets, AnAnswerSaysConnectionCloseWhereTheConnectionCloses) {
   for (const Case& c : cases) {
     const Result r = keep.send(c.request);
     ASSERT_EQ(r.status(), 429) << c.request;
-    EXPECT_EQ(r.decision.keep_alive, c.keep_alive) << c.request;
+    EXPECT_EQ(r.keep_alive, c.keep_alive) << c.request;
     EXPECT_EQ(r.header("Connection"), c.keep_alive ? "" : "close") << c.request;
   }
   Limiter close(kProfile, [](std::string t) {
@@ -321,7 +320,7 @@ TEST(ThreeBudgets, AnAnswerSaysConnectionCloseWhereTheConnectionCloses) {
   });
   ASSERT_EQ(close.count_admitted(60, kBare), 60);
   const Result r = close.send(kBare);
-  EXPECT_FALSE(r.decision.keep_alive);
+  EXPECT_FALSE(r.keep_alive);
   EXPECT_EQ(r.header("Connection"), "close");
 }
 
@@ -409,7 +408,8 @@ namespace {
 
 // An admission's fields are values, rendered only by a caller that inserts
 // them (the data plane, as a response is framed); they outlive the policy.
-// Refusals are complete either way (TB16 on the 429).
+// A refusal carries the same values, which the protocol side writes into
+// its answer (TB16 on the 429).
 TEST(ThreeBudgets, TB16AdmittedFieldsAreRenderedOnlyWhenInserted) {
   Limiter l("three-budgets.yaml");
   const std::string get = "GET /v1/models HTTP/1.1\r\nHost: a\r\n\r\n";
@@ -420,11 +420,13 @@ TEST(ThreeBudgets, TB16AdmittedFieldsAreRenderedOnlyWhenInserted) {
   EXPECT_EQ(first.decision.fields.remaining, 59u);
   EXPECT_EQ(first.header("RateLimit-Remaining"), "59");
   char small[20];
-  EXPECT_EQ(first.decision.fields.render(small), SIZE_MAX) << "too small: nothing half written";
+  EXPECT_EQ(http::write_ratelimit_fields(first.decision.fields, small), SIZE_MAX) << "too small: nothing half written";
   l.count_admitted(59, get);
   const Result refused = l.send(get);
   ASSERT_EQ(refused.verdict(), limiter::Verdict::kRefuse);
-  EXPECT_TRUE(refused.decision.fields.none());
+  EXPECT_EQ(refused.decision.fields.style, policy::HeaderStyle::kSeed);
+  EXPECT_EQ(refused.decision.fields.remaining, 0u);
+  EXPECT_TRUE(refused.decision.answer.charged) << "the answer is written with them";
   EXPECT_EQ(refused.header("RateLimit-Remaining"), "0");
   EXPECT_EQ(refused.header("RateLimit-Limit"), "60");
 }
