@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cluster budgets (issue 17) end to end: two sluiced boxes sharing
+# Cluster budgets end to end: two sluiced boxes sharing
 # `scope: cluster` budgets through a Redis Cluster (3 primaries, 1 replica
 # each, Debian's redis-server), each box on the AF_PACKET PMD between a
 # client and an nginx origin, every party in a network namespace of its own:
