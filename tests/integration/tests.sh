@@ -12,7 +12,7 @@
 # the origin, the clients and the impairment; they pass against the kernel
 # bridge stand-in too. "limiting" tests need the appliance's limiting and
 # fail against the stand-in. Test names and comments carry the rule ids of
-# shared/policy-rules.md they check. Tests run in this order (grouped by
+# docs/rules.md they check. Tests run in this order (grouped by
 # policy, so the appliance restarts only between groups); each test's index
 # in this list picks its own client addresses (src4/src6), so every test has
 # budgets of its own.

@@ -1,5 +1,5 @@
 // The deployment-quota profile (config/deployment-quotas.yaml, seed 002),
-// rule by rule: DQ01-DQ10 of policy-rules.md.
+// rule by rule: DQ01-DQ10 of docs/rules.md.
 #include <gtest/gtest.h>
 
 #include "limiter_harness.h"

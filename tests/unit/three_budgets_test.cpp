@@ -1,5 +1,5 @@
 // The three-budget profile (config/three-budgets.yaml, seed 000), rule by
-// rule: TB01-TB19 of policy-rules.md, each driven through the parser and
+// rule: TB01-TB19 of docs/rules.md, each driven through the parser and
 // decide() with a manual clock.
 #include <gtest/gtest.h>
 
