@@ -1,4 +1,4 @@
-// The shared side of a GCRA budget held across several boxes (issue 17's
+// The shared side of a GCRA budget held across several boxes (a bucket's
 // `scope: cluster`): one theoretical arrival time (TAT) per bucket key in
 // Redis, which every box advances by what it admitted since its last sync,
 // atomically (one Lua script per batch), on Redis's own clock. The script

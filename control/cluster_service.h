@@ -1,4 +1,4 @@
-// The cluster sync's own thread in sluiced (issue 17): every sync interval it
+// The cluster sync's own thread in sluiced: every sync interval it
 // turns over each worker's spend log (limiter/spend_log.h), adds up what the
 // box admitted per `scope: cluster` key, sends it to Redis and publishes the
 // shared lead back into the box's table (ClusterSync). Keys the box spent on

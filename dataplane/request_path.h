@@ -128,9 +128,9 @@ class RequestPath {
   // Whether admitted requests' responses get the decision's rate-limit
   // fields (rendered only then).
   void set_insert_fields(bool on) noexcept;
-  // Issue 17: where admissions on cluster buckets are recorded.
+  // Where admissions on cluster buckets are recorded.
   void set_spend_log(limiter::SpendLog* log) noexcept { scratch_->spends = log; }
-  // Issue 18: where refusals and answers are offered for the audit log
+  // Where refusals and answers are offered for the audit log
   // (none: not offered).
   void set_refusal_sampler(RefusalSampler* sampler) noexcept { refusals_ = sampler; }
 

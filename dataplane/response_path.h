@@ -73,7 +73,7 @@ class ResponsePath {
                                                   time::Nanos now) noexcept;
 
   limiter::LimiterState& limiter_;
-  limiter::SpendLog* spends_ = nullptr;  // issue 17: this worker's, for cluster windows' tokens
+  limiter::SpendLog* spends_ = nullptr;  // this worker's, for cluster windows' tokens
   WorkerCounters& counters_;
 };
 

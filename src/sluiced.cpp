@@ -129,7 +129,7 @@ LoadedPolicy load_with_ports(const sluiced::Options& o, const std::string& file,
   return std::max(2u, (p.max_slots + 1) & ~1u);
 }
 
-// Issue 17: a cluster section's secret file is read at the check too, so a
+// A cluster section's secret file is read at the check too, so a
 // missing or loose one is found before anything starts.
 [[nodiscard]] Status cluster_secret_usable(const dataplane::PolicySnapshot& snap) {
   const std::optional<policy::ClusterSpec>& c = snap.policy.source.cluster;
@@ -293,7 +293,7 @@ class Appliance {
   void poll_until_stopped();
   void stop_running() noexcept;
   void print_counters() const;
-  // Issue 18 (--refusal-log): the refusals the workers sampled, logged.
+  // The refusal log (--refusal-log): the refusals the workers sampled, logged.
   void log_refusals();
   void log_refusal(const limiter::CompiledPolicy& p, unsigned worker, const dataplane::RefusalRecord& r);
   // What the service manager is told (sluiced_notify.h).
@@ -344,7 +344,7 @@ class Appliance {
   control::RunJournal journal_;
   std::vector<control::LiveRun> replayed_runs_;
   LoadedPolicy loaded_;  // its snapshot goes to the publisher
-  // Issue 17: the shared secret, the workers' spend logs, the sync service
+  // The shared secret, the workers' spend logs, the sync service
   // (by load_running_policy(), create_tables() and build_control_plane()).
   sluiced::ClusterPart cluster_;
   // By start_eal() and start_ports().
@@ -725,7 +725,7 @@ std::vector<std::string> Appliance::publish(LoadedPolicy next, const std::string
   return refused;
 }
 
-// Issue 17: the cluster section (the Redis, the shared secret the keys are
+// The cluster section (the Redis, the shared secret the keys are
 // made with, the fallback) is the one part of a policy a reload cannot
 // change: the workers' keys and the sync thread were made from it.
 LoadedPolicy Appliance::same_cluster(LoadedPolicy next, const std::string& name) const {

@@ -66,7 +66,7 @@ Json tables_of(const Daemon& d) {
   return t;
 }
 
-// Issue 17: runs and credentials replicated between the boxes.
+// Runs and credentials replicated between the boxes.
 Json replication_of(const control::ClusterReplica& r) {
   const control::ReplicaCounters& rc = r.counters();
   Json o = Json::object();
@@ -81,7 +81,7 @@ Json replication_of(const control::ClusterReplica& r) {
   return o;
 }
 
-// Issue 17: the cluster sync (the policy has a cluster section).
+// The cluster sync (the policy has a cluster section).
 Json cluster_of(const control::ClusterService& cluster) {
   const control::ClusterCounters& c = cluster.counters();
   const policy::ClusterSpec& spec = cluster.spec();
@@ -149,7 +149,7 @@ Reply cmd_status(const Daemon& d, const Json&, Json& w) {
                             {"slots", d.bucket_snapshots->slots_written()}};
   }
   if (d.cluster != nullptr) {
-    // Issue 17: where the box meets the others, and whether it does now.
+    // Where the box meets the others, and whether it does now.
     const bool fallback = load(d.cluster->counters().in_fallback) != 0;
     w["cluster"] = {{"state", fallback ? "fallback" : "synced"}, {"box", d.cluster->box()},
                     {"redis", d.cluster->spec().redis}};
@@ -696,7 +696,7 @@ Reply cmd_usage_report(const Daemon& d, const Json& request, Json& w) {
   }
   const time::Nanos now = d.clock->now();
   limiter::report_usage(*d.limiter, k, *tokens, now);
-  // Issue 17: a shared window's tokens are the other boxes' business too.
+  // A shared window's tokens are the other boxes' business too.
   if (b->cluster_salt != 0 && d.cluster != nullptr) {
     d.cluster->record_tokens(k, static_cast<uint32_t>(limiter::minute_of(now)), *tokens);
   }

@@ -37,8 +37,8 @@ struct Daemon {
   control::CredentialRegistry* credentials = nullptr;
   const control::Reclaimer* reclaimer = nullptr;
   const control::BucketSnapshotter* bucket_snapshots = nullptr;
-  control::ClusterService* cluster = nullptr;  // issue 17: none without a cluster section
-  // Issue 17: a change made here (runs, credentials), for the cluster's
+  control::ClusterService* cluster = nullptr;  // none without a cluster section
+  // A change made here (runs, credentials), for the cluster's
   // other boxes; none without a cluster section.
   std::function<void(control::ReplicaChange)> replicate;
   // Loads a policy's text with the daemon's hasher (policy.check), and

@@ -259,7 +259,7 @@ void render_ports(const MetricsSample& s, Exposition& e) {
   });
 }
 
-// Issue 17: the cluster sync.
+// The cluster sync.
 void render_cluster(const ClusterSample& c, Exposition& e) {
   e.family("sluice_cluster_syncs_total", "counter", "syncs of the cluster buckets with Redis, by outcome");
   e.sample(R"(outcome="ok")", c.syncs_ok);

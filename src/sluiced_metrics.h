@@ -42,7 +42,7 @@ struct TableSample {
   std::optional<uint64_t> reclaimed;  // none without a reclaimer
 };
 
-// Issue 17's cluster sync (control::ClusterCounters, ReplicaCounters).
+// The cluster sync (control::ClusterCounters, ReplicaCounters).
 struct ClusterSample {
   uint64_t syncs_ok = 0, syncs_failed = 0;
   uint64_t keys_sent = 0, keys_published = 0, fallback_keys = 0, keys_watched = 0;

@@ -160,7 +160,7 @@ TEST_F(ClusterSyncTest, SpendsOfAFailedBatchComeBackAndKindsOutsideTheClusterSta
   EXPECT_EQ(r.unsent[0].spent, spend(k, 2).spent);
 }
 
-// Issue 17, DQ02-DQ05 across boxes: a calendar window's requests and tokens
+// DQ02-DQ05 across boxes: a calendar window's requests and tokens
 // add up in Redis per minute; each box takes the totals as its own counts.
 TEST_F(ClusterSyncTest, TwoBoxesShareAWindowsRequestsAndTokens) {
   Box a(server_.endpoint()), b(server_.endpoint());

@@ -199,7 +199,7 @@ TEST(RequestPath, WithContextsScarceARefusalCloses) {
   EXPECT_EQ(s.last().stop, Stop::kAnswerClose);
   EXPECT_EQ(s.last().forward_bytes, 0u);
   EXPECT_EQ(s.answer.rfind("HTTP/1.1 429 ", 0), 0u) << s.answer;
-  // Issue 14: sent with FIN, it says so; the body is whole after the head.
+  // Sent with FIN, it says so; the body is whole after the head.
   const size_t head_end = s.answer.find("\r\n\r\n");
   ASSERT_NE(head_end, std::string::npos);
   EXPECT_NE(s.answer.substr(0, head_end + 2).find("\r\nConnection: close\r\n"), std::string::npos) << s.answer;
@@ -301,7 +301,7 @@ TEST(RequestPath, NothingAfterAnUpgradeGoesOnUntilTheOriginAnswers) {
   EXPECT_EQ(b.flow().client_next, kFirst + len(upgrade));
 }
 
-// Issue 13: HTTP/2 prior knowledge switches the flow only on the whole
+// HTTP/2 prior knowledge switches the flow only on the whole
 // 24-byte preface; its HTTP/1.1-shaped first part is held until then, so an
 // origin that reads HTTP/1.1 never sees a "PRI" it would answer and read on
 // after.
@@ -309,7 +309,7 @@ const std::string kH2Policy = std::string(kSmallPolicy) + "limits:\n  allow_h2_p
 constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 constexpr std::string_view kSettings = "\x00\x00\x00\x04\x00\x00\x00\x00\x00";
 
-TEST(RequestPath, Issue13AWholeHttp2PrefaceIsBridged) {
+TEST(RequestPath, AWholeHttp2PrefaceIsBridged) {
   RequestBench b(kH2Policy);
   const Segment s = b.feed(std::string(kPreface) + std::string(kSettings));
   EXPECT_EQ(s.last().stop, Stop::kPassThrough);
@@ -317,7 +317,7 @@ TEST(RequestPath, Issue13AWholeHttp2PrefaceIsBridged) {
   EXPECT_EQ(b.counters().pass_through.get(), 1u);
 }
 
-TEST(RequestPath, Issue13AnHttp2PrefaceSplitAcrossSegmentsIsHeldUntilWhole) {
+TEST(RequestPath, AnHttp2PrefaceSplitAcrossSegmentsIsHeldUntilWhole) {
   for (const uint32_t cut : {4u, 18u, 20u, 23u}) {
     RequestBench b(kH2Policy);
     const Segment first = b.feed(kPreface.substr(0, cut));
@@ -332,7 +332,7 @@ TEST(RequestPath, Issue13AnHttp2PrefaceSplitAcrossSegmentsIsHeldUntilWhole) {
   }
 }
 
-TEST(RequestPath, Issue13APrefaceHeadFollowedByAnythingElseIsAnswered400AndTheOriginSeesNone) {
+TEST(RequestPath, APrefaceHeadFollowedByAnythingElseIsAnswered400AndTheOriginSeesNone) {
   RequestBench b(kH2Policy);
   ASSERT_EQ(b.feed("PRI * HTTP/2.0\r\n\r\n").last().stop, Stop::kHeld);
   const Segment s = b.feed(kGet);
