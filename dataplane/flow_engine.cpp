@@ -15,19 +15,13 @@ namespace flag = tcp_flag;
 
 namespace {
 
-// Cuts the segment to the first `keep` bytes of its payload (0: drops it).
-void cut_payload(uint8_t* frame, FrameView& v, uint32_t keep, FrameResult& r) noexcept {
+// Forwards the first `keep` bytes of the segment's payload (0: drops it).
+void forward_prefix(uint8_t* frame, FrameView& v, uint32_t keep, FrameResult& r) noexcept {
   if (keep == 0) {
     r.action = FrameAction::kDrop;
     return;
   }
-  if (keep < v.payload_len) {
-    // A FIN after the cut is not sent, nor counted: the client's side is
-    // still open.
-    frame[v.l4_offset + 13] &= static_cast<uint8_t>(~flag::kFin);
-    v.flags &= static_cast<uint8_t>(~flag::kFin);
-    r.frame_len = trim_payload(frame, v, keep);
-  }
+  if (keep < v.payload_len) r.frame_len = cut_payload(frame, v, keep);
 }
 
 // Where a segment's payload stands against a stream read up to `next`
@@ -37,13 +31,6 @@ Arrival counted_arrival(uint32_t next, const FrameView& v, WorkerCounters& count
   if (a == Arrival::kRepeat) counters.retransmits.add();
   if (a == Arrival::kAhead) counters.out_of_order.add();
   return a;
-}
-
-void clear_urgent(uint8_t* frame, FrameView& v) noexcept {
-  v.flags &= static_cast<uint8_t>(~flag::kUrg);
-  frame[v.l4_offset + 13] = v.flags;
-  store16(frame + v.l4_offset + 18, 0);
-  set_tcp_checksum(frame, v);
 }
 
 ShareCaps share_caps(const EngineConfig& c) noexcept {
@@ -143,7 +130,7 @@ FrameResult FlowEngine::client_reset(TcpFlow& flow, uint8_t* frame, FrameView& v
   if (flow.state == FlowState::kPassThrough) {
     // Bridged, no longer judged: the origin's own stack decides (RFC 5961
     // in Linux); the appliance forgets nothing it could be wrong about.
-    if (flow.seqadj.active) rewrite_seq(frame, v, editor_.to_origin_seq(flow, v.seq));
+    editor_.renumber_to_origin(flow, frame, v);
     return forward_frame(v);
   }
   if (!answered && flow.state != FlowState::kClosed) {
@@ -168,7 +155,7 @@ FrameResult FlowEngine::client_reset(TcpFlow& flow, uint8_t* frame, FrameView& v
     tracker_.reset(flow);
     return drop_frame(v);
   }
-  if (!answered && flow.seqadj.active) rewrite_seq(frame, v, editor_.to_origin_seq(flow, v.seq));
+  if (!answered) editor_.renumber_to_origin(flow, frame, v);
   tracker_.reset(flow);
   return answered ? drop_frame(v) : forward_frame(v);
 }
@@ -202,7 +189,7 @@ FrameResult FlowEngine::client_segment(TcpFlow& flow, uint8_t* frame, FrameView&
       // lost it.
       if (v.payload_len != 0 && seq_lt(v.seq, flow.answer.reset_seq)) {
         FrameResult r = forward_frame(v);
-        cut_payload(frame, v, std::min(v.payload_len, flow.answer.reset_seq - v.seq), r);
+        forward_prefix(frame, v, std::min(v.payload_len, flow.answer.reset_seq - v.seq), r);
         return judged_repeat(flow, frame, v, r);
       }
       if (v.payload_len != 0 || v.has(flag::kFin)) return drop_frame(v);
@@ -267,7 +254,7 @@ FrameResult FlowEngine::client_repeat(TcpFlow& flow, uint8_t* frame, FrameView& 
     // comes before them goes on: the origin may have lost it.
     ack_held(flow, ctx, out);
     if (!seq_lt(v.seq, flow.client.held_seq)) return drop_frame(v);
-    cut_payload(frame, v, flow.client.held_seq - v.seq, r);
+    forward_prefix(frame, v, flow.client.held_seq - v.seq, r);
   }
   return judged_repeat(flow, frame, v, r);
 }
@@ -318,7 +305,7 @@ FrameResult FlowEngine::apply(TcpFlow& flow, ParseContext& ctx, uint8_t* frame, 
     counters_.unbound_answers.add(plan.kept + (plan.stop == RequestPlan::Stop::kAnswerClose ? 1u : 0u));
   }
   FrameResult r = forward_frame(v);
-  cut_payload(frame, v, plan.forward_bytes, r);
+  forward_prefix(frame, v, plan.forward_bytes, r);
   switch (plan.stop) {
     case RequestPlan::Stop::kEnd:
       lender_.give_back_if_done(flow);

@@ -31,6 +31,7 @@
 #include "frame.h"
 #include "request_path.h"
 #include "response_path.h"
+#include "segment_rewrite.h"
 #include "service_frame.h"
 #include "worker_counters.h"
 
@@ -48,6 +49,11 @@ class StreamEditor {
   // A flow's numbers across the appliance: through its context's shifts
   // while edits are pending, by its base shifts after.
   [[nodiscard]] uint32_t to_client_seq(const TcpFlow& flow, uint32_t origin_seq) const noexcept;
+  // A client segment passed on as it is (a RST, a bridged flow's): its
+  // sequence number in the origin's numbers, once the stream was edited.
+  void renumber_to_origin(const TcpFlow& flow, uint8_t* frame, FrameView& v) const noexcept {
+    if (flow.seqadj.active) rewrite_seq(frame, v, to_origin_seq(flow, v.seq));
+  }
   [[nodiscard]] uint32_t to_origin_seq(const TcpFlow& flow, uint32_t client_seq) const noexcept;
   [[nodiscard]] uint32_t to_origin_ack(const TcpFlow& flow, uint32_t client_ack) const noexcept;
   // The origin's acknowledgement in the client's numbers, capped (below).
