@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "control/cluster_service.h"
+#include "control/cluster/cluster_service.h"
 #include "control/bucket_snapshot.h"
 #include "control/command_table.h"
 #include "control/credential_registry.h"
