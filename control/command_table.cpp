@@ -24,7 +24,7 @@ std::vector<std::string> CommandTable::names() const {
 }
 
 std::string CommandTable::dispatch(const Json& request, const PassedFile& file) const {
-  const Json* cmd = member(request, "cmd");
+  const Json* cmd = member(request, arg::kCommand);
   if (cmd == nullptr || !cmd->is_string()) {
     return error_response(ErrorCode::kBadRequest, "a request names its command in \"cmd\"");
   }

@@ -295,7 +295,7 @@ constexpr size_t kMaxPassedPolicyBytes = size_t{1} << 20;
 Reply passed_file_name(const Json& request, const control::PassedFile& file, std::string_view cmd,
                        std::string& name, size_t max_bytes = control::kMaxPassedFileBytes) {
   std::string error;
-  const std::optional<std::string> named = control::string_arg(request, "file", error);
+  const std::optional<std::string> named = control::string_arg(request, control::arg::kFile, error);
   if (!error.empty()) return refuse(ErrorCode::kBadRequest, "\"file\" is the passed file's name");
   if (!file.passed) {
     return refuse(ErrorCode::kBadRequest, std::string(cmd) +
@@ -316,7 +316,7 @@ Reply passed_file_name(const Json& request, const control::PassedFile& file, std
 
 Reply cmd_policy_check(const Daemon& d, const Json& request, const control::PassedFile& file, Json& w) {
   std::string name;
-  if (Reply r = passed_file_name(request, file, "policy.check", name, kMaxPassedPolicyBytes)) return r;
+  if (Reply r = passed_file_name(request, file, control::command::kPolicyCheck, name, kMaxPassedPolicyBytes)) return r;
   // The running daemon's own loader and compiler: what passes here is what
   // a reload accepts.
   const LoadedPolicy checked = d.check_policy(file.bytes, name);
@@ -332,7 +332,7 @@ Reply cmd_policy_check(const Daemon& d, const Json& request, const control::Pass
 Reply cmd_policy_reload(const Daemon& d, const Json& request, const control::PassedFile& file, Json& w) {
   std::string name;
   std::vector<std::string> refused;
-  if (file.passed || control::member(request, "file") != nullptr) {
+  if (file.passed || control::member(request, control::arg::kFile) != nullptr) {
     if (Reply r = passed_file_name(request, file, "policy.reload with a file", name, kMaxPassedPolicyBytes)) {
       return r;
     }
@@ -384,8 +384,8 @@ Reply cmd_runs(const Daemon& d, const Json&, Json& w) {
 
 Reply cmd_run_start(const Daemon& d, const Json& request, Json& w) {
   std::string error;
-  const std::optional<std::string> token = control::string_arg(request, "token", error);
-  const std::optional<uint64_t> budget = control::uint_arg(request, "budget", 1'000'000'000, error);
+  const std::optional<std::string> token = control::string_arg(request, control::arg::kToken, error);
+  const std::optional<uint64_t> budget = control::uint_arg(request, control::arg::kBudget, 1'000'000'000, error);
   if (!error.empty()) return refuse(ErrorCode::kBadRequest, error);
   if (!token) return refuse(ErrorCode::kBadRequest, "run.start needs \"token\"");
   const control::RunRegistry::Result r = d.runs->start(*token, static_cast<uint32_t>(budget.value_or(0)),
@@ -405,7 +405,7 @@ Reply cmd_run_start(const Daemon& d, const Json& request, Json& w) {
 
 Reply cmd_run_end(const Daemon& d, const Json& request, Json& w) {
   std::string error;
-  const std::optional<std::string> token = control::string_arg(request, "token", error);
+  const std::optional<std::string> token = control::string_arg(request, control::arg::kToken, error);
   if (!error.empty()) return refuse(ErrorCode::kBadRequest, error);
   if (!token) return refuse(ErrorCode::kBadRequest, "run.end needs \"token\"");
   const control::RunRegistry::Result r = d.runs->end(*token);
@@ -439,7 +439,7 @@ void write_credential_result(Json& w, const control::CredentialRegistry::Result&
 
 Reply cmd_credentials_load(const Daemon& d, const Json& request, const control::PassedFile& file, Json& w) {
   std::string name;
-  if (Reply r = passed_file_name(request, file, "credentials.load", name)) return r;
+  if (Reply r = passed_file_name(request, file, control::command::kCredentialsLoad, name)) return r;
   const control::CredentialRegistry::Result r = d.credentials->load_text(file.bytes, name);
   if (!r.ok) return credential_refusal(r);
   if (d.replicate) {
@@ -461,7 +461,7 @@ Reply cmd_credentials_show(const Daemon& d, const Json&, Json& w) {
 }
 
 std::optional<limiter::Digest> hash_arg(const Json& request, std::string& error) {
-  const std::optional<std::string> text = control::string_arg(request, "hash", error);
+  const std::optional<std::string> text = control::string_arg(request, control::arg::kHash, error);
   if (!error.empty()) return std::nullopt;
   if (!text) {
     error = "needs \"hash\" (32 hex digits from sluicectl credential hash)";
@@ -476,7 +476,7 @@ Reply cmd_credential_add(const Daemon& d, const Json& request, Json& w) {
   std::string error;
   const std::optional<limiter::Digest> hash = hash_arg(request, error);
   if (!hash) return refuse(ErrorCode::kInvalidArgument, "credential.add " + error);
-  const std::optional<std::string> user = control::string_arg(request, "user", error);
+  const std::optional<std::string> user = control::string_arg(request, control::arg::kUser, error);
   if (!user || !error.empty()) return refuse(ErrorCode::kBadRequest, "credential.add needs \"user\": a user name");
   if (!control::valid_user_name(*user)) {
     return refuse(ErrorCode::kInvalidArgument,
@@ -508,7 +508,7 @@ Reply cmd_credential_remove(const Daemon& d, const Json& request, Json& w) {
 
 Reply cmd_credential_hash(const Daemon& d, const Json& request, Json& w) {
   std::string error;
-  const std::optional<std::string> credential = control::string_arg(request, "credential", error);
+  const std::optional<std::string> credential = control::string_arg(request, control::arg::kCredential, error);
   if (!credential || !error.empty()) return refuse(ErrorCode::kBadRequest, "credential.hash needs \"credential\"");
   const std::optional<limiter::Digest> h = d.credentials->hash(*credential);
   if (!h) return refuse(ErrorCode::kInvalidArgument, "an empty credential has no hash");
@@ -629,8 +629,8 @@ void write_gcra_state(const Daemon& d, const limiter::CompiledPolicy& p, const l
 
 Reply cmd_bucket_show(const Daemon& d, const Json& request, Json& w) {
   std::string error;
-  const std::optional<std::string> name = control::string_arg(request, "bucket", error);
-  const std::optional<std::string> key = control::string_arg(request, "key", error);
+  const std::optional<std::string> name = control::string_arg(request, control::arg::kBucket, error);
+  const std::optional<std::string> key = control::string_arg(request, control::arg::kKey, error);
   if (!name || !key || !error.empty()) return refuse(ErrorCode::kBadRequest, "bucket.show needs \"bucket\" and \"key\"");
   const std::shared_ptr<const dataplane::PolicySnapshot> snapshot = d.publisher->current();
   const limiter::CompiledPolicy& p = snapshot->policy;
@@ -660,9 +660,9 @@ Reply cmd_bucket_show(const Daemon& d, const Json& request, Json& w) {
 // request is refused (DQ07).
 Reply cmd_usage_report(const Daemon& d, const Json& request, Json& w) {
   std::string error;
-  const std::optional<std::string> deployment = control::string_arg(request, "deployment", error);
-  const std::optional<uint64_t> tokens = control::uint_arg(request, "tokens", uint64_t{1} << 32, error);
-  const std::optional<std::string> bucket = control::string_arg(request, "bucket", error);
+  const std::optional<std::string> deployment = control::string_arg(request, control::arg::kDeployment, error);
+  const std::optional<uint64_t> tokens = control::uint_arg(request, control::arg::kTokens, uint64_t{1} << 32, error);
+  const std::optional<std::string> bucket = control::string_arg(request, control::arg::kBucket, error);
   if (!error.empty()) return refuse(ErrorCode::kBadRequest, error);
   if (!deployment || deployment->empty() || !tokens) {
     return refuse(ErrorCode::kBadRequest, "usage.report needs \"deployment\" and \"tokens\"");
@@ -738,21 +738,21 @@ void add_commands(control::CommandTable& table, const Daemon& daemon) {
       return fn(*d, request, file, response);
     });
   };
-  add("status", cmd_status);
-  add("stats", cmd_stats);
-  add("policy.show", cmd_policy_show);
-  add_with_file("policy.check", cmd_policy_check);
-  add_with_file("policy.reload", cmd_policy_reload);
-  add("runs", cmd_runs);
-  add("run.start", cmd_run_start);
-  add("run.end", cmd_run_end);
-  add_with_file("credentials.load", cmd_credentials_load);
-  add("credentials.show", cmd_credentials_show);
-  add("credential.add", cmd_credential_add);
-  add("credential.remove", cmd_credential_remove);
-  add("credential.hash", cmd_credential_hash);
-  add("bucket.show", cmd_bucket_show);
-  add("usage.report", cmd_usage_report);
+  add(control::command::kStatus, cmd_status);
+  add(control::command::kStats, cmd_stats);
+  add(control::command::kPolicyShow, cmd_policy_show);
+  add_with_file(control::command::kPolicyCheck, cmd_policy_check);
+  add_with_file(control::command::kPolicyReload, cmd_policy_reload);
+  add(control::command::kRuns, cmd_runs);
+  add(control::command::kRunStart, cmd_run_start);
+  add(control::command::kRunEnd, cmd_run_end);
+  add_with_file(control::command::kCredentialsLoad, cmd_credentials_load);
+  add(control::command::kCredentialsShow, cmd_credentials_show);
+  add(control::command::kCredentialAdd, cmd_credential_add);
+  add(control::command::kCredentialRemove, cmd_credential_remove);
+  add(control::command::kCredentialHash, cmd_credential_hash);
+  add(control::command::kBucketShow, cmd_bucket_show);
+  add(control::command::kUsageReport, cmd_usage_report);
 }
 
 }  // namespace sluice::sluiced
