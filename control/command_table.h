@@ -47,4 +47,13 @@ class CommandTable {
 [[nodiscard]] std::optional<uint64_t> uint_arg(const Json& request, std::string_view name, uint64_t max,
                                                std::string& error);
 
+// The file a client passed for a command that reads one (passed_file.h):
+// its name for messages, in `name` (the client's word: bounded, and
+// printable, since it reaches sluiced's log); nullopt, or the refusal to
+// send. A request that names a file without passing it is refused: sluiced
+// opens no path a client names. `command` is what the refusal calls it.
+[[nodiscard]] std::optional<std::string> passed_file_name(const Json& request, const PassedFile& file,
+                                                          std::string_view command, std::string& name,
+                                                          size_t max_bytes = kMaxPassedFileBytes);
+
 }  // namespace sluice::control

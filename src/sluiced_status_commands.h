@@ -1,17 +1,16 @@
-// The commands sluiced's control socket serves (sluicectl's counterpart),
-// registered in a control::CommandTable. They read and change the daemon
-// through the references in `Daemon`, which sluiced's Appliance owns and keeps
-// alive for as long as the control thread serves.
+// The commands that report on the whole daemon (status, stats), and what
+// they read: a view of the parts sluiced's Appliance owns and keeps alive
+// for as long as the control thread and the metrics thread serve. The
+// Prometheus endpoint (sluiced_metrics.h) and the refusal log read the
+// same view.
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <string>
-#include <vector>
 
-#include "control/cluster/cluster_service.h"
 #include "control/bucket_snapshot.h"
-#include "control/command_table.h"
+#include "control/cluster/cluster_service.h"
+#include "control/command_source.h"
 #include "control/credential_registry.h"
 #include "control/policy_publisher.h"
 #include "control/reclaimer.h"
@@ -19,49 +18,45 @@
 #include "dataplane/ports.h"
 #include "dataplane/worker_counters.h"
 #include "limiter/decide.h"
-#include "sluiced_policy.h"
 #include "time/clock.h"
 
 namespace sluice::sluiced {
 
-struct Daemon {
+// Read only: nothing that reports may change what it reports on.
+struct DaemonView {
   unsigned workers = 0;
   const dataplane::WorkerCounters* counters = nullptr;  // one per worker
   const dataplane::PortInfo* ports = nullptr;           // client, origin
   std::chrono::steady_clock::time_point started;
   std::string state_dir;  // empty: nothing kept across restarts
-  control::PolicyPublisher* publisher = nullptr;
-  limiter::LimiterState* limiter = nullptr;
+  const control::PolicyPublisher* publisher = nullptr;
+  const limiter::LimiterState* limiter = nullptr;
   const time::Clock* clock = nullptr;
-  control::RunRegistry* runs = nullptr;
-  control::CredentialRegistry* credentials = nullptr;
+  const control::RunRegistry* runs = nullptr;
+  const control::CredentialRegistry* credentials = nullptr;
   const control::Reclaimer* reclaimer = nullptr;
   const control::BucketSnapshotter* bucket_snapshots = nullptr;
-  control::ClusterService* cluster = nullptr;  // issue 17: none without a cluster section
-  // Issue 17: a change made here (runs, credentials), for the cluster's
-  // other boxes; none without a cluster section.
-  std::function<void(control::ReplicaChange)> replicate;
-  // Loads a policy's text with the daemon's hasher (policy.check), and
-  // loads and publishes one (policy.reload): the reasons it was refused, or
-  // none. `name` is what messages call it (the file the client passed).
-  std::function<LoadedPolicy(const std::string& text, const std::string& name)> check_policy;
-  std::function<std::vector<std::string>(const std::string& text, const std::string& name)> reload_policy;
-  // Loads and publishes sluiced's own --config file (policy.reload without
-  // a file, as SIGHUP does); returns the reasons, and the file's path.
-  std::function<std::vector<std::string>(std::string& file)> reload_config;
+  const control::ClusterService* cluster = nullptr;  // issue 17: none without a cluster section
 };
 
-void add_commands(control::CommandTable& table, const Daemon& daemon);
+class StatusCommands final : public control::CommandSource {
+ public:
+  explicit StatusCommands(const DaemonView& daemon) : daemon_(daemon) {}
+  void register_commands(control::CommandTable& table) const override;
+
+ private:
+  const DaemonView& daemon_;
+};
 
 // The operator's name for what a request was counted by (an address, a
 // user by name, a credential's keyed digest): what `stats` shows for the
 // busiest keys and the refusal log writes.
-[[nodiscard]] std::string label_text(const Daemon& daemon, const limiter::KeyLabel& label);
+[[nodiscard]] std::string label_text(const DaemonView& daemon, const limiter::KeyLabel& label);
 
 // One rule's verdicts, added up over the workers (by the rule's counter slot).
 struct RuleTotals {
   uint64_t admitted = 0, refused = 0, answered = 0;
 };
-[[nodiscard]] RuleTotals rule_totals(const Daemon& daemon, const limiter::CompiledRule& rule);
+[[nodiscard]] RuleTotals rule_totals(const DaemonView& daemon, const limiter::CompiledRule& rule);
 
 }  // namespace sluice::sluiced
