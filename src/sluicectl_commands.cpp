@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 
+#include "cli_program.h"
 #include "cli_text.h"
 #include "control/protocol.h"
 #include "sluicectl_print.h"
@@ -199,7 +200,8 @@ struct Bound {
 // The global options' values.
 struct Globals {
   std::string socket_path;
-  bool json = false, version = false, manual = false;
+  bool json = false;
+  cli_program::Common common;  // --version, --manual-markdown
 };
 
 // `parent`'s subcommand `word`, made when it is not there yet (a group such
@@ -248,9 +250,9 @@ void describe(CLI::App& app, Globals& g, std::vector<Bound>& bound) {
                  "the control socket (default $SLUICE_CONTROL_SOCKET, else /run/sluice/control.sock)")
       ->type_name("PATH")->check(validator(socket_check))->group(group);
   app.add_flag("--json", g.json, "print sluiced's JSON answer as it came (top: one line per refresh)")->group(group);
-  app.add_flag("--version", g.version, "the version and the control protocol's, and exit")->group(group);
+  app.add_flag("--version", g.common.version, "the version and the control protocol's, and exit")->group(group);
   // Hidden (no group): what the build runs to write the man page.
-  app.add_flag("--manual-markdown", g.manual, "")->group("");
+  app.add_flag("--manual-markdown", g.common.manual, "")->group("");
   bound.resize(std::size(kCommands));
   for (size_t i = 0; i < std::size(kCommands); ++i) describe_command(app, kCommands[i], bound[i]);
   app.footer(kExitCodes);  // after the commands: the program's help alone ends with it
@@ -358,23 +360,20 @@ CommandLine read_command_line(int argc, const char* const* argv, const std::stri
   describe(app, g, bound);
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; --i) args.emplace_back(argv[i]);  // CLI11 takes them reversed
-  try {
-    app.parse(args);
-  } catch (const CLI::CallForHelp&) {
+  const cli_program::Parsed parsed = cli_program::parse(app, args, g.common, one_line);
+  if (parsed.outcome == cli_program::Parsed::Outcome::kHelp) {
     line.mode = CommandLine::Mode::kHelp;
     line.text = app.help();
     return line;
-  } catch (const CLI::ParseError& e) {
-    line.mode = g.version ? CommandLine::Mode::kVersion : CommandLine::Mode::kUsageError;
-    line.text = one_line(app, e);
+  }
+  if (parsed.outcome == cli_program::Parsed::Outcome::kError) {
+    line.mode = CommandLine::Mode::kUsageError;
+    line.text = parsed.error;
     return line;
   }
   line.socket_path = g.socket_path;
   line.json = g.json;
-  if (g.version || g.manual) {
-    line.mode = g.version ? CommandLine::Mode::kVersion : CommandLine::Mode::kManual;
-    return line;
-  }
+  if (cli_program::ended(parsed, line.mode, line.text)) return line;
   take_command(app, bound, line);
   return line;
 }
@@ -384,8 +383,7 @@ std::string manual_text() {
   Globals g;
   std::vector<Bound> bound;
   describe(app, g, bound);
-  return cli_text::options_markdown(app) + "\n" + cli_text::commands_markdown(app) + "\n# EXIT STATUS\n\n" +
-         cli_text::preformatted(kExitCodes);
+  return cli_program::manual_markdown(app, kExitCodes);
 }
 
 }  // namespace sluice::sluicectl
