@@ -16,15 +16,21 @@
 
 #include "control/json.h"
 #include "control/passed_file.h"
+#include "control/protocol.h"
 
 namespace sluice::control {
 
+// What a command comes to: nullopt when done (members set in the response),
+// else the error response to send.
+using Reply = std::optional<std::string>;
+
+// A command's refusal, with its stable code.
+[[nodiscard]] inline Reply refuse(ErrorCode code, const std::string& message) { return error_response(code, message); }
+
 class CommandTable {
  public:
-  // nullopt: done (members set in `response`); else the error response to send.
-  using Command = std::function<std::optional<std::string>(const Json& request, Json& response)>;
-  using FileCommand =
-      std::function<std::optional<std::string>(const Json& request, const PassedFile& file, Json& response)>;
+  using Command = std::function<Reply(const Json& request, Json& response)>;
+  using FileCommand = std::function<Reply(const Json& request, const PassedFile& file, Json& response)>;
 
   void add(std::string name, Command command);
   void add_with_file(std::string name, FileCommand command);

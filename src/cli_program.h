@@ -33,6 +33,17 @@ struct Common {
 // follow.
 void describe_common(CLI::App& app, const char* description, const char* exit_codes, Common& common);
 
+// A program's whole command line made afresh, bound to values of its own
+// (`describe` adds the options): what --help and the manual are written
+// from.
+template <typename Options, typename Given>
+struct Table {
+  Options options;
+  Given given;
+  CLI::App app;  // last: it refers to the values above
+  explicit Table(void (*describe)(CLI::App&, Options&, Given&)) { describe(app, options, given); }
+};
+
 // What a parse came to.
 struct Parsed {
   enum class Outcome { kRun, kHelp, kVersion, kManual, kError } outcome = Outcome::kRun;

@@ -182,20 +182,10 @@ ParseResult parse_options(int argc, const char* const* argv) {
   return r;
 }
 
-std::string usage_text() {
-  CLI::App app;
-  Options o;
-  Given g;
-  describe(app, o, g);
-  return app.help();
-}
+std::string usage_text() { return cli_program::Table<Options, Given>(describe).app.help(); }
 
 std::string manual_text() {
-  CLI::App app;
-  Options o;
-  Given g;
-  describe(app, o, g);
-  return cli_program::manual_markdown(app, kExitCodes);
+  return cli_program::manual_markdown(cli_program::Table<Options, Given>(describe).app, kExitCodes);
 }
 
 }  // namespace sluice::replay_cli

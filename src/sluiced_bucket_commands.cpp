@@ -19,10 +19,9 @@ namespace {
 
 using control::ErrorCode;
 using control::Json;
-using Reply = std::optional<std::string>;
+using control::refuse;
+using control::Reply;
 namespace arg = control::arg;
-
-Reply refuse(ErrorCode code, const std::string& message) { return control::error_response(code, message); }
 
 // The rules of the current policy that charge `bucket`, and the kind of key
 // they agree on (nullopt if they key it differently).

@@ -14,11 +14,10 @@ namespace {
 
 using control::ErrorCode;
 using control::Json;
-using Reply = std::optional<std::string>;
+using control::refuse;
+using control::Reply;
 using Change = control::ReplicaChange;
 namespace arg = control::arg;
-
-Reply refuse(ErrorCode code, const std::string& message) { return control::error_response(code, message); }
 
 Reply credential_refusal(const control::CredentialRegistry::Result& r) {
   using F = control::CredentialRegistry::Failure;

@@ -12,7 +12,7 @@ namespace sluice::sluiced {
 namespace {
 
 using control::Json;
-using Reply = std::optional<std::string>;
+using control::Reply;
 
 // A passed policy's bytes: a real one is a few KiB, and the control thread
 // parses it while every other client waits, so a larger one is refused

@@ -14,10 +14,9 @@ namespace {
 
 using control::ErrorCode;
 using control::Json;
-using Reply = std::optional<std::string>;
+using control::refuse;
+using control::Reply;
 namespace arg = control::arg;
-
-Reply refuse(ErrorCode code, const std::string& message) { return control::error_response(code, message); }
 
 Reply run_refusal(const control::RunRegistry::Result& r) {
   using O = control::RunRegistry::Outcome;

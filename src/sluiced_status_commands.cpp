@@ -21,7 +21,7 @@ namespace sluice::sluiced {
 namespace {
 
 using control::Json;
-using Reply = std::optional<std::string>;
+using control::Reply;
 
 uint64_t load(const std::atomic<uint64_t>& v) { return v.load(std::memory_order_relaxed); }
 
