@@ -71,9 +71,9 @@
 #include <unistd.h>
 #include <vector>
 
-#include "control/cluster_gcra.h"
-#include "control/cluster_sync.h"
-#include "control/redis_router.h"
+#include "control/cluster/cluster_gcra.h"
+#include "control/cluster/cluster_sync.h"
+#include "control/cluster/redis_router.h"
 #include "limiter/bucket_table.h"
 #include "limiter/spend_log.h"
 #include "median.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "control/cluster_service.h"
+#include "control/cluster/cluster_service.h"
 #include "control/credential_registry.h"
 #include "control/run_registry.h"
 #include "limiter/bucket_key.h"

@@ -19,7 +19,7 @@
 
 namespace sluice::sluiced {
 
-struct Daemon;
+struct DaemonView;
 
 // A port's counts as its driver keeps them (rte_eth_stats).
 struct PortCounts {
@@ -72,10 +72,10 @@ struct MetricsSample {
   uint64_t snapshots_held = 0;
 };
 
-[[nodiscard]] MetricsSample sample_metrics(const Daemon& daemon);
+[[nodiscard]] MetricsSample sample_metrics(const DaemonView& daemon);
 [[nodiscard]] std::string render_metrics(const MetricsSample& sample);
 
 // Both: what the metrics thread serves.
-[[nodiscard]] std::string render_metrics(const Daemon& daemon);
+[[nodiscard]] std::string render_metrics(const DaemonView& daemon);
 
 }  // namespace sluice::sluiced

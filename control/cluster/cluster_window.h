@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "control/redis_router.h"
-#include "control/redis_script.h"
+#include "control/cluster/redis_router.h"
+#include "control/cluster/redis_script.h"
 
 namespace sluice::control {
 

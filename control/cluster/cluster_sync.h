@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "control/cluster_gcra.h"
-#include "control/cluster_window.h"
+#include "control/cluster/cluster_gcra.h"
+#include "control/cluster/cluster_window.h"
 #include "limiter/bucket_key.h"
 #include "limiter/bucket_table.h"
 #include "limiter/gcra.h"

@@ -26,10 +26,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "control/cluster_gcra.h"
-#include "control/cluster_replica.h"
-#include "control/cluster_sync.h"
-#include "control/redis_link.h"
+#include "control/cluster/cluster_gcra.h"
+#include "control/cluster/cluster_replica.h"
+#include "control/cluster/cluster_sync.h"
+#include "control/cluster/redis_link.h"
 #include "limiter/bucket_table.h"
 #include "limiter/spend_log.h"
 #include "policy/policy.h"

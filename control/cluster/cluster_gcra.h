@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "control/redis_link.h"
-#include "control/redis_router.h"
-#include "control/redis_script.h"
+#include "control/cluster/redis_link.h"
+#include "control/cluster/redis_router.h"
+#include "control/cluster/redis_script.h"
 
 namespace sluice::control {
 

@@ -31,7 +31,7 @@
 #include <utility>
 #include <vector>
 
-#include "control/redis_router.h"
+#include "control/cluster/redis_router.h"
 
 namespace sluice::control {
 

@@ -32,7 +32,7 @@
 #include <string_view>
 #include <vector>
 
-#include "control/redis_link.h"
+#include "control/cluster/redis_link.h"
 
 namespace sluice::control {
 
