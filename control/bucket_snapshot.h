@@ -1,4 +1,4 @@
-// Buckets that survive a restart (issue 15): the shared bucket table's live
+// Buckets that survive a restart: the shared bucket table's live
 // slots, written to the state directory as the reclaimer passes over them
 // and again at a clean stop, and put back at start, so a crash costs at
 // most about two reclaimer sweeps (20 s) of admissions instead of every

@@ -24,7 +24,7 @@ std::vector<std::string> CommandTable::names() const {
 }
 
 std::string CommandTable::dispatch(const Json& request, const PassedFile& file) const {
-  const Json* cmd = member(request, "cmd");
+  const Json* cmd = member(request, arg::kCommand);
   if (cmd == nullptr || !cmd->is_string()) {
     return error_response(ErrorCode::kBadRequest, "a request names its command in \"cmd\"");
   }
@@ -64,6 +64,28 @@ std::optional<uint64_t> uint_arg(const Json& request, std::string_view name, uin
     return std::nullopt;
   }
   return n;
+}
+
+std::optional<std::string> passed_file_name(const Json& request, const PassedFile& file, std::string_view command,
+                                            std::string& name, size_t max_bytes) {
+  std::string error;
+  const std::optional<std::string> named = string_arg(request, arg::kFile, error);
+  if (!error.empty()) return error_response(ErrorCode::kBadRequest, "\"file\" is the passed file's name");
+  if (!file.passed) {
+    return error_response(ErrorCode::kBadRequest, std::string(command) +
+                                                      " needs the file passed with the request (\"fd\": true and the "
+                                                      "descriptor); sluiced opens no file a client names");
+  }
+  name = named && !named->empty() ? named->substr(0, 256) : std::string("(passed file)");
+  for (char& c : name) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  if (!file.error.empty()) return error_response(ErrorCode::kInvalidArgument, name + ": " + file.error);
+  if (file.bytes.size() > max_bytes) {
+    return error_response(ErrorCode::kInvalidArgument,
+                          name + ": larger than " + std::to_string(max_bytes >> 20) + " MiB; not read");
+  }
+  return std::nullopt;
 }
 
 }  // namespace sluice::control

@@ -16,15 +16,21 @@
 
 #include "control/json.h"
 #include "control/passed_file.h"
+#include "control/protocol.h"
 
 namespace sluice::control {
 
+// What a command comes to: nullopt when done (members set in the response),
+// else the error response to send.
+using Reply = std::optional<std::string>;
+
+// A command's refusal, with its stable code.
+[[nodiscard]] inline Reply refuse(ErrorCode code, const std::string& message) { return error_response(code, message); }
+
 class CommandTable {
  public:
-  // nullopt: done (members set in `response`); else the error response to send.
-  using Command = std::function<std::optional<std::string>(const Json& request, Json& response)>;
-  using FileCommand =
-      std::function<std::optional<std::string>(const Json& request, const PassedFile& file, Json& response)>;
+  using Command = std::function<Reply(const Json& request, Json& response)>;
+  using FileCommand = std::function<Reply(const Json& request, const PassedFile& file, Json& response)>;
 
   void add(std::string name, Command command);
   void add_with_file(std::string name, FileCommand command);
@@ -46,5 +52,14 @@ class CommandTable {
 // reals, and a count that arrives as one was computed as one.
 [[nodiscard]] std::optional<uint64_t> uint_arg(const Json& request, std::string_view name, uint64_t max,
                                                std::string& error);
+
+// The file a client passed for a command that reads one (passed_file.h):
+// its name for messages, in `name` (the client's word: bounded, and
+// printable, since it reaches sluiced's log); nullopt, or the refusal to
+// send. A request that names a file without passing it is refused: sluiced
+// opens no path a client names. `command` is what the refusal calls it.
+[[nodiscard]] std::optional<std::string> passed_file_name(const Json& request, const PassedFile& file,
+                                                          std::string_view command, std::string& name,
+                                                          size_t max_bytes = kMaxPassedFileBytes);
 
 }  // namespace sluice::control

@@ -159,7 +159,7 @@ bool ControlServer::receive(Client& c, Clock::time_point now) {
 }
 
 PassedFile ControlServer::take_file(Client& c, const Json& request) {
-  const Json* fd = member(request, "fd");
+  const Json* fd = member(request, arg::kFd);
   if (fd == nullptr || !fd->is_boolean() || !fd->get<bool>()) return {};
   if (c.fds.empty()) {
     PassedFile none;
@@ -197,7 +197,8 @@ bool ControlServer::answer_lines(Client& c, const Handler& handler, Clock::time_
     const std::optional<Json> request = parse_json(line, error);
     if (!request || !request->is_object()) {
       c.out = error_response(ErrorCode::kBadRequest, request ? "a request is a JSON object" : "unreadable request: " + error);
-    } else if (const Json* v = member(*request, "v"); v != nullptr && whole_number(*v) != uint64_t{kProtocolVersion}) {
+    } else if (const Json* v = member(*request, arg::kVersion);
+               v != nullptr && whole_number(*v) != uint64_t{kProtocolVersion}) {
       c.out = error_response(ErrorCode::kUnsupportedVersion,
                              "this sluiced speaks version " + std::to_string(kProtocolVersion) + " of the protocol");
     } else {

@@ -55,7 +55,7 @@ class CredentialRegistry {
   [[nodiscard]] Result load_text(std::string_view text, const std::string& name);
   [[nodiscard]] Result add(const limiter::Digest& hash, const std::string& user);
   [[nodiscard]] Result remove(const limiter::Digest& hash);
-  // Issue 17, from the cluster: the map becomes `entries` (another box
+  // From the cluster: the map becomes `entries` (another box
   // loaded a file), or gains them (a catch-up; theirs win where both have a
   // hash). Persisted and applied as a load is; `name` is what messages say.
   [[nodiscard]] Result replace(std::vector<CredentialEntry> entries, const std::string& name);

@@ -51,7 +51,7 @@ enum class LogEvent : uint8_t {
   kPolicy,     // reloads and publications
   kClock,      // the system clock stepped
   kTelemetry,  // DPDK's telemetry socket
-  kCluster,    // the cluster sync (issue 17)
+  kCluster,    // the cluster sync
   kRefusal,    // a sampled refusal record (--refusal-log)
   kWatchdog,   // systemd's watchdog withheld or fed again (a worker stalled)
 };

@@ -1,5 +1,7 @@
 // The control protocol's fixed parts, shared by the control thread and
-// sluicectl: its version and its error codes. A request is
+// sluicectl: its version, its command names and request members, its error
+// codes. Both sides spell them from here, so they cannot drift apart. A
+// request is
 //   {"v": 1, "cmd": "stats", ...arguments}
 // and every response carries "v" and "ok"; a refusal is
 //   {"v": 1, "ok": false, "error": {"code": "unknown_command", "message": "..."}}
@@ -16,6 +18,53 @@ namespace sluice::control {
 
 inline constexpr int kProtocolVersion = 1;
 inline constexpr size_t kMaxRequestBytes = 64 * 1024;
+
+// The commands, as sluicectl sends them in "cmd" and sluiced registers them.
+namespace command {
+inline constexpr char kStatus[] = "status";
+inline constexpr char kStats[] = "stats";
+inline constexpr char kPolicyShow[] = "policy.show";
+inline constexpr char kPolicyCheck[] = "policy.check";
+inline constexpr char kPolicyReload[] = "policy.reload";
+inline constexpr char kRuns[] = "runs";
+inline constexpr char kRunStart[] = "run.start";
+inline constexpr char kRunEnd[] = "run.end";
+inline constexpr char kCredentialsLoad[] = "credentials.load";
+inline constexpr char kCredentialsShow[] = "credentials.show";
+inline constexpr char kCredentialAdd[] = "credential.add";
+inline constexpr char kCredentialRemove[] = "credential.remove";
+inline constexpr char kCredentialHash[] = "credential.hash";
+inline constexpr char kBucketShow[] = "bucket.show";
+inline constexpr char kUsageReport[] = "usage.report";
+}  // namespace command
+
+// A request's members: the envelope, and the arguments the commands take.
+namespace arg {
+inline constexpr char kVersion[] = "v";
+inline constexpr char kCommand[] = "cmd";
+inline constexpr char kFile[] = "file";  // a passed file's name, for messages
+inline constexpr char kFd[] = "fd";      // true: a descriptor travels with the request
+inline constexpr char kToken[] = "token";
+inline constexpr char kBudget[] = "budget";
+inline constexpr char kHash[] = "hash";
+inline constexpr char kUser[] = "user";
+inline constexpr char kCredential[] = "credential";
+inline constexpr char kDeployment[] = "deployment";
+inline constexpr char kTokens[] = "tokens";
+inline constexpr char kBucket[] = "bucket";
+inline constexpr char kKey[] = "key";
+}  // namespace arg
+
+// A response's envelope: "v", "ok", and a refusal's "error" object
+// ({"code", "message"}) with a file's "errors".
+namespace reply {
+inline constexpr char kVersion[] = "v";
+inline constexpr char kOk[] = "ok";
+inline constexpr char kError[] = "error";
+inline constexpr char kCode[] = "code";
+inline constexpr char kMessage[] = "message";
+inline constexpr char kErrors[] = "errors";
+}  // namespace reply
 
 enum class ErrorCode {
   kBadRequest,          // not a JSON object, or a field of the wrong type
@@ -51,21 +100,21 @@ enum class ErrorCode {
 // A response's first members: the protocol's version and whether it is done.
 [[nodiscard]] inline Json response_head(bool ok) {
   Json r = Json::object();
-  r["v"] = kProtocolVersion;
-  r["ok"] = ok;
+  r[reply::kVersion] = kProtocolVersion;
+  r[reply::kOk] = ok;
   return r;
 }
 
 [[nodiscard]] inline Json error_object(ErrorCode code, std::string_view message) {
   Json e = Json::object();
-  e["code"] = to_string(code);
-  e["message"] = message;
+  e[reply::kCode] = to_string(code);
+  e[reply::kMessage] = message;
   return e;
 }
 
 [[nodiscard]] inline std::string error_response(ErrorCode code, std::string_view message) {
   Json r = response_head(false);
-  r["error"] = error_object(code, message);
+  r[reply::kError] = error_object(code, message);
   return dump_json(r);
 }
 
@@ -74,8 +123,8 @@ enum class ErrorCode {
 [[nodiscard]] inline std::string invalid_file_response(ErrorCode code, std::string_view message,
                                                        const std::vector<std::string>& errors) {
   Json r = response_head(false);
-  r["error"] = error_object(code, message);
-  r["errors"] = errors;
+  r[reply::kError] = error_object(code, message);
+  r[reply::kErrors] = errors;
   return dump_json(r);
 }
 

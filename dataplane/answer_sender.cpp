@@ -14,32 +14,32 @@ void AnswerSender::answer_later(TcpFlow& flow, ParseContext& ctx, const RequestP
   ctx.answer_len = static_cast<uint16_t>(len);
   // Client bytes up to what was parsed are consumed; the origin's stream
   // stops where the refused request began.
-  flow.answer_ack = flow.client_next;
-  flow.reset_seq = plan.reset_seq;
-  flow.answer_len = static_cast<uint16_t>(len);
+  flow.answer.ack = flow.client.next;
+  flow.answer.reset_seq = plan.reset_seq;
+  flow.answer.len = static_cast<uint16_t>(len);
   flow.state = FlowState::kRefusing;
 }
 
 void AnswerSender::send_answer(TcpFlow& flow, PacketSink& out) noexcept {
   if (flow.state != FlowState::kRefusing) return;
-  if (flow.origin_fin) {
+  if (flow.origin.fin) {
     // The origin closed first: the client has its FIN and cannot take an
     // answer after it. Release the origin's socket and stop.
     counters_.answers_abandoned.add();
-    to_origin(flow, out, editor_.to_origin_seq(flow, flow.reset_seq), flow.origin_next, flag::kRst | flag::kAck);
+    to_origin(flow, out, editor_.to_origin_seq(flow, flow.answer.reset_seq), flow.origin.next, flag::kRst | flag::kAck);
     flow.state = FlowState::kClosed;
     lender_.give_back_all(flow);
     return;
   }
-  flow.answer_seq = flow.origin_next;
+  flow.answer.seq = flow.origin.next;
   // The context's work is done: the answer moves to the store, so a refused
   // flow waiting for its client's FIN holds no buffers.
   const ParseContext& ctx = lender_.context(flow);
-  flow.answer_pos = answers_.put({ctx.answer, ctx.answer_len});
-  flow.answer_len = ctx.answer_len;
+  flow.answer.pos = answers_.put({ctx.answer, ctx.answer_len});
+  flow.answer.len = ctx.answer_len;
   lender_.give_back_all(flow);
   emit_answer(flow, out);
-  to_origin(flow, out, editor_.to_origin_seq(flow, flow.reset_seq), flow.origin_next, flag::kRst | flag::kAck);
+  to_origin(flow, out, editor_.to_origin_seq(flow, flow.answer.reset_seq), flow.origin.next, flag::kRst | flag::kAck);
   flow.state = FlowState::kAnswered;
   counters_.answers_sent.add();
 }
@@ -49,27 +49,27 @@ void AnswerSender::end_without_answer(TcpFlow& flow, PacketSink& out) noexcept {
   // Where the origin's stream stands for it: a refused request, or a held
   // head, was never forwarded. Should it expect another number, it answers
   // with a challenge ACK and reset_origin() resets it at the exact one.
-  uint32_t origin_expects = flow.client_next;
+  uint32_t origin_expects = flow.client.next;
   if (flow.state == FlowState::kRefusing)
-    origin_expects = flow.reset_seq;
+    origin_expects = flow.answer.reset_seq;
   else if (flow.context >= 0 && lender_.context(flow).buffering)
-    origin_expects = flow.held_seq;
+    origin_expects = flow.client.held_seq;
   // An answer of no bytes: the FIN alone, at the first byte the client will
   // not get; after_answer() treats the flow as any answered one.
-  flow.answer_seq = flow.origin_next;
-  flow.answer_ack = flow.client_next;
-  flow.answer_len = 0;
-  editor_.send_to_client(flow, out, flow.answer_seq, flow.answer_ack, flag::kFin | flag::kAck);
-  to_origin(flow, out, editor_.to_origin_seq(flow, origin_expects), flow.origin_next, flag::kRst | flag::kAck);
+  flow.answer.seq = flow.origin.next;
+  flow.answer.ack = flow.client.next;
+  flow.answer.len = 0;
+  editor_.send_to_client(flow, out, flow.answer.seq, flow.answer.ack, flag::kFin | flag::kAck);
+  to_origin(flow, out, editor_.to_origin_seq(flow, origin_expects), flow.origin.next, flag::kRst | flag::kAck);
   flow.state = FlowState::kAnswered;
   lender_.give_back_all(flow);
 }
 
 void AnswerSender::after_answer(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept {
-  if (v.payload_len != 0 && seq_lt(v.seq, flow.answer_ack)) {
-    if (flow.answer_len == 0) {
+  if (v.payload_len != 0 && seq_lt(v.seq, flow.answer.ack)) {
+    if (flow.answer.len == 0) {
       // The connection was ended without an answer: its FIN again.
-      editor_.send_to_client(flow, out, flow.answer_seq, flow.answer_ack, flag::kFin | flag::kAck);
+      editor_.send_to_client(flow, out, flow.answer.seq, flow.answer.ack, flag::kFin | flag::kAck);
     } else {
       // The refused request again: its answer was lost. Same answer, no charge.
       counters_.answers_resent.add();
@@ -77,26 +77,26 @@ void AnswerSender::after_answer(TcpFlow& flow, const FrameView& v, PacketSink& o
     }
   }
   if (v.has(flag::kFin)) {
-    editor_.send_to_client(flow, out, flow.answer_seq + flow.answer_len + 1, v.seq + v.payload_len + 1, flag::kAck);
+    editor_.send_to_client(flow, out, flow.answer.seq + flow.answer.len + 1, v.seq + v.payload_len + 1, flag::kAck);
   }
 }
 
 void AnswerSender::emit_answer(TcpFlow& flow, PacketSink& out) noexcept {
-  const std::span<const char> answer = answers_.get(flow.answer_pos, flow.answer_len);
+  const std::span<const char> answer = answers_.get(flow.answer.pos, flow.answer.len);
   if (answer.empty()) {
     // Overwritten by newer answers: the client learns the connection is over.
     counters_.answers_lost.add();
-    editor_.send_to_client(flow, out, flow.answer_seq, flow.answer_ack, flag::kRst | flag::kAck);
+    editor_.send_to_client(flow, out, flow.answer.seq, flow.answer.ack, flag::kRst | flag::kAck);
     return;
   }
   // The flow holds no context any more: its numbers move as one.
   SegmentSpec s = SegmentEmitter::from(flow, Side::kOrigin);
-  s.seq = editor_.to_client_seq(flow, flow.answer_seq);
-  s.ack = editor_.capped_ack(flow, flow.answer_ack);
+  s.seq = editor_.to_client_seq(flow, flow.answer.seq);
+  s.ack = editor_.capped_ack(flow, flow.answer.ack);
   s.flags = flag::kAck | flag::kPsh;
-  s.window = flow.origin_window;
+  s.window = flow.origin.window;
   emitter_.emit_split(out, Side::kClient, s, {reinterpret_cast<const uint8_t*>(answer.data()), answer.size()},
-                      payload_per_segment(flow.client_mss, flow.timestamps), flag::kAck | flag::kPsh | flag::kFin);
+                      payload_per_segment(flow.client.mss, flow.timestamps), flag::kAck | flag::kPsh | flag::kFin);
 }
 
 void AnswerSender::reset_origin(TcpFlow& flow, const FrameView& v, PacketSink& out) noexcept {
@@ -104,15 +104,15 @@ void AnswerSender::reset_origin(TcpFlow& flow, const FrameView& v, PacketSink& o
 }
 
 void AnswerSender::abort(TcpFlow& flow, PacketSink& out) noexcept {
-  editor_.send_to_client(flow, out, flow.origin_next, flow.client_next, flag::kRst | flag::kAck);
-  to_origin(flow, out, editor_.to_origin_seq(flow, flow.client_next), flow.origin_next, flag::kRst | flag::kAck);
+  editor_.send_to_client(flow, out, flow.origin.next, flow.client.next, flag::kRst | flag::kAck);
+  to_origin(flow, out, editor_.to_origin_seq(flow, flow.client.next), flow.origin.next, flag::kRst | flag::kAck);
   flow.state = FlowState::kClosed;
   lender_.give_back_all(flow);
 }
 
 void AnswerSender::to_origin(const TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags) noexcept {
   // An unbound flow's origin has no connection to end (syn_proxy.h).
-  if (flow.binding == Binding::kUnbound) return;
+  if (flow.bind.state == Binding::kUnbound) return;
   SegmentSpec s = SegmentEmitter::from(flow, Side::kClient);
   s.seq = seq;
   s.ack = ack;

@@ -7,8 +7,8 @@
 // acknowledgements after an answer.
 //
 // Owns: nothing of its own (answers live in the worker's AnswerStore).
-// Touches: the flow's answer fields (answer_seq, answer_ack, reset_seq,
-// answer_len, answer_pos) and its state from kRefusing on; gives the flow's
+// Touches: the flow's answer fields (answer.seq, answer.ack, answer.reset_seq,
+// answer.len, answer.pos) and its state from kRefusing on; gives the flow's
 // context back once the answer has left it.
 #pragma once
 

@@ -19,9 +19,9 @@ Lent ContextLender::borrow(TcpFlow& flow, const PolicySnapshot& snap) noexcept {
   fresh.owner = flow.key;  // for eviction, which starts from the context
   fresh.owner_hash = flow.hash;
   // Between requests, every one answered: the origin has all the heads.
-  fresh.judged.reset(flow.client_next);
-  fresh.to_client.reset(flow.to_client_base);
-  fresh.to_origin.reset(flow.to_origin_base);
+  fresh.judged.reset(flow.client.next);
+  fresh.to_client.reset(flow.seqadj.to_client);
+  fresh.to_origin.reset(flow.seqadj.to_origin);
   fresh.responses.report_status_lines(report_status_lines_);
   if (flow.hold >= 0) {
     holds_.at(flow.hold).restore(fresh.to_client, fresh.edit_bytes);
@@ -38,8 +38,8 @@ void ContextLender::give_back(TcpFlow& flow) noexcept {
   }
   if (flow.context < 0) return;
   // What the edits so far shift the rest of the flow by.
-  flow.to_client_base = static_cast<uint32_t>(contexts_.at(flow.context).to_client.total_shift());
-  flow.to_origin_base = static_cast<uint32_t>(contexts_.at(flow.context).to_origin.total_shift());
+  flow.seqadj.to_client = static_cast<uint32_t>(contexts_.at(flow.context).to_client.total_shift());
+  flow.seqadj.to_origin = static_cast<uint32_t>(contexts_.at(flow.context).to_origin.total_shift());
   contexts_.release(flow.context);
   shares_.return_context(flow.share);
   flow.context = -1;
@@ -56,7 +56,7 @@ void ContextLender::give_back_if_done(TcpFlow& flow) noexcept {
   // alone, then lands on bytes the origin has and drops).
   if (!ctx.requests->idle() || ctx.responses.outstanding() != 0 || !ctx.responses.at_boundary() ||
       ctx.kept_count != 0 || ctx.absorbing ||
-      (ctx.to_origin.pending() != 0 && seq_lt(flow.origin_ack, ctx.to_origin.forward(flow.client_next)))) {
+      (ctx.to_origin.pending() != 0 && seq_lt(flow.origin.ack, ctx.to_origin.forward(flow.client.next)))) {
     return;
   }
   if (ctx.to_client.pending() == 0) {

@@ -3,7 +3,7 @@
 // response is in flight or its edits need one, and an edit hold
 // (edit_hold.h, a few hundred bytes) for the fields its client has not yet
 // acknowledged between requests; otherwise it keeps only its base shifts
-// (TcpFlow::to_client_base, to_origin_base). Moving a flow's edits between
+// (TcpFlow::seqadj.to_client, seqadj.to_origin). Moving a flow's edits between
 // those three places is this room's job, and only this room's. A flow not
 // yet bound to its origin (delayed binding) also has a stash
 // (bind_stash.h) for what waits for the origin.

@@ -13,7 +13,7 @@ Owes owes(const TcpFlow& flow, const ParseContext* ctx) noexcept {
     if (!ctx->requests->idle()) return Owes::kHead;
   }
   // Not a byte of a request yet: the first head is owed from the handshake.
-  if (flow.client_next == flow.client_isn + 1) return Owes::kFirstHead;
+  if (flow.client.next == flow.client.isn + 1) return Owes::kFirstHead;
   return Owes::kNothing;
 }
 
@@ -41,14 +41,14 @@ time::Nanos slow_for(const TcpFlow& flow, const ParseContext* ctx, Owes what, ti
   time::Nanos since = now;
   switch (what) {
     case Owes::kHead:
-      since = ctx != nullptr && ctx->buffering ? ctx->head_since : flow.client_progress;
+      since = ctx != nullptr && ctx->buffering ? ctx->head_since : flow.client.progress;
       break;
     case Owes::kFirstHead:
     case Owes::kBody:
-      since = flow.client_progress;
+      since = flow.client.progress;
       break;
     case Owes::kNothing:
-      since = std::max(flow.client_progress, flow.origin_progress);
+      since = std::max(flow.client.progress, flow.origin.progress);
       break;
     case Owes::kWaiting:
       break;

@@ -15,19 +15,13 @@ namespace flag = tcp_flag;
 
 namespace {
 
-// Cuts the segment to the first `keep` bytes of its payload (0: drops it).
-void cut_payload(uint8_t* frame, FrameView& v, uint32_t keep, FrameResult& r) noexcept {
+// Forwards the first `keep` bytes of the segment's payload (0: drops it).
+void forward_prefix(uint8_t* frame, FrameView& v, uint32_t keep, FrameResult& r) noexcept {
   if (keep == 0) {
     r.action = FrameAction::kDrop;
     return;
   }
-  if (keep < v.payload_len) {
-    // A FIN after the cut is not sent, nor counted: the client's side is
-    // still open.
-    frame[v.l4_offset + 13] &= static_cast<uint8_t>(~flag::kFin);
-    v.flags &= static_cast<uint8_t>(~flag::kFin);
-    r.frame_len = trim_payload(frame, v, keep);
-  }
+  if (keep < v.payload_len) r.frame_len = cut_payload(frame, v, keep);
 }
 
 // Where a segment's payload stands against a stream read up to `next`
@@ -37,13 +31,6 @@ Arrival counted_arrival(uint32_t next, const FrameView& v, WorkerCounters& count
   if (a == Arrival::kRepeat) counters.retransmits.add();
   if (a == Arrival::kAhead) counters.out_of_order.add();
   return a;
-}
-
-void clear_urgent(uint8_t* frame, FrameView& v) noexcept {
-  v.flags &= static_cast<uint8_t>(~flag::kUrg);
-  frame[v.l4_offset + 13] = v.flags;
-  store16(frame + v.l4_offset + 18, 0);
-  set_tcp_checksum(frame, v);
 }
 
 ShareCaps share_caps(const EngineConfig& c) noexcept {
@@ -120,18 +107,18 @@ FrameResult FlowEngine::from_client(TcpFlow* flow, const ServiceFrame& sf, uint8
   // move the flow's timestamps.
   if (v.has(flag::kRst)) return client_reset(*flow, frame, v, now, out);
   tracker_.client_seen(*flow, v, now);
-  if (flow->adopted && flow->binding != Binding::kBound) [[unlikely]] return adoption_unproved(*flow, v, now);
+  if (flow->adoption.active && flow->bind.state != Binding::kBound) [[unlikely]] return adoption_unproved(*flow, v, now);
 
-  const uint32_t parsed_before = flow->client_next;
+  const uint32_t parsed_before = flow->client.next;
   FrameResult r = client_segment(*flow, frame, v, snap, now, out);
-  if (flow->stream_edited && r.action == FrameAction::kForward) {
+  if (flow->seqadj.active && r.action == FrameAction::kForward) {
     if (editor_.to_origin(*flow, frame, v, parsed_before, out) != EditOutcome::kDone) return abort(*flow, v, out);
     lender_.give_back_if_done(*flow);
     r.frame_len = v.frame_len;
   }
-  if (flow->binding != Binding::kBound) [[unlikely]] return unbound_client(*flow, frame, v, r, now, out);
+  if (flow->bind.state != Binding::kBound) [[unlikely]] return unbound_client(*flow, frame, v, r, now, out);
   if (v.has(flag::kFin) && r.action == FrameAction::kForward) tracker_.client_fin(*flow);
-  if (flow->proxied && r.action == FrameAction::kForward) SynProxy::to_origin(*flow, frame, v);
+  if (flow->proxy.active && r.action == FrameAction::kForward) SynProxy::to_origin(*flow, frame, v);
   return r;
 }
 
@@ -143,13 +130,13 @@ FrameResult FlowEngine::client_reset(TcpFlow& flow, uint8_t* frame, FrameView& v
   if (flow.state == FlowState::kPassThrough) {
     // Bridged, no longer judged: the origin's own stack decides (RFC 5961
     // in Linux); the appliance forgets nothing it could be wrong about.
-    if (flow.stream_edited) rewrite_seq(frame, v, editor_.to_origin_seq(flow, v.seq));
+    editor_.renumber_to_origin(flow, frame, v);
     return forward_frame(v);
   }
   if (!answered && flow.state != FlowState::kClosed) {
-    const bool acked = flow.binding == Binding::kBound && flow.state != FlowState::kSynSent &&
-                       flow.state != FlowState::kSynReceived && flow.origin_ack != 0;
-    const uint32_t origin_acked = acked ? editor_.to_client_ack(flow, flow.origin_ack) : flow.client_next;
+    const bool acked = flow.bind.state == Binding::kBound && flow.state != FlowState::kSynSent &&
+                       flow.state != FlowState::kSynReceived && flow.origin.ack != 0;
+    const uint32_t origin_acked = acked ? editor_.to_client_ack(flow, flow.origin.ack) : flow.client.next;
     switch (judge_client_rst(flow, v.seq, origin_acked)) {
       case RstVerdict::kExact:
         break;
@@ -163,12 +150,12 @@ FrameResult FlowEngine::client_reset(TcpFlow& flow, uint8_t* frame, FrameView& v
     }
   }
   tracker_.client_seen(flow, v, now);
-  if (flow.binding == Binding::kUnbound) {
+  if (flow.bind.state == Binding::kUnbound) {
     // The origin never heard of the connection.
     tracker_.reset(flow);
     return drop_frame(v);
   }
-  if (!answered && flow.stream_edited) rewrite_seq(frame, v, editor_.to_origin_seq(flow, v.seq));
+  if (!answered) editor_.renumber_to_origin(flow, frame, v);
   tracker_.reset(flow);
   return answered ? drop_frame(v) : forward_frame(v);
 }
@@ -181,14 +168,14 @@ void FlowEngine::challenge(TcpFlow& flow, Nanos now, PacketSink& out) noexcept {
     counters_.challenge_acks_limited.add();
     return;
   }
-  editor_.send_to_client(flow, out, flow.origin_next, flow.client_next, flag::kAck);
+  editor_.send_to_client(flow, out, flow.origin.next, flow.client.next, flag::kAck);
 }
 
 FrameResult FlowEngine::client_segment(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
                                        Nanos now, PacketSink& out) noexcept {
   switch (flow.state) {
     case FlowState::kSynSent:
-      if (flow.proxied) return proxied_handshake(flow, v, now, out);
+      if (flow.proxy.active) return proxied_handshake(flow, v, now, out);
       return forward_frame(v);
     case FlowState::kSynReceived:
       if (!tracker_.established_by(flow, v)) return forward_frame(v);
@@ -200,9 +187,9 @@ FrameResult FlowEngine::client_segment(TcpFlow& flow, uint8_t* frame, FrameView&
       // of those go through, nothing it sends after the refused request does.
       // What came before it, sent again, goes on again: the origin may have
       // lost it.
-      if (v.payload_len != 0 && seq_lt(v.seq, flow.reset_seq)) {
+      if (v.payload_len != 0 && seq_lt(v.seq, flow.answer.reset_seq)) {
         FrameResult r = forward_frame(v);
-        cut_payload(frame, v, std::min(v.payload_len, flow.reset_seq - v.seq), r);
+        forward_prefix(frame, v, std::min(v.payload_len, flow.answer.reset_seq - v.seq), r);
         return judged_repeat(flow, frame, v, r);
       }
       if (v.payload_len != 0 || v.has(flag::kFin)) return drop_frame(v);
@@ -213,7 +200,7 @@ FrameResult FlowEngine::client_segment(TcpFlow& flow, uint8_t* frame, FrameView&
     case FlowState::kClosed:
       // A RST or both FINs ended it: bytes past what was judged are no
       // request the origin may read (it may not have taken the RST).
-      if (v.payload_len != 0 && seq_lt(flow.client_next, v.seq + v.payload_len)) {
+      if (v.payload_len != 0 && seq_lt(flow.client.next, v.seq + v.payload_len)) {
         counters_.closed_data_dropped.add();
         return drop_frame(v);
       }
@@ -234,18 +221,18 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
     counters_.urgent_cleared.add();
     clear_urgent(frame, v);
   }
-  const Arrival a = counted_arrival(flow.client_next, v, counters_);
+  const Arrival a = counted_arrival(flow.client.next, v, counters_);
   if (a == Arrival::kAhead) return drop_frame(v);
   if (a == Arrival::kRepeat) return client_repeat(flow, frame, v, out);
-  if (seq_lt(v.seq, flow.client_next)) {
+  if (seq_lt(v.seq, flow.client.next)) {
     // Bytes already judged, then new ones. The judged copy is the one that
     // counts: the origin got it, or (a held head) gets it from the context,
     // never this segment's, which may differ. Only the new bytes go on.
     counters_.overlaps_trimmed.add();
-    static_cast<void>(trim_front(frame, v, flow.client_next - v.seq));
+    static_cast<void>(trim_front(frame, v, flow.client.next - v.seq));
   }
   if (flow.context < 0 && !lend_context(flow, snap, now, out)) return drop_frame(v);
-  flow.client_progress = now;  // new bytes taken (a segment dropped for want of a context is not progress)
+  flow.client.progress = now;  // new bytes taken (a segment dropped for want of a context is not progress)
   return parse_requests(flow, frame, v, snap, now, out);
 }
 
@@ -254,20 +241,20 @@ void FlowEngine::ack_held(TcpFlow& flow, ParseContext& ctx, PacketSink& out) noe
   // would send them again and again; but the acknowledgement covers every
   // byte before them too, and those the origin may yet lose: it goes once
   // the origin has them (from_origin() sends it then).
-  ctx.held_ack_owed = seq_lt(editor_.to_client_ack(flow, flow.origin_ack), flow.held_seq);
-  if (!ctx.held_ack_owed) editor_.send_to_client(flow, out, flow.origin_next, flow.client_next, flag::kAck);
+  ctx.held_ack_owed = seq_lt(editor_.to_client_ack(flow, flow.origin.ack), flow.client.held_seq);
+  if (!ctx.held_ack_owed) editor_.send_to_client(flow, out, flow.origin.next, flow.client.next, flag::kAck);
 }
 
 FrameResult FlowEngine::client_repeat(TcpFlow& flow, uint8_t* frame, FrameView& v, PacketSink& out) noexcept {
-  if (flow.context < 0) return forward_frame(v);  // the origin has every judged byte before client_next
+  if (flow.context < 0) return forward_frame(v);  // the origin has every judged byte before client.next
   ParseContext& ctx = lender_.context(flow);
   FrameResult r = forward_frame(v);
-  if (ctx.buffering && seq_lt(flow.held_seq, v.seq + v.payload_len)) {
+  if (ctx.buffering && seq_lt(flow.client.held_seq, v.seq + v.payload_len)) {
     // Bytes of a held head again: still held, and acknowledged again. What
     // comes before them goes on: the origin may have lost it.
     ack_held(flow, ctx, out);
-    if (!seq_lt(v.seq, flow.held_seq)) return drop_frame(v);
-    cut_payload(frame, v, flow.held_seq - v.seq, r);
+    if (!seq_lt(v.seq, flow.client.held_seq)) return drop_frame(v);
+    forward_prefix(frame, v, flow.client.held_seq - v.seq, r);
   }
   return judged_repeat(flow, frame, v, r);
 }
@@ -301,7 +288,7 @@ FrameResult FlowEngine::parse_requests(TcpFlow& flow, uint8_t* frame, FrameView&
   for (;;) {
     const RequestPlan plan = requests_.parse(flow, ctx, snap, payload_of(frame, v), cur, scarce, now);
     if (plan.stop != RequestPlan::Stop::kReleaseHeld) return apply(flow, ctx, frame, v, plan, out);
-    if (flow.binding == Binding::kBound) [[likely]] {
+    if (flow.bind.state == Binding::kBound) [[likely]] {
       editor_.release_held(flow, ctx, v, out);
     } else {
       stash_held(flow, ctx, v, now, out);
@@ -314,11 +301,11 @@ FrameResult FlowEngine::apply(TcpFlow& flow, ParseContext& ctx, uint8_t* frame, 
   if ((plan.absorbed || plan.kept != 0) && editor_.keep_open(flow, ctx, plan, out) != EditOutcome::kDone) {
     return abort(flow, v, out);
   }
-  if (flow.binding == Binding::kUnbound) [[unlikely]] {
+  if (flow.bind.state == Binding::kUnbound) [[unlikely]] {
     counters_.unbound_answers.add(plan.kept + (plan.stop == RequestPlan::Stop::kAnswerClose ? 1u : 0u));
   }
   FrameResult r = forward_frame(v);
-  cut_payload(frame, v, plan.forward_bytes, r);
+  forward_prefix(frame, v, plan.forward_bytes, r);
   switch (plan.stop) {
     case RequestPlan::Stop::kEnd:
       lender_.give_back_if_done(flow);
@@ -346,23 +333,23 @@ FrameResult FlowEngine::apply(TcpFlow& flow, ParseContext& ctx, uint8_t* frame, 
 FrameResult FlowEngine::from_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, uint32_t room, Nanos now,
                                     PacketSink& out) noexcept {
   if (flow == nullptr) return forward_frame(v);
-  if (flow->binding != Binding::kBound) [[unlikely]] return unbound_origin(*flow, frame, v, now, out);
-  if (flow->adopted && v.payload_len != 0 && seq_lt(v.seq, flow->origin_isn + 1)) [[unlikely]] {
+  if (flow->bind.state != Binding::kBound) [[unlikely]] return unbound_origin(*flow, frame, v, now, out);
+  if (flow->adoption.active && v.payload_len != 0 && seq_lt(v.seq, flow->origin.isn + 1)) [[unlikely]] {
     return adopted_too_late(*flow, v, out);
   }
   if (flow->context >= 0 && v.has(flag::kAck)) origin_acknowledged(*flow, v.ack, out);
-  const uint32_t framed_before = flow->origin_next;
-  if (flow->stream_edited && room >= v.frame_len + 128) {
+  const uint32_t framed_before = flow->origin.next;
+  if (flow->seqadj.active && room >= v.frame_len + 128) {
     // Where inserted fields would grow the segment: untouched buffer, so
     // start loading it while the response is framed.
     __builtin_prefetch(frame + v.frame_len, 1);
     __builtin_prefetch(frame + v.frame_len + 64, 1);
   }
   FrameResult r = origin_segment(*flow, frame, v, now, out);
-  if (!flow->stream_edited) {
+  if (!flow->seqadj.active) {
     // (A proxied flow whose origin chose the cookie for its ISN: its clock
     // and window scale may still differ.)
-    if (flow->proxied && r.action == FrameAction::kForward) SynProxy::to_client(*flow, frame, v);
+    if (flow->proxy.active && r.action == FrameAction::kForward) SynProxy::to_client(*flow, frame, v);
     return r;
   }
   if (editor_.to_client(*flow, frame, v, room, framed_before, out, r) != EditOutcome::kDone) {
@@ -370,7 +357,7 @@ FrameResult FlowEngine::from_origin(TcpFlow* flow, uint8_t* frame, FrameView& v,
   }
   // Only now: the edits this segment carries needed the context.
   lender_.give_back_if_done(*flow);
-  if (flow->proxied && r.action == FrameAction::kForward) SynProxy::to_client(*flow, frame, v);
+  if (flow->proxy.active && r.action == FrameAction::kForward) SynProxy::to_client(*flow, frame, v);
   return r;
 }
 
@@ -382,23 +369,23 @@ void FlowEngine::origin_acknowledged(TcpFlow& flow, uint32_t ack, PacketSink& ou
   const uint32_t acked = editor_.to_client_ack(flow, ack);
   // Judged bytes the origin now has need no record.
   ctx.judged.acknowledged(acked);
-  if (owed && !seq_lt(acked, flow.held_seq)) {
+  if (owed && !seq_lt(acked, flow.client.held_seq)) {
     ctx.held_ack_owed = false;
-    editor_.send_to_client(flow, out, flow.origin_next, flow.client_next, flag::kAck);
+    editor_.send_to_client(flow, out, flow.origin.next, flow.client.next, flag::kAck);
   }
 }
 
 FrameResult FlowEngine::origin_segment(TcpFlow& flow, uint8_t* frame, FrameView& v, Nanos now,
                                        PacketSink& out) noexcept {
   if (v.has(flag::kSyn)) {
-    if (flow.proxied) return proxied_synack(flow, frame, v, now, out);
+    if (flow.proxy.active) return proxied_synack(flow, frame, v, now, out);
     tracker_.origin_syn(flow, frame, v, now);
     return forward_frame(v);
   }
-  if (flow.proxied && flow.state == FlowState::kSynSent) {
+  if (flow.proxy.active && flow.state == FlowState::kSynSent) {
     // The origin's answer to a SYN the appliance sent: only its SYN-ACK
     // (above) or a refusal means anything.
-    if (v.has(flag::kRst) && v.has(flag::kAck) && v.ack == flow.client_isn + 1) {
+    if (v.has(flag::kRst) && v.has(flag::kAck) && v.ack == flow.client.isn + 1) {
       counters_.syn_proxy_refused.add();
       proxy_.reset_client(flow, out);
       tracker_.reset(flow);
@@ -437,18 +424,18 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
     // Nothing outstanding: bytes nobody asked for (an idle timeout's 408,
     // say) pass unframed.
     const uint32_t end = v.seq + v.payload_len;
-    if (seq_lt(flow.origin_next, end) && seq_le(v.seq, flow.origin_next)) {
-      flow.origin_next = end;
-      flow.origin_progress = now;
+    if (seq_lt(flow.origin.next, end) && seq_le(v.seq, flow.origin.next)) {
+      flow.origin.next = end;
+      flow.origin.progress = now;
     }
-    if (fin) flow.origin_fin = true;
+    if (fin) flow.origin.fin = true;
     return forward_frame(v);
   }
   if (v.payload_len != 0) {
-    const Arrival a = counted_arrival(flow.origin_next, v, counters_);
+    const Arrival a = counted_arrival(flow.origin.next, v, counters_);
     if (a == Arrival::kAhead) return drop_frame(v);
     if (a == Arrival::kRepeat) return forward_frame(v);
-    flow.origin_progress = now;
+    flow.origin.progress = now;
   }
   ParseContext& ctx = lender_.context(flow);
   const ResponsePlan plan = responses_.frame(flow, ctx, v.seq, payload_of(frame, v), fin, now);
@@ -471,8 +458,8 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
     lender_.give_back(flow);
     return r;
   }
-  if (fin) flow.origin_fin = true;
-  if (!flow.stream_edited) lender_.give_back_if_done(flow);  // an edited flow's: from_origin(), after the edits
+  if (fin) flow.origin.fin = true;
+  if (!flow.seqadj.active) lender_.give_back_if_done(flow);  // an edited flow's: from_origin(), after the edits
   return r;
 }
 

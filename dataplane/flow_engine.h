@@ -84,10 +84,10 @@ struct EngineConfig {
   // (TB16), inserted after the status line; the flow's sequence numbers are
   // then shifted for the rest of its life (dataplane/README.md).
   bool insert_fields = true;
-  // Issue 17: this worker's record of what it admits on `scope: cluster`
+  // This worker's record of what it admits on `scope: cluster`
   // buckets, which the cluster sync turns over (none: no cluster buckets).
   limiter::SpendLog* spends = nullptr;
-  // Issue 18: where refusals are offered for the audit log (none: not
+  // Where refusals are offered for the audit log (none: not
   // offered); the worker owns it.
   RefusalSampler* refusals = nullptr;
 };

@@ -92,8 +92,8 @@ FrameResult FlowEngine::proxy_ack(const ServiceFrame& sf, uint8_t* frame, FrameV
     return from_client(flow, sf, frame, v, snap, now, out);
   }
   if (snap.policy.delayed_binding) counters_.bind_stash_exhausted.add();
-  flow->syn_sent_at = now;
-  flow->client_progress = now;  // the handshake's: the origin's answer is due from here
+  flow->bind.syn_sent_at = now;
+  flow->client.progress = now;  // the handshake's: the origin's answer is due from here
   // Any payload with the ACK goes too: the client's window was shut, and
   // it sends the bytes again once the appliance opens it.
   proxy_.open(*flow, *grant, frame, v, out);
@@ -105,8 +105,8 @@ FrameResult FlowEngine::proxied_handshake(TcpFlow& flow, const FrameView& v, Nan
   // probes (and copies of its ACK) wait for the origin. Each says the
   // origin's SYN may have been lost: sent again, at most every 200 ms.
   static constexpr Nanos kResendAfter = 200'000'000;
-  if (now - flow.syn_sent_at >= kResendAfter) {
-    flow.syn_sent_at = now;
+  if (now - flow.bind.syn_sent_at >= kResendAfter) {
+    flow.bind.syn_sent_at = now;
     proxy_.resend_syn(flow, out);
   }
   return drop_frame(v);
@@ -115,13 +115,13 @@ FrameResult FlowEngine::proxied_handshake(TcpFlow& flow, const FrameView& v, Nan
 FrameResult FlowEngine::proxied_synack(TcpFlow& flow, const uint8_t* frame, const FrameView& v, Nanos now,
                                        PacketSink& out) noexcept {
   flow.last_seen = now;
-  if (!v.has(flag::kAck) || v.ack != flow.client_isn + 1) return drop_frame(v);
+  if (!v.has(flag::kAck) || v.ack != flow.client.isn + 1) return drop_frame(v);
   if (flow.state == FlowState::kSynSent) {
     if (!proxy_.origin_answered(flow, frame, v, now, out)) {
       proxy_.reset_both(flow, v, out);
       tracker_.reset(flow);
     }
-  } else if (v.seq == flow.origin_isn) {
+  } else if (v.seq == flow.origin.isn) {
     proxy_.acknowledge_again(flow, out);
   }
   return drop_frame(v);
@@ -163,16 +163,16 @@ void FlowEngine::end_slow(TcpFlow& flow, Owes what, PacketSink& out) noexcept {
 }
 
 void FlowEngine::keep_deadlines(TcpFlow& flow, const PolicySnapshot& snap, Nanos now, PacketSink& out) noexcept {
-  if (flow.binding == Binding::kBinding) {
+  if (flow.bind.state == Binding::kBinding) {
     // (One that failed stays kBinding, closed, until it is forgotten.)
     if (flow.state != FlowState::kClosed) keep_binding(flow, now, out);
     return;
   }
-  if (flow.proxied && flow.state == FlowState::kSynSent) {
+  if (flow.proxy.active && flow.state == FlowState::kSynSent) {
     // The origin has not answered the SYN sent (and sent again) in the
     // client's name: the client, connected as far as it knows, would probe
     // its shut window for minutes. It is told now.
-    if (now - flow.client_progress > SynProxy::kOriginAnswerDeadline) {
+    if (now - flow.client.progress > SynProxy::kOriginAnswerDeadline) {
       counters_.syn_proxy_refused.add();
       proxy_.reset_client(flow, out);
       tracker_.reset(flow);

@@ -76,7 +76,7 @@ FrameResult FlowEngine::adopted_origin(TcpFlow& flow, const uint8_t* frame, cons
     ctx.to_client.renumber_sender(moved.origin_stream);
     ctx.to_origin.renumber_receiver(moved.client_stream);
   }
-  send_stash(flow, lender_.stash_start(flow) + moved.client_stream, flow.origin_next, flow.adopted_window, out);
+  send_stash(flow, lender_.stash_start(flow) + moved.client_stream, flow.origin.next, flow.adoption.window, out);
   return drop_frame(v);
 }
 
@@ -86,7 +86,7 @@ FrameResult FlowEngine::adopted_too_late(TcpFlow& flow, const FrameView& v, Pack
 }
 
 void FlowEngine::expiring(TcpFlow& flow, PacketSink& out) noexcept {
-  if (flow.context < 0 || flow.state != FlowState::kEstablished || flow.binding != Binding::kBound) return;
+  if (flow.context < 0 || flow.state != FlowState::kEstablished || flow.bind.state != Binding::kBound) return;
   if (owes(flow, &lender_.context(flow)) == Owes::kBody) sender_.abort(flow, out);
 }
 

@@ -32,11 +32,11 @@ FrameResult FlowEngine::unbound_client(TcpFlow& flow, uint8_t* frame, FrameView&
     if (lender_.stash(flow, v.seq, {frame + v.payload_offset, v.payload_len}) && v.has(flag::kFin)) {
       (void)lender_.stash_fin(flow, v.seq + v.payload_len);
     }
-    if (flow.binding == Binding::kUnbound) {
+    if (flow.bind.state == Binding::kUnbound) {
       start_binding(flow, now, out);
       return r;
     }
-  } else if (v.has(flag::kFin) && flow.binding == Binding::kBinding) {
+  } else if (v.has(flag::kFin) && flow.bind.state == Binding::kBinding) {
     (void)lender_.stash_fin(flow, v.seq);
   } else if (v.has(flag::kFin)) {
     // The client closes before a byte went through: its connection ends
@@ -46,8 +46,8 @@ FrameResult FlowEngine::unbound_client(TcpFlow& flow, uint8_t* frame, FrameView&
     return r;
   }
   // Waiting on the origin.
-  if (flow.binding == Binding::kBinding && now - flow.syn_sent_at >= kResendOnClient) {
-    flow.syn_sent_at = now;
+  if (flow.bind.state == Binding::kBinding && now - flow.bind.syn_sent_at >= kResendOnClient) {
+    flow.bind.syn_sent_at = now;
     bind_again(flow, out);
   }
   return r;
@@ -55,21 +55,21 @@ FrameResult FlowEngine::unbound_client(TcpFlow& flow, uint8_t* frame, FrameView&
 
 void FlowEngine::stash_held(TcpFlow& flow, const ParseContext& ctx, const FrameView& v, Nanos now,
                             PacketSink& out) noexcept {
-  if (!seq_lt(flow.held_seq, v.seq)) return;
+  if (!seq_lt(flow.client.held_seq, v.seq)) return;
   // No removal lies inside a held head: its numbers move as one. The stash
   // has room for it (bind_stash.h), and must: it was acknowledged.
-  const uint32_t count = v.seq - flow.held_seq;
-  (void)lender_.stash(flow, editor_.to_origin_seq(flow, flow.held_seq),
+  const uint32_t count = v.seq - flow.client.held_seq;
+  (void)lender_.stash(flow, editor_.to_origin_seq(flow, flow.client.held_seq),
                       {reinterpret_cast<const uint8_t*>(ctx.head.get()), count});
-  if (flow.binding == Binding::kUnbound) start_binding(flow, now, out);
+  if (flow.bind.state == Binding::kUnbound) start_binding(flow, now, out);
 }
 
 FrameResult FlowEngine::unbound_origin(TcpFlow& flow, const uint8_t* frame, const FrameView& v, Nanos now,
                                        PacketSink& out) noexcept {
   // Unbound, the origin has no connection: nothing can come from it.
-  if (flow.binding == Binding::kUnbound) return drop_frame(v);
-  if (flow.adopted) return adopted_origin(flow, frame, v, now, out);
-  if (!v.has(flag::kAck) || v.ack != flow.client_isn + 1) return drop_frame(v);
+  if (flow.bind.state == Binding::kUnbound) return drop_frame(v);
+  if (flow.adoption.active) return adopted_origin(flow, frame, v, now, out);
+  if (!v.has(flag::kAck) || v.ack != flow.client.isn + 1) return drop_frame(v);
   flow.last_seen = now;
   if (v.has(flag::kSyn)) {
     bind_answered(flow, frame, v, out);
@@ -94,7 +94,7 @@ void FlowEngine::bind_answered(TcpFlow& flow, const uint8_t* frame, const FrameV
   // only for the fields of a response, and it has had none.)
   if (flow.context >= 0) lender_.context(flow).to_client.renumber_sender(delta);
   proxy_.acknowledge_again(flow, out);
-  send_stash(flow, lender_.stash_start(flow), flow.origin_isn + 1, SynProxy::window_to_origin(flow), out);
+  send_stash(flow, lender_.stash_start(flow), flow.origin.isn + 1, SynProxy::window_to_origin(flow), out);
 }
 
 void FlowEngine::send_stash(TcpFlow& flow, uint32_t seq, uint32_t ack, uint16_t window, PacketSink& out) noexcept {
@@ -106,7 +106,7 @@ void FlowEngine::send_stash(TcpFlow& flow, uint32_t seq, uint32_t ack, uint16_t 
     s.flags = flag::kAck;
     s.window = window;
     const bool fin = lender_.stash_closed(flow);
-    emitter_.emit_split(out, Side::kOrigin, s, stashed, payload_per_segment(flow.origin_mss, flow.timestamps),
+    emitter_.emit_split(out, Side::kOrigin, s, stashed, payload_per_segment(flow.origin.mss, flow.timestamps),
                         fin ? flag::kAck | flag::kPsh | flag::kFin : flag::kAck | flag::kPsh);
     if (fin) tracker_.client_fin(flow);
   }
@@ -114,7 +114,7 @@ void FlowEngine::send_stash(TcpFlow& flow, uint32_t seq, uint32_t ack, uint16_t 
 }
 
 void FlowEngine::start_binding(TcpFlow& flow, Nanos now, PacketSink& out) noexcept {
-  if (flow.adopted) {
+  if (flow.adoption.active) {
     adopter_.bind(flow, now, out);
   } else {
     proxy_.bind(flow, now, out);
@@ -122,7 +122,7 @@ void FlowEngine::start_binding(TcpFlow& flow, Nanos now, PacketSink& out) noexce
 }
 
 void FlowEngine::bind_again(const TcpFlow& flow, PacketSink& out) noexcept {
-  if (flow.adopted) {
+  if (flow.adoption.active) {
     adopter_.probe(flow, out);
   } else {
     proxy_.resend_syn(flow, out);
@@ -130,20 +130,20 @@ void FlowEngine::bind_again(const TcpFlow& flow, PacketSink& out) noexcept {
 }
 
 void FlowEngine::binding_failed(TcpFlow& flow, PacketSink& out) noexcept {
-  editor_.send_to_client(flow, out, flow.origin_next, flow.client_next, flag::kRst | flag::kAck);
+  editor_.send_to_client(flow, out, flow.origin.next, flow.client.next, flag::kRst | flag::kAck);
   tracker_.reset(flow);
 }
 
 void FlowEngine::keep_binding(TcpFlow& flow, Nanos now, PacketSink& out) noexcept {
-  if (now - flow.bind_since > SynProxy::kOriginAnswerDeadline) {
-    if (flow.adopted) {
+  if (now - flow.bind.since > SynProxy::kOriginAnswerDeadline) {
+    if (flow.adoption.active) {
       counters_.adoption_failed.add();
     } else {
       counters_.syn_proxy_refused.add();
     }
     binding_failed(flow, out);
-  } else if (now - flow.syn_sent_at >= kResendOnSweep) {
-    flow.syn_sent_at = now;
+  } else if (now - flow.bind.syn_sent_at >= kResendOnSweep) {
+    flow.bind.syn_sent_at = now;
     bind_again(flow, out);
   }
 }

@@ -8,17 +8,17 @@ namespace sluice::dataplane {
 SegmentSpec SegmentEmitter::from(const TcpFlow& flow, Side from) noexcept {
   SegmentSpec s;
   const bool origin = from == Side::kOrigin;
-  s.l2 = origin ? std::span<const uint8_t>(flow.l2_to_client, flow.l2_to_client_len)
-                : std::span<const uint8_t>(flow.l2_to_origin, flow.l2_to_origin_len);
+  s.l2 = origin ? std::span<const uint8_t>(flow.origin.l2, flow.origin.l2_len)
+                : std::span<const uint8_t>(flow.client.l2, flow.client.l2_len);
   s.ip_version = flow.ip_version;
   s.src = origin ? flow.key.origin : flow.key.client;
   s.dst = origin ? flow.key.client : flow.key.origin;
   s.sport = origin ? flow.key.origin_port : flow.key.client_port;
   s.dport = origin ? flow.key.client_port : flow.key.origin_port;
   s.timestamp = flow.timestamps;
-  // A proxied flow's origin keeps its own clock (ts_offset: 0 otherwise).
-  s.tsval = origin ? flow.origin_tsval + flow.ts_offset : flow.client_tsval;
-  s.tsecr = origin ? flow.client_tsval : flow.origin_tsval;
+  // A proxied flow's origin keeps its own clock (proxy.ts_offset: 0 otherwise).
+  s.tsval = origin ? flow.origin.tsval + flow.proxy.ts_offset : flow.client.tsval;
+  s.tsecr = origin ? flow.client.tsval : flow.origin.tsval;
   return s;
 }
 

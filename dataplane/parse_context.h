@@ -104,7 +104,7 @@ struct ParseContext {
   struct UsageNote {
     limiter::BucketKey key{};
     bool charge = false;
-    bool shared = false;  // issue 17: a cluster window's
+    bool shared = false;  // a cluster window's
   };
   std::array<UsageNote, http::ResponseStream::kMaxOutstanding> usage_notes;
   void push_usage(const limiter::Decision& d) noexcept;

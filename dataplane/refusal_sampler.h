@@ -1,4 +1,4 @@
-// Sampled refusals for the audit log (issue 18, --refusal-log): the worker
+// Sampled refusals for the audit log (--refusal-log): the worker
 // offers each request it refuses (429) or answers itself (400, 401, 404,
 // ...); at most one offer per `interval` of the worker's own clock is kept,
 // copied into a fixed single-producer, single-consumer ring that a control

@@ -85,7 +85,7 @@ RequestPath::Next RequestPath::on_need_more(Pass& p) noexcept {
     ctx.buffering = true;
     ctx.head_since = p.now;
     cur.head_began_here = false;
-    p.flow.held_seq = p.seq_of(cur.head_start);
+    p.flow.client.held_seq = p.seq_of(cur.head_start);
     p.rs->restart_head();
     const http::StreamStep again = p.rs->next({ctx.head.get(), part});
     if (again.event == http::StreamEvent::kError) {
@@ -99,7 +99,7 @@ RequestPath::Next RequestPath::on_need_more(Pass& p) noexcept {
   }
   cur.off = p.n;
   if (!ctx.buffering) return Next::kContinue;
-  p.flow.client_next = p.end;
+  p.flow.client.next = p.end;
   p.plan.stop = RequestPlan::Stop::kHeld;
   return Next::kReturn;
 }
@@ -107,7 +107,7 @@ RequestPath::Next RequestPath::on_need_more(Pass& p) noexcept {
 RequestPath::Next RequestPath::on_head(Pass& p, const http::StreamStep& st) noexcept {
   ParseContext& ctx = p.ctx;
   p.cur.off += static_cast<uint32_t>(st.consumed);
-  if (p.flow.adopted && carries_more(p.rs->head())) [[unlikely]] {
+  if (p.flow.adoption.active && carries_more(p.rs->head())) [[unlikely]] {
     // Where an adopted connection's stream stands is a guess from a
     // segment that looked like a head (flow_adopter.h). Were the origin in
     // fact inside an earlier body, bytes it reads as a request could pass
@@ -173,7 +173,7 @@ void RequestPath::record_head(Pass& p, bool held) noexcept {
   const uint32_t end = p.seq_of(p.cur.off);
   if (held) {
     // Held: the whole head is in the context's copy, from its first byte.
-    p.ctx.judged.record(p.flow.held_seq, {p.ctx.head.get(), end - p.flow.held_seq});
+    p.ctx.judged.record(p.flow.client.held_seq, {p.ctx.head.get(), end - p.flow.client.held_seq});
   } else {
     p.ctx.judged.record(p.seq_of(p.cur.head_start), {p.bytes + p.cur.head_start, p.cur.off - p.cur.head_start});
   }
@@ -224,7 +224,7 @@ bool RequestPath::keep_open(Pass& p, const limiter::Decision& d) noexcept {
   // The edits' room, less what this segment's earlier refusals take.
   if (ctx.kept_open_room() <= plan.kept) return false;
   KeptRefusal a;
-  a.from = ctx.buffering ? p.flow.held_seq : p.seq_of(p.cur.head_began_here ? p.cur.head_start : 0);
+  a.from = ctx.buffering ? p.flow.client.held_seq : p.seq_of(p.cur.head_began_here ? p.cur.head_start : 0);
   a.to = p.seq_of(p.cur.off);
   // A removal starts after the last one (SeqShift::add), wherever that is
   // recorded yet.
@@ -266,8 +266,8 @@ void RequestPath::answer_and_close(Pass& p, const limiter::Decision& d) noexcept
   const uint32_t keep = held ? 0 : p.cur.skip + (p.cur.head_began_here ? p.cur.head_start : 0);
   p.plan.stop = RequestPlan::Stop::kAnswerClose;
   p.plan.answer = write_answer(*p.policy, d, false);
-  p.plan.reset_seq = held ? p.flow.held_seq : p.cur.seq + keep;
-  p.flow.client_next = p.end;
+  p.plan.reset_seq = held ? p.flow.client.held_seq : p.cur.seq + keep;
+  p.flow.client.next = p.end;
   p.ctx.buffering = false;
   p.cut(keep);
 }
@@ -276,7 +276,7 @@ RequestPlan RequestPath::time_out(TcpFlow& flow, ParseContext& ctx) noexcept {
   RequestPlan plan;
   plan.stop = RequestPlan::Stop::kAnswerClose;
   plan.answer = write_answer(*ctx.policy, limiter::answer_timeout(*ctx.policy), false);
-  plan.reset_seq = ctx.buffering ? flow.held_seq : flow.client_next;
+  plan.reset_seq = ctx.buffering ? flow.client.held_seq : flow.client.next;
   ctx.buffering = false;
   return plan;
 }
@@ -312,7 +312,7 @@ RequestPlan RequestPath::parse(TcpFlow& flow, ParseContext& ctx, const PolicySna
     if (p.rs->idle() && ctx.responses.outstanding() >= http::ResponseStream::kMaxOutstanding) {
       // Too many pipelined requests unanswered: hold the rest back, uncharged.
       counters_.backpressure.add();
-      flow.client_next = p.seq_of(cur.off);
+      flow.client.next = p.seq_of(cur.off);
       p.cut(cur.skip + cur.off);
       plan.stop = RequestPlan::Stop::kPaused;
       return plan;
@@ -346,7 +346,7 @@ RequestPlan RequestPath::parse(TcpFlow& flow, ParseContext& ctx, const PolicySna
         // Nothing after an Upgrade or CONNECT request goes through until the
         // origin has said whether it switches.
         cur.off += static_cast<uint32_t>(st.consumed);
-        flow.client_next = p.seq_of(cur.off);
+        flow.client.next = p.seq_of(cur.off);
         p.cut(cur.skip + cur.off);
         plan.stop = RequestPlan::Stop::kPaused;
         return plan;
@@ -369,7 +369,7 @@ RequestPlan RequestPath::parse(TcpFlow& flow, ParseContext& ctx, const PolicySna
     break;  // kNeedMore: every byte is parsed
   }
   if (ctx.absorbing) absorbed_to(p, p.end);
-  flow.client_next = p.end;
+  flow.client.next = p.end;
   return plan;
 }
 

@@ -17,7 +17,7 @@
 // HTTP/1 (http/limiter_answer.h); the per-rule counting of decisions. Touches: the
 // request half of the flow's parse context (request stream, head buffer,
 // buffering and absorbing, the queues of what each forwarded request's
-// response gets), the flow's client_next and held_seq, the bucket table
+// response gets), the flow's client.next and client.held_seq, the bucket table
 // (through limiter::decide), and the AnswerStore (a kept-open answer's text is
 // put there when it is decided, since the next answer reuses the buffer),
 // and the worker's refusal sampler (every refusal and answer offered).
@@ -66,7 +66,7 @@ struct RequestPlan {
   // Why parsing stopped.
   enum class Stop : uint8_t {
     kEnd,          // every new byte was parsed
-    kReleaseHeld,  // a held head was admitted: its held bytes [held_seq, segment start) go to the origin
+    kReleaseHeld,  // a held head was admitted: its held bytes [client.held_seq, segment start) go to the origin
                    // ahead of the segment, then parsing goes on (call parse() again with the same cursor)
     kHeld,         // the rest of the segment belongs to a head held back: the client is acknowledged
     kPaused,       // the rest waits: a protocol switch is pending, or too many requests are unanswered
@@ -108,9 +108,9 @@ class RequestPath {
               uint64_t trace_seed);
 
   // A cursor for a segment whose payload starts at client sequence `seq`,
-  // the flow's parse standing at flow.client_next (inside or at its start).
+  // the flow's parse standing at flow.client.next (inside or at its start).
   [[nodiscard]] static RequestCursor cursor(const TcpFlow& flow, const ParseContext& ctx, uint32_t seq) noexcept {
-    return RequestCursor{seq, flow.client_next - seq, 0, 0, !ctx.buffering};
+    return RequestCursor{seq, flow.client.next - seq, 0, 0, !ctx.buffering};
   }
 
   // Parses the segment's new bytes (`payload` is the whole payload) under
@@ -129,9 +129,9 @@ class RequestPath {
   // Whether admitted requests' responses get the decision's rate-limit
   // fields (rendered only then).
   void set_insert_fields(bool on) noexcept;
-  // Issue 17: where admissions on cluster buckets are recorded.
+  // Where admissions on cluster buckets are recorded.
   void set_spend_log(limiter::SpendLog* log) noexcept { scratch_->spends = log; }
-  // Issue 18: where refusals and answers are offered for the audit log
+  // Where refusals and answers are offered for the audit log
   // (none: not offered).
   void set_refusal_sampler(RefusalSampler* sampler) noexcept { refusals_ = sampler; }
 

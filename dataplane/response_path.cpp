@@ -35,14 +35,14 @@ ResponsePlan ResponsePath::frame(TcpFlow& flow, ParseContext& ctx, uint32_t seq,
   const bool refusing = flow.state == FlowState::kRefusing;
   const uint32_t end = seq + static_cast<uint32_t>(payload.size());
   if (!payload.empty()) {
-    const uint32_t skip = flow.origin_next - seq;
+    const uint32_t skip = flow.origin.next - seq;
     const char* bytes = payload.data() + skip;
     const size_t n = payload.size() - skip;
     size_t off = 0;
     for (;;) {
       const http::ResponseStep st = ctx.responses.next({bytes + off, n - off});
       off += st.consumed;
-      const uint32_t at = flow.origin_next + static_cast<uint32_t>(off);  // the byte after the event
+      const uint32_t at = flow.origin.next + static_cast<uint32_t>(off);  // the byte after the event
       if (st.event == http::ResponseEvent::kNeedMore) break;
       if (st.event == http::ResponseEvent::kHead) continue;
       if (st.event == http::ResponseEvent::kStatusLine) {
@@ -55,19 +55,19 @@ ResponsePlan ResponsePath::frame(TcpFlow& flow, ParseContext& ctx, uint32_t seq,
         continue;
       }
       if (st.event == http::ResponseEvent::kPassThrough) {
-        flow.origin_next = end;
+        flow.origin.next = end;
         counters_.pass_through.add();
         ctx.requests->resolve_switch(true);
         plan.stop = ResponsePlan::Stop::kPassThrough;
         return plan;
       }
-      // kError: the responses cannot be framed any more; origin_next stays
+      // kError: the responses cannot be framed any more; origin.next stays
       // where this segment's bytes begin, which the client will not get.
       counters_.response_errors.add();
       plan.stop = ResponsePlan::Stop::kError;
       return plan;
     }
-    flow.origin_next = end;
+    flow.origin.next = end;
   }
   if (fin) {
     const http::ResponseStep st = ctx.responses.close();

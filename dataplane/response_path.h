@@ -10,7 +10,7 @@
 // Owns: nothing of its own. Touches: the response half of the flow's parse
 // context (the response framer, the queues of fields and usage notes, the
 // count of responses ended), the request stream's pending switch, the flow's
-// origin_next, and the bucket table (limiter::report_usage).
+// origin.next, and the bucket table (limiter::report_usage).
 #pragma once
 
 #include <array>
@@ -40,7 +40,7 @@ struct ResponsePlan {
   enum class Stop : uint8_t {
     kEnd,          // every new byte was framed
     kPassThrough,  // the origin switched protocols: the flow is bridged from here on
-    kError,        // the responses cannot be framed any more: the connection ends (origin_next not advanced)
+    kError,        // the responses cannot be framed any more: the connection ends (origin.next not advanced)
   };
   Stop stop = Stop::kEnd;
   // The flow was refusing (its closing answer waiting for earlier responses)
@@ -61,7 +61,7 @@ class ResponsePath {
   void set_spend_log(limiter::SpendLog* log) noexcept { spends_ = log; }
 
   // Frames the bytes of `payload` (starting at origin sequence `seq`) from
-  // flow.origin_next on, which must lie inside it or at its end; `fin`: the
+  // flow.origin.next on, which must lie inside it or at its end; `fin`: the
   // segment closes the origin's side.
   [[nodiscard]] ResponsePlan frame(TcpFlow& flow, ParseContext& ctx, uint32_t seq, std::span<const char> payload,
                                    bool fin, time::Nanos now) noexcept;
@@ -73,7 +73,7 @@ class ResponsePath {
                                                   time::Nanos now) noexcept;
 
   limiter::LimiterState& limiter_;
-  limiter::SpendLog* spends_ = nullptr;  // issue 17: this worker's, for cluster windows' tokens
+  limiter::SpendLog* spends_ = nullptr;  // this worker's, for cluster windows' tokens
   WorkerCounters& counters_;
 };
 

@@ -16,18 +16,18 @@ bool synchronized(FlowState s) noexcept { return s != FlowState::kSynSent && s !
 }  // namespace
 
 uint32_t client_send_window(const TcpFlow& flow) noexcept {
-  // origin_window is the field as the client reads it; the client scales it
+  // origin.window is the field as the client reads it; the client scales it
   // by what the SYN-ACK it got announced: the SYN proxy's own scale when it
   // answered and the client scales, none when the client does not, and the
   // origin's (unknown: at most 14) when the origin answered itself.
   int scale = kMaxWindowScale;
-  if (flow.proxied) scale = flow.client_wscale >= 0 ? SynProxy::kClientWscale : 0;
-  const uint64_t w = uint64_t{flow.origin_window} << scale;
+  if (flow.proxy.active) scale = flow.client.wscale >= 0 ? SynProxy::kClientWscale : 0;
+  const uint64_t w = uint64_t{flow.origin.window} << scale;
   return static_cast<uint32_t>(w > 0x3fffffff ? 0x3fffffff : w);
 }
 
 RstVerdict judge_client_rst(const TcpFlow& flow, uint32_t seq, uint32_t origin_acked) noexcept {
-  const uint32_t expected = synchronized(flow.state) ? flow.client_next : flow.client_isn + 1;
+  const uint32_t expected = synchronized(flow.state) ? flow.client.next : flow.client.isn + 1;
   if (seq == expected) return RstVerdict::kExact;
   if (synchronized(flow.state) && seq == origin_acked && !seq_lt(expected, origin_acked)) return RstVerdict::kExact;
   // In the window: after the expected number, less than a window past it

@@ -6,7 +6,7 @@
 // untouched: a RST the appliance believed but the origin did not would
 // leave the origin's connection open while the appliance stopped judging it.
 //
-// Where the client's stream stands is the appliance's view: `client_next`
+// Where the client's stream stands is the appliance's view: `client.next`
 // (every byte before it was judged; before the handshake is complete, the
 // client's ISN + 1), or what the origin last acknowledged, mapped to the
 // client's numbers (a RST the origin's own stack would take). The window is
@@ -29,7 +29,7 @@ enum class RstVerdict : uint8_t {
 };
 
 // `origin_acked`: the origin's latest acknowledgement in the client's
-// numbers, or `client_next` when there is none.
+// numbers, or `client.next` when there is none.
 [[nodiscard]] RstVerdict judge_client_rst(const TcpFlow& flow, uint32_t seq, uint32_t origin_acked) noexcept;
 
 // The window the client may send into, in bytes, as estimated above.

@@ -1,5 +1,5 @@
 // Edits a forwarded segment of a flow whose byte stream the appliance
-// changes (issue 6: RateLimit fields inserted into responses, refused
+// changes (RateLimit fields inserted into responses, refused
 // requests cut out of a kept-open connection, their answers put in): the
 // origin's sequence numbers mapped forward, the client's acknowledgement and
 // SACK edges (RFC 2018) backward, through the flow's SeqShift; a client

@@ -120,6 +120,20 @@ uint32_t trim_payload(uint8_t* frame, FrameView& v, uint32_t keep) noexcept {
   return v.frame_len;
 }
 
+uint32_t cut_payload(uint8_t* frame, FrameView& v, uint32_t keep) noexcept {
+  if (keep >= v.payload_len) return v.frame_len;
+  frame[v.l4_offset + 13] &= static_cast<uint8_t>(~tcp_flag::kFin);
+  v.flags &= static_cast<uint8_t>(~tcp_flag::kFin);
+  return trim_payload(frame, v, keep);
+}
+
+void clear_urgent(uint8_t* frame, FrameView& v) noexcept {
+  v.flags &= static_cast<uint8_t>(~tcp_flag::kUrg);
+  frame[v.l4_offset + 13] = v.flags;
+  store16(frame + v.l4_offset + 18, 0);
+  set_tcp_checksum(frame, v);
+}
+
 uint32_t trim_front(uint8_t* frame, FrameView& v, uint32_t drop) noexcept {
   if (drop == 0 || drop >= v.payload_len) return v.frame_len;
   const uint32_t keep = v.payload_len - drop;

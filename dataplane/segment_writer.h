@@ -56,6 +56,14 @@ inline constexpr size_t kTimestampOptionBytes = 12;  // NOP, NOP, kind 8 length 
 // fixing the IP length and both checksums. Returns the new frame length.
 [[nodiscard]] uint32_t trim_payload(uint8_t* frame, FrameView& view, uint32_t keep) noexcept;
 
+// trim_payload() for a segment cut short on purpose: a FIN after the cut is
+// cleared as well, as the sender's side is still open past it.
+[[nodiscard]] uint32_t cut_payload(uint8_t* frame, FrameView& view, uint32_t keep) noexcept;
+
+// Urgent data goes on as ordinary data: URG and the urgent pointer cleared
+// (dataplane/README.md, "What reaches the origin").
+void clear_urgent(uint8_t* frame, FrameView& view) noexcept;
+
 // Cuts the first `drop` bytes (fewer than it has) off the TCP payload of the
 // segment in `frame`: the rest moves up, the sequence number moves on by
 // `drop`, lengths and checksums follow. Returns the new frame length.

@@ -36,34 +36,34 @@ StreamEditor::StreamEditor(ContextLender& lender, const AnswerStore& answers, Se
       edit_buf_(std::make_unique<uint8_t[]>(65536 + SeqShift::kMaxEdits * kMaxAnswerBytes)) {}
 
 uint32_t StreamEditor::to_client_seq(const TcpFlow& flow, uint32_t origin_seq) const noexcept {
-  if (!flow.stream_edited) return origin_seq;
+  if (!flow.seqadj.active) return origin_seq;
   if (flow.context >= 0) return lender_.context(flow).to_client.forward(origin_seq);
-  return origin_seq + flow.to_client_base;
+  return origin_seq + flow.seqadj.to_client;
 }
 
 uint32_t StreamEditor::to_origin_seq(const TcpFlow& flow, uint32_t client_seq) const noexcept {
-  if (!flow.stream_edited) return client_seq;
+  if (!flow.seqadj.active) return client_seq;
   if (flow.context >= 0) return lender_.context(flow).to_origin.forward(client_seq);
-  return client_seq + flow.to_origin_base;
+  return client_seq + flow.seqadj.to_origin;
 }
 
 uint32_t StreamEditor::capped_ack(const TcpFlow& flow, uint32_t client_ack) const noexcept {
-  if (!flow.stream_edited || flow.context < 0) return client_ack;
+  if (!flow.seqadj.active || flow.context < 0) return client_ack;
   uint32_t cap = 0;
   if (lender_.context(flow).ack_cap(cap) && seq_lt(cap, client_ack)) return cap;
   return client_ack;
 }
 
 uint32_t StreamEditor::to_client_ack(const TcpFlow& flow, uint32_t origin_ack) const noexcept {
-  if (!flow.stream_edited) return origin_ack;
-  if (flow.context < 0) return origin_ack - flow.to_origin_base;
+  if (!flow.seqadj.active) return origin_ack;
+  if (flow.context < 0) return origin_ack - flow.seqadj.to_origin;
   return capped_ack(flow, lender_.context(flow).to_origin.backward(origin_ack));
 }
 
 uint32_t StreamEditor::to_origin_ack(const TcpFlow& flow, uint32_t client_ack) const noexcept {
-  if (!flow.stream_edited) return client_ack;
+  if (!flow.seqadj.active) return client_ack;
   if (flow.context >= 0) return lender_.context(flow).to_client.backward(client_ack);
-  return client_ack - flow.to_client_base;
+  return client_ack - flow.seqadj.to_client;
 }
 
 void StreamEditor::send_to_client(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags,
@@ -72,22 +72,22 @@ void StreamEditor::send_to_client(TcpFlow& flow, PacketSink& out, uint32_t seq, 
   s.seq = to_client_seq(flow, seq);
   s.ack = capped_ack(flow, ack);
   s.flags = flags;
-  s.window = flow.origin_window;
+  s.window = flow.origin.window;
   s.payload = payload;
   emitter_.emit(out, Side::kClient, s);
 }
 
 void StreamEditor::release_held(TcpFlow& flow, const ParseContext& ctx, const FrameView& v, PacketSink& out) noexcept {
-  if (!seq_lt(flow.held_seq, v.seq)) return;
-  const uint32_t count = v.seq - flow.held_seq;
+  if (!seq_lt(flow.client.held_seq, v.seq)) return;
+  const uint32_t count = v.seq - flow.client.held_seq;
   SegmentSpec s = SegmentEmitter::from(flow, Side::kClient);
   // No removal lies inside a held head: its numbers move as one.
-  s.seq = to_origin_seq(flow, flow.held_seq);
+  s.seq = to_origin_seq(flow, flow.client.held_seq);
   s.ack = to_origin_ack(flow, v.ack);
   s.flags = flag::kAck;
-  s.window = rescale_window(v.window, flow.window_to_origin_shift);
+  s.window = rescale_window(v.window, flow.proxy.window_to_origin_shift);
   emitter_.emit_split(out, Side::kOrigin, s, {reinterpret_cast<const uint8_t*>(ctx.head.get()), count},
-                      payload_per_segment(flow.origin_mss, flow.timestamps), flag::kAck);
+                      payload_per_segment(flow.origin.mss, flow.timestamps), flag::kAck);
 }
 
 EditOutcome StreamEditor::keep_open(TcpFlow& flow, ParseContext& ctx, const RequestPlan& plan,
@@ -107,10 +107,10 @@ EditOutcome StreamEditor::keep_open(TcpFlow& flow, ParseContext& ctx, const Requ
     a.pos = k.pos;
     a.len = k.len;
     (void)ctx.push_kept(a);
-    flow.stream_edited = true;
+    flow.seqadj.active = true;
     // Nothing before it is unanswered: it goes right after what the origin
     // has sent so far.
-    if (ctx.responses_ended == a.after && send_kept_answers(flow, ctx, flow.origin_next, out) != EditOutcome::kDone) {
+    if (ctx.responses_ended == a.after && send_kept_answers(flow, ctx, flow.origin.next, out) != EditOutcome::kDone) {
       return EditOutcome::kAnswerLost;
     }
   }
@@ -159,7 +159,7 @@ void StreamEditor::add_fields(TcpFlow& flow, ParseContext& ctx, uint32_t at, con
   }
   e.fields.len = static_cast<uint8_t>(n);
   e.answer_len = 0;
-  flow.stream_edited = true;
+  flow.seqadj.active = true;
   counters_.fields_inserted.add();
 }
 
@@ -197,7 +197,7 @@ void StreamEditor::renumber_to_client(const TcpFlow& flow, uint8_t* frame, Frame
   if (flow.context >= 0) {
     shift = &lender_.context(flow).to_origin;
   } else {
-    base.reset(flow.to_origin_base);
+    base.reset(flow.seqadj.to_origin);
   }
   if (!shift->empty()) static_cast<void>(rewrite_sack(frame, v, *shift));
 }
@@ -205,9 +205,9 @@ void StreamEditor::renumber_to_client(const TcpFlow& flow, uint8_t* frame, Frame
 EditOutcome StreamEditor::to_origin(TcpFlow& flow, uint8_t* frame, FrameView& v, uint32_t parsed_before,
                                     PacketSink& out) noexcept {
   if (flow.context < 0) {
-    if (flow.to_origin_base != 0) rewrite_seq(frame, v, v.seq + flow.to_origin_base);
+    if (flow.seqadj.to_origin != 0) rewrite_seq(frame, v, v.seq + flow.seqadj.to_origin);
     SeqShift base;
-    base.reset(flow.to_client_base);
+    base.reset(flow.seqadj.to_client);
     shift_client_segment(frame, v, base);
     return EditOutcome::kDone;
   }
@@ -236,9 +236,9 @@ EditOutcome StreamEditor::to_origin(TcpFlow& flow, uint8_t* frame, FrameView& v,
   uint32_t cap = 0;
   const bool held_back = ctx.ack_cap(cap);
   if (!answered && (ctx.kept_count < kept_before || (cut != 0 && !held_back))) {
-    send_to_client(flow, out, flow.origin_next, to_client_ack(flow, flow.origin_ack), flag::kAck);
+    send_to_client(flow, out, flow.origin.next, to_client_ack(flow, flow.origin.ack), flag::kAck);
   }
-  fold_removals(ctx, flow.origin_ack);
+  fold_removals(ctx, flow.origin.ack);
   return EditOutcome::kDone;
 }
 
@@ -284,12 +284,12 @@ EditOutcome StreamEditor::write_again(TcpFlow& flow, const uint8_t* frame, const
   // As the origin's segment would have reached the client: on a proxied
   // flow the origin's clock and window scale are translated (syn_proxy.h;
   // offset and shift are 0 otherwise).
-  s.window = rescale_window(v.window, flow.window_to_client_shift);
+  s.window = rescale_window(v.window, flow.proxy.window_to_client_shift);
   if (v.options.has_timestamp) {
-    s.tsval = v.options.tsval + flow.ts_offset;
+    s.tsval = v.options.tsval + flow.proxy.ts_offset;
     s.tsecr = v.options.tsecr;
   }
-  emitter_.emit_split(out, Side::kClient, s, {buf, n}, payload_per_segment(flow.client_mss, flow.timestamps), v.flags);
+  emitter_.emit_split(out, Side::kClient, s, {buf, n}, payload_per_segment(flow.client.mss, flow.timestamps), v.flags);
   return EditOutcome::kDone;
 }
 
@@ -319,7 +319,7 @@ bool StreamEditor::edit_in_place(TcpFlow& flow, uint8_t* frame, FrameView& v, ui
     ins[count++] = Insertion{e.at - v.seq, e.inserted, text.data()};
     total += e.inserted;
   }
-  const size_t mss = payload_per_segment(flow.client_mss, flow.timestamps);
+  const size_t mss = payload_per_segment(flow.client.mss, flow.timestamps);
   if (count == 0 || len + total > mss || v.frame_len + total > room) return false;
   const uint32_t seq = edited_start(shift, v, framed_before);
   insert_in_place(frame, v, {ins, count}, seq, v.has(flag::kAck) ? to_client_ack(flow, v.ack) : v.ack);
@@ -376,11 +376,11 @@ EditOutcome StreamEditor::emit_kept_answer(TcpFlow& flow, const ParseContext::Ke
   }
   SegmentSpec s = SegmentEmitter::from(flow, Side::kOrigin);
   s.seq = a.client_end - a.len;  // already in the client's numbers
-  s.ack = to_client_ack(flow, flow.origin_ack);
+  s.ack = to_client_ack(flow, flow.origin.ack);
   s.flags = flag::kAck;
-  s.window = flow.origin_window;
+  s.window = flow.origin.window;
   emitter_.emit_split(out, Side::kClient, s, {reinterpret_cast<const uint8_t*>(answer.data()), answer.size()},
-                      payload_per_segment(flow.client_mss, flow.timestamps), flag::kAck | flag::kPsh);
+                      payload_per_segment(flow.client.mss, flow.timestamps), flag::kAck | flag::kPsh);
   return EditOutcome::kDone;
 }
 

@@ -17,7 +17,7 @@
 //
 // Owns: the buffer an edited segment is written again into. Touches: the
 // edit half of the flow's parse context (both SeqShifts, the edits' bytes,
-// the kept answers), the flow's stream_edited, and the answers' texts in the
+// the kept answers), the flow's seqadj.active, and the answers' texts in the
 // AnswerStore (read only).
 #pragma once
 
@@ -31,6 +31,7 @@
 #include "frame.h"
 #include "request_path.h"
 #include "response_path.h"
+#include "segment_rewrite.h"
 #include "service_frame.h"
 #include "worker_counters.h"
 
@@ -48,6 +49,11 @@ class StreamEditor {
   // A flow's numbers across the appliance: through its context's shifts
   // while edits are pending, by its base shifts after.
   [[nodiscard]] uint32_t to_client_seq(const TcpFlow& flow, uint32_t origin_seq) const noexcept;
+  // A client segment passed on as it is (a RST, a bridged flow's): its
+  // sequence number in the origin's numbers, once the stream was edited.
+  void renumber_to_origin(const TcpFlow& flow, uint8_t* frame, FrameView& v) const noexcept {
+    if (flow.seqadj.active) rewrite_seq(frame, v, to_origin_seq(flow, v.seq));
+  }
   [[nodiscard]] uint32_t to_origin_seq(const TcpFlow& flow, uint32_t client_seq) const noexcept;
   [[nodiscard]] uint32_t to_origin_ack(const TcpFlow& flow, uint32_t client_ack) const noexcept;
   // The origin's acknowledgement in the client's numbers, capped (below).
@@ -61,7 +67,7 @@ class StreamEditor {
   void send_to_client(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags,
                       std::span<const uint8_t> payload = {}) noexcept;
 
-  // A held head, admitted: its bytes [held_seq, v.seq) go to the origin as
+  // A held head, admitted: its bytes [client.held_seq, v.seq) go to the origin as
   // segments of their own, ahead of segment `v`.
   void release_held(TcpFlow& flow, const ParseContext& ctx, const FrameView& v, PacketSink& out) noexcept;
   // A request plan's kept-open refusals: their bytes recorded as removals,
@@ -74,20 +80,20 @@ class StreamEditor {
   void add_response_points(TcpFlow& flow, ParseContext& ctx, const ResponsePlan& plan) noexcept;
 
   // A forwarded origin segment of an edited flow (`framed_before`: the
-  // flow's origin_next before it was framed): renumbered, or grown in place
+  // flow's origin.next before it was framed): renumbered, or grown in place
   // with the edits it carries, or written again with them (then `r` drops
   // the original).
   [[nodiscard]] EditOutcome to_client(TcpFlow& flow, uint8_t* frame, FrameView& v, uint32_t room,
                                       uint32_t framed_before, PacketSink& out, FrameResult& r) noexcept;
   // A forwarded client segment of an edited flow (`parsed_before`: the
-  // flow's client_next before it was parsed): removed bytes cut out, numbers
+  // flow's client.next before it was parsed): removed bytes cut out, numbers
   // shifted; a kept answer the client lacks sent again when it repeats the
   // request; the client acknowledged where only the appliance can.
   [[nodiscard]] EditOutcome to_origin(TcpFlow& flow, uint8_t* frame, FrameView& v, uint32_t parsed_before,
                                       PacketSink& out) noexcept;
 
   // The removals from the client's stream the origin has acknowledged up to
-  // (`origin_ack`, its numbers), folded into the base.
+  // (`origin.ack`, its numbers), folded into the base.
   static void fold_removals(ParseContext& ctx, uint32_t origin_ack) noexcept;
 
  private:

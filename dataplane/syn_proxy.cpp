@@ -66,22 +66,22 @@ std::optional<SynCookieGrant> SynProxy::check_ack(const FlowKey& key, const Fram
 
 void SynProxy::take_client_numbers(TcpFlow& flow, const SynCookieGrant& g, const uint8_t* frame,
                                    const FrameView& v) noexcept {
-  flow.proxied = true;
+  flow.proxy.active = true;
   flow.ip_version = v.ip_version;
-  flow.client_isn = g.client_isn;
-  flow.cookie_isn = g.cookie_isn;
-  flow.client_mss = g.client_mss;
+  flow.client.isn = g.client_isn;
+  flow.proxy.cookie_isn = g.cookie_isn;
+  flow.client.mss = g.client_mss;
   flow.timestamps = g.timestamps;
-  flow.client_tsval = v.options.tsval;
-  flow.cookie_tsval = v.options.tsecr;
-  flow.origin_window = 0;
-  flow.l2_to_origin_len = static_cast<uint8_t>(std::min<size_t>(v.l3_offset, kMaxL2Header));
-  std::memcpy(flow.l2_to_origin, frame, flow.l2_to_origin_len);
-  flow.l2_to_client_len = reply_l2(frame, v, flow.l2_to_client);
+  flow.client.tsval = v.options.tsval;
+  flow.proxy.cookie_tsval = v.options.tsecr;
+  flow.origin.window = 0;
+  flow.client.l2_len = static_cast<uint8_t>(std::min<size_t>(v.l3_offset, kMaxL2Header));
+  std::memcpy(flow.client.l2, frame, flow.client.l2_len);
+  flow.origin.l2_len = reply_l2(frame, v, flow.origin.l2);
   // What the client's SYN said, as the cookie kept it (MSS rounded down to
   // the table; window scale and SACK only with timestamps): replayed.
-  flow.client_wscale = g.client_wscale;
-  flow.client_sack = g.sack;
+  flow.client.wscale = g.client_wscale;
+  flow.client.sack = g.sack;
 }
 
 void SynProxy::open(TcpFlow& flow, const SynCookieGrant& g, const uint8_t* frame, const FrameView& v,
@@ -93,13 +93,13 @@ void SynProxy::open(TcpFlow& flow, const SynCookieGrant& g, const uint8_t* frame
 
 void SynProxy::resend_syn(const TcpFlow& flow, PacketSink& out) noexcept {
   SegmentSpec s = SegmentEmitter::from(flow, Side::kClient);
-  s.seq = flow.client_isn;
+  s.seq = flow.client.isn;
   s.ack = 0;
   s.flags = flag::kSyn;
   s.window = 0xffff;
-  s.mss = flow.client_mss;
-  s.wscale = flow.client_wscale;
-  s.sack_permitted = flow.client_sack;
+  s.mss = flow.client.mss;
+  s.wscale = flow.client.wscale;
+  s.sack_permitted = flow.client.sack;
   s.tsecr = 0;
   emitter_.emit(out, Side::kOrigin, s);
 }
@@ -114,7 +114,7 @@ bool SynProxy::learn(const TcpFlow& flow, const FrameView& v) noexcept {
   // for is learnt from its absence.
   const OriginProfile before = profiles_.lookup(flow.key.origin);
   if (!flow.timestamps) learnt.timestamps = before.timestamps;
-  if (!flow.client_sack) learnt.sack = before.sack;
+  if (!flow.client.sack) learnt.sack = before.sack;
   profiles_.learn(flow.key.origin, learnt);
   if (flow.timestamps && !v.options.has_timestamp) {
     counters_.syn_proxy_mismatch.add();
@@ -124,28 +124,28 @@ bool SynProxy::learn(const TcpFlow& flow, const FrameView& v) noexcept {
 }
 
 uint32_t SynProxy::take_origin_numbers(TcpFlow& flow, const uint8_t* frame, const FrameView& v) noexcept {
-  flow.origin_isn = v.seq;
-  flow.origin_next = v.seq + 1;
-  flow.origin_ack = v.ack;
-  flow.origin_tsval = v.options.tsval;
-  flow.origin_mss = v.options.mss != 0 ? v.options.mss : 536;
-  flow.l2_to_client_len = static_cast<uint8_t>(std::min<size_t>(v.l3_offset, kMaxL2Header));
-  std::memcpy(flow.l2_to_client, frame, flow.l2_to_client_len);
+  flow.origin.isn = v.seq;
+  flow.origin.next = v.seq + 1;
+  flow.origin.ack = v.ack;
+  flow.origin.tsval = v.options.tsval;
+  flow.origin.mss = v.options.mss != 0 ? v.options.mss : 536;
+  flow.origin.l2_len = static_cast<uint8_t>(std::min<size_t>(v.l3_offset, kMaxL2Header));
+  std::memcpy(flow.origin.l2, frame, flow.origin.l2_len);
   // Window scaling is on towards the client when the client asked (the
   // appliance always agreed, at kClientWscale), towards the origin when the
   // origin agreed too.
-  const bool client_scales = flow.client_wscale >= 0;
+  const bool client_scales = flow.client.wscale >= 0;
   const bool origin_scales = client_scales && v.options.has_wscale;
   const int origin_shift = origin_scales ? std::min<uint8_t>(v.options.wscale, 14) : 0;
-  flow.window_to_client_shift = static_cast<int8_t>(origin_shift - (client_scales ? kClientWscale : 0));
-  flow.window_to_origin_shift =
-      static_cast<int8_t>((client_scales ? flow.client_wscale : 0) - (origin_scales ? flow.client_wscale : 0));
+  flow.proxy.window_to_client_shift = static_cast<int8_t>(origin_shift - (client_scales ? kClientWscale : 0));
+  flow.proxy.window_to_origin_shift =
+      static_cast<int8_t>((client_scales ? flow.client.wscale : 0) - (origin_scales ? flow.client.wscale : 0));
   // The client knows the origin's stream from the cookie on: its real
   // numbers are that far from the ones the client sees.
-  const uint32_t delta = flow.cookie_isn - flow.origin_isn;
-  flow.to_client_base += delta;
-  flow.stream_edited = flow.stream_edited || flow.to_client_base != 0;  // (an origin whose ISN is the cookie needs none)
-  flow.ts_offset = flow.cookie_tsval - flow.origin_tsval;
+  const uint32_t delta = flow.proxy.cookie_isn - flow.origin.isn;
+  flow.seqadj.to_client += delta;
+  flow.seqadj.active = flow.seqadj.active || flow.seqadj.to_client != 0;  // (an origin whose ISN is the cookie needs none)
+  flow.proxy.ts_offset = flow.proxy.cookie_tsval - flow.origin.tsval;
   return delta;
 }
 
@@ -154,21 +154,21 @@ bool SynProxy::origin_answered(TcpFlow& flow, const uint8_t* frame, const FrameV
   if (!learn(flow, v)) return false;
   (void)take_origin_numbers(flow, frame, v);
   flow.state = FlowState::kEstablished;
-  flow.client_next = flow.client_isn + 1;
-  flow.client_progress = now;
+  flow.client.next = flow.client.isn + 1;
+  flow.client.progress = now;
   counters_.flows_established.add();
   counters_.syn_proxy_bound.add();
 
   acknowledge_again(flow, out);
   // The client's window opened: a SYN's window is never scaled, a later
   // segment's is.
-  const bool client_scales = flow.client_wscale >= 0;
+  const bool client_scales = flow.client.wscale >= 0;
   SegmentSpec c = SegmentEmitter::from(flow, Side::kOrigin);
-  c.seq = flow.cookie_isn + 1;
-  c.ack = flow.client_isn + 1;
+  c.seq = flow.proxy.cookie_isn + 1;
+  c.ack = flow.client.isn + 1;
   c.flags = flag::kAck;
   c.window = rescale_window(v.window, static_cast<int8_t>(client_scales ? -kClientWscale : 0));
-  flow.origin_window = c.window;
+  flow.origin.window = c.window;
   emitter_.emit(out, Side::kClient, c);
   return true;
 }
@@ -177,34 +177,34 @@ void SynProxy::accept(TcpFlow& flow, const SynCookieGrant& g, const uint8_t* fra
                       time::Nanos now) noexcept {
   take_client_numbers(flow, g, frame, v);
   flow.state = FlowState::kEstablished;
-  flow.binding = Binding::kUnbound;
+  flow.bind.state = Binding::kUnbound;
   // The origin's stream as the appliance numbers it until the origin's own
   // numbers are known: from the cookie on, on the cookie's clock.
-  flow.origin_isn = g.cookie_isn;
-  flow.origin_next = g.cookie_isn + 1;
-  flow.origin_ack = g.client_isn + 1;
-  flow.origin_tsval = flow.cookie_tsval;
-  flow.origin_mss = g.client_mss;
-  flow.client_next = g.client_isn + 1;
-  flow.client_progress = now;
+  flow.origin.isn = g.cookie_isn;
+  flow.origin.next = g.cookie_isn + 1;
+  flow.origin.ack = g.client_isn + 1;
+  flow.origin.tsval = flow.proxy.cookie_tsval;
+  flow.origin.mss = g.client_mss;
+  flow.client.next = g.client_isn + 1;
+  flow.client.progress = now;
   // The window the cookie SYN-ACK offered, as later segments scale it.
-  flow.origin_window = rescale_window(static_cast<uint16_t>(BindStash::kWindow),
-                                      static_cast<int8_t>(flow.client_wscale >= 0 ? -kClientWscale : 0));
+  flow.origin.window = rescale_window(static_cast<uint16_t>(BindStash::kWindow),
+                                      static_cast<int8_t>(flow.client.wscale >= 0 ? -kClientWscale : 0));
   counters_.flows_established.add();
   counters_.syn_proxy_unbound.add();
 }
 
 void SynProxy::bind(TcpFlow& flow, time::Nanos now, PacketSink& out) noexcept {
-  flow.binding = Binding::kBinding;
-  flow.bind_since = now;
-  flow.syn_sent_at = now;
+  flow.bind.state = Binding::kBinding;
+  flow.bind.since = now;
+  flow.bind.syn_sent_at = now;
   resend_syn(flow, out);
 }
 
 bool SynProxy::bound(TcpFlow& flow, const uint8_t* frame, const FrameView& v, uint32_t& delta) noexcept {
   if (!learn(flow, v)) return false;
   delta = take_origin_numbers(flow, frame, v);
-  flow.binding = Binding::kBound;
+  flow.bind.state = Binding::kBound;
   counters_.syn_proxy_bound.add();
   return true;
 }
@@ -212,14 +212,14 @@ bool SynProxy::bound(TcpFlow& flow, const uint8_t* frame, const FrameView& v, ui
 uint16_t SynProxy::window_to_origin(const TcpFlow& flow) noexcept {
   // The origin reads the field scaled by the client's shift if it agreed
   // to scaling (the window to origin then needs no rescaling).
-  const bool origin_scales = flow.client_wscale > 0 && flow.window_to_origin_shift == 0;
-  return static_cast<uint16_t>(0xffff >> (origin_scales ? flow.client_wscale : 0));
+  const bool origin_scales = flow.client.wscale > 0 && flow.proxy.window_to_origin_shift == 0;
+  return static_cast<uint16_t>(0xffff >> (origin_scales ? flow.client.wscale : 0));
 }
 
 void SynProxy::acknowledge_again(const TcpFlow& flow, PacketSink& out) noexcept {
   SegmentSpec s = SegmentEmitter::from(flow, Side::kClient);
-  s.seq = flow.client_isn + 1;
-  s.ack = flow.origin_isn + 1;
+  s.seq = flow.client.isn + 1;
+  s.ack = flow.origin.isn + 1;
   s.flags = flag::kAck;
   s.window = window_to_origin(flow);
   emitter_.emit(out, Side::kOrigin, s);
@@ -227,8 +227,8 @@ void SynProxy::acknowledge_again(const TcpFlow& flow, PacketSink& out) noexcept 
 
 void SynProxy::reset_client(const TcpFlow& flow, PacketSink& out) noexcept {
   SegmentSpec s = SegmentEmitter::from(flow, Side::kOrigin);
-  s.seq = flow.cookie_isn + 1;
-  s.ack = flow.client_isn + 1;
+  s.seq = flow.proxy.cookie_isn + 1;
+  s.ack = flow.client.isn + 1;
   s.flags = flag::kRst | flag::kAck;
   s.timestamp = false;
   emitter_.emit(out, Side::kClient, s);
@@ -248,13 +248,13 @@ void SynProxy::reset_origin(const TcpFlow& flow, const FrameView& v, PacketSink&
 }
 
 void SynProxy::to_origin(const TcpFlow& flow, uint8_t* frame, FrameView& v) noexcept {
-  if (flow.timestamps) shift_timestamps(frame, v, 0, 0u - flow.ts_offset);
-  if (flow.window_to_origin_shift != 0) rewrite_window(frame, v, rescale_window(v.window, flow.window_to_origin_shift));
+  if (flow.timestamps) shift_timestamps(frame, v, 0, 0u - flow.proxy.ts_offset);
+  if (flow.proxy.window_to_origin_shift != 0) rewrite_window(frame, v, rescale_window(v.window, flow.proxy.window_to_origin_shift));
 }
 
 void SynProxy::to_client(const TcpFlow& flow, uint8_t* frame, FrameView& v) noexcept {
-  if (flow.timestamps) shift_timestamps(frame, v, flow.ts_offset, 0);
-  if (flow.window_to_client_shift != 0) rewrite_window(frame, v, rescale_window(v.window, flow.window_to_client_shift));
+  if (flow.timestamps) shift_timestamps(frame, v, flow.proxy.ts_offset, 0);
+  if (flow.proxy.window_to_client_shift != 0) rewrite_window(frame, v, rescale_window(v.window, flow.proxy.window_to_client_shift));
 }
 
 }  // namespace sluice::dataplane

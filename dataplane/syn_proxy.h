@@ -15,10 +15,10 @@
 //   cookie, the origin from its own ISN; the difference is the flow's
 //   to_client shift base, which the stream editor applies anyway;
 // - timestamps: each end's clock is its own; the origin's TSvals towards
-//   the client move by ts_offset, the client's echoes back;
+//   the client move by proxy.ts_offset, the client's echoes back;
 // - window fields: the client was promised window scale 7 (or none); the
 //   origin scales by what it chose. Fields are rescaled where the two
-//   differ (TcpFlow::window_to_client_shift, window_to_origin_shift).
+//   differ (TcpFlow::proxy.window_to_client_shift, proxy.window_to_origin_shift).
 //
 // What the client is promised comes from what the origin did before
 // (origin_profiles.h): no timestamps (and so no window scale or SACK, which

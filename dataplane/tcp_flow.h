@@ -1,7 +1,8 @@
 // The state the appliance keeps for one TCP connection to a service port:
 // where each byte stream stands (what has been parsed and forwarded), what a
 // segment sent in the flow's name needs (addresses, L2 headers, timestamps,
-// MSS), and where the flow is in its life. About 200 bytes; the parser's
+// MSS), and where the flow is in its life. About 200 bytes, in two halves (the client's end and the origin's) and small
+// sub-states (the answer, seqadj, the SYN proxy, binding, adoption); the parser's
 // buffers live in a ParseContext that a flow borrows only while a request or
 // response is in flight.
 #pragma once
@@ -34,85 +35,118 @@ enum class Binding : uint8_t {
 
 inline constexpr uint8_t kMaxL2Header = 22;  // Ethernet + two VLAN tags
 
-struct TcpFlow {
-  FlowKey key;
-  uint64_t hash = 0;
-  time::Nanos last_seen = 0;
-  // When the client's stream and the origin's last carried new bytes (the
-  // handshake counts as the client's): what the deadlines of a head, a body
-  // and an idle keep-alive connection are measured from (deadline_keeper.h).
-  // Pure acknowledgements do not count: they cost a client nothing to send.
-  time::Nanos client_progress = 0;
-  time::Nanos origin_progress = 0;
-  FlowState state = FlowState::kSynSent;
-  uint8_t ip_version = 4;
-  bool timestamps = false;   // both SYNs carried the timestamp option
-  bool client_fin = false;
-  bool origin_fin = false;
-  uint8_t l2_to_origin_len = 0;
-  uint8_t l2_to_client_len = 0;
-  uint8_t l2_to_origin[kMaxL2Header];  // as the client's frames carry it
-  uint8_t l2_to_client[kMaxL2Header];  // as the origin's frames carry it
+// What the appliance follows of one end of the connection: its initial and
+// next sequence numbers, its latest timestamp, the largest segment it
+// accepts, whether it has sent its FIN, when its stream last carried new
+// bytes, and the link-layer header its frames carry (frames written in its
+// name towards the other end carry the same).
+struct FlowEnd {
+  uint32_t isn = 0;
+  uint32_t next = 0;
+  uint32_t tsval = 0;  // latest seen, echoed by segments sent in the flow's name
+  uint16_t mss = 536;  // from its SYN (or SYN-ACK)
+  bool fin = false;
+  uint8_t l2_len = 0;
+  // When its stream last carried new bytes (the handshake counts as the
+  // client's): what the deadlines of a head, a body and an idle keep-alive
+  // connection are measured from (deadline_keeper.h). Pure acknowledgements
+  // do not count: they cost a client nothing to send.
+  time::Nanos progress = 0;
+  uint8_t l2[kMaxL2Header];
+};
 
-  uint32_t client_isn = 0;
-  uint32_t origin_isn = 0;
-  uint32_t client_next = 0;   // next client byte to parse; earlier ones were parsed (and charged) once
-  uint32_t origin_next = 0;   // next origin byte to frame: the origin's stream is whole up to here
-  uint32_t client_tsval = 0;  // latest timestamps seen, echoed by segments sent in the flow's name
-  uint32_t origin_tsval = 0;
-  uint16_t client_mss = 536;  // from the client's SYN: the largest segment the client accepts
-  uint16_t origin_mss = 536;  // from the origin's SYN-ACK
-  uint16_t origin_window = 0; // raw window field of the origin's latest segment
-
-  // The answer of a refused request: client bytes up to answer_ack are
-  // consumed, the answer starts at origin sequence answer_seq, the origin's
-  // socket is reset at reset_seq.
-  uint32_t answer_ack = 0;
-  uint32_t answer_seq = 0;
-  uint32_t reset_seq = 0;
+// The client's end. `next` is the next client byte to parse: earlier ones
+// were parsed (and charged) once.
+struct ClientEnd : FlowEnd {
   // A head split across segments is held, not forwarded, from this client
   // sequence number on, until it is complete and decided.
   uint32_t held_seq = 0;
-  uint16_t answer_len = 0;
-  uint64_t answer_pos = 0;  // in the worker's AnswerStore, once sent
+  bool sack = false;   // its SYN offered SACK (and, proxied, the cookie kept it)
+  int8_t wscale = -1;  // its window scale, as the cookie kept it; -1: none
+};
 
-  // Once the appliance has edited a byte stream of the flow (the RateLimit
-  // fields inserted into admitted responses, a refused request cut out of the
-  // client's stream and its answer put into the origin's), sequence numbers
-  // are shifted towards the receiver and acknowledgements back: by the
-  // context's SeqShifts while edits are pending, by these bases (receiver
-  // minus sender, modulo 2^32) once the context is gone.
-  bool stream_edited = false;
-  uint32_t to_client_base = 0;
-  uint32_t to_origin_base = 0;
-  uint32_t origin_ack = 0;  // the origin's latest acknowledgement (its numbers)
+// The origin's end. `next` is the next origin byte to frame: the origin's
+// stream is whole up to there.
+struct OriginEnd : FlowEnd {
+  uint16_t window = 0;  // raw window field of its latest segment
+  uint32_t ack = 0;     // its latest acknowledgement (its numbers)
+};
 
-  // A flow whose handshake the SYN proxy made (syn_proxy.h): the client's
-  // view of the origin's stream numbered from the cookie (the shift base
-  // carries the difference), each end's timestamp clock its own, and window
-  // fields scaled as each end expects.
-  bool proxied = false;
-  bool client_sack = false;     // the client's SYN offered SACK (and the cookie kept it)
-  int8_t client_wscale = -1;    // the client's window scale, as the cookie kept it; -1: none
+// The answer of a refused request: client bytes up to `ack` are consumed,
+// the answer starts at origin sequence `seq`, the origin's socket is reset
+// at `answer.reset_seq`.
+struct FlowAnswer {
+  uint32_t ack = 0;
+  uint32_t seq = 0;
+  uint32_t reset_seq = 0;
+  uint16_t len = 0;
+  uint64_t pos = 0;  // in the worker's AnswerStore, once sent
+};
+
+// Sequence adjustment (conntrack's seqadj): once the appliance has edited a
+// byte stream of the flow (the RateLimit fields inserted into admitted
+// responses, a refused request cut out of the client's stream and its answer
+// put into the origin's), sequence numbers are shifted towards the receiver
+// and acknowledgements back: by the context's SeqShifts while edits are
+// pending, by these bases (receiver minus sender, modulo 2^32) once the
+// context is gone.
+struct FlowSeqAdj {
+  bool active = false;
+  uint32_t to_client = 0;
+  uint32_t to_origin = 0;
+};
+
+// A flow whose handshake the SYN proxy made (syn_proxy.h): the client's view
+// of the origin's stream numbered from the cookie (the seqadj base carries
+// the difference), each end's timestamp clock its own, and window fields
+// scaled as each end expects.
+struct FlowProxy {
+  bool active = false;
   int8_t window_to_client_shift = 0;  // the origin's window fields towards the client: << n, or >> -n
   int8_t window_to_origin_shift = 0;  // the client's towards the origin
   uint32_t cookie_isn = 0;            // the appliance's ISN towards the client
   uint32_t cookie_tsval = 0;          // its SYN-ACK's TSval (the client's ACK echoed it)
   uint32_t ts_offset = 0;             // the origin's TSval plus this is what the client sees
-  time::Nanos syn_sent_at = 0;        // the SYN to the origin last sent (before the origin answered)
-  time::Nanos bind_since = 0;         // the SYN to the origin first sent (delayed binding)
-  Binding binding = Binding::kBound;
-  // A connection begun before the appliance knew it (a restart, an expired
-  // flow), taken up at a client's request head (flow_adopter.h): it never
-  // carries a request body, and nothing the origin sent before it was
-  // adopted (origin_isn + 1) may follow.
-  bool adopted = false;
-  uint16_t adopted_window = 0;  // the window field of the client's adopted segment: what the probe and stash offer
+};
 
-  int32_t context = -1;  // the borrowed ParseContext, or -1
+// The origin's connection being opened: at once, or (delayed binding) when
+// the first request is forwarded.
+struct FlowBinding {
+  Binding state = Binding::kBound;
+  time::Nanos since = 0;        // the SYN to the origin first sent (delayed binding)
+  time::Nanos syn_sent_at = 0;  // the SYN to the origin last sent (before the origin answered)
+};
+
+// A connection begun before the appliance knew it (a restart, an expired
+// flow), taken up at a client's request head (flow_adopter.h): it never
+// carries a request body, and nothing the origin sent before it was adopted
+// (origin.isn + 1) may follow.
+struct FlowAdoption {
+  bool active = false;
+  uint16_t window = 0;  // the window field of the client's adopted segment: what the probe and stash offer
+};
+
+struct TcpFlow {
+  FlowKey key;
+  uint64_t hash = 0;
+  time::Nanos last_seen = 0;
+  FlowState state = FlowState::kSynSent;
+  uint8_t ip_version = 4;
+  bool timestamps = false;  // both SYNs carried the timestamp option
+
+  ClientEnd client;
+  OriginEnd origin;
+  FlowAnswer answer;
+  FlowSeqAdj seqadj;
+  FlowProxy proxy;
+  FlowBinding bind;
+  FlowAdoption adoption;
+
+  // What the flow borrows from the worker's pools, each -1 when it holds none.
+  int32_t context = -1;  // the ParseContext
   int32_t share = -1;    // the client's share of flows and contexts (client_shares.h)
-  int32_t hold = -1;     // the EditHold with the edits the client has not acknowledged, or -1 (never with a context)
-  int32_t stash = -1;    // until bound: the BindStash buffer with what goes to the origin once it answers, or -1
+  int32_t hold = -1;     // the EditHold with the edits the client has not acknowledged (never with a context)
+  int32_t stash = -1;    // until bound: the BindStash buffer with what goes to the origin once it answers
 };
 
 // A window field scaled by one end's shift, as the other end reads it

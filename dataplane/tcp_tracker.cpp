@@ -14,7 +14,7 @@ TcpTracker::TcpTracker(size_t flows, const FlowTimeouts& timeouts, ContextLender
 
 TcpTracker::SynOutcome TcpTracker::client_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
                             time::Nanos now) noexcept {
-  if (flow != nullptr && flow->client_isn == v.seq) {
+  if (flow != nullptr && flow->client.isn == v.seq) {
     // The SYN again (retransmitted, duplicated or replayed), in whatever
     // state the flow is: it changes nothing.
     flow->last_seen = now;
@@ -70,59 +70,59 @@ TcpFlow* TcpTracker::insert(const ServiceFrame& sf, SynOutcome& outcome) noexcep
 void TcpTracker::start_flow(TcpFlow& flow, const uint8_t* frame, const FrameView& v) noexcept {
   flow.state = FlowState::kSynSent;
   flow.ip_version = v.ip_version;
-  flow.client_isn = v.seq;
-  flow.client_mss = v.options.mss != 0 ? v.options.mss : 536;
+  flow.client.isn = v.seq;
+  flow.client.mss = v.options.mss != 0 ? v.options.mss : 536;
   flow.timestamps = v.options.has_timestamp;
-  flow.client_tsval = v.options.tsval;
-  flow.l2_to_origin_len = static_cast<uint8_t>(std::min<size_t>(v.l3_offset, kMaxL2Header));
-  std::memcpy(flow.l2_to_origin, frame, flow.l2_to_origin_len);
+  flow.client.tsval = v.options.tsval;
+  flow.client.l2_len = static_cast<uint8_t>(std::min<size_t>(v.l3_offset, kMaxL2Header));
+  std::memcpy(flow.client.l2, frame, flow.client.l2_len);
 }
 
 bool TcpTracker::established_by(TcpFlow& flow, const FrameView& v) noexcept {
-  if (!v.has(flag::kAck) || v.ack != flow.origin_isn + 1) return false;
+  if (!v.has(flag::kAck) || v.ack != flow.origin.isn + 1) return false;
   flow.state = FlowState::kEstablished;
-  flow.client_progress = flow.last_seen;  // the first head's deadline runs from here
-  flow.client_next = flow.client_isn + 1;
-  flow.origin_next = flow.origin_isn + 1;
+  flow.client.progress = flow.last_seen;  // the first head's deadline runs from here
+  flow.client.next = flow.client.isn + 1;
+  flow.origin.next = flow.origin.isn + 1;
   counters_.flows_established.add();
   return true;
 }
 
 void TcpTracker::origin_syn(TcpFlow& flow, const uint8_t* frame, const FrameView& v, time::Nanos now) noexcept {
   flow.last_seen = now;
-  if (!v.has(flag::kAck) || flow.state != FlowState::kSynSent || v.ack != flow.client_isn + 1) return;
-  flow.origin_isn = v.seq;
-  flow.origin_ack = v.ack;
-  flow.origin_tsval = v.options.tsval;
-  flow.origin_window = v.window;
-  flow.origin_mss = v.options.mss != 0 ? v.options.mss : 536;
+  if (!v.has(flag::kAck) || flow.state != FlowState::kSynSent || v.ack != flow.client.isn + 1) return;
+  flow.origin.isn = v.seq;
+  flow.origin.ack = v.ack;
+  flow.origin.tsval = v.options.tsval;
+  flow.origin.window = v.window;
+  flow.origin.mss = v.options.mss != 0 ? v.options.mss : 536;
   flow.state = FlowState::kSynReceived;
   flow.timestamps = flow.timestamps && v.options.has_timestamp;
-  flow.l2_to_client_len = static_cast<uint8_t>(std::min<size_t>(v.l3_offset, kMaxL2Header));
-  std::memcpy(flow.l2_to_client, frame, flow.l2_to_client_len);
+  flow.origin.l2_len = static_cast<uint8_t>(std::min<size_t>(v.l3_offset, kMaxL2Header));
+  std::memcpy(flow.origin.l2, frame, flow.origin.l2_len);
 }
 
 void TcpTracker::reset(TcpFlow& flow) noexcept {
   // Nothing after the SYN was judged: any payload on the closed flow is
   // past its end.
-  if (flow.state == FlowState::kSynSent || flow.state == FlowState::kSynReceived) flow.client_next = flow.client_isn + 1;
+  if (flow.state == FlowState::kSynSent || flow.state == FlowState::kSynReceived) flow.client.next = flow.client.isn + 1;
   flow.state = FlowState::kClosed;
   lender_.give_back_all(flow);
 }
 
 void TcpTracker::client_fin(TcpFlow& flow) noexcept {
-  flow.client_fin = true;
+  flow.client.fin = true;
   close_if_finished(flow);
 }
 
 void TcpTracker::origin_fin(TcpFlow& flow) noexcept {
-  flow.origin_fin = true;
+  flow.origin.fin = true;
   close_if_finished(flow);
 }
 
 void TcpTracker::close_if_finished(TcpFlow& flow) noexcept {
   // Both sides have closed: keep the flow only briefly, for the last ACKs.
-  if (flow.client_fin && flow.origin_fin &&
+  if (flow.client.fin && flow.origin.fin &&
       (flow.state == FlowState::kEstablished || flow.state == FlowState::kPassThrough)) {
     flow.state = FlowState::kClosed;
     lender_.give_back(flow);

@@ -51,7 +51,7 @@ class TcpTracker {
   // Any other segment of a tracked flow from the client.
   void client_seen(TcpFlow& flow, const FrameView& v, time::Nanos now) noexcept {
     flow.last_seen = now;
-    if (v.options.has_timestamp && seq_lt(flow.client_tsval, v.options.tsval)) flow.client_tsval = v.options.tsval;
+    if (v.options.has_timestamp && seq_lt(flow.client.tsval, v.options.tsval)) flow.client.tsval = v.options.tsval;
   }
   // True when `v` is the client's ACK of the origin's SYN-ACK on a flow in
   // kSynReceived: the flow is established and its payload parsed from here.
@@ -61,10 +61,10 @@ class TcpTracker {
   // Any other segment of a tracked flow from the origin.
   void origin_seen(TcpFlow& flow, const FrameView& v, time::Nanos now) noexcept {
     flow.last_seen = now;
-    if (v.options.has_timestamp && seq_lt(flow.origin_tsval, v.options.tsval)) flow.origin_tsval = v.options.tsval;
+    if (v.options.has_timestamp && seq_lt(flow.origin.tsval, v.options.tsval)) flow.origin.tsval = v.options.tsval;
     // Not from a late, older segment; as the client reads it.
-    if (!seq_lt(v.seq, flow.origin_next)) flow.origin_window = rescale_window(v.window, flow.window_to_client_shift);
-    if (v.has(tcp_flag::kAck) && seq_lt(flow.origin_ack, v.ack)) flow.origin_ack = v.ack;
+    if (!seq_lt(v.seq, flow.origin.next)) flow.origin.window = rescale_window(v.window, flow.proxy.window_to_client_shift);
+    if (v.has(tcp_flag::kAck) && seq_lt(flow.origin.ack, v.ack)) flow.origin.ack = v.ack;
   }
   // A new, blank flow for `sf` (which must not be tracked) counted in its
   // client's share: kTracked, or why there is none.

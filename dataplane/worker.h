@@ -51,7 +51,7 @@ struct WorkerSetup {
   // The queue symmetric RSS gives a flow names its owner; null (ports without
   // it, such as AF_PACKET's): a keyed hash of its addresses does (address_owner()).
   const RssOwner* rss = nullptr;
-  // Issue 18 (--refusal-log): refusals sampled a second for the whole box,
+  // The refusal log (--refusal-log): refusals sampled a second for the whole box,
   // this worker keeping its share (refusal_sampler.h); 0: none.
   unsigned refusal_rate = 0;
   EngineConfig engine;

@@ -1,4 +1,4 @@
-// What cluster budgets (issue 17) cost: the Redis side of a sync, against a
+// What cluster budgets cost: the Redis side of a sync, against a
 // redis-server this program starts itself (Debian's, on a Unix socket in a
 // fresh directory, no persistence; killed by its PID at exit, and made to die
 // with this process if it crashes: tests/support/redis_server.h, as the tests
@@ -71,9 +71,9 @@
 #include <unistd.h>
 #include <vector>
 
-#include "control/cluster_gcra.h"
-#include "control/cluster_sync.h"
-#include "control/redis_router.h"
+#include "control/cluster/cluster_gcra.h"
+#include "control/cluster/cluster_sync.h"
+#include "control/cluster/redis_router.h"
 #include "limiter/bucket_table.h"
 #include "limiter/spend_log.h"
 #include "median.h"

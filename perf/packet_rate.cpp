@@ -18,14 +18,14 @@
 //             149-byte response to each in the same poll, so no flow ever has
 //             more than one request outstanding. Counted per request (each
 //             with its response) and per frame.
-//   fields    issue 6's cost: the admitted pattern on two sets of flows
+//   fields    inserting the RateLimit fields: the admitted pattern on two sets of flows
 //             (at most half as many as contexts: an edited flow keeps its
 //             context until its next request acknowledges the edit),
 //             alternately with the RateLimit fields inserted into each
 //             response (written again, the flow shifted from then on, the
 //             client's acknowledgements shifted back) and with insertion off;
 //             the two rows compare them in one run.
-//   syn       the SYN proxy's cost (issue 14; the policy's syn_proxy turned
+//   syn       the SYN proxy's cost (the policy's syn_proxy turned
 //             on for it): a fresh batch of client SYNs per repetition, each
 //             answered with a cookie SYN-ACK (cookies sent per second), then
 //             the clients' ACKs carrying those cookies (computed here with

@@ -1,6 +1,6 @@
 // sluice's head parser beside picohttpparser (h2o's, the usual yardstick for
 // HTTP/1 head parsing), in one process and interleaved, so that the machine's
-// drifts touch both alike (issue 16). picohttpparser is not part of sluice:
+// drifts touch both alike. picohttpparser is not part of sluice:
 // this program is built only when meson is given -Dpicohttpparser=PATH, a
 // checkout of github.com/h2o/picohttpparser, compiled with -O3 -march=native
 // (its SSE4.2 path). For each of parser_bench's three heads: R repetitions,

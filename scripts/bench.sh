@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmarks, as the README quotes them: each case repeated (default 5
+# The benchmarks, as docs/performance.md quotes them: each case repeated (default 5
 # times, SLUICE_BENCH_REPS) and reported as the median. perf/parser_bench
 # measures Node's http_parser in the same run as a baseline; the packet-rate
 # harness measures its own ring overhead; the end-to-end comparison runs

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Debian package, built, installed, used and purged (issue 18), as
+# The Debian package, built, installed, used and purged, as
 # .ci/run's test command runs it:
 #   1. dpkg-buildpackage -us -uc -b on a copy of the tree (its tracked and
 #      unignored files: what a clean clone has, plus work not committed yet);

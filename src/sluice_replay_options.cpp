@@ -6,6 +6,7 @@
 
 #include <charconv>
 
+#include "cli_program.h"
 #include "cli_text.h"
 #include "replay/access_log.h"
 
@@ -32,8 +33,7 @@ constexpr const char* kExitCodes = R"(Exit codes:
 struct Given {
   std::string format, service_ports;
   std::vector<std::string> json_fields;
-  bool version = false;
-  bool manual = false;
+  cli_program::Common common;  // --version, --manual-markdown
 };
 
 CLI::Validator key_value() {
@@ -63,36 +63,16 @@ CLI::Validator nginx_format() {
       "");
 }
 
+// A whole number from `low` to `high`, and says so.
 template <typename T>
 CLI::Validator whole_number(T low, T high) {
-  return CLI::Validator(
-      [low, high](std::string& s) -> std::string {
-        T v{};
-        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-        if (ec == std::errc() && end == s.data() + s.size() && v >= low && v <= high) return "";
-        return "wants " + std::to_string(low) + " to " + std::to_string(high) + ", got '" + s + "'";
-      },
-      "");
-}
-
-std::optional<std::vector<uint16_t>> parse_port_list(const std::string& s) {
-  std::vector<uint16_t> ports;
-  size_t from = 0;
-  while (from <= s.size()) {
-    const size_t comma = std::min(s.find(',', from), s.size());
-    uint16_t p = 0;
-    const auto [end, ec] = std::from_chars(s.data() + from, s.data() + comma, p);
-    if (ec != std::errc() || end != s.data() + comma || p == 0) return std::nullopt;
-    ports.push_back(p);
-    from = comma + 1;
-  }
-  return ports;
+  return cli_program::whole_number(low, high, "wants " + std::to_string(low) + " to " + std::to_string(high));
 }
 
 CLI::Validator port_list() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
-        return parse_port_list(s) ? "" : "wants ports 1 to 65535 separated by commas, got '" + s + "'";
+        return cli_program::parse_port_list(s) ? "" : "wants ports 1 to 65535 separated by commas, got '" + s + "'";
       },
       "");
 }
@@ -158,16 +138,11 @@ void describe_capacity(CLI::App& app, Options& o) {
 }
 
 void describe(CLI::App& app, Options& o, Given& g) {
-  app.description(kDescription);
-  app.footer(kExitCodes);
-  app.set_help_flag("-h,--help", "this help, and exit");
-  app.add_flag("--version", g.version, "the version, and exit");
-  app.add_flag("--manual-markdown", g.manual, "")->group("");  // hidden: the man page's OPTIONS
+  cli_program::describe_common(app, kDescription, kExitCodes, g.common);
   describe_inputs(app, o, g);
   describe_state(app, o);
   describe_output(app, o);
   describe_capacity(app, o);
-  cli_text::use_help_formatter(app);
 }
 
 void interpret(const CLI::App& app, const Given& g, Options& o) {
@@ -181,7 +156,7 @@ void interpret(const CLI::App& app, const Given& g, Options& o) {
     const size_t eq = kv.find('=');
     o.json_fields.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
   }
-  if (app.count("--service-ports") > 0) o.service_ports = parse_port_list(g.service_ports);
+  if (app.count("--service-ports") > 0) o.service_ports = cli_program::parse_port_list(g.service_ports);
 }
 
 std::string check_combination(const Options& o) {
@@ -201,42 +176,16 @@ ParseResult parse_options(int argc, const char* const* argv) {
   CLI::App app;
   Given g;
   describe(app, o, g);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    o.mode = Options::Mode::kHelp;
-    return r;
-  } catch (const CLI::ParseError& e) {
-    if (g.version) {
-      o.mode = Options::Mode::kVersion;
-      return r;
-    }
-    r.error = cli_text::error_line(app, e);
-    return r;
-  }
-  if (g.version || g.manual) {
-    o.mode = g.version ? Options::Mode::kVersion : Options::Mode::kManual;
-    return r;
-  }
+  if (cli_program::ended(cli_program::parse(app, argc, argv, g.common), o.mode, r.error)) return r;
   interpret(app, g, o);
   r.error = check_combination(o);
   return r;
 }
 
-std::string usage_text() {
-  CLI::App app;
-  Options o;
-  Given g;
-  describe(app, o, g);
-  return app.help();
-}
+std::string usage_text() { return cli_program::Table<Options, Given>(describe).app.help(); }
 
 std::string manual_text() {
-  CLI::App app;
-  Options o;
-  Given g;
-  describe(app, o, g);
-  return cli_text::options_markdown(app) + "\n# EXIT STATUS\n\n" + cli_text::preformatted(kExitCodes);
+  return cli_program::manual_markdown(cli_program::Table<Options, Given>(describe).app, kExitCodes);
 }
 
 }  // namespace sluice::replay_cli

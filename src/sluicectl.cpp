@@ -37,6 +37,8 @@ namespace {
 
 using sluice::control::Json;
 using sluice::control::member;
+namespace arg = sluice::control::arg;
+namespace reply = sluice::control::reply;
 using namespace sluice::sluicectl;  // NOLINT: this program's own parts
 
 enum Exit { kOk = 0, kRefused = 1, kUsage = 2, kUnreachable = 3 };
@@ -224,8 +226,8 @@ int top(const std::string& socket_path, const Args& a, bool json) {
   std::signal(SIGINT, [](int) { g_interrupted = 1; });
   const bool tty = isatty(STDOUT_FILENO) != 0 && !json;
   Json req = Json::object();
-  req["v"] = sluice::control::kProtocolVersion;
-  req["cmd"] = "stats";
+  req[arg::kVersion] = sluice::control::kProtocolVersion;
+  req[arg::kCommand] = sluice::control::command::kStats;
   const std::string request = sluice::control::dump_json(req);
   std::optional<Frame> before;
   for (uint64_t i = 0; count == 0 || i < count; ++i) {
@@ -255,12 +257,13 @@ int top(const std::string& socket_path, const Args& a, bool json) {
 // The daemon said no: its reasons on stderr (each error line, then the
 // refusal), and with --json its answer as is on stdout.
 int refused(const Json& answer, const std::string& response, bool json) {
-  const Json* e = member(answer, "error");
+  const Json* e = member(answer, reply::kError);
   if (!json) {
-    for (const Json& line : elements_of(answer, "errors")) std::fprintf(stderr, "%s\n", text_of(&line).c_str());
+    for (const Json& line : elements_of(answer, reply::kErrors)) std::fprintf(stderr, "%s\n", text_of(&line).c_str());
   }
-  std::fprintf(stderr, "sluicectl: sluiced refused: %s (%s)\n", e ? field(*e, "message").c_str() : "no reason given",
-               e ? field(*e, "code").c_str() : "?");
+  std::fprintf(stderr, "sluicectl: sluiced refused: %s (%s)\n",
+               e ? field(*e, reply::kMessage).c_str() : "no reason given",
+               e ? field(*e, reply::kCode).c_str() : "?");
   if (json) std::printf("%s\n", response.c_str());
   return kRefused;
 }
@@ -271,22 +274,22 @@ int refused(const Json& answer, const std::string& response, bool json) {
 // names it in messages, so it goes as it is, repaired.
 std::string non_utf8_member(const Json& request) {
   for (const auto& m : request.items()) {
-    if (m.key() == "file" || !m.value().is_string()) continue;
+    if (m.key() == arg::kFile || !m.value().is_string()) continue;
     if (!sluice::control::is_utf8(m.value().get_ref<const std::string&>())) return m.key();
   }
   return {};
 }
 
 bool answered_ok(const Json& answer) {
-  const Json* ok = member(answer, "ok");
+  const Json* ok = member(answer, reply::kOk);
   return ok != nullptr && ok->is_boolean() && ok->get<bool>();
 }
 
 // One request, one answer, printed.
 int run_command(const std::string& socket_path, const Command& command, const Args& args, bool json) {
   Json w = Json::object();
-  w["v"] = sluice::control::kProtocolVersion;
-  w["cmd"] = command.cmd;
+  w[arg::kVersion] = sluice::control::kProtocolVersion;
+  w[arg::kCommand] = command.cmd;
   if (const std::string err = command.build(args, w); !err.empty()) return usage_error(err);
   if (const std::string bad = non_utf8_member(w); !bad.empty()) {
     return usage_error("the " + bad + " given is not UTF-8 text, which is all the control protocol carries");

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 
+#include "cli_program.h"
 #include "cli_text.h"
 #include "control/protocol.h"
 #include "sluicectl_print.h"
@@ -21,6 +22,8 @@ namespace sluice::sluicectl {
 namespace {
 
 using control::Json;
+namespace arg = control::arg;
+namespace command = control::command;
 
 constexpr const char* kDescription = R"(sluicectl: operate a running sluiced over its control socket.
 
@@ -69,8 +72,8 @@ std::string no_args(const Args&, Json&) { return {}; }
 // passes the descriptor; sluiced opens no path a client names. The request
 // carries its name for messages.
 std::string file_arg(const std::string& path, Json& w) {
-  w["file"] = path;
-  w["fd"] = true;
+  w[arg::kFile] = path;
+  w[arg::kFd] = true;
   return {};
 }
 
@@ -81,24 +84,26 @@ std::string optional_file(const Args& a, Json& w) {
 }
 
 std::string start_run(const Args& a, Json& w) {
-  w["token"] = a.positional[0];
-  if (const auto it = a.flags.find("budget"); it != a.flags.end()) w["budget"] = whole(it->second, UINT64_MAX).value();
+  w[arg::kToken] = a.positional[0];
+  if (const auto it = a.flags.find("budget"); it != a.flags.end()) {
+    w[arg::kBudget] = whole(it->second, UINT64_MAX).value();
+  }
   return {};
 }
 
 std::string end_run(const Args& a, Json& w) {
-  w["token"] = a.positional[0];
+  w[arg::kToken] = a.positional[0];
   return {};
 }
 
 std::string add_credential(const Args& a, Json& w) {
-  w["hash"] = a.positional[0];
-  w["user"] = a.positional[1];
+  w[arg::kHash] = a.positional[0];
+  w[arg::kUser] = a.positional[1];
   return {};
 }
 
 std::string remove_credential(const Args& a, Json& w) {
-  w["hash"] = a.positional[0];
+  w[arg::kHash] = a.positional[0];
   return {};
 }
 
@@ -107,76 +112,76 @@ std::string hash_credential(const Args&, Json& w) {
   std::string credential((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
   while (!credential.empty() && (credential.back() == '\n' || credential.back() == '\r')) credential.pop_back();
   if (credential.empty()) return "credential hash reads the credential on stdin; it was empty";
-  w["credential"] = credential;
+  w[arg::kCredential] = credential;
   return {};
 }
 
 std::string report_usage(const Args& a, Json& w) {
-  w["deployment"] = a.positional[0];
-  w["tokens"] = whole(a.positional[1], UINT64_MAX).value();
-  if (const auto it = a.flags.find("bucket"); it != a.flags.end()) w["bucket"] = it->second;
+  w[arg::kDeployment] = a.positional[0];
+  w[arg::kTokens] = whole(a.positional[1], UINT64_MAX).value();
+  if (const auto it = a.flags.find("bucket"); it != a.flags.end()) w[arg::kBucket] = it->second;
   return {};
 }
 
 std::string show_bucket(const Args& a, Json& w) {
-  w["bucket"] = a.positional[0];
-  w["key"] = a.positional[1];
+  w[arg::kBucket] = a.positional[0];
+  w[arg::kKey] = a.positional[1];
   return {};
 }
 
 const Command kCommands[] = {
-    {{"status"}, "status", "version, uptime, policy and its digest, ports, workers, flows, runs", {}, {}, no_args,
-     print_status},
-    {{"stats"}, "stats",
+    {{"status"}, command::kStatus, "version, uptime, policy and its digest, ports, workers, flows, runs", {}, {},
+     no_args, print_status},
+    {{"stats"}, command::kStats,
      "every counter of the workers added up, per rule, the tables' occupancy and the ports' packet counts", {}, {},
      no_args, print_stats},
-    {{"top"}, "stats",
+    {{"top"}, command::kStats,
      "a live view, refreshed every S seconds (default 1): request rates, refusals per rule, the busiest keys; "
      "Ctrl-C ends it, or --count N after N refreshes",
      {},
      {{"--interval", "S", "seconds between refreshes (0.1 to 3600, default 1)", interval_check},
       {"--count", "N", "stop after N refreshes (default: until Ctrl-C)", count_check}},
      no_args, nullptr},
-    {{"runs"}, "runs", "the live runs: token, budget, when they started", {}, {}, no_args, print_runs},
-    {{"run", "start"}, "run.start",
+    {{"runs"}, command::kRuns, "the live runs: token, budget, when they started", {}, {}, no_args, print_runs},
+    {{"run", "start"}, command::kRunStart,
      "make a run live (TB01): requests on /vrx/TOKEN/... are paced per run, at N per minute if given, else at the "
      "policy's run budget; journalled, so a restart keeps it. Returns once every worker sees it",
      {{"TOKEN"}},
      {{"--budget", "N", "the run's budget in requests per minute (1 to 1000000000)", budget_check}},
      start_run, print_message},
-    {{"run", "end"}, "run.end", "end a run (TB13): once this returns, no request on it is paced at the run rate",
+    {{"run", "end"}, command::kRunEnd, "end a run (TB13): once this returns, no request on it is paced at the run rate",
      {{"TOKEN"}}, {}, end_run, print_message},
-    {{"credentials", "load"}, "credentials.load",
+    {{"credentials", "load"}, command::kCredentialsLoad,
      "replace the credential-to-user map (RF04) with FILE's: lines of 'HASH USER', hashes from 'sluicectl "
      "credential hash'; a file with errors changes nothing (exit 1, file:line:column)",
      {{"FILE"}}, {}, first_is_file, print_message, true},
-    {{"credentials", "show"}, "credentials.show", "how many credentials are loaded, per user", {}, {}, no_args,
+    {{"credentials", "show"}, command::kCredentialsShow, "how many credentials are loaded, per user", {}, {}, no_args,
      print_credentials},
-    {{"credential", "add"}, "credential.add", "map one credential hash to USER (RF04)", {{"HASH"}, {"USER"}}, {},
+    {{"credential", "add"}, command::kCredentialAdd, "map one credential hash to USER (RF04)", {{"HASH"}, {"USER"}}, {},
      add_credential, print_message},
-    {{"credential", "remove"}, "credential.remove",
+    {{"credential", "remove"}, command::kCredentialRemove,
      "forget one credential hash: its requests then get the policy's unknown-credential answer (RF10)", {{"HASH"}},
      {}, remove_credential, print_message},
-    {{"credential", "hash"}, "credential.hash",
+    {{"credential", "hash"}, command::kCredentialHash,
      "read one credential (the Authorization value, e.g. 'Bearer abc') on stdin and print its hash, computed by "
      "sluiced with its secret (TB05: the scheme's case and surrounding spaces do not matter)",
      {}, {}, hash_credential, print_hash},
-    {{"usage", "report"}, "usage.report",
+    {{"usage", "report"}, command::kUsageReport,
      "charge TOKENS used by a finished request to DEPLOYMENT's current minute (DQ05); once the minute's total "
      "reaches the quota its next request is refused (DQ07)",
      {{"DEPLOYMENT"}, {"TOKENS", "", "", tokens_check}},
      {{"--bucket", "NAME", "the deployment-quota bucket to charge (default: the policy's only one)"}},
      report_usage, print_usage_report},
-    {{"bucket", "show"}, "bucket.show",
+    {{"bucket", "show"}, command::kBucketShow,
      "remaining and reset of one key's bucket, without charging it. KEY as the bucket's rules key it: a client "
      "address, a run token or deployment name, a user name, or a credential hash",
      {{"BUCKET"}, {"KEY"}}, {}, show_bucket, print_bucket},
-    {{"policy", "show"}, "policy.show", "the active policy: name, file, digest, buckets, rules", {}, {}, no_args,
+    {{"policy", "show"}, command::kPolicyShow, "the active policy: name, file, digest, buckets, rules", {}, {}, no_args,
      print_policy},
-    {{"policy", "check"}, "policy.check",
+    {{"policy", "check"}, command::kPolicyCheck,
      "validate FILE as the running sluiced would load it; exit 0 if usable, 1 with its errors (file:line:column)",
      {{"FILE"}}, {}, first_is_file, print_policy_check, true},
-    {{"policy", "reload"}, "policy.reload",
+    {{"policy", "reload"}, command::kPolicyReload,
      "publish FILE (default: sluiced's --config file, as SIGHUP does); returns once every worker uses it; a broken "
      "file changes nothing (exit 1, its errors). Buckets of unchanged rules keep their state",
      {{"FILE", "", "", nullptr, true}}, {}, optional_file, print_reloaded, true},
@@ -195,7 +200,8 @@ struct Bound {
 // The global options' values.
 struct Globals {
   std::string socket_path;
-  bool json = false, version = false, manual = false;
+  bool json = false;
+  cli_program::Common common;  // --version, --manual-markdown
 };
 
 // `parent`'s subcommand `word`, made when it is not there yet (a group such
@@ -244,9 +250,9 @@ void describe(CLI::App& app, Globals& g, std::vector<Bound>& bound) {
                  "the control socket (default $SLUICE_CONTROL_SOCKET, else /run/sluice/control.sock)")
       ->type_name("PATH")->check(validator(socket_check))->group(group);
   app.add_flag("--json", g.json, "print sluiced's JSON answer as it came (top: one line per refresh)")->group(group);
-  app.add_flag("--version", g.version, "the version and the control protocol's, and exit")->group(group);
+  app.add_flag("--version", g.common.version, "the version and the control protocol's, and exit")->group(group);
   // Hidden (no group): what the build runs to write the man page.
-  app.add_flag("--manual-markdown", g.manual, "")->group("");
+  app.add_flag("--manual-markdown", g.common.manual, "")->group("");
   bound.resize(std::size(kCommands));
   for (size_t i = 0; i < std::size(kCommands); ++i) describe_command(app, kCommands[i], bound[i]);
   app.footer(kExitCodes);  // after the commands: the program's help alone ends with it
@@ -354,23 +360,20 @@ CommandLine read_command_line(int argc, const char* const* argv, const std::stri
   describe(app, g, bound);
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; --i) args.emplace_back(argv[i]);  // CLI11 takes them reversed
-  try {
-    app.parse(args);
-  } catch (const CLI::CallForHelp&) {
+  const cli_program::Parsed parsed = cli_program::parse(app, args, g.common, one_line);
+  if (parsed.outcome == cli_program::Parsed::Outcome::kHelp) {
     line.mode = CommandLine::Mode::kHelp;
     line.text = app.help();
     return line;
-  } catch (const CLI::ParseError& e) {
-    line.mode = g.version ? CommandLine::Mode::kVersion : CommandLine::Mode::kUsageError;
-    line.text = one_line(app, e);
+  }
+  if (parsed.outcome == cli_program::Parsed::Outcome::kError) {
+    line.mode = CommandLine::Mode::kUsageError;
+    line.text = parsed.error;
     return line;
   }
   line.socket_path = g.socket_path;
   line.json = g.json;
-  if (g.version || g.manual) {
-    line.mode = g.version ? CommandLine::Mode::kVersion : CommandLine::Mode::kManual;
-    return line;
-  }
+  if (cli_program::ended(parsed, line.mode, line.text)) return line;
   take_command(app, bound, line);
   return line;
 }
@@ -380,8 +383,7 @@ std::string manual_text() {
   Globals g;
   std::vector<Bound> bound;
   describe(app, g, bound);
-  return cli_text::options_markdown(app) + "\n" + cli_text::commands_markdown(app) + "\n# EXIT STATUS\n\n" +
-         cli_text::preformatted(kExitCodes);
+  return cli_program::manual_markdown(app, kExitCodes);
 }
 
 }  // namespace sluice::sluicectl

@@ -105,7 +105,7 @@ void print_tables(const Json& r) {
   }
 }
 
-// Issue 17: the cluster sync, when the policy shares budgets.
+// The cluster sync, when the policy shares budgets.
 void print_cluster(const Json& r) {
   const Json* c = member(r, "cluster");
   if (c == nullptr || !c->is_object()) return;

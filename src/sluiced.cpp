@@ -58,13 +58,17 @@
 #include "limiter/compiled_policy.h"
 #include "limiter/credential_slots.h"
 #include "sluiced_cluster.h"
-#include "sluiced_commands.h"
+#include "sluiced_bucket_commands.h"
+#include "sluiced_credential_commands.h"
 #include "sluiced_guards.h"
 #include "sluiced_metrics.h"
 #include "sluiced_notify.h"
 #include "sluiced_options.h"
 #include "sluiced_policy.h"
+#include "sluiced_policy_commands.h"
+#include "sluiced_run_commands.h"
 #include "sluiced_signals.h"
+#include "sluiced_status_commands.h"
 
 namespace {
 
@@ -129,7 +133,7 @@ LoadedPolicy load_with_ports(const sluiced::Options& o, const std::string& file,
   return std::max(2u, (p.max_slots + 1) & ~1u);
 }
 
-// Issue 17: a cluster section's secret file is read at the check too, so a
+// A cluster section's secret file is read at the check too, so a
 // missing or loose one is found before anything starts.
 [[nodiscard]] Status cluster_secret_usable(const dataplane::PolicySnapshot& snap) {
   const std::optional<policy::ClusterSpec>& c = snap.policy.source.cluster;
@@ -258,8 +262,10 @@ constexpr const char* kAfXdpDevice[2] = {"net_af_xdp0", "net_af_xdp1"};
 
 // Everything the appliance runs on, each member owning what it holds. The
 // members are declared in the order start() acquires them: destruction
-// releases them in reverse, whichever step got last.
-class Appliance {
+// releases them in reverse, whichever step got last. It loads and publishes
+// policies for the control socket's policy commands as for SIGHUP
+// (PolicyLoading).
+class Appliance final : private sluiced::PolicyLoading {
  public:
   explicit Appliance(const sluiced::Options& o) : o_(o), log_(o.log) {}
   Appliance(const Appliance&) = delete;
@@ -293,7 +299,7 @@ class Appliance {
   void poll_until_stopped();
   void stop_running() noexcept;
   void print_counters() const;
-  // Issue 18 (--refusal-log): the refusals the workers sampled, logged.
+  // The refusal log (--refusal-log): the refusals the workers sampled, logged.
   void log_refusals();
   void log_refusal(const limiter::CompiledPolicy& p, unsigned worker, const dataplane::RefusalRecord& r);
   // What the service manager is told (sluiced_notify.h).
@@ -311,6 +317,10 @@ class Appliance {
   [[nodiscard]] std::vector<std::string> publish(LoadedPolicy next, const std::string& name);
   [[nodiscard]] LoadedPolicy same_cluster(LoadedPolicy next, const std::string& name) const;
   void reload_on_sighup();
+  // PolicyLoading, for policy.check and policy.reload.
+  [[nodiscard]] LoadedPolicy check_text(const std::string& text, const std::string& name) const override;
+  [[nodiscard]] std::vector<std::string> publish_text(const std::string& text, const std::string& name) override;
+  [[nodiscard]] std::vector<std::string> publish_config(std::string& file) override;
   void restore_buckets();
   void snapshot_region(unsigned region);
   void warn_if_utc_stepped();
@@ -344,7 +354,7 @@ class Appliance {
   control::RunJournal journal_;
   std::vector<control::LiveRun> replayed_runs_;
   LoadedPolicy loaded_;  // its snapshot goes to the publisher
-  // Issue 17: the shared secret, the workers' spend logs, the sync service
+  // The shared secret, the workers' spend logs, the sync service
   // (by load_running_policy(), create_tables() and build_control_plane()).
   sluiced::ClusterPart cluster_;
   // By start_eal() and start_ports().
@@ -373,7 +383,14 @@ class Appliance {
   std::optional<control::BucketSnapshotter> snapshotter_;
   bool snapshot_failing_ = false;  // said once until it works again
   uint64_t refusals_dropped_ = 0;   // sampled refusals the workers' rings had no room for, as last said
-  sluiced::Daemon daemon_;
+  // What status, stats, the metrics and the refusal log read; and the
+  // commands' sources, each registering its own in commands_.
+  sluiced::DaemonView daemon_;
+  std::optional<sluiced::StatusCommands> status_commands_;
+  std::optional<sluiced::PolicyCommands> policy_commands_;
+  std::optional<sluiced::RunCommands> run_commands_;
+  std::optional<sluiced::CredentialCommands> credential_commands_;
+  std::optional<sluiced::BucketCommands> bucket_commands_;
   control::CommandTable commands_;
   sluiced::TelemetryRegistration telemetry_;
   // By start_running(); stop_running() releases them.
@@ -659,10 +676,8 @@ void Appliance::build_control_plane() {
       .box = sluiced::box_name(),
       .credential_fingerprint = sluiced::credential_fingerprint(*credential_hasher_),
   });
-  daemon_.cluster = cluster_.service();
-  if (control::ClusterService* cluster = cluster_.service()) {
-    daemon_.replicate = [cluster](control::ReplicaChange c) { cluster->publish(std::move(c)); };
-  }
+  control::ClusterService* cluster = cluster_.service();  // null without a cluster section
+  daemon_.cluster = cluster;
   daemon_.workers = o_.workers;
   daemon_.counters = counters_.get();
   daemon_.ports = ports_.info();
@@ -675,17 +690,29 @@ void Appliance::build_control_plane() {
   daemon_.credentials = &*credential_registry_;
   daemon_.reclaimer = &*reclaimer_;
   daemon_.bucket_snapshots = &*snapshotter_;
-  daemon_.check_policy = [this](const std::string& text, const std::string& name) {
-    return same_cluster(with_ports(o_, load_policy_text(text, name, *credential_hasher_), name), name);
-  };
-  daemon_.reload_policy = [this](const std::string& text, const std::string& name) {
-    return publish(with_ports(o_, load_policy_text(text, name, *credential_hasher_), name), name);
-  };
-  daemon_.reload_config = [this](std::string& file) {
-    file = o_.config;
-    return reload_config();
-  };
-  sluiced::add_commands(commands_, daemon_);
+  status_commands_.emplace(daemon_);
+  policy_commands_.emplace(*publisher_, static_cast<sluiced::PolicyLoading&>(*this));
+  run_commands_.emplace(*run_registry_, cluster);
+  credential_commands_.emplace(*credential_registry_, cluster);
+  bucket_commands_.emplace(sluiced::BucketCommands::Parts{
+      .publisher = *publisher_, .limiter = *limiter_, .clock = *clock_, .runs = *run_registry_, .cluster = cluster});
+  for (const control::CommandSource* source : std::initializer_list<const control::CommandSource*>{
+           &*status_commands_, &*policy_commands_, &*run_commands_, &*credential_commands_, &*bucket_commands_}) {
+    source->register_commands(commands_);
+  }
+}
+
+LoadedPolicy Appliance::check_text(const std::string& text, const std::string& name) const {
+  return same_cluster(with_ports(o_, load_policy_text(text, name, *credential_hasher_), name), name);
+}
+
+std::vector<std::string> Appliance::publish_text(const std::string& text, const std::string& name) {
+  return publish(with_ports(o_, load_policy_text(text, name, *credential_hasher_), name), name);
+}
+
+std::vector<std::string> Appliance::publish_config(std::string& file) {
+  file = o_.config;
+  return reload_config();
 }
 
 // Asked once per reclaimer step, so they follow the policy published now.
@@ -725,7 +752,7 @@ std::vector<std::string> Appliance::publish(LoadedPolicy next, const std::string
   return refused;
 }
 
-// Issue 17: the cluster section (the Redis, the shared secret the keys are
+// The cluster section (the Redis, the shared secret the keys are
 // made with, the fallback) is the one part of a policy a reload cannot
 // change: the workers' keys and the sync thread were made from it.
 LoadedPolicy Appliance::same_cluster(LoadedPolicy next, const std::string& name) const {

@@ -1,4 +1,4 @@
-// sluiced's part in cluster budgets (issue 17): the secret every box shares
+// sluiced's part in cluster budgets: the secret every box shares
 // for the keys of `scope: cluster` buckets, the workers' spend logs, and the
 // sync thread's service, made from the policy's `cluster` section. A policy
 // without one makes none of it, and the workers record nothing.
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "control/cluster_service.h"
+#include "control/cluster/cluster_service.h"
 #include "control/credential_registry.h"
 #include "control/run_registry.h"
 #include "limiter/bucket_key.h"

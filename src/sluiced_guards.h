@@ -72,7 +72,7 @@ class StartedPorts {
   // Starts the client port, then the origin port. "" or what went wrong.
   [[nodiscard]] std::string start(uint16_t client, uint16_t origin, const dataplane::PortSetup& setup,
                                   rte_mempool* pool);
-  // Client first, then origin (what sluiced::Daemon::ports expects).
+  // Client first, then origin (what sluiced::DaemonView::ports expects).
   [[nodiscard]] const dataplane::PortInfo* info() const noexcept { return info_.data(); }
   // Where both ports spread flows with symmetric RSS over one redirection
   // table: which worker owns a flow. Null otherwise (the workers use the flow

@@ -12,7 +12,7 @@
 #include <iterator>
 #include <string_view>
 
-#include "sluiced_commands.h"
+#include "sluiced_status_commands.h"
 
 namespace sluice::sluiced {
 
@@ -259,7 +259,7 @@ void render_ports(const MetricsSample& s, Exposition& e) {
   });
 }
 
-// Issue 17: the cluster sync.
+// The cluster sync.
 void render_cluster(const ClusterSample& c, Exposition& e) {
   e.family("sluice_cluster_syncs_total", "counter", "syncs of the cluster buckets with Redis, by outcome");
   e.sample(R"(outcome="ok")", c.syncs_ok);
@@ -311,7 +311,7 @@ std::string dpdk_version() {
 
 // By the appliance's clock (UTC, never stepped): whole seconds, so the
 // value stays put from one scrape to the next.
-uint64_t start_time_seconds(const Daemon& d) {
+uint64_t start_time_seconds(const DaemonView& d) {
   const auto up = std::chrono::steady_clock::now() - d.started;
   const uint64_t up_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(up).count());
   const uint64_t now_ns = d.clock != nullptr ? d.clock->now() : 0;
@@ -354,7 +354,7 @@ ClusterSample cluster_sample(const control::ClusterService& cluster) {
   return s;
 }
 
-std::vector<TableSample> table_samples(const Daemon& d) {
+std::vector<TableSample> table_samples(const DaemonView& d) {
   const limiter::BucketTable* tables[2] = {&d.limiter->buckets, &d.limiter->credential_records};
   const char* names[2] = {"buckets", "credential_slots"};
   std::vector<TableSample> out;
@@ -368,7 +368,7 @@ std::vector<TableSample> table_samples(const Daemon& d) {
 
 }  // namespace
 
-MetricsSample sample_metrics(const Daemon& d) {
+MetricsSample sample_metrics(const DaemonView& d) {
   MetricsSample s;
   s.version = SLUICE_VERSION;
   s.dpdk_version = dpdk_version();
@@ -402,6 +402,6 @@ std::string render_metrics(const MetricsSample& s) {
   return e.take();
 }
 
-std::string render_metrics(const Daemon& daemon) { return render_metrics(sample_metrics(daemon)); }
+std::string render_metrics(const DaemonView& daemon) { return render_metrics(sample_metrics(daemon)); }
 
 }  // namespace sluice::sluiced

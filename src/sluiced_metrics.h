@@ -19,7 +19,7 @@
 
 namespace sluice::sluiced {
 
-struct Daemon;
+struct DaemonView;
 
 // A port's counts as its driver keeps them (rte_eth_stats).
 struct PortCounts {
@@ -42,7 +42,7 @@ struct TableSample {
   std::optional<uint64_t> reclaimed;  // none without a reclaimer
 };
 
-// Issue 17's cluster sync (control::ClusterCounters, ReplicaCounters).
+// The cluster sync (control::ClusterCounters, ReplicaCounters).
 struct ClusterSample {
   uint64_t syncs_ok = 0, syncs_failed = 0;
   uint64_t keys_sent = 0, keys_published = 0, fallback_keys = 0, keys_watched = 0;
@@ -72,10 +72,10 @@ struct MetricsSample {
   uint64_t snapshots_held = 0;
 };
 
-[[nodiscard]] MetricsSample sample_metrics(const Daemon& daemon);
+[[nodiscard]] MetricsSample sample_metrics(const DaemonView& daemon);
 [[nodiscard]] std::string render_metrics(const MetricsSample& sample);
 
 // Both: what the metrics thread serves.
-[[nodiscard]] std::string render_metrics(const Daemon& daemon);
+[[nodiscard]] std::string render_metrics(const DaemonView& daemon);
 
 }  // namespace sluice::sluiced

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <string_view>
 
+#include "cli_program.h"
 #include "cli_text.h"
 
 namespace sluice::sluiced {
@@ -32,15 +33,7 @@ bool split_pair(std::string_view s, std::string& a, std::string& b) {
 }
 
 // A whole number in [min, max]; `wants` says so in the option's own terms.
-template <typename T>
-CLI::Validator whole(T min, T max, std::string wants) {
-  return CLI::Validator(
-      [=](std::string& s) -> std::string {
-        T v{};
-        return parse_number<T>(s, v, min, max) ? std::string{} : wants + ", got '" + s + "'";
-      },
-      "");
-}
+using cli_program::whole_number;
 
 CLI::Validator non_empty(std::string wants) {
   return CLI::Validator([=](std::string& s) { return s.empty() ? wants : std::string{}; }, "");
@@ -74,7 +67,7 @@ CLI::Validator port_pair() {
 CLI::Validator port_list() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
-        return parse_port_list(s) ? std::string{} : "wants a list like 80,8080, got '" + s + "'";
+        return cli_program::parse_port_list(s) ? std::string{} : "wants a list like 80,8080, got '" + s + "'";
       },
       "");
 }
@@ -109,8 +102,7 @@ struct Given {
   std::string check_config, af_packet, af_xdp, ports, service_ports;
   std::string log_level, log_target, refusal_log;
   unsigned idle_sleep_us = 0;
-  bool version = false;
-  bool manual = false;
+  cli_program::Common common;  // --version, --manual-markdown
 };
 
 void describe_what_to_run(CLI::App& app, Options& o, Given& g) {
@@ -131,29 +123,29 @@ void describe_what_to_run(CLI::App& app, Options& o, Given& g) {
 void describe_capacity(CLI::App& app, Options& o) {
   const char* group = "Capacity";
   app.add_option("--workers", o.workers, "worker lcores (default 1); each polls queue i of both ports")
-      ->type_name("N")->check(whole<unsigned>(1, 128, "wants 1 to 128"))->group(group);
+      ->type_name("N")->check(whole_number<unsigned>(1, 128, "wants 1 to 128"))->group(group);
   app.add_option("--flows", o.flows,
                  "TCP flows tracked per worker (default 65536); past it a flow that is over, a stale handshake or an "
                  "idle connection makes room, else new ones wait")
-      ->type_name("N")->check(whole<size_t>(16, size_t{1} << 26, "wants 16 to 67108864"))->group(group);
+      ->type_name("N")->check(whole_number<size_t>(16, size_t{1} << 26, "wants 16 to 67108864"))->group(group);
   app.add_option("--contexts", o.contexts, "requests in flight per worker (default 2048); a parse context each")
-      ->type_name("N")->check(whole<size_t>(1, size_t{1} << 20, "wants 1 to 1048576"))->group(group);
+      ->type_name("N")->check(whole_number<size_t>(1, size_t{1} << 20, "wants 1 to 1048576"))->group(group);
   app.add_option("--flows-per-client", o.flows_per_client,
                  "flows one client address (IPv6: its /64) may hold per worker (default a sixteenth of --flows); past "
                  "it its SYNs are dropped")
-      ->type_name("N")->check(whole<uint32_t>(1, uint32_t{1} << 26, "wants 1 to 67108864"))->group(group);
+      ->type_name("N")->check(whole_number<uint32_t>(1, uint32_t{1} << 26, "wants 1 to 67108864"))->group(group);
   app.add_option("--contexts-per-client", o.contexts_per_client,
                  "parse contexts one client address may hold per worker (default a sixteenth of --contexts); past it "
                  "its segments wait")
-      ->type_name("N")->check(whole<uint32_t>(1, uint32_t{1} << 20, "wants 1 to 1048576"))->group(group);
+      ->type_name("N")->check(whole_number<uint32_t>(1, uint32_t{1} << 20, "wants 1 to 1048576"))->group(group);
   app.add_option("--buckets", o.buckets, "rate-limit buckets, all workers together (default 1048576)")
-      ->type_name("N")->check(whole<size_t>(1024, size_t{1} << 30, "wants 1024 to 1073741824"))->group(group);
+      ->type_name("N")->check(whole_number<size_t>(1024, size_t{1} << 30, "wants 1024 to 1073741824"))->group(group);
   app.add_option("--runs", o.runs, "live runs at once (default 65536)")
-      ->type_name("N")->check(whole<size_t>(1, size_t{1} << 24, "wants 1 to 16777216"))->group(group);
+      ->type_name("N")->check(whole_number<size_t>(1, size_t{1} << 24, "wants 1 to 16777216"))->group(group);
   app.add_option("--credentials", o.credentials, "credentials in the credential-to-user map (default 65536)")
-      ->type_name("N")->check(whole<size_t>(1, size_t{1} << 24, "wants 1 to 16777216"))->group(group);
+      ->type_name("N")->check(whole_number<size_t>(1, size_t{1} << 24, "wants 1 to 16777216"))->group(group);
   app.add_option("--memory", o.memory_mb, "DPDK memory in megabytes with --af-packet or --af-xdp (default 1024)")
-      ->type_name("MB")->check(whole<unsigned>(64, 1 << 20, "wants megabytes (at least 64)"))->group(group);
+      ->type_name("MB")->check(whole_number<unsigned>(64, 1 << 20, "wants megabytes (at least 64)"))->group(group);
 }
 
 void describe_timers(CLI::App& app, Options& o, Given& g) {
@@ -161,13 +153,13 @@ void describe_timers(CLI::App& app, Options& o, Given& g) {
   app.add_option("--idle-timeout", o.idle_timeout_s,
                  "forget an established flow after S seconds without a segment (default 600); its next request "
                  "resets it, so keep this above the origins' keep-alive timeout")
-      ->type_name("S")->check(whole<unsigned>(1, 86400, "wants seconds (1 to 86400)"))->group(group);
+      ->type_name("S")->check(whole_number<unsigned>(1, 86400, "wants seconds (1 to 86400)"))->group(group);
   app.add_option("--half-open-timeout", o.half_open_timeout_s,
                  "forget a flow whose handshake did not finish within S seconds (default 10)")
-      ->type_name("S")->check(whole<unsigned>(1, 3600, "wants seconds (1 to 3600)"))->group(group);
+      ->type_name("S")->check(whole_number<unsigned>(1, 3600, "wants seconds (1 to 3600)"))->group(group);
   app.add_option("--idle-sleep", g.idle_sleep_us,
                  "sleep after a long run of empty polls (default 20 with --af-packet or --af-xdp, 0 with --ports)")
-      ->type_name("US")->check(whole<unsigned>(0, 1000000, "wants microseconds (0 to 1000000)"))->group(group);
+      ->type_name("US")->check(whole_number<unsigned>(0, 1000000, "wants microseconds (0 to 1000000)"))->group(group);
 }
 
 void describe_operation(CLI::App& app, Options& o) {
@@ -217,18 +209,12 @@ void describe_logs(CLI::App& app, Given& g) {
 
 // The whole command line, bound to `o` and `g`.
 void describe(CLI::App& app, Options& o, Given& g) {
-  app.description(kDescription);
-  app.footer(kExitCodes);
-  app.set_help_flag("-h,--help", "this help, and exit");
-  app.add_flag("--version", g.version, "the version, and exit");
-  // Hidden (no group): what the build runs to write the man page's options.
-  app.add_flag("--manual-markdown", g.manual, "")->group("");
+  cli_program::describe_common(app, kDescription, kExitCodes, g.common);
   describe_what_to_run(app, o, g);
   describe_capacity(app, o);
   describe_timers(app, o, g);
   describe_operation(app, o);
   describe_logs(app, g);
-  cli_text::use_help_formatter(app);
 }
 
 // What the options ask for together: "" or what is wrong.
@@ -259,30 +245,13 @@ void interpret(const CLI::App& app, const Given& g, Options& o) {
               parse_number<uint16_t>(b, o.origin_port, 0, 1023);
   }
   if (app.count("--idle-sleep") > 0) o.idle_sleep_us = g.idle_sleep_us;
-  if (app.count("--service-ports") > 0) o.service_ports = parse_port_list(g.service_ports);
+  if (app.count("--service-ports") > 0) o.service_ports = cli_program::parse_port_list(g.service_ports);
   if (app.count("--log-level") > 0) o.log.level = *control::parse_log_level(g.log_level);
   if (app.count("--log-target") > 0) o.log.target = *control::parse_log_target(g.log_target);
   if (app.count("--refusal-log") > 0) o.log.refusal_rate = *control::parse_refusal_rate(g.refusal_log);
 }
 
 }  // namespace
-
-std::optional<std::vector<uint16_t>> parse_port_list(const std::string& s) {
-  std::vector<uint16_t> ports;
-  std::string_view rest = s;
-  while (!rest.empty()) {
-    const size_t comma = rest.find(',');
-    const std::string_view item = rest.substr(0, comma);
-    uint16_t p = 0;
-    if (!parse_number<uint16_t>(item, p, 1, 65535)) return std::nullopt;
-    ports.push_back(p);
-    if (comma == std::string_view::npos) break;
-    rest = rest.substr(comma + 1);
-    if (rest.empty()) return std::nullopt;
-  }
-  if (ports.empty()) return std::nullopt;
-  return ports;
-}
 
 ParseResult parse_options(int argc, const char* const* argv) {
   ParseResult r;
@@ -301,42 +270,16 @@ ParseResult parse_options(int argc, const char* const* argv) {
   CLI::App app;
   Given g;
   describe(app, o, g);
-  try {
-    app.parse(ours);
-  } catch (const CLI::CallForHelp&) {
-    o.mode = Options::Mode::kHelp;
-    return r;
-  } catch (const CLI::ParseError& e) {
-    if (g.version) {
-      o.mode = Options::Mode::kVersion;
-      return r;
-    }
-    r.error = cli_text::error_line(app, e);
-    return r;
-  }
-  if (g.version || g.manual) {
-    o.mode = g.version ? Options::Mode::kVersion : Options::Mode::kManual;
-    return r;
-  }
+  if (cli_program::ended(cli_program::parse(app, ours, g.common), o.mode, r.error)) return r;
   interpret(app, g, o);
   r.error = check_combination(o);
   return r;
 }
 
-std::string usage_text() {
-  CLI::App app;
-  Options o;
-  Given g;
-  describe(app, o, g);
-  return app.help();
-}
+std::string usage_text() { return cli_program::Table<Options, Given>(describe).app.help(); }
 
 std::string manual_text() {
-  CLI::App app;
-  Options o;
-  Given g;
-  describe(app, o, g);
-  return cli_text::options_markdown(app) + "\n# EXIT STATUS\n\n" + cli_text::preformatted(kExitCodes);
+  return cli_program::manual_markdown(cli_program::Table<Options, Given>(describe).app, kExitCodes);
 }
 
 }  // namespace sluice::sluiced

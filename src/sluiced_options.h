@@ -72,7 +72,4 @@ struct ParseResult {
 // --manual-markdown; man/meson.build runs it), from that same table.
 [[nodiscard]] std::string manual_text();
 
-// "80,8080" -> ports; nullopt on any bad element.
-[[nodiscard]] std::optional<std::vector<uint16_t>> parse_port_list(const std::string& s);
-
 }  // namespace sluice::sluiced

@@ -40,7 +40,7 @@ class KeyHasher {
   explicit KeyHasher(std::span<const uint8_t, kSecretSize> secret) noexcept;
   // A secret spread from `material` of any length (at least 16 bytes, say),
   // XXH3's own way: for a secret several boxes share, kept in a file
-  // (issue 17's cluster secret).
+  // (the cluster section's `secret_file`).
   [[nodiscard]] static KeyHasher from_material(std::span<const uint8_t> material) noexcept;
 
   [[nodiscard]] BucketKey key(uint16_t bucket, std::span<const uint8_t> material) const noexcept;

@@ -56,7 +56,7 @@ struct CompiledBucket {
   Nanos idle_drop_after = 0;
   uint32_t header_limit = 0;     // RateLimit-Limit / q=
   uint32_t header_window_s = 0;  // w=
-  // Issue 17, `scope: cluster`: mixed into its keys (made with the cluster's
+  // `scope: cluster`: mixed into its keys (made with the cluster's
   // shared secret) in place of the kind, so that a key is the same on every
   // box whatever kind the box gave the bucket; 0 for a box bucket.
   uint64_t cluster_salt = 0;

@@ -268,7 +268,7 @@ bool answer_missing_key(const CompiledPolicy& policy, const CompiledRule& rule, 
   return false;
 }
 
-// Issue 17: a `scope: cluster` bucket's key, the same on every box: made
+// A `scope: cluster` bucket's key, the same on every box: made
 // with the cluster's shared secret from the material itself (a credential's
 // digest is keyed with the box's own secret), the bucket told apart by its
 // name's salt rather than its kind, which each box gives as it likes; the
@@ -477,7 +477,7 @@ void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge
     d.usage_key = p.key;
     d.has_usage_key = true;
     d.usage_shared = b.cluster_salt != 0;
-    // Issue 17: a request counted in a shared window is the other boxes'
+    // A request counted in a shared window is the other boxes'
     // business too (a refusal past the quota counts nothing more).
     if (c.decision.write && !c.overflow && b.cluster_salt != 0 && scratch.spends != nullptr) {
       scratch.spends->record_window(p.key, static_cast<uint32_t>(minute_of(now)), 1, 0);
@@ -494,7 +494,7 @@ void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge
     const GcraCharge c = charge_gcra(state.buckets, p.key, now, own ? run_limit : b.gcra);
     admit = c.decision.admit;
     d.overflow = c.overflow;
-    // Issue 17: what the other boxes must hear of at the next sync (a
+    // What the other boxes must hear of at the next sync (a
     // charge to the shared overflow bucket is this box's own).
     if (admit && !c.overflow && b.cluster_salt != 0 && scratch.spends != nullptr) {
       scratch.spends->record(p.key, own ? run_limit.interval : b.gcra.interval);

@@ -29,7 +29,7 @@ struct LimiterState {
   const DigestMap& users;           // credential digest -> user id (RF04)
   const KeyHasher& bucket_hasher;      // per process: bucket keys
   const KeyHasher& credential_hasher;  // stable: credential digests, as in the credential file
-  // Issue 17: keys of `scope: cluster` buckets, with the secret every box of
+  // Keys of `scope: cluster` buckets, with the secret every box of
   // the cluster shares (none: those buckets are keyed as the box's own).
   const KeyHasher* cluster_hasher = nullptr;
 };
@@ -115,7 +115,7 @@ struct Decision {
   Answer answer;                  // kRefuse, kAnswer
   BucketKey usage_key{};          // where a finished request's tokens are charged (DQ05)
   bool has_usage_key = false;
-  bool usage_shared = false;      // issue 17: the window is a cluster bucket's (its tokens are recorded for the sync)
+  bool usage_shared = false;      // the window is a cluster bucket's (its tokens are recorded for the sync)
   KeyLabel label;                 // set when a bucket was charged (kAdmit, kRefuse, a rule's kAnswer)
   PathReading path_reading = PathReading::kNormal;  // the data plane counts the other two
 };
@@ -127,7 +127,7 @@ struct DecisionScratch {
   char material[512];
   uint64_t trace_seed = 0x9e3779b97f4a7c15ull;  // set per worker
   uint64_t trace_counter = 0;
-  // Issue 17: where this worker records what it admits on cluster buckets
+  // Where this worker records what it admits on cluster buckets
   // (none: not recorded).
   SpendLog* spends = nullptr;
 };
@@ -181,7 +181,7 @@ const Decision& finish(const CompiledPolicy& policy, LimiterState& state, Plan& 
 [[nodiscard]] BucketKey material_key(const LimiterState& state, const CompiledBucket& b,
                                      std::span<const uint8_t> material) noexcept;
 // DQ05: `tokens` charged to the key's minute; recorded in `spends` too when
-// the window is shared by the cluster (issue 17).
+// the window is shared by the cluster.
 void report_usage(LimiterState& state, const BucketKey& usage_key, uint64_t tokens, Nanos now,
                   SpendLog* spends = nullptr) noexcept;
 

@@ -1,5 +1,5 @@
 // What one worker admitted on `scope: cluster` buckets since the control
-// plane last looked (issue 17). The worker adds each admission's cost (the
+// plane last looked. The worker adds each admission's cost (the
 // bucket's emission interval, in nanoseconds) to its key's entry; the
 // control plane's cluster sync turns the log over every sync interval and
 // sends the sums to Redis. The hot path stays as it was: no lock, no system

@@ -66,7 +66,7 @@ struct UsageSpec {
 // What happens to a connection after the appliance answered one of its
 // requests itself (a refusal, a 401, a 404): it stays open (the request's
 // bytes are cut out of the client's stream and the answer spliced into the
-// origin's, issue 6), or it is closed after the answer, as the seeds did.
+// origin's), or it is closed after the answer, as the seeds did.
 // Answers to malformed requests always close.
 enum class AfterAnswer : uint8_t { kKeepAlive, kClose };
 
@@ -117,12 +117,12 @@ struct BucketSpec {
   // RF08: an idle bucket is dropped this long after it is full again
   // (default one minute: a bucket dropped is one nobody has used for a while).
   Nanos idle_drop_after = time::kNanosPerMinute;
-  // Issue 17: a budget of this box alone (the seeds' per-process floor), or
+  // A budget of this box alone (the seeds' per-process floor), or
   // one every box of the `cluster` section shares through Redis.
   enum class Scope : uint8_t { kBox, kCluster } scope = Scope::kBox;
 };
 
-// Issue 17: where the boxes that share `scope: cluster` budgets meet.
+// Where the boxes that share `scope: cluster` budgets meet.
 struct ClusterSpec {
   Mark mark;
   std::vector<std::string> redis;   // endpoints (HOST:PORT, [IPV6]:PORT, unix:/path): cluster seeds or one primary
@@ -187,7 +187,7 @@ struct RuleSpec {
 };
 
 // How long a client may take, on a connection to a service port, before the
-// appliance ends it (issue 14). The names follow nginx's and HAProxy's
+// appliance ends it. The names follow nginx's and HAProxy's
 // (config/README.md has the table); 0 turns a deadline off.
 struct Deadlines {
   Nanos head = 10 * time::kNanosPerSecond;        // a head from its first byte, or a new connection's first head
@@ -206,7 +206,7 @@ struct Policy {
   CorsSpec cors;
   std::vector<Exemption> exemptions;
   std::vector<BucketSpec> buckets;
-  std::optional<ClusterSpec> cluster;  // issue 17: budgets shared by several boxes
+  std::optional<ClusterSpec> cluster;  // budgets shared by several boxes
   std::vector<RuleSpec> rules;
   UsageSpec usage;
   AfterAnswer after_answer = AfterAnswer::kKeepAlive;
@@ -215,14 +215,14 @@ struct Policy {
   // Response templates of answers the limiter gives for other reasons.
   ResponseSpec unauthorized;  // RF10
   ResponseSpec not_found;     // TB12
-  // Head limits (issue 2).
+  // Head limits.
   uint32_t max_head_bytes = 16 * 1024;
   uint16_t max_fields = 100;
   bool allow_upgrade = true;
   bool allow_connect = false;
   bool allow_h2_prior_knowledge = false;
   Deadlines deadlines;
-  // Issue 14: the appliance answers clients' SYNs to service ports itself
+  // The appliance answers clients' SYNs to service ports itself
   // with SYN cookies and opens the origin's connection only for a client
   // that completed the handshake (dataplane/syn_proxy.h).
   bool syn_proxy = true;

@@ -359,7 +359,7 @@ bool plain_name(std::string_view s) {
 }
 constexpr const char* kPlainName = " (1 to 64 letters, digits, '_', '-', '.' or ':')";
 
-// Issue 17: `scope: cluster` shares the budget (a rate or a calendar window)
+// `scope: cluster` shares the budget (a rate or a calendar window)
 // with every box of the policy's `cluster` section.
 void read_scope(Reader& r, const YAML::Node& n, BucketSpec& b) {
   if (!n["scope"]) return;
@@ -775,7 +775,7 @@ void read_buckets(Reader& r, const YAML::Node& bs, std::vector<BucketSpec>& out)
   }
 }
 
-// Issue 17: the Redis the boxes share budgets through, and how they sync.
+// The Redis the boxes share budgets through, and how they sync.
 void read_cluster(Reader& r, const YAML::Node& n, std::optional<ClusterSpec>& out) {
   if (!r.is_map(n, "cluster")) return;
   r.only(n, {"redis", "key_prefix", "sync_interval", "fallback", "boxes", "secret_file"}, "cluster");

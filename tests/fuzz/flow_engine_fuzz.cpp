@@ -1,4 +1,4 @@
-// libFuzzer target for the flow engine at the segment level (issue 13). The
+// libFuzzer target for the flow engine at the segment level. The
 // input chooses a whole HTTP/1.1 conversation (policy, requests, the origin's
 // responses) and what the network does to each side's segments (cuts, loss,
 // duplicates, reordering, late copies, retransmissions of acknowledged bytes
@@ -22,7 +22,8 @@
 //      answered, every judged byte at the origin.
 // Environment: SLUICE_FUZZ_OVERLAP=0 stops generating retransmissions with
 // other bytes and client segments lost after the appliance (check 4's
-// attacks; the engine before issue 13 fails them);
+// attacks; an engine that forwards repeats and overlaps as they come fails
+// them);
 // SLUICE_FUZZ_LIVENESS=0 drops check 5; SLUICE_FUZZ_VERBOSE=1 prints each
 // conversation and its segments (for reading a failing input).
 #include <fuzzer/FuzzedDataProvider.h>

@@ -1,4 +1,4 @@
-// libFuzzer target for what sluice-replay reads (issue 19): captures and
+// libFuzzer target for what sluice-replay reads: captures and
 // access logs are anyone's files. The first input byte picks the path (its
 // two low bits) and that path's options (the other bits); the rest is the
 // input:

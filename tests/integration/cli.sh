@@ -55,7 +55,7 @@ expect config-missing-file 3 "cannot read the policy file" -- "$sluiced" --confi
 expect config-broken-file 3 "broken.yaml:4:[0-9]+: " -- "$sluiced" --config "$tmp/broken.yaml" --af-packet a:b
 expect check-config-broken 3 "broken.yaml:4:[0-9]+: " -- "$sluiced" --check-config "$tmp/broken.yaml"
 expect config-no-service-ports 3 "no service ports" -- "$sluiced" --config "$tmp/noports.yaml" --af-packet a:b
-# Issue 17: a cluster section's secret file is read before anything starts.
+# A cluster section's secret file is read before anything starts.
 cluster_policy() {  # cluster_policy SECRET_FILE
   printf 'sluice: 1\nservice_ports: [80]\nbuckets:\n  b: { rate: 10/min, scope: cluster }\nrules:\n  - { name: r, key: client_ip, bucket: b }\ncluster:\n  redis: ["unix:%s/redis.sock"]\n  boxes: 2\n  secret_file: %s\n' "$tmp" "$1"
 }
@@ -159,7 +159,7 @@ ctl_expect top-count 2 "--count wants refreshes" -- top --count 0
 ctl_expect credentials-load-missing 2 "cannot read $tmp/nothing.txt" -- credentials load "$tmp/nothing.txt"
 ctl_expect policy-check-a-directory 2 "cannot read $tmp: not a regular file" -- policy check "$tmp"
 ctl_expect no-daemon 3 "sluiced is not running" -- status
-# Issue 15: sluicectl opens a file with its caller's rights (sluiced opens
+# sluicectl opens a file with its caller's rights (sluiced opens
 # no path a client names), so a user who cannot read a file cannot have
 # sluiced read it either.
 if [ "$(id -u)" -eq 0 ]; then

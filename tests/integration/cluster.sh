@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cluster budgets (issue 17) end to end: two sluiced boxes sharing
+# Cluster budgets end to end: two sluiced boxes sharing
 # `scope: cluster` budgets through a Redis Cluster (3 primaries, 1 replica
 # each, Debian's redis-server), each box on the AF_PACKET PMD between a
 # client and an nginx origin, every party in a network namespace of its own:
@@ -65,7 +65,7 @@ REDIS_PORTS=(7000 7001 7002 7003 7004 7005)
 A_ORIGIN=198.18.1.20
 B_ORIGIN=198.18.2.20
 
-# The overshoot bound the README documents, in requests: while a sync is on
+# The overshoot bound tests/integration/README.md documents, in requests: while a sync is on
 # its way each other box may have spent its whole burst plus one interval's
 # refill unseen, and every box one interval's refill more:
 #   (boxes - 1) * (burst + rate * interval) + boxes * rate * interval
@@ -583,7 +583,7 @@ check_end "A $a200/21, then B $b200/20 (first 429 at +${first429:-none} ms), B k
 # R. Runs and credentials replicated: a run started on box A paces requests
 # on box B (its own budget, TB17's shape: N back to back, then 429); ended on
 # B, A answers 404 for it (TB13); a credential added on A is B's too. Each
-# change is seen on the other box within the bound the README states (one
+# change is seen on the other box within the bound docs/cluster.md states (one
 # sync interval plus a grace period; asserted with 2 s of slack for this
 # machine), and the time it took is printed.
 ctl() { local box="$1"; shift; timeout -k 1 10 "$SLUICECTL" --socket "${SOCK[$box]}" "$@"; }

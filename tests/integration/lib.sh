@@ -185,7 +185,7 @@ make_policies() {
     'after_answer: keep-alive\n' 'after_answer: close\nadoption: on\n' || return 1
   slt_policy_copy three-budgets tb-hourly three-budgets-hourly \
     '  bare:       { rate: 60/min, burst: 60 }\n' '  bare:       { rate: 60/hour, burst: 60 }\n' || return 1
-  # Issue 13: CONNECT and HTTP/2 prior knowledge allowed (so that their
+  # CONNECT and HTTP/2 prior knowledge allowed (so that their
   # framing is what is refused), and /hk/ limited per Host.
   slt_policy_copy three-budgets tb-strict three-budgets-strict \
     'after_answer: keep-alive\n' 'after_answer: keep-alive\nlimits:\n  allow_connect: true\n  allow_h2_prior_knowledge: true\n' \
@@ -199,7 +199,7 @@ make_policies() {
     'service_ports: [80]\n' 'service_ports: [80, 8088]\n' \
     '  per-client: { rate: 120/min, burst: 60 }\n' '  per-client: { rate: 100000/hour, burst: 100000 }\n  v1: { rate: 100000/hour, burst: 100000 }\n' \
     'rules:\n' 'rules:\n  - name: v1\n    path: "/v1/*"\n    key: client_ip\n    bucket: v1\n' || return 1
-  # Issue 14: short deadlines, so that a slow-head crowd is seen off within
+  # Short deadlines, so that a slow-head crowd is seen off within
   # a test's seconds.
   slt_policy_copy three-budgets tb-deadlines three-budgets-deadlines \
     'after_answer: keep-alive\n' 'after_answer: keep-alive\ndeadlines:\n  head: 3s\n  body: 5s\n  keep_alive: 20s\n' \

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Rewrites the client's frames on their way into the appliance, the way an
-attacker's own stack would send them, for the issue 13 tests ("nothing walks
+attacker's own stack would send them, for the wire-* tests ("nothing walks
 past the limiter"). The frames come from the real client (curl, http_client.py)
 through the same plumbing as impair.py: tc mirred redirects what leaves c0 to
 a veth this reads (--in), and it sends the result on --out with

@@ -117,7 +117,7 @@ http {
       return 200 "ok\n";
     }
     # An endpoint that reflects a request field into its response, ten
-    # times (issue 13): a client that sends 7000 bytes of X-Reflect makes
+    # times: a client that sends 7000 bytes of X-Reflect makes
     # its response head larger than the appliance will frame (64 KiB).
     location /reflect/ {
       add_header X-Reflect-0 \$http_x_reflect always;

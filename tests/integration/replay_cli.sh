@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# sluice-replay's bad input end to end (issue 19): a bad command line, a
+# sluice-replay's bad input end to end: a bad command line, a
 # policy that does not load, an input that cannot be read, a state directory
 # that cannot be used, each a message and its own exit code (--help lists
 # them); broken log lines, a truncated capture and damaged blocks reported

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Compares what the live appliance decided with what sluice-replay decided
-on a capture of the same traffic (issue 19).
+on a capture of the same traffic.
 
   replay_counts.py BEFORE.json AFTER.json REPLAY.json
 

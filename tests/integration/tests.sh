@@ -12,7 +12,7 @@
 # the origin, the clients and the impairment; they pass against the kernel
 # bridge stand-in too. "limiting" tests need the appliance's limiting and
 # fail against the stand-in. Test names and comments carry the rule ids of
-# shared/policy-rules.md they check. Tests run in this order (grouped by
+# docs/rules.md they check. Tests run in this order (grouped by
 # policy, so the appliance restarts only between groups); each test's index
 # in this list picks its own client addresses (src4/src6), so every test has
 # budgets of its own.
@@ -224,8 +224,8 @@ t_plumbing_impaired() {
 # within a second of the first: a slower run is reported as such, not as
 # the appliance's failure. (Counting across connections, pipelining, tiny
 # MSS and IPv6 run under tb-hourly, where the refill cannot interfere.)
-# RateLimit-* on admitted (origin) responses is not checked here: they come
-# with the response-path rewriting of a later issue.
+# RateLimit-* on admitted (origin) responses is not checked here:
+# tb-admitted-fields does.
 t_tb_bare_budget() {
   local s el
   s="$(src4)"
@@ -598,7 +598,7 @@ t_ctl_status_stats() {
   finish
 }
 
-# Issue 18: a real Prometheus server scrapes sluiced. Debian's
+# A real Prometheus server scrapes sluiced. Debian's
 # /usr/bin/prometheus, started by this test in the appliance's namespace
 # (loopback 127.0.0.1:9490, its own configuration and TSDB in a temporary
 # directory, scrape_interval 1s), stopped by its PID and its directory
@@ -686,7 +686,7 @@ except Exception: print("none")'
 # change keep their state (TB01: 15 of the 20 spent before, 5 after), a
 # broken file changes nothing and is refused with its line and column.
 # Without a file (and on SIGHUP) sluiced reloads its own --config file; a
-# request that names a file without passing it is refused, unread (issue 15).
+# request that names a file without passing it is refused, unread.
 t_ctl_reload() {
   local s0 s1 ctl sock copy gen out rc pid i
   s0="$(src4 0)" s1="$(src4 1)"
@@ -997,9 +997,9 @@ replay() {  # replay MODE SOURCE COUNT [ARGS...]: replay.py; its statuses to $SL
   [ "$rc" -eq 0 ] || fail "replay.py --mode $mode failed (status $rc): $(tail -c 300 "$SLT_OUT/$mode.err")"
 }
 
-# ================================================================ issue 13
-# Nothing walks past the limiter: each case below reached the origin beyond
-# its budget before. mangle.py rewrites the real client's frames on their way
+# ================================================================ wire-*
+# Nothing walks past the limiter: each case below would reach the origin
+# beyond its budget through an appliance without these checks. mangle.py rewrites the real client's frames on their way
 # into the appliance, as an attacker's own stack would send them; nginx's
 # access log is the witness. tb-small: the bare budget is 20 an hour, a 429
 # closes the connection.
@@ -1182,7 +1182,7 @@ t_wire_h2_preface_partial() {
   finish
 }
 
-# Issue 14, conversations through the SYN proxy whatever the client's TCP
+# Conversations through the SYN proxy whatever the client's TCP
 # offers: timestamps, SACK and window scaling all on (Linux's default), no
 # timestamps (so neither window scale nor SACK can travel in the cookie),
 # and timestamps without SACK or window scaling, each under 3% loss, 3%
@@ -1220,7 +1220,7 @@ t_wire_syn_proxy_options() {
   finish
 }
 
-# Issue 14, a spoofed SYN flood: 3000 SYNs a second for 10 s, each from a
+# A spoofed SYN flood: 3000 SYNs a second for 10 s, each from a
 # random address of 198.19.0.0/16 (written onto c0 directly, so no client
 # stack answers the SYN-ACKs), through the SYN proxy (on by default). During
 # it a client opens 40 new connections one after the other: every one is
@@ -1268,7 +1268,7 @@ t_wire_syn_flood() {
   finish
 }
 
-# Issue 14, delayed binding: with the per-host budget of /hk/* spent (5 an
+# Delayed binding: with the per-host budget of /hk/* spent (5 an
 # hour, from one address), a second address opens 10 connections, each
 # refused on its first request: the origin sees none of them (no SYN from
 # that address on its interface, no accepted connection, no log line).
@@ -1322,7 +1322,7 @@ t_wire_unbound_refusal() {
 
 # ---------------------------------------------------------------- tb-deadlines
 
-# Issue 14, a slow-head crowd (slowloris) against a small pool
+# A slow-head crowd (slowloris) against a small pool
 # (--contexts 16, --contexts-per-client 4; policy deadlines head 3s): 48
 # connections from 8 addresses each send the start of a head and then a byte
 # every 0.5 s. Meanwhile a keep-alive client and ten new connections from two
@@ -1425,7 +1425,7 @@ t_wire_af_xdp() {
   finish
 }
 
-# TB16 on admitted responses (issue 6): the appliance inserts each admitted
+# TB16 on admitted responses: the appliance inserts each admitted
 # request's RateLimit-Limit/-Remaining/-Reset/-Policy into its response
 # (right after the status line, the flow's sequence numbers shifted from
 # there on). curl sees the four with the limiter's values; a keep-alive
@@ -1479,7 +1479,7 @@ t_tb_admitted_fields() {
   finish
 }
 
-# Keep-alive refusals (issue 6; after_answer: keep-alive, the shipped
+# Keep-alive refusals (after_answer: keep-alive, the shipped
 # default). Once an address's bare budget is spent, a connection that got a
 # 429 goes on serving: bare requests (refused, TB14) and credentialed ones
 # (admitted against a budget of their own) alternate on one connection, one
@@ -1531,7 +1531,7 @@ t_tb_keepalive_refusal() {
   finish
 }
 
-# DQ05 read from the responses (issue 6): the origin reports the tokens a
+# DQ05 read from the responses: the origin reports the tokens a
 # request used in X-Pi-Usage-Tokens, in the response head or in the trailer
 # section after a chunked body; the appliance charges them to the
 # deployment's minute when the response ends: 60000 (head) then 50000
@@ -1641,7 +1641,7 @@ t_ctl_run_budget() {
 # half record is appended to the journal (a daemon killed mid-write); after
 # it the live run is listed with its budget and paced at it, the ended one is
 # 404 (TB12), and the torn record was skipped with a warning.
-# Issue 15, buckets survive a crash: 15 of the bare budget's 20 (an hour)
+# Buckets survive a crash: 15 of the bare budget's 20 (an hour)
 # are spent, a bucket snapshot taken after them is awaited (the reclaimer
 # writes one each 10 s sweep), then sluiced is killed (SIGKILL) and started
 # again on the same state directory: the client has 5 left, not 20; and a
@@ -2174,7 +2174,7 @@ t_ctl_usage_report() {
 
 # ================================================================ logs
 
-# Issue 18: the sampled refusal log at 4 records a second (--refusal-log 4).
+# The sampled refusal log at 4 records a second (--refusal-log 4).
 # An address spends its bare budget (20 an hour) and
 # is refused over fresh connections, twice, 0.6 s apart: the log shows
 # `refusal` lines naming the rule, the status and the address, at least one
@@ -2217,7 +2217,7 @@ t_logs_refusal_sample() {
   finish
 }
 
-# ================================================================ replay (issue 19)
+# ================================================================ replay
 
 # capture_start NAME FILTER: tcpdump on the client's side of the lab (c0, in
 # the client namespace) writing $SLT_OUT/NAME.pcap, bounded to 120 s; its
@@ -2273,7 +2273,7 @@ replay_matches_live() {
   check_eq "the HTML report in Chromium shows the JSON's numbers" "$(tail -n 1 <<<"$out" | cut -d' ' -f1)" PASS
 }
 
-# Issue 19: a capture of this test's traffic, taken with tcpdump on the
+# A capture of this test's traffic, taken with tcpdump on the
 # client's side while it crossed sluiced and replayed with sluice-replay
 # under the same policy, gives the live appliance's decisions: per rule, the
 # same admitted, refused and answered counts. The traffic: TB01's bare
@@ -2303,7 +2303,7 @@ t_replay_capture() {
   finish
 }
 
-# Issue 19: the origin's own access log, written by nginx in the lab's
+# The origin's own access log, written by nginx in the lab's
 # format ($remote_addr $request_method $request_uri ... $msec ...), replayed
 # under a stricter copy of the profile (a bare burst of 25 an hour) against
 # counts worked out by hand: of this client's 40 admitted requests, 25 would
@@ -2347,7 +2347,7 @@ print(r["records"], r["inputs"][0]["problems"], p["admitted"], p["refused"], p["
   finish
 }
 
-# Issue 19, DQ05: usage the origin reports in its responses is found in the
+# DQ05: usage the origin reports in its responses is found in the
 # capture's origin-to-client half and charged when each response ended, so
 # the replay refuses the request after the minute's tokens ran out, as the
 # appliance did (DQ07). Waits for a minute's first 50 s, as

@@ -1,5 +1,5 @@
 // A Redis Cluster of a program's own (Debian's redis-server and redis-cli),
-// for the router tests (control/redis_router.h) and perf/cluster_sync_bench:
+// for the router tests (control/cluster/redis_router.h) and perf/cluster_sync_bench:
 // N primaries with R replicas each, on 127.0.0.1 only, on TCP ports (and
 // cluster bus ports, set with --cluster-port) that were free when it started,
 // each node in a directory of its own, no persistence; with replicas, a short
@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include "control/redis_link.h"
+#include "control/cluster/redis_link.h"
 #include "redis_processes.h"
 
 namespace sluice::control {

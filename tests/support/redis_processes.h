@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "control/redis_link.h"
+#include "control/cluster/redis_link.h"
 
 namespace sluice::control::redis_processes {
 

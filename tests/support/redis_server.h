@@ -1,7 +1,7 @@
 // A redis-server of a program's own (Debian's), on a Unix socket in a fresh
 // directory, no persistence, no TCP port; started and stopped by its PID, and
 // made to die with the program (redis_processes.h). For the cluster budget
-// tests (control/redis_link.h and what builds on it) and
+// tests (control/cluster/redis_link.h and what builds on it) and
 // perf/cluster_sync_bench.
 #pragma once
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "control/redis_link.h"
+#include "control/cluster/redis_link.h"
 #include "redis_processes.h"
 
 namespace sluice::control {

@@ -1,4 +1,4 @@
-// What sluice offers beyond the seeds: X01-X05 of policy-rules.md.
+// What sluice offers beyond the seeds: X01-X05 of docs/rules.md.
 #include <gtest/gtest.h>
 
 #include <random>

@@ -24,10 +24,10 @@ constexpr std::string_view kOk = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok
 TEST(RstAcceptance, OnlyTheExpectedNumberIsExact) {
   dataplane::TcpFlow f;
   f.state = dataplane::FlowState::kEstablished;
-  f.proxied = true;
-  f.client_wscale = 7;
-  f.client_next = 1000;
-  f.origin_window = 100;  // 100 << 7 = 12800 bytes
+  f.proxy.active = true;
+  f.client.wscale = 7;
+  f.client.next = 1000;
+  f.origin.window = 100;  // 100 << 7 = 12800 bytes
   EXPECT_EQ(dataplane::judge_client_rst(f, 1000, 1000), RstVerdict::kExact);
   EXPECT_EQ(dataplane::judge_client_rst(f, 900, 900), RstVerdict::kExact) << "what the origin acknowledged";
   EXPECT_EQ(dataplane::judge_client_rst(f, 900, 1000), RstVerdict::kOutOfWindow) << "before the window";
@@ -36,12 +36,12 @@ TEST(RstAcceptance, OnlyTheExpectedNumberIsExact) {
   EXPECT_EQ(dataplane::judge_client_rst(f, 1000 + 12800, 1000), RstVerdict::kOutOfWindow);
   EXPECT_EQ(dataplane::judge_client_rst(f, 1000 - 100000, 1000), RstVerdict::kOutOfWindow);
   EXPECT_EQ(dataplane::judge_client_rst(f, 1000 + 3000000, 1000), RstVerdict::kOutOfWindow);
-  f.origin_window = 0;  // a shut window: the exact number or nothing
+  f.origin.window = 0;  // a shut window: the exact number or nothing
   EXPECT_EQ(dataplane::judge_client_rst(f, 1001, 1000), RstVerdict::kOutOfWindow);
   // Before the handshake is complete, the number after the client's ISN.
   f.state = dataplane::FlowState::kSynReceived;
-  f.client_isn = 5000;
-  f.origin_window = 100;
+  f.client.isn = 5000;
+  f.origin.window = 100;
   EXPECT_EQ(dataplane::judge_client_rst(f, 5001, 1000), RstVerdict::kExact);
   EXPECT_EQ(dataplane::judge_client_rst(f, 1000, 1000), RstVerdict::kOutOfWindow);
 }

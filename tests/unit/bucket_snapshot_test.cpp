@@ -1,4 +1,4 @@
-// Buckets that survive a restart (issue 15): the snapshot's format round
+// Buckets that survive a restart: the snapshot's format round
 // trips and refuses damage; restored slots keep their state under the kind
 // their bucket's name has now; buckets whose limits changed, or that are
 // gone, start full.

@@ -167,7 +167,7 @@ TEST(BucketTable, ABucketChargedWhileBeingRetiredStays) {
 
 // --- Concurrency (these also run under ThreadSanitizer in scripts/test.sh) ---
 
-// Issue 15: the operator's figure comes from the reclaimer's passes, not a
+// The operator's figure comes from the reclaimer's passes, not a
 // scan of the whole table per scrape: as each region was last counted.
 TEST(BucketTable, LiveSlotsAreCountedAsTheReclaimerPasses) {
   BucketTable t({.capacity = 1 << 10, .regions = 4, .max_probe = 64, .bucket_kinds = 1});

@@ -1,4 +1,4 @@
-// The limiter's clock (issue 15): monotonic underneath, anchored to UTC, so
+// The limiter's clock: monotonic underneath, anchored to UTC, so
 // a step of the system clock moves no bucket; UTC's corrections are slewed
 // in at a bounded rate. The kernel's clocks are replaced by ones the test
 // steps (the machine's own clock is not touched).

@@ -1,5 +1,5 @@
-// The control plane's Redis side of cluster budgets (control/redis_link.h,
-// control/cluster_gcra.h) against a real redis-server (Debian's), which the
+// The control plane's Redis side of cluster budgets (control/cluster/redis_link.h,
+// control/cluster/cluster_gcra.h) against a real redis-server (Debian's), which the
 // test starts itself on a Unix socket in a directory of its own and stops by
 // its PID: endpoints parsed strictly; two boxes' spending adds up on one
 // shared arrival time; an idle key starts from Redis's clock and expires; a
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "control/cluster_gcra.h"
-#include "control/redis_link.h"
-#include "control/redis_router.h"
+#include "control/cluster/cluster_gcra.h"
+#include "control/cluster/redis_link.h"
+#include "control/cluster/redis_router.h"
 #include "redis_server.h"
 
 namespace sluice::control {

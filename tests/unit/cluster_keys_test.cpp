@@ -1,4 +1,4 @@
-// Issue 17 on the limiter's side: a `scope: cluster` bucket's key is the
+// Cluster budgets on the limiter's side: a `scope: cluster` bucket's key is the
 // same on every box that shares the cluster's secret, whatever kind each box
 // gave the bucket, and whatever its own secrets; every admission on such a
 // bucket is recorded in the worker's spend log (its emission interval),

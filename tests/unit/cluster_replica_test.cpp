@@ -1,4 +1,4 @@
-// Replication of runs and credentials between boxes (control/cluster_replica.h)
+// Replication of runs and credentials between boxes (control/cluster/cluster_replica.h)
 // through a real redis-server: a change one box publishes reaches another at
 // its next poll, never comes back to the box that made it, and a box that
 // joins later catches up from the tables; a box whose credential secret is
@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "control/cluster_replica.h"
+#include "control/cluster/cluster_replica.h"
 #include "redis_server.h"
 
 namespace sluice::control {

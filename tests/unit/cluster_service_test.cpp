@@ -1,4 +1,4 @@
-// The cluster sync's thread body (control/cluster_service.h), stepped by
+// The cluster sync's thread body (control/cluster/cluster_service.h), stepped by
 // hand against a real redis-server: what one box's workers admitted reaches
 // another box once it meets the key; a Redis that went away is retried once,
 // then the fallback applies (local-share: the box alone holds its share) and
@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "control/cluster_service.h"
+#include "control/cluster/cluster_service.h"
 #include "limiter/charge.h"
 #include "redis_server.h"
 

@@ -1,5 +1,5 @@
 // Two boxes' bucket tables meeting on one budget through a real redis-server
-// (control/cluster_sync.h): what box A admitted on a key reaches box B's
+// (control/cluster/cluster_sync.h): what box A admitted on a key reaches box B's
 // table with B's next sync, so B admits only what is left of the shared
 // budget, and the other way round; a publish never moves a TAT back, nor
 // wraps one round from a value gone wrong; spends whose batch failed come
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "control/cluster_sync.h"
+#include "control/cluster/cluster_sync.h"
 #include "limiter/charge.h"
 #include "redis_server.h"
 
@@ -160,7 +160,7 @@ TEST_F(ClusterSyncTest, SpendsOfAFailedBatchComeBackAndKindsOutsideTheClusterSta
   EXPECT_EQ(r.unsent[0].spent, spend(k, 2).spent);
 }
 
-// Issue 17, DQ02-DQ05 across boxes: a calendar window's requests and tokens
+// DQ02-DQ05 across boxes: a calendar window's requests and tokens
 // add up in Redis per minute; each box takes the totals as its own counts.
 TEST_F(ClusterSyncTest, TwoBoxesShareAWindowsRequestsAndTokens) {
   Box a(server_.endpoint()), b(server_.endpoint());

@@ -1,5 +1,5 @@
-// The control socket and the metrics endpoint under peers that misbehave
-// (issue 15): a silent peer, one that never reads its replies, an idle one
+// The control socket and the metrics endpoint under peers that misbehave:
+// a silent peer, one that never reads its replies, an idle one
 // and a crowd from one user are each dropped or refused by their deadline
 // or cap, and meanwhile another peer's request is answered at once.
 #include <gtest/gtest.h>
@@ -316,7 +316,7 @@ void send_with_fds(int fd, std::string_view text, const std::vector<int>& fds) {
   ASSERT_EQ(sendmsg(fd, &m, MSG_NOSIGNAL), static_cast<ssize_t>(text.size()));
 }
 
-// A file is passed, not named (issue 15): the server reads what the
+// A file is passed, not named: the server reads what the
 // descriptor reads, only from a regular file, and a request that claims a
 // descriptor it did not send is told so.
 TEST(ControlServer, APassedFileIsReadFromItsDescriptor) {

@@ -1,4 +1,4 @@
-// Deadlines on the flow engine (policy deadlines:, issue 14): a head that
+// Deadlines on the flow engine (policy `deadlines:`): a head that
 // does not finish in time is answered 408 and its connection closed, a
 // connection that never sends a request or sits idle is closed, a stalled
 // body is cut; a client that is making progress, or waiting on its origin,

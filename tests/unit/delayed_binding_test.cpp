@@ -1,4 +1,4 @@
-// Delayed binding (issue 14): a connection the SYN proxy accepted reaches
+// Delayed binding: a connection the SYN proxy accepted reaches
 // the origin only once its first request is forwarded. Refusals before that
 // are answered by the appliance alone; the origin's SYN-ACK renumbers the
 // flow (the client's view never changes) and releases what waited for it.

@@ -1,5 +1,5 @@
 // The deployment-quota profile (config/deployment-quotas.yaml, seed 002),
-// rule by rule: DQ01-DQ10 of policy-rules.md.
+// rule by rule: DQ01-DQ10 of docs/rules.md.
 #include <gtest/gtest.h>
 
 #include "limiter_harness.h"
@@ -47,10 +47,10 @@ TEST(DeploymentQuotas, DQ01_TheDeploymentCanComeFromOtherAttributes) {
   }
 }
 
-// Issue 13: a rule keyed on the host counts every spelling the origin reads
+// A rule keyed on the host counts every spelling the origin reads
 // as that host in one bucket: case, one trailing dot, the default port
 // written out (with leading zeros) or left empty, the absolute-form authority.
-TEST(DeploymentQuotas, Issue13EverySpellingOfOneHostSharesItsBudget) {
+TEST(DeploymentQuotas, EverySpellingOfOneHostSharesItsBudget) {
   Limiter l(kProfile, [](std::string t) {
     t = patched(std::move(t), "key: { header: X-Pi-Deployment }", "key: host");
     return patched(std::move(t), "    requests: 600\n", "    requests: 2\n");
@@ -79,9 +79,9 @@ TEST(DeploymentQuotas, Issue13EverySpellingOfOneHostSharesItsBudget) {
   }
 }
 
-// Issue 13: a host the appliance cannot read the way the origin does is never
+// A host the appliance cannot read the way the origin does is never
 // keyed at all: 400 before any rule.
-TEST(DeploymentQuotas, Issue13AnInvalidHostIsABadRequestNotAKey) {
+TEST(DeploymentQuotas, AnInvalidHostIsABadRequestNotAKey) {
   Limiter l(kProfile,
             [](std::string t) { return patched(std::move(t), "key: { header: X-Pi-Deployment }", "key: host"); });
   for (const std::string& host :

@@ -88,7 +88,7 @@ TEST(EngineHotPath, TrackingParsingAndAnsweringAllocateNothing) {
   EXPECT_EQ(g_allocations.load(), 0u);
 }
 
-// Issue 6: inserting the fields into admitted responses, shifting the rest of
+// Inserting the fields into admitted responses, shifting the rest of
 // the flow, splitting past the MSS and rewriting acknowledgements allocate
 // nothing either.
 TEST(EngineHotPath, InsertingFieldsAllocatesNothing) {
@@ -115,7 +115,7 @@ TEST(EngineHotPath, InsertingFieldsAllocatesNothing) {
   EXPECT_EQ(g_allocations.load(), 0u);
 }
 
-// Issue 6: a refusal that keeps the connection open (the request cut out,
+// A refusal that keeps the connection open (the request cut out,
 // the answer spliced in, sent again when the client sends the request again,
 // the next request renumbered) allocates nothing.
 TEST(EngineHotPath, KeptOpenAnswersAllocateNothing) {

@@ -1,4 +1,4 @@
-// Fair shares of a worker's flows and parse contexts (issue 14): a client
+// Fair shares of a worker's flows and parse contexts: a client
 // address (an IPv6 /64) holds at most its share, and when the pools run out
 // the holder slow the longest makes room, never one making progress.
 #include <gtest/gtest.h>

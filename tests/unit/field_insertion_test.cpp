@@ -1,4 +1,4 @@
-// The response path (issue 6), whole conversations through the flow engine.
+// The response path, whole conversations through the flow engine.
 // TB16: an admitted response gets its request's RateLimit fields, inserted
 // right after the status line, by rewriting the origin's segment; from then
 // on the flow's origin sequence numbers are shifted towards the client and

@@ -176,11 +176,11 @@ TEST(FlowEngine, RetransmittedHeldBytesStayHeld) {
   EXPECT_EQ(w.counters.requests.get(), 1u);
 }
 
-// Issue 13, case 1: a held head's first part, then a longer segment at the
+// An overlap: a held head's first part, then a longer segment at the
 // same sequence number whose first bytes differ ("/tight" where "/loose" was
-// judged). Before, the second copy was forwarded and the origin served the
-// path nobody judged, past its budget. Now the origin gets the judged bytes
-// and the decision is on them.
+// judged). Were the second copy forwarded, the origin would serve the path
+// nobody judged, past its budget; the origin gets the judged bytes and the
+// decision is on them.
 TEST(FlowEngine, AnOverlapWithOtherBytesCannotChangeAHeldHead) {
   EngineWorld w(kKeepPolicy);
   Connection c(w);
@@ -222,7 +222,7 @@ TEST(FlowEngine, AnOverlapWithOtherBytesCarriesOnlyItsNewBytes) {
   EXPECT_EQ(w.counters.overlaps_trimmed.get(), 1u);
 }
 
-// Issue 13: the origin may drop a forwarded segment the appliance judged (a
+// The origin may drop a forwarded segment the appliance judged (a
 // bad checksum, PAWS, an option it refuses, a full window); the client then
 // sends the bytes again, as it likes. The repeat carries the judged head, its
 // checksum redone; once the origin has acknowledged the head, the record
@@ -272,7 +272,7 @@ TEST(FlowEngine, ARepeatOfAChunkedBodyCarriesTheJudgedFraming) {
   EXPECT_EQ(w.counters.requests.get(), 1u);
 }
 
-// Issue 13: service-port segments inside VLAN tags (802.1Q, and QinQ's two)
+// Service-port segments inside VLAN tags (802.1Q, and QinQ's two)
 // are judged like untagged ones, and what the appliance writes in the flow's
 // name (the 429 to the client, the RST to the origin) carries the same tags.
 TEST(FlowEngine, SegmentsInsideVlanTagsAreJudgedAndAnsweredInTheirTags) {
@@ -302,7 +302,7 @@ TEST(FlowEngine, SegmentsInsideVlanTagsAreJudgedAndAnsweredInTheirTags) {
   }
 }
 
-// Issue 13: with URG set, the origin's stack takes the byte before the
+// With URG set, the origin's stack takes the byte before the
 // urgent pointer out of the stream its server reads ("GET /v1X/..." judged,
 // "GET /v1/..." served). The appliance sends such a segment on as ordinary
 // data: URG and the pointer cleared, checksum redone.
@@ -532,7 +532,7 @@ TEST(FlowEngine, UpgradeSwitchesToPassThrough) {
   EXPECT_EQ(w.counters.pass_through.get(), 1u);
 }
 
-// Issue 13, case 3: a response the appliance cannot frame (here obs-fold, as
+// A response the appliance cannot frame (here obs-fold, as
 // an origin that reflects a request field into its response can be made to
 // send) ends the connection instead of switching it to pass-through, where
 // every later request on it went to the origin unjudged. The client keeps

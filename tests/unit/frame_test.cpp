@@ -151,9 +151,9 @@ TEST(Frame, Ipv6FragmentHeader) {
   EXPECT_EQ(parse_frame(with_ipv6_extension(plain, 44, {0, 0, 0x00, 0x08})).kind, FrameKind::kIpOther);  // offset 8
 }
 
-// Issue 13, case 2: nine destination options headers (and thirty) are walked
-// to the TCP header; before, the walk stopped at eight and the segment was
-// bridged as "other IP".
+// An IPv6 extension chain: nine destination options headers (and thirty)
+// are walked to the TCP header, never bridged as "other IP" because the
+// chain is long.
 TEST(Frame, Ipv6ExtensionChainsOfAnyLengthAreWalked) {
   const auto plain = segment(6, 0, "GET / HTTP/1.1\r\n\r\n");
   const FrameView before = parse_frame(plain);
@@ -169,7 +169,7 @@ TEST(Frame, Ipv6ExtensionChainsOfAnyLengthAreWalked) {
   }
 }
 
-// Issue 13: what could carry TCP the walk cannot read is dropped (kOpaque),
+// What could carry TCP the walk cannot read is dropped (kOpaque),
 // never bridged: AH, ESP, tunnels, unknown IPv6 extensions, a routing header
 // still to be followed.
 TEST(Frame, WhatCouldHideTcpIsOpaque) {
@@ -195,7 +195,7 @@ TEST(Frame, WhatCouldHideTcpIsOpaque) {
   EXPECT_EQ(parse_frame(later).kind, FrameKind::kIpOther);
 }
 
-// Issue 13: a first fragment too short to show the ports cannot be placed:
+// A first fragment too short to show the ports cannot be placed:
 // dropped, not bridged.
 TEST(Frame, AFirstFragmentWithoutPortsIsOpaque) {
   auto f = segment(4, 0, "");
@@ -206,7 +206,7 @@ TEST(Frame, AFirstFragmentWithoutPortsIsOpaque) {
   EXPECT_EQ(parse_frame(f).kind, FrameKind::kOpaque);
 }
 
-// Issue 13: IPv4 options are walked over; the segment behind them is read and
+// IPv4 options are walked over; the segment behind them is read and
 // its checksum still holds.
 TEST(Frame, Ipv4OptionsAreWalkedOver) {
   const auto plain = segment(4, 0, "GET / HTTP/1.1\r\n\r\n");
@@ -293,7 +293,7 @@ TEST(Frame, ReadsTimestampsInEitherLayout) {
   }
 }
 
-// Issue 13: a third tag could hide a service-port segment from the walk, so
+// A third tag could hide a service-port segment from the walk, so
 // it is dropped (kOpaque), not bridged.
 TEST(Frame, VlanTagsPastTwoAreNotWalkedButDropped) {
   auto f = segment(4, 2, "x");

@@ -316,9 +316,9 @@ TEST(HeadParserRules, Http11NeedsExactlyOneHost) {
   EXPECT_EQ(parse_every_way("GET / HTTP/1.0\r\n\r\n").status, HeadStatus::kComplete);
 }
 
-// Issue 13: a request-target has no fragment (RFC 9112 3.2). Kept, '#' put
+// A request-target has no fragment (RFC 9112 3.2). Kept, '#' put
 // the fragment into the path the rules matched (or into the authority).
-TEST(HeadParserRules, Issue13FragmentInTargetIsRefused) {
+TEST(HeadParserRules, FragmentInTargetIsRefused) {
   for (const std::string& target : std::vector<std::string>{
            "/v1/chat/completions#x", "/#", "/a?b=c#d", "/a#b?c", "#", "http://api.example.com#junk/v1/chat/completions",
            "http://api.example.com/v1#x", "https://api.example.com?q#f"}) {
@@ -332,8 +332,8 @@ TEST(HeadParserRules, Issue13FragmentInTargetIsRefused) {
   EXPECT_EQ(parse_every_way("GET /a%23b HTTP/1.1\r\nHost: h\r\nX-Tag: #1\r\n\r\n").status, HeadStatus::kComplete);
 }
 
-// Issue 13: RFC 9112 3.2, a Host with an invalid value is a 400.
-TEST(HeadParserRules, Issue13InvalidHostIsRefused) {
+// RFC 9112 3.2, a Host with an invalid value is a 400.
+TEST(HeadParserRules, InvalidHostIsRefused) {
   for (const std::string& host :
        std::vector<std::string>{"a b", "a/b", "user@a", "a, b", "a:xx", "a:1:2", "[::1", "[zz]", "[::1]x", "a:65536",
                                 "a:000080", ":80", "a?b", "a\"b", "a%zz", "a%4", "[fe80::1%25eth0]", "[v1.x]"}) {
@@ -357,9 +357,9 @@ TEST(HeadParserRules, Issue13InvalidHostIsRefused) {
   EXPECT_EQ(parse_every_way("GET / HTTP/1.1\r\nHost:\r\n\r\n").status, HeadStatus::kComplete);
 }
 
-// Issue 13: the authority of an absolute-form target is held to the same
+// The authority of an absolute-form target is held to the same
 // grammar, and wins over Host for the keys.
-TEST(HeadParserRules, Issue13InvalidAuthorityInAbsoluteFormIsRefused) {
+TEST(HeadParserRules, InvalidAuthorityInAbsoluteFormIsRefused) {
   for (const std::string& authority :
        std::vector<std::string>{"a:xx", "a\"b", "[::1", "[zz]", "a:65536", "a:123456", ":80", "a%zz", "a;b:c"}) {
     EXPECT_EQ(error_of("GET http://" + authority + "/v1 HTTP/1.1\r\nHost: h\r\n\r\n"), ParseError::kBadHost)
@@ -376,9 +376,9 @@ TEST(HeadParserRules, Issue13InvalidAuthorityInAbsoluteFormIsRefused) {
   EXPECT_EQ(o.path, "/v1");
 }
 
-// Issue 13: CONNECT names host and port, both valid, the port not empty
+// CONNECT names host and port, both valid, the port not empty
 // (RFC 9110 9.3.6).
-TEST(HeadParserRules, Issue13ConnectAuthorityNeedsAValidHostAndPort) {
+TEST(HeadParserRules, ConnectAuthorityNeedsAValidHostAndPort) {
   for (const std::string& target :
        std::vector<std::string>{"a:", "a:xx", "a:99999", "[::1]", "[::1]:", "a%zz:443", "a]:443", ":443"}) {
     EXPECT_EQ(error_of("CONNECT " + target + " HTTP/1.1\r\nHost: a\r\n\r\n"), ParseError::kBadHost) << target;
@@ -388,9 +388,9 @@ TEST(HeadParserRules, Issue13ConnectAuthorityNeedsAValidHostAndPort) {
   EXPECT_EQ(o.authority, "[::1]:443");
 }
 
-// Issue 13: a CONNECT request has no content (RFC 9110 9.3.6); framed as if
+// A CONNECT request has no content (RFC 9110 9.3.6); framed as if
 // it had, its "body" would be tunnel bytes or a request nobody judged.
-TEST(HeadParserRules, Issue13ConnectWithContentLengthOrTransferEncodingIsRefused) {
+TEST(HeadParserRules, ConnectWithContentLengthOrTransferEncodingIsRefused) {
   const std::string connect = "CONNECT api.example:443 HTTP/1.1\r\nHost: api.example:443\r\n";
   EXPECT_EQ(error_of(connect + "Content-Length: 5\r\n\r\n"), ParseError::kConnectWithContent);
   EXPECT_EQ(error_of(connect + "Content-Length: 0\r\n\r\n"), ParseError::kConnectWithContent);

@@ -1,6 +1,6 @@
 // Host validation and the key spelling of a host (lib/http/host_name.h),
-// tested directly: issue 13, where one host spelt several ways made several
-// buckets, and a host two parsers read apart was judged as one of them.
+// tested directly, so that one host spelt several ways never makes several
+// buckets, and a host two parsers read apart is never judged as one of them.
 #include "http/host_name.h"
 
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@ std::string normalised(std::string_view authority, uint16_t default_port = 80) {
   return std::string(out.data(), n);
 }
 
-TEST(HostName, Issue13ValidHosts) {
+TEST(HostName, ValidHosts) {
   for (const std::string_view host :
        {"", "a", "api.example.com", "API.example.com.", "api.example.com:80", "api.example.com:", "a:0", "a:65535",
         "a:00080", "127.0.0.1", "127.0.0.1:8080", "[::1]", "[::1]:443", "[2001:db8::ff00:42:8329]", "[::ffff:1.2.3.4]",
@@ -26,7 +26,7 @@ TEST(HostName, Issue13ValidHosts) {
   }
 }
 
-TEST(HostName, Issue13InvalidHosts) {
+TEST(HostName, InvalidHosts) {
   for (const std::string_view host : {"a b",
                                       "a/b",
                                       "user@a",
@@ -65,7 +65,7 @@ TEST(HostName, Issue13InvalidHosts) {
   }
 }
 
-TEST(HostName, Issue13PortOfAnAuthority) {
+TEST(HostName, PortOfAnAuthority) {
   EXPECT_EQ(host_port("a:443"), "443");
   EXPECT_EQ(host_port("a:"), "");
   EXPECT_EQ(host_port("a"), "");
@@ -73,7 +73,7 @@ TEST(HostName, Issue13PortOfAnAuthority) {
   EXPECT_EQ(host_port("[::1]"), "");
 }
 
-TEST(HostName, Issue13OneSpellingPerHost) {
+TEST(HostName, OneSpellingPerHost) {
   for (const std::string_view host :
        {"api.example.com", "API.Example.Com", "api.example.com.", "API.EXAMPLE.COM.", "api.example.com:80",
         "api.example.com:080", "api.example.com:00080", "api.example.com:", "api.example.com.:80", "%61pi.example.com",
@@ -96,7 +96,7 @@ TEST(HostName, Issue13OneSpellingPerHost) {
   EXPECT_EQ(normalised("[2001:DB8::1]"), "[2001:db8:0:0:0:0:0:1]");
 }
 
-TEST(HostName, Issue13DefaultPortFollowsTheScheme) {
+TEST(HostName, DefaultPortFollowsTheScheme) {
   EXPECT_EQ(normalised("api.example.com:443", 443), "api.example.com");
   EXPECT_EQ(normalised("api.example.com:80", 443), "api.example.com:80");
   EXPECT_EQ(normalised("api.example.com:443", 80), "api.example.com:443");
@@ -117,7 +117,7 @@ TEST(HostName, Issue13DefaultPortFollowsTheScheme) {
   EXPECT_EQ(default_port(h), 80);
 }
 
-TEST(HostName, Issue13NoHostOrNoRoomGivesNothing) {
+TEST(HostName, NoHostOrNoRoomGivesNothing) {
   EXPECT_EQ(normalised(""), "");
   EXPECT_EQ(normalised(":80"), "");
   EXPECT_EQ(normalised("."), "");

@@ -1,4 +1,4 @@
-// The record of judged bytes (issue 13): a repeat of forwarded bytes carries
+// The record of judged bytes: a repeat of forwarded bytes carries
 // the judged ones, whatever the copy says; what the record let go of before
 // the origin acknowledged it is not forwarded again.
 #include "dataplane/judged_bytes.h"

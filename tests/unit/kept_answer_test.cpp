@@ -1,4 +1,4 @@
-// Answers that keep the connection open (issue 6, policy after_answer:
+// Answers that keep the connection open (policy after_answer:
 // keep-alive), whole conversations through the flow engine: a refused
 // request's bytes are cut out of the client's stream (the origin never sees
 // them, and later client sequence numbers are shifted towards it), its 429 is

@@ -1,4 +1,4 @@
-// sluiced's log (issue 18, control/log.h): the level filter, each kind's
+// sluiced's log (control/log.h): the level filter, each kind's
 // rate (a burst, then suppressed, then one line saying how many), the
 // stderr lines and journal entries records become, the settings' values,
 // and the process-wide logger's installation. A fake sink keeps what the

@@ -136,7 +136,7 @@ TEST_F(MetricsExposition, EachFamilyOnceItsSamplesTogether) {
     const bool total = name.size() > 6 && name.compare(name.size() - 6, 6, "_total") == 0;
     EXPECT_EQ(type, total ? "counter" : "gauge") << name;
   }
-  // Issue 18's families.
+  // The families by Prometheus's conventions.
   for (const char* f : {"sluice_build_info", "sluice_start_time_seconds", "sluice_requests_total",
                         "sluice_frames_total", "sluice_frames_dropped_total", "sluice_evictions_total",
                         "sluice_port_packets_total", "sluice_port_bytes_total", "sluice_table_entries",

@@ -99,12 +99,12 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
       {"head limit too small", kMinimal + "limits: { max_head_bytes: 100 }\n",
        "p.yaml:8:27: limits max_head_bytes must be between 1024 and 65536, not 100"},
       {"syn_proxy neither on nor off", kMinimal + "syn_proxy: yes\n", "p.yaml:8:12: syn_proxy must be on or off"},
-      {"an unknown key is quoted bounded and escaped (issue 15: a line of another file never comes back whole)",
+      {"an unknown key is quoted bounded and escaped (a line of another file never comes back whole)",
        kMinimal + "\"root:*:19000:0:99999:7:::\\t\\x01with-a-long-tail-of-more-text\": 1\n",
        "p.yaml:8:1: unknown key 'root:*:19000:0:99999:7:::\\x09\\x01with-a-long-t'... in the policy (expected one of: "
        "sluice, name, mode, header_style, service_ports, limits, client_ip, credentials, cors, usage, after_answer, "
        "ambiguous_paths, deadlines, syn_proxy, binding, adoption, exempt, buckets, cluster, rules, refusal, unauthorized, not_found)"},
-      {"a value is quoted bounded and escaped too (issue 15)",
+      {"a value is quoted bounded and escaped too",
        kMinimal + "exempt:\n  - { path: /h, methods: \"GET\\x01root:*:19000:0:99999:7:::and-more-of-the-line\" }\n",
        "p.yaml:9:26: 'GET\\x01root:*:19000:0:99999:7:::and-more-of'... is not an HTTP method"},
       {"a bucket name that is not plain", "sluice: 1\nbuckets:\n  \"b\\x1b[31m\": { rate: 10/s }\n",
@@ -142,7 +142,7 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
        "sluice: 1\nbuckets:\n  b: { rate: 10/s }\nrules:\n  - name: r\n    key: credential\n    bucket: b\n"
        "    credential_slots: { per_client_ip: 8 }\n",
        "p.yaml:8:23: credential_slots needs overflow_bucket (the budget a credential past the ceiling is counted in)"},
-      // Issue 17: cluster budgets.
+      // Cluster budgets.
       {"a cluster bucket without a cluster section", "sluice: 1\nbuckets:\n  b: { rate: 10/s, scope: cluster }\n",
        "p.yaml:3:3: bucket b: scope: cluster needs a cluster section (the Redis the boxes share)"},
       {"a scope that is neither", "sluice: 1\nbuckets:\n  b: { rate: 10/s, scope: global }\n",
@@ -236,7 +236,7 @@ TEST(PolicyLoader, RatesAndDurations) {
 }
 
 }  // namespace
-// Issue 17: a cluster section, read in full; a bucket is per box unless it
+// A cluster section, read in full; a bucket is per box unless it
 // says otherwise.
 TEST(PolicyLoader, ClusterSectionAndScope) {
   using namespace policy;

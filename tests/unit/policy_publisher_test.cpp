@@ -127,7 +127,7 @@ int slot_of(const PolicyPublisher& p, const std::string& name) {
   return r == nullptr ? -1 : r->counter_slot;
 }
 
-// Issue 15: per-rule counters by name. A reload that reorders rules, drops
+// Per-rule counters by name. A reload that reorders rules, drops
 // one or brings one back never hands one rule's counts to another.
 TEST(PolicyPublisher, ReloadKeepsEachRulesCounterSlotByName) {
   Publisher p;

@@ -1,4 +1,4 @@
-// The Redis Cluster router (control/redis_router.h) against real servers
+// The Redis Cluster router (control/cluster/redis_router.h) against real servers
 // (Debian's redis-server, started by the tests on loopback and stopped by
 // PID): the slot of a key is the spec's (CRC16/XMODEM, hash tags) and the
 // servers' own (CLUSTER KEYSLOT); a server without cluster support is used
@@ -7,7 +7,7 @@
 // after it, then one refresh and no more redirections), a redirection loop
 // is cut after five, and a killed primary's slot is served again by its
 // promoted replica within a bounded time, with the data written before.
-#include "control/redis_router.h"
+#include "control/cluster/redis_router.h"
 
 #include <gtest/gtest.h>
 

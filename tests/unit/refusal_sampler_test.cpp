@@ -1,4 +1,4 @@
-// The refusal sampler (issue 18, dataplane/refusal_sampler.h): offers past
+// The refusal sampler (dataplane/refusal_sampler.h): offers past
 // the rate are not kept, a full ring drops and counts, drained records say
 // what was decided; and through the flow engine, refused and unparsable
 // requests reach it while the worker's side allocates nothing (a global

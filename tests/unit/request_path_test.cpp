@@ -44,7 +44,7 @@ class RequestBench {
     path_.set_insert_fields(false);
     flow_.key = dataplane::FlowKey{*net::parse_ip("198.18.0.10"), *net::parse_ip("198.18.0.20"), 40000, 80};
     flow_.state = dataplane::FlowState::kEstablished;
-    flow_.client_next = kFirst;
+    flow_.client.next = kFirst;
     flow_.context = contexts_.acquire();
     contexts_.start(flow_.context, w_.snapshot->policy, w_.snapshot->generation);
   }
@@ -52,7 +52,7 @@ class RequestBench {
   // `bytes` as one segment from client sequence `seq` (default: the next
   // byte to parse).
   Segment feed(std::string_view bytes, std::optional<uint32_t> seq = {}) {
-    const uint32_t at = seq.value_or(flow_.client_next);
+    const uint32_t at = seq.value_or(flow_.client.next);
     dataplane::RequestCursor cur = dataplane::RequestPath::cursor(flow_, ctx(), at);
     Segment s;
     for (;;) {
@@ -107,7 +107,7 @@ TEST(RequestPath, AWholeAdmittedRequestGoesOnWhole) {
   EXPECT_EQ(s.last().forward_bytes, len(kGet));
   EXPECT_EQ(s.last().kept, 0u);
   EXPECT_FALSE(s.last().absorbed);
-  EXPECT_EQ(b.flow().client_next, kFirst + len(kGet));
+  EXPECT_EQ(b.flow().client.next, kFirst + len(kGet));
   EXPECT_EQ(b.ctx().responses.outstanding(), 1u);  // its response is expected
   EXPECT_EQ(b.counters().admitted.get(), 1u);
 }
@@ -117,8 +117,8 @@ TEST(RequestPath, AHeadSplitAcrossSegmentsIsHeldThenReleasedAheadOfTheRest) {
   const Segment first = b.feed(kGet.substr(0, 10));
   EXPECT_EQ(first.last().stop, Stop::kHeld);
   EXPECT_EQ(first.last().forward_bytes, 0u);  // nothing of it reaches the origin yet
-  EXPECT_EQ(b.flow().held_seq, kFirst);
-  EXPECT_EQ(b.flow().client_next, kFirst + 10);  // the held bytes count as parsed
+  EXPECT_EQ(b.flow().client.held_seq, kFirst);
+  EXPECT_EQ(b.flow().client.next, kFirst + 10);  // the held bytes count as parsed
   EXPECT_EQ(b.counters().requests.get(), 0u);
 
   const Segment second = b.feed(kGet.substr(10));
@@ -134,7 +134,7 @@ TEST(RequestPath, TheRequestBeforeAHeldHeadGoesOn) {
   const Segment s = b.feed(segment);
   EXPECT_EQ(s.last().stop, Stop::kHeld);
   EXPECT_EQ(s.last().forward_bytes, len(kGet));  // cut where the held head begins
-  EXPECT_EQ(b.flow().held_seq, kFirst + len(kGet));
+  EXPECT_EQ(b.flow().client.held_seq, kFirst + len(kGet));
 }
 
 TEST(RequestPath, TB14_ARefusalThatClosesIsCutAtItsHeadAndAnswered) {
@@ -146,7 +146,7 @@ TEST(RequestPath, TB14_ARefusalThatClosesIsCutAtItsHeadAndAnswered) {
   EXPECT_EQ(s.last().reset_seq, kFirst + 2 * len(kGet));
   EXPECT_EQ(s.answer.rfind("HTTP/1.1 429 ", 0), 0u) << s.answer;
   EXPECT_NE(s.answer.find("Connection: close"), std::string::npos);
-  EXPECT_EQ(b.flow().client_next, kFirst + len(three));  // consumed: never parsed again
+  EXPECT_EQ(b.flow().client.next, kFirst + len(three));  // consumed: never parsed again
   EXPECT_EQ(b.counters().refused.get(), 1u);
 }
 
@@ -154,7 +154,7 @@ TEST(RequestPath, TB14_ARefusalKeptOpenIsCutOutAndAnsweredAfterTheResponsesBefor
   RequestBench b(kKeepPolicy);
   ASSERT_EQ(b.feed(kTight).last().stop, Stop::kEnd);  // spends /tight's one an hour
   const std::string pipelined = std::string(kLoose) + std::string(kTight) + std::string(kLoose);
-  const uint32_t start = b.flow().client_next;
+  const uint32_t start = b.flow().client.next;
   const Segment s = b.feed(pipelined);
   EXPECT_EQ(s.last().stop, Stop::kEnd);
   EXPECT_EQ(s.last().forward_bytes, len(pipelined));  // the cut is the editor's: a removal
@@ -174,7 +174,7 @@ TEST(RequestPath, AKeptOpenRefusalsBodyIsAbsorbedAsItArrives) {
   RequestBench b(kKeepPolicy);
   ASSERT_EQ(b.feed(kTight).last().stop, Stop::kEnd);
   const std::string_view post = "POST /tight HTTP/1.1\r\nHost: api\r\nContent-Length: 10\r\n\r\n";
-  const uint32_t start = b.flow().client_next;
+  const uint32_t start = b.flow().client.next;
   const Segment head = b.feed(std::string(post) + "01234");
   ASSERT_EQ(head.last().kept, 1u);
   EXPECT_EQ(head.last().refusals[0].from, start);
@@ -199,7 +199,7 @@ TEST(RequestPath, WithContextsScarceARefusalCloses) {
   EXPECT_EQ(s.last().stop, Stop::kAnswerClose);
   EXPECT_EQ(s.last().forward_bytes, 0u);
   EXPECT_EQ(s.answer.rfind("HTTP/1.1 429 ", 0), 0u) << s.answer;
-  // Issue 14: sent with FIN, it says so; the body is whole after the head.
+  // Sent with FIN, it says so; the body is whole after the head.
   const size_t head_end = s.answer.find("\r\n\r\n");
   ASSERT_NE(head_end, std::string::npos);
   EXPECT_NE(s.answer.substr(0, head_end + 2).find("\r\nConnection: close\r\n"), std::string::npos) << s.answer;
@@ -222,14 +222,14 @@ TEST(RequestPath, ARemovalNeverStartsBeforeTheLastOne) {
   RequestBench b(kKeepPolicy);
   ASSERT_EQ(b.feed(kTight).last().stop, Stop::kEnd);
   // A removal pending that ends further on than the next request starts.
-  ASSERT_TRUE(b.ctx().to_origin.add(b.flow().client_next - 10, 1000, 0));
+  ASSERT_TRUE(b.ctx().to_origin.add(b.flow().client.next - 10, 1000, 0));
   EXPECT_EQ(b.feed(kTight).last().stop, Stop::kAnswerClose);
 }
 
 TEST(RequestPath, TwoRefusalsInOneSegmentAreBothKeptOpen) {
   RequestBench b(kKeepPolicy);
   ASSERT_EQ(b.feed(kTight).last().stop, Stop::kEnd);
-  const uint32_t start = b.flow().client_next;
+  const uint32_t start = b.flow().client.next;
   const Segment s = b.feed(std::string(kTight) + std::string(kLoose) + std::string(kTight));
   ASSERT_EQ(s.last().kept, 2u);
   EXPECT_EQ(s.last().refusals[0].from, start);
@@ -246,7 +246,7 @@ TEST(RequestPath, PastThirtyTwoUnansweredRequestsTheRestWaitsUncharged) {
   const Segment s = wide.feed(many);
   EXPECT_EQ(s.last().stop, Stop::kPaused);
   EXPECT_EQ(s.last().forward_bytes, 32 * len(kLoose));
-  EXPECT_EQ(wide.flow().client_next, kFirst + 32 * len(kLoose));  // the 33rd is the client's to send again
+  EXPECT_EQ(wide.flow().client.next, kFirst + 32 * len(kLoose));  // the 33rd is the client's to send again
   EXPECT_EQ(wide.counters().requests.get(), 32u);
   EXPECT_EQ(wide.counters().backpressure.get(), 1u);
 
@@ -298,10 +298,10 @@ TEST(RequestPath, NothingAfterAnUpgradeGoesOnUntilTheOriginAnswers) {
   const Segment s = b.feed(std::string(upgrade) + "more bytes");
   EXPECT_EQ(s.last().stop, Stop::kPaused);
   EXPECT_EQ(s.last().forward_bytes, len(upgrade));
-  EXPECT_EQ(b.flow().client_next, kFirst + len(upgrade));
+  EXPECT_EQ(b.flow().client.next, kFirst + len(upgrade));
 }
 
-// Issue 13: HTTP/2 prior knowledge switches the flow only on the whole
+// HTTP/2 prior knowledge switches the flow only on the whole
 // 24-byte preface; its HTTP/1.1-shaped first part is held until then, so an
 // origin that reads HTTP/1.1 never sees a "PRI" it would answer and read on
 // after.
@@ -309,7 +309,7 @@ const std::string kH2Policy = std::string(kSmallPolicy) + "limits:\n  allow_h2_p
 constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 constexpr std::string_view kSettings = "\x00\x00\x00\x04\x00\x00\x00\x00\x00";
 
-TEST(RequestPath, Issue13AWholeHttp2PrefaceIsBridged) {
+TEST(RequestPath, AWholeHttp2PrefaceIsBridged) {
   RequestBench b(kH2Policy);
   const Segment s = b.feed(std::string(kPreface) + std::string(kSettings));
   EXPECT_EQ(s.last().stop, Stop::kPassThrough);
@@ -317,13 +317,13 @@ TEST(RequestPath, Issue13AWholeHttp2PrefaceIsBridged) {
   EXPECT_EQ(b.counters().pass_through.get(), 1u);
 }
 
-TEST(RequestPath, Issue13AnHttp2PrefaceSplitAcrossSegmentsIsHeldUntilWhole) {
+TEST(RequestPath, AnHttp2PrefaceSplitAcrossSegmentsIsHeldUntilWhole) {
   for (const uint32_t cut : {4u, 18u, 20u, 23u}) {
     RequestBench b(kH2Policy);
     const Segment first = b.feed(kPreface.substr(0, cut));
     EXPECT_EQ(first.last().stop, Stop::kHeld) << cut;
     EXPECT_EQ(first.last().forward_bytes, 0u) << cut;
-    EXPECT_EQ(b.flow().held_seq, kFirst) << cut;
+    EXPECT_EQ(b.flow().client.held_seq, kFirst) << cut;
     const Segment second = b.feed(std::string(kPreface.substr(cut)) + std::string(kSettings));
     ASSERT_TRUE(second.released_held()) << cut;  // the held part goes first
     EXPECT_EQ(second.last().stop, Stop::kPassThrough) << cut;
@@ -332,7 +332,7 @@ TEST(RequestPath, Issue13AnHttp2PrefaceSplitAcrossSegmentsIsHeldUntilWhole) {
   }
 }
 
-TEST(RequestPath, Issue13APrefaceHeadFollowedByAnythingElseIsAnswered400AndTheOriginSeesNone) {
+TEST(RequestPath, APrefaceHeadFollowedByAnythingElseIsAnswered400AndTheOriginSeesNone) {
   RequestBench b(kH2Policy);
   ASSERT_EQ(b.feed("PRI * HTTP/2.0\r\n\r\n").last().stop, Stop::kHeld);
   const Segment s = b.feed(kGet);
@@ -353,7 +353,7 @@ TEST(RequestPath, ARetransmittedPrefixIsNotParsedAgain) {
   EXPECT_EQ(s.last().stop, Stop::kEnd);
   EXPECT_EQ(s.last().forward_bytes, 2 * len(kGet));
   EXPECT_EQ(b.counters().requests.get(), 2u);
-  EXPECT_EQ(b.flow().client_next, kFirst + 2 * len(kGet));
+  EXPECT_EQ(b.flow().client.next, kFirst + 2 * len(kGet));
 }
 
 TEST(RequestPath, APipelinedRequestAfterAReleasedHeadIsParsedInTheSameSegment) {
@@ -365,7 +365,7 @@ TEST(RequestPath, APipelinedRequestAfterAReleasedHeadIsParsedInTheSameSegment) {
   ASSERT_TRUE(s.released_held());
   EXPECT_EQ(s.last().stop, Stop::kHeld);
   EXPECT_EQ(s.last().forward_bytes, len(kGet) - 20);
-  EXPECT_EQ(b.flow().held_seq, kFirst + len(kGet));
+  EXPECT_EQ(b.flow().client.held_seq, kFirst + len(kGet));
   EXPECT_EQ(b.counters().admitted.get(), 1u);
 }
 

@@ -151,7 +151,7 @@ TEST(RequestStream, Http2PriorKnowledge) {
   events = events_every_way(preface + "\x00\x00\x12\x04", config);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].event, StreamEvent::kPassThrough);
-  EXPECT_EQ(events[0].offset, 24u);  // right after the whole preface (issue 13), not its HTTP/1.1-shaped part
+  EXPECT_EQ(events[0].offset, 24u);  // right after the whole preface, not its HTTP/1.1-shaped part
 
   // Only at the start of a connection.
   events = events_every_way("GET / HTTP/1.1\r\nHost: h\r\n\r\n" + preface, config);
@@ -159,10 +159,10 @@ TEST(RequestStream, Http2PriorKnowledge) {
   EXPECT_EQ(events[2].error, ParseError::kUnsupportedVersion);
 }
 
-// Issue 13: "PRI * HTTP/2.0\r\n\r\n" alone is not the HTTP/2 preface. An
+// "PRI * HTTP/2.0\r\n\r\n" alone is not the HTTP/2 preface. An
 // origin that reads HTTP/1.1 answers it and reads on; switching to pass-through
 // there let whatever followed reach it unjudged.
-TEST(RequestStream, Issue13H2PriorKnowledgeSwitchesOnlyOnTheWholePreface) {
+TEST(RequestStream, H2PriorKnowledgeSwitchesOnlyOnTheWholePreface) {
   StreamConfig config;
   config.allow_h2_prior_knowledge = true;
   const std::string head = "PRI * HTTP/2.0\r\n\r\n";
@@ -199,9 +199,9 @@ TEST(RequestStream, Issue13H2PriorKnowledgeSwitchesOnlyOnTheWholePreface) {
   }
 }
 
-// Issue 13: a CONNECT with Content-Length or Transfer-Encoding is refused
+// A CONNECT with Content-Length or Transfer-Encoding is refused
 // before its head is handed on, even where CONNECT is allowed.
-TEST(RequestStream, Issue13ConnectWithContentIsRefused) {
+TEST(RequestStream, ConnectWithContentIsRefused) {
   StreamConfig config;
   config.allow_connect = true;
   const std::string connect = "CONNECT api.example:443 HTTP/1.1\r\nHost: api.example:443\r\n";

@@ -643,7 +643,7 @@ TEST(ResponseStream, QueueIsBoundedAndReusedInOrder) {
   EXPECT_EQ(s.completed(), 200u);
 }
 
-// Issue 6 inserts the RateLimit fields right after a final response's
+// The data plane inserts the RateLimit fields right after a final response's
 // status line: asked to, the stream stops there, once per status line
 // (interim ones included, with their code), wherever the segments are cut;
 // by default it does not.

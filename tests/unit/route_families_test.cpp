@@ -1,5 +1,5 @@
 // The route-family profile (config/route-families.yaml, seed 001), rule by
-// rule: RF01-RF11 of policy-rules.md.
+// rule: RF01-RF11 of docs/rules.md.
 #include <gtest/gtest.h>
 
 #include "limiter/gcra.h"

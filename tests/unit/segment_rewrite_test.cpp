@@ -1,4 +1,4 @@
-// Renumbering forwarded segments (issue 6): sequence, acknowledgement and SACK
+// Renumbering forwarded segments: sequence, acknowledgement and SACK
 // edges rewritten in place with the TCP checksum patched incrementally. Each
 // rewritten frame is compared byte for byte with the original, patched by
 // hand and summed again from scratch by an independent byte-by-byte checksum,

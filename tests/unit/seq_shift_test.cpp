@@ -1,5 +1,5 @@
-// SeqShift: the sequence correspondence of an edited byte stream (issue 6's
-// header insertion and absorbed refusals), checked against an explicit model
+// SeqShift: the sequence correspondence of an edited byte stream (the
+// fields inserted and the refusals absorbed), checked against an explicit model
 // of the edited stream, across the 2^32 wrap.
 #include <gtest/gtest.h>
 

@@ -72,7 +72,7 @@ std::vector<Attack> attacks() {
   };
 }
 
-// Issue 13: what the appliance judges must be what the origin executes. A
+// What the appliance judges must be what the origin executes. A
 // fragment the origin cuts off, a Host two parsers split differently, a
 // CONNECT with a body: each is refused before any rule sees it.
 std::vector<Attack> issue13_attacks() {
@@ -126,7 +126,7 @@ TEST(Smuggling, EveryAttackIsRefusedWithItsKindWholeAndCutAnywhere) {
   expect_refused_whole_and_cut_anywhere(attacks());
 }
 
-TEST(Smuggling, Issue13FragmentsBadHostsAndConnectBodiesAreRefusedWholeAndCutAnywhere) {
+TEST(Smuggling, FragmentsBadHostsAndConnectBodiesAreRefusedWholeAndCutAnywhere) {
   expect_refused_whole_and_cut_anywhere(issue13_attacks());
   for (const Attack& a : issue13_attacks()) EXPECT_EQ(status_for(a.expected), 400) << a.name;
   // With CONNECT allowed too: the head never reaches the limiter.

@@ -57,7 +57,7 @@ TEST_F(StateDirTest, CreatesMissingDirectoryAndParents) {
   EXPECT_EQ(prepare_state_dir(dir), "");  // and again, now that it exists
 }
 
-// Issue 15: an existing directory that others may read or enter is
+// An existing directory that others may read or enter is
 // refused, with the reason and the fix, and left as it was.
 TEST_F(StateDirTest, RefusesAnExistingDirectoryWithAWiderMode) {
   const std::string dir = root_ + "/state";

@@ -43,19 +43,19 @@ class EditorBench {
     flow_.key = dataplane::FlowKey{*net::parse_ip("198.18.0.10"), *net::parse_ip("198.18.0.20"), 40000, 80};
     const uint8_t to_origin[14] = {2, 0, 0, 0, 0, 0x20, 2, 0, 0, 0, 0, 0x10, 0x08, 0x00};
     const uint8_t to_client[14] = {2, 0, 0, 0, 0, 0x10, 2, 0, 0, 0, 0, 0x20, 0x08, 0x00};
-    std::memcpy(flow_.l2_to_origin, to_origin, 14);
-    std::memcpy(flow_.l2_to_client, to_client, 14);
-    flow_.l2_to_origin_len = flow_.l2_to_client_len = 14;
+    std::memcpy(flow_.client.l2, to_origin, 14);
+    std::memcpy(flow_.origin.l2, to_client, 14);
+    flow_.client.l2_len = flow_.origin.l2_len = 14;
     flow_.ip_version = 4;
     flow_.timestamps = timestamps;
-    flow_.client_isn = kClientIsn;
-    flow_.origin_isn = kOriginIsn;
-    flow_.client_mss = client_mss;
-    flow_.origin_mss = 1460;
+    flow_.client.isn = kClientIsn;
+    flow_.origin.isn = kOriginIsn;
+    flow_.client.mss = client_mss;
+    flow_.origin.mss = 1460;
     flow_.state = dataplane::FlowState::kEstablished;
-    flow_.client_next = kClientIsn + 1;
-    flow_.origin_next = kOriginIsn + 1;
-    flow_.origin_ack = kClientIsn + 1;
+    flow_.client.next = kClientIsn + 1;
+    flow_.origin.next = kOriginIsn + 1;
+    flow_.origin.ack = kClientIsn + 1;
     EXPECT_EQ(lender_.borrow(flow_, *w_.snapshot), dataplane::Lent::kYes);
   }
 
@@ -106,7 +106,7 @@ class EditorBench {
     }
     for (size_t i = before; i < sink_.sent.size(); ++i) {
       ASSERT_EQ(sink_.sent[i].to, Side::kClient);
-      EXPECT_LE(sink_.sent[i].view.payload_len, flow_.client_mss);
+      EXPECT_LE(sink_.sent[i].view.payload_len, flow_.client.mss);
       client.add(sink_.sent[i].view.seq, sink_.sent[i].payload());
     }
   }

@@ -1,4 +1,4 @@
-// The SYN proxy on the flow engine (issue 14): a client's SYN answered with a
+// The SYN proxy on the flow engine: a client's SYN answered with a
 // cookie and nothing kept; a valid cookie ACK opens the origin's connection
 // with the client's options; the origin's numbers, clock and window scale
 // translated for the rest of the flow; floods, forgeries, refusals, losses.

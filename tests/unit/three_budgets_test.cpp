@@ -1,5 +1,5 @@
 // The three-budget profile (config/three-budgets.yaml, seed 000), rule by
-// rule: TB01-TB19 of policy-rules.md, each driven through the parser and
+// rule: TB01-TB19 of docs/rules.md, each driven through the parser and
 // decide() with a manual clock.
 #include <gtest/gtest.h>
 
@@ -266,7 +266,7 @@ TEST(ThreeBudgets, TB14_TheRefusalIsA429WithTheErrorEnvelopeAndNothingIsForwarde
   EXPECT_EQ(r.header("Connection"), "");
 }
 
-// Issue 14: a keep-alive answer the data plane cannot keep open after all
+// A keep-alive answer the data plane cannot keep open after all
 // goes with FIN, so it must say so. Written closing (http::write_answer),
 // it has `Connection: close` in its head and nothing else changes; an
 // answer that closes already is written the same either way.
@@ -290,7 +290,7 @@ TEST(ThreeBudgets, TB14_AKeepAliveAnswerSentWithFinSaysConnectionClose) {
   EXPECT_EQ(closes.response, l.written(closes.decision, false));
 }
 
-// after_answer (issue 6): an answer keeps the connection open unless the
+// after_answer: an answer keeps the connection open unless the
 // policy says close, the client asked to close, or the request's end or
 // answer is uncertain (Expect: 100-continue, HEAD); then it says
 // Connection: close.

@@ -1,5 +1,5 @@
 // See cluster_replica.h.
-#include "control/cluster_replica.h"
+#include "control/cluster/cluster_replica.h"
 
 #include <hiredis/hiredis.h>
 

@@ -1,5 +1,5 @@
 // The shared side of a calendar-minute window held across several boxes
-// (issue 17, `scope: cluster` on a `window: minute` bucket, DQ02-DQ05): one
+// (`scope: cluster` on a `window: minute` bucket, DQ02-DQ05): one
 // Redis hash per key and minute, its requests and its tokens, to which every
 // box adds what it counted since its last sync (HINCRBY, one Lua script per
 // batch); the totals come back, and the box takes them as its own counts for
@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "control/redis_router.h"
-#include "control/redis_script.h"
+#include "control/cluster/redis_router.h"
+#include "control/cluster/redis_script.h"
 
 namespace sluice::control {
 

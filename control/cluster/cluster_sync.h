@@ -1,4 +1,4 @@
-// One sync of a box's cluster GCRA buckets (issue 17): what the box admitted
+// One sync of a box's cluster GCRA buckets: what the box admitted
 // on each key since its last sync goes to Redis (ClusterGcra), and the lead
 // every box together has given each key's shared arrival time comes back and
 // is published into the box's own bucket table, so that no box's TAT for a
@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "control/cluster_gcra.h"
-#include "control/cluster_window.h"
+#include "control/cluster/cluster_gcra.h"
+#include "control/cluster/cluster_window.h"
 #include "limiter/bucket_key.h"
 #include "limiter/bucket_table.h"
 #include "limiter/gcra.h"

@@ -1,5 +1,5 @@
 // One connection from the control thread to a Redis server, for budgets
-// that hold across several boxes (cluster mode, issue 17): Debian's hiredis
+// that hold across several boxes (cluster mode): Debian's hiredis
 // under RAII, a connect and a command timeout so a slow server never holds
 // the control thread for long, and a back-off so that an unreachable server
 // costs one connection attempt per back-off period, not one per sync.

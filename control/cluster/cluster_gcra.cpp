@@ -1,5 +1,5 @@
 // See cluster_gcra.h.
-#include "control/cluster_gcra.h"
+#include "control/cluster/cluster_gcra.h"
 
 #include <string_view>
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "control/redis_router.h"
+#include "control/cluster/redis_router.h"
 
 namespace sluice::control {
 

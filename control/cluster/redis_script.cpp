@@ -1,5 +1,5 @@
 // See redis_script.h.
-#include "control/redis_script.h"
+#include "control/cluster/redis_script.h"
 
 #include <vector>
 

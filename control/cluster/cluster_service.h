@@ -1,4 +1,4 @@
-// The cluster sync's own thread in sluiced (issue 17): every sync interval it
+// The cluster sync's own thread in sluiced: every sync interval it
 // turns over each worker's spend log (limiter/spend_log.h), adds up what the
 // box admitted per `scope: cluster` key, sends it to Redis and publishes the
 // shared lead back into the box's table (ClusterSync). Keys the box spent on
@@ -26,10 +26,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "control/cluster_gcra.h"
-#include "control/cluster_replica.h"
-#include "control/cluster_sync.h"
-#include "control/redis_link.h"
+#include "control/cluster/cluster_gcra.h"
+#include "control/cluster/cluster_replica.h"
+#include "control/cluster/cluster_sync.h"
+#include "control/cluster/redis_link.h"
 #include "limiter/bucket_table.h"
 #include "limiter/spend_log.h"
 #include "policy/policy.h"

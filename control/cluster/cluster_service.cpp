@@ -1,5 +1,5 @@
 // See cluster_service.h.
-#include "control/cluster_service.h"
+#include "control/cluster/cluster_service.h"
 
 #include "control/log.h"
 #include "limiter/calendar_window.h"

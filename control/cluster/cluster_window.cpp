@@ -1,5 +1,5 @@
 // See cluster_window.h.
-#include "control/cluster_window.h"
+#include "control/cluster/cluster_window.h"
 
 #include <hiredis/hiredis.h>
 

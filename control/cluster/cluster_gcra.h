@@ -1,4 +1,4 @@
-// The shared side of a GCRA budget held across several boxes (issue 17's
+// The shared side of a GCRA budget held across several boxes (a bucket's
 // `scope: cluster`): one theoretical arrival time (TAT) per bucket key in
 // Redis, which every box advances by what it admitted since its last sync,
 // atomically (one Lua script per batch), on Redis's own clock. The script
@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "control/redis_link.h"
-#include "control/redis_router.h"
-#include "control/redis_script.h"
+#include "control/cluster/redis_link.h"
+#include "control/cluster/redis_router.h"
+#include "control/cluster/redis_script.h"
 
 namespace sluice::control {
 

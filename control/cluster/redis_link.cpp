@@ -1,5 +1,5 @@
 // See redis_link.h.
-#include "control/redis_link.h"
+#include "control/cluster/redis_link.h"
 
 #include <hiredis/hiredis.h>
 #include <pthread.h>

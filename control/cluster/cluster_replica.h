@@ -1,5 +1,5 @@
 // Live runs and the credential map, replicated between the boxes of a
-// cluster through Redis (issue 17). A change an operator makes on one box
+// cluster through Redis. A change an operator makes on one box
 // (run start or end, credential add or remove, a credential file loaded) is
 // applied there first, as ever (journal, grace period), then published: one
 // Lua script writes it into the cluster's copy of the table (a hash) and
@@ -31,7 +31,7 @@
 #include <utility>
 #include <vector>
 
-#include "control/redis_router.h"
+#include "control/cluster/redis_router.h"
 
 namespace sluice::control {
 

@@ -1,5 +1,5 @@
-// Sends each Redis command to the node that holds its key (issue 17,
-// cluster budgets on a Redis Cluster): the slot map a seed answers to
+// Sends each Redis command to the node that holds its key (cluster
+// budgets on a Redis Cluster): the slot map a seed answers to
 // CLUSTER SLOTS, kept up to date by the MOVED and ASK redirections the
 // nodes answer with, and refreshed after a node stops answering, which is
 // how a failover to a replica is found. A server without cluster support
@@ -32,7 +32,7 @@
 #include <string_view>
 #include <vector>
 
-#include "control/redis_link.h"
+#include "control/cluster/redis_link.h"
 
 namespace sluice::control {
 

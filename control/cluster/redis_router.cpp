@@ -1,5 +1,5 @@
 // See redis_router.h.
-#include "control/redis_router.h"
+#include "control/cluster/redis_router.h"
 
 #include <hiredis/hiredis.h>
 

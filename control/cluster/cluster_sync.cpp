@@ -1,5 +1,5 @@
 // See cluster_sync.h.
-#include "control/cluster_sync.h"
+#include "control/cluster/cluster_sync.h"
 
 #include <algorithm>
 #include <array>

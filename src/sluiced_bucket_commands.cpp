@@ -1,0 +1,232 @@
+// See sluiced_bucket_commands.h. Each command checks its arguments first
+// and answers a bad one with a coded error, so nothing is half done.
+#include "sluiced_bucket_commands.h"
+
+#include <optional>
+#include <span>
+#include <string>
+
+#include "control/credential_file.h"
+#include "control/credential_registry.h"
+#include "control/protocol.h"
+#include "limiter/charge.h"
+#include "limiter/compiled_policy.h"
+#include "net/ip_address.h"
+
+namespace sluice::sluiced {
+
+namespace {
+
+using control::ErrorCode;
+using control::Json;
+using control::refuse;
+using control::Reply;
+namespace arg = control::arg;
+
+// The rules of the current policy that charge `bucket`, and the kind of key
+// they agree on (nullopt if they key it differently).
+std::optional<policy::KeySpec::Kind> key_kind_of(const limiter::CompiledPolicy& p, const limiter::CompiledBucket& b) {
+  std::optional<policy::KeySpec::Kind> kind;
+  for (const limiter::CompiledRule& r : p.rules) {
+    if (&p.buckets[r.bucket] != &b) continue;
+    if (kind && *kind != r.key_kind) return std::nullopt;
+    kind = r.key_kind;
+  }
+  return kind;
+}
+
+bool text_keyed(policy::KeySpec::Kind k) {
+  return k == policy::KeySpec::Kind::kPathParam || k == policy::KeySpec::Kind::kHeader ||
+         k == policy::KeySpec::Kind::kHost;
+}
+
+// The bucket key `text` names in `bucket` (as the rules that charge it key
+// their requests); "" or the reason it names none.
+std::string key_of(const BucketCommands::Parts& d, const limiter::CompiledPolicy& p, const limiter::CompiledBucket& b,
+                   const std::string& text, limiter::BucketKey& out) {
+  using K = policy::KeySpec::Kind;
+  const std::optional<K> kind = key_kind_of(p, b);
+  if (!kind) return "bucket " + b.name + " is charged by rules with different keys; which one is ambiguous";
+  const limiter::KeyHasher& h = d.limiter.bucket_hasher;
+  const auto key = [&](std::span<const uint8_t> material) { return limiter::material_key(d.limiter, b, material); };
+  auto bytes = [](const void* data, size_t n) { return std::span<const uint8_t>(static_cast<const uint8_t*>(data), n); };
+  switch (*kind) {
+    case K::kClientIp: {
+      std::optional<net::IpAddress> ip = net::parse_ip(text);
+      if (!ip) return "'" + text + "' is not an IP address (bucket " + b.name + " is keyed by client address)";
+      if (!ip->is_v4()) ip = ip->prefix(p.client_ip.spec.ipv6_prefix);
+      out = key(bytes(ip->bytes.data(), ip->bytes.size()));
+      return {};
+    }
+    case K::kCredential: {
+      const std::optional<limiter::Digest> digest = control::parse_digest_hex(text);
+      if (!digest) return "bucket " + b.name + " is keyed by credential: give its hash (sluicectl credential hash)";
+      // A cluster bucket's keys are made from the credential itself (the
+      // same on every box), which its hash does not give back.
+      if (b.cluster_salt != 0) return "bucket " + b.name + " is shared by the cluster and keyed by credential: its keys cannot be found from a hash";
+      out = h.key(b.index, *digest);
+      return {};
+    }
+    case K::kUser: {
+      const uint64_t id = control::CredentialRegistry::user_id(text);
+      out = key(bytes(&id, sizeof id));
+      return {};
+    }
+    case K::kHost: {
+      std::string lower = text;
+      for (char& c : lower) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c | 0x20) : c;
+      out = key(bytes(lower.data(), lower.size()));
+      return {};
+    }
+    case K::kPathParam:
+    case K::kHeader:
+      out = key(bytes(text.data(), text.size()));
+      return {};
+    case K::kDestination:
+      return "bucket " + b.name + " is keyed by destination; not shown by name";
+  }
+  return "unknown key kind";
+}
+
+// A calendar bucket's minute for one key, as bucket.show answers it.
+void write_window_state(const limiter::CompiledBucket& b, const std::string& key, const limiter::BucketSlot* slot,
+                        time::Nanos now, Json& w) {
+  limiter::WindowLimit limit = b.window;
+  if (const auto it = b.quotas.find(key); it != b.quotas.end()) limit = it->second;
+  const uint64_t minute = limiter::minute_of(now);
+  const uint64_t words[2] = {slot ? slot->load(0) : 0, slot ? slot->load(1) : 0};
+  const bool frozen = words[0] == limiter::BucketTable::kFrozen;
+  const uint32_t requests = frozen ? 0 : limiter::count_in(words[0], minute);
+  const uint32_t tokens = frozen ? 0 : limiter::count_in(words[1], minute);
+  const bool over = (limit.requests_per_minute != 0 && requests >= limit.requests_per_minute) ||
+                    (limit.tokens_per_minute != 0 && tokens >= limit.tokens_per_minute);
+  w["window"] = "minute";
+  w["requests"] = requests;
+  w["requests_limit"] = limit.requests_per_minute;
+  w["tokens"] = tokens;
+  w["tokens_limit"] = limit.tokens_per_minute;
+  w["remaining"] = limit.requests_per_minute > requests && !over ? limit.requests_per_minute - requests : 0u;
+  w["reset_s"] = limiter::seconds_to_next_minute(now);
+  w["refusing"] = over;
+}
+
+// A GCRA bucket's state for one key, as bucket.show answers it. A live run
+// with a budget of its own is paced at it, not at the bucket's.
+void write_gcra_state(const BucketCommands::Parts& d, const limiter::CompiledPolicy& p, const limiter::CompiledBucket& b,
+                      const std::string& key, const limiter::BucketKey& k, time::Nanos now, Json& w) {
+  limiter::GcraLimit limit = b.gcra;
+  uint32_t per_minute = b.header_limit;
+  bool run_keyed = false;
+  for (const limiter::CompiledRule& r : p.rules) {
+    for (int param : r.live_run_param) run_keyed = run_keyed || (&p.buckets[r.bucket] == &b && param >= 0);
+  }
+  if (const std::optional<uint32_t> own = run_keyed ? d.runs.budget(key) : std::nullopt; own && *own != 0) {
+    if (limiter::GcraLimit::make(*own, time::kNanosPerMinute, *own, limit)) per_minute = *own;
+  }
+  const limiter::GcraDecision g = limiter::peek_gcra(d.limiter.buckets, k, now, limit);
+  w["limit"] = per_minute;
+  w["burst"] = limit.burst;
+  w["remaining"] = g.admit ? g.remaining + 1 : 0u;
+  w["reset_s"] = g.reset_s;
+  w["refusing"] = !g.admit;
+  if (!g.admit) w["retry_after_s"] = g.retry_after_s;
+}
+
+Reply show_bucket(const BucketCommands::Parts& d, const Json& request, Json& w) {
+  std::string error;
+  const std::optional<std::string> name = control::string_arg(request, arg::kBucket, error);
+  const std::optional<std::string> key = control::string_arg(request, arg::kKey, error);
+  if (!name || !key || !error.empty()) return refuse(ErrorCode::kBadRequest, "bucket.show needs \"bucket\" and \"key\"");
+  const std::shared_ptr<const dataplane::PolicySnapshot> snapshot = d.publisher.current();
+  const limiter::CompiledPolicy& p = snapshot->policy;
+  const limiter::CompiledBucket* b = p.bucket_named(*name);
+  if (b == nullptr) {
+    std::string names;
+    for (const auto& x : p.buckets) names += (names.empty() ? "" : ", ") + x.name;
+    return refuse(ErrorCode::kNotFound, "no bucket named '" + *name + "' in policy " + p.source.name + " (" + names + ")");
+  }
+  limiter::BucketKey k{};
+  if (const std::string why = key_of(d, p, *b, *key, k); !why.empty()) return refuse(ErrorCode::kInvalidArgument, why);
+  const time::Nanos now = d.clock.now();
+  const limiter::BucketSlot* slot = d.limiter.buckets.find(k);
+  w["bucket"] = b->name;
+  w["key"] = *key;
+  w["tracked"] = slot != nullptr;
+  if (b->calendar) {
+    write_window_state(*b, *key, slot, now, w);
+  } else {
+    write_gcra_state(d, p, *b, *key, k, now, w);
+  }
+  return std::nullopt;
+}
+
+// DQ05: the tokens a finished request used, charged to the deployment's
+// current minute; once the minute's total reaches the quota, its next
+// request is refused (DQ07).
+Reply charge_usage(const BucketCommands::Parts& d, const Json& request, Json& w) {
+  std::string error;
+  const std::optional<std::string> deployment = control::string_arg(request, arg::kDeployment, error);
+  const std::optional<uint64_t> tokens = control::uint_arg(request, arg::kTokens, uint64_t{1} << 32, error);
+  const std::optional<std::string> bucket = control::string_arg(request, arg::kBucket, error);
+  if (!error.empty()) return refuse(ErrorCode::kBadRequest, error);
+  if (!deployment || deployment->empty() || !tokens) {
+    return refuse(ErrorCode::kBadRequest, "usage.report needs \"deployment\" and \"tokens\"");
+  }
+  const std::shared_ptr<const dataplane::PolicySnapshot> snapshot = d.publisher.current();
+  const limiter::CompiledPolicy& p = snapshot->policy;
+  const limiter::CompiledBucket* b = nullptr;
+  if (bucket) {
+    b = p.bucket_named(*bucket);
+    if (b == nullptr) return refuse(ErrorCode::kNotFound, "no bucket named '" + *bucket + "' in policy " + p.source.name);
+    if (!b->calendar) return refuse(ErrorCode::kInvalidArgument, "bucket " + b->name + " counts no tokens (not a minute window)");
+  } else {
+    std::string candidates;
+    for (const limiter::CompiledBucket& x : p.buckets) {
+      if (!x.calendar) continue;
+      candidates += (candidates.empty() ? "" : ", ") + x.name;
+      if (b != nullptr) {
+        return refuse(ErrorCode::kInvalidArgument, "several buckets count tokens (" + candidates + "...); name one with \"bucket\"");
+      }
+      b = &x;
+    }
+    if (b == nullptr) return refuse(ErrorCode::kNotFound, "policy " + p.source.name + " has no bucket that counts tokens");
+  }
+  const std::optional<policy::KeySpec::Kind> kind = key_kind_of(p, *b);
+  if (!kind || !text_keyed(*kind)) {
+    return refuse(ErrorCode::kInvalidArgument, "bucket " + b->name + " is not keyed by a deployment name");
+  }
+  limiter::BucketKey k{};
+  if (const std::string why = key_of(d, p, *b, *deployment, k); !why.empty()) {
+    return refuse(ErrorCode::kInvalidArgument, why);
+  }
+  const time::Nanos now = d.clock.now();
+  limiter::report_usage(d.limiter, k, *tokens, now);
+  // A shared window's tokens are the other boxes' business too.
+  if (b->cluster_salt != 0 && d.cluster != nullptr) {
+    d.cluster->record_tokens(k, static_cast<uint32_t>(limiter::minute_of(now)), *tokens);
+  }
+  limiter::WindowLimit limit = b->window;
+  if (const auto it = b->quotas.find(*deployment); it != b->quotas.end()) limit = it->second;
+  const limiter::BucketSlot* slot = d.limiter.buckets.find(k);
+  const uint64_t word = slot ? slot->load(1) : 0;
+  const uint32_t total = word == limiter::BucketTable::kFrozen ? 0 : limiter::count_in(word, limiter::minute_of(now));
+  w["bucket"] = b->name;
+  w["deployment"] = *deployment;
+  w["tokens"] = *tokens;
+  w["minute_tokens"] = total;
+  w["tokens_limit"] = limit.tokens_per_minute;
+  w["over"] = limit.tokens_per_minute != 0 && total >= limit.tokens_per_minute;
+  w["reset_s"] = limiter::seconds_to_next_minute(now);
+  return std::nullopt;
+}
+
+}  // namespace
+
+void BucketCommands::register_commands(control::CommandTable& table) const {
+  table.add(control::command::kBucketShow,
+            [this](const Json& request, Json& w) { return show_bucket(parts_, request, w); });
+  table.add(control::command::kUsageReport,
+            [this](const Json& request, Json& w) { return charge_usage(parts_, request, w); });
+}
+
+}  // namespace sluice::sluiced
