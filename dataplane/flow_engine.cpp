@@ -5,8 +5,7 @@
 
 #include <algorithm>
 
-#include "checksum.h"
-#include "segment_rewrite.h"
+#include "segment_writer.h"
 
 namespace sluice::dataplane {
 
@@ -15,15 +14,6 @@ namespace flag = tcp_flag;
 
 namespace {
 
-// Forwards the first `keep` bytes of the segment's payload (0: drops it).
-void forward_prefix(uint8_t* frame, FrameView& v, uint32_t keep, FrameResult& r) noexcept {
-  if (keep == 0) {
-    r.action = FrameAction::kDrop;
-    return;
-  }
-  if (keep < v.payload_len) r.frame_len = cut_payload(frame, v, keep);
-}
-
 // Where a segment's payload stands against a stream read up to `next`
 // (tcp_flow.h), repeats and gaps counted.
 Arrival counted_arrival(uint32_t next, const FrameView& v, WorkerCounters& counters) noexcept {
@@ -31,13 +21,6 @@ Arrival counted_arrival(uint32_t next, const FrameView& v, WorkerCounters& count
   if (a == Arrival::kRepeat) counters.retransmits.add();
   if (a == Arrival::kAhead) counters.out_of_order.add();
   return a;
-}
-
-ShareCaps share_caps(const EngineConfig& c) noexcept {
-  ShareCaps caps = default_share_caps(c.flows, c.contexts);
-  if (c.flows_per_client != 0) caps.flows = c.flows_per_client;
-  if (c.contexts_per_client != 0) caps.contexts = c.contexts_per_client;
-  return caps;
 }
 
 std::span<const char> payload_of(const uint8_t* frame, const FrameView& v) noexcept {
@@ -59,7 +42,12 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
       editor_(lender_, answers_, emitter_, counters),
       sender_(lender_, editor_, answers_, emitter_, counters),
       requests_(limiter, lender_.contexts(), answers_, counters, trace_seed),
-      responses_(limiter, counters) {
+      responses_(limiter, counters),
+      resets_(tracker_, editor_, counters),
+      repeats_(lender_, editor_, counters),
+      admission_(tracker_, lender_, sender_, requests_, resets_, proxy_, counters),
+      binder_(lender_, editor_, sender_, tracker_, emitter_, proxy_, adopter_, counters),
+      adoption_(tracker_, lender_, sender_, adopter_, counters) {
   set_insert_fields(config.insert_fields);
   requests_.set_spend_log(config.spends);
   responses_.set_spend_log(config.spends);
@@ -93,21 +81,32 @@ FrameResult FlowEngine::from_client(TcpFlow* flow, const ServiceFrame& sf, uint8
   if (v.has(flag::kSyn)) {
     // With ACK it is not a client's opening SYN: it goes on untracked.
     if (v.has(flag::kAck)) return forward_frame(v);
-    if (snap.policy.syn_proxy) return proxy_syn(flow, sf, frame, v, snap.policy.delayed_binding, now, out);
-    return track_syn(flow, sf, frame, v, now, out) ? forward_frame(v) : drop_frame(v);
+    return admission_.client_syn(flow, sf, frame, v, snap.policy, now, out);
   }
   if (flow == nullptr) {
+    // Client payload on a flow the worker does not track (the appliance
+    // restarted, or the flow expired) is the adoption room's; with the SYN
+    // proxy an ACK may first complete a handshake it answered.
     if (snap.policy.syn_proxy && v.has(flag::kAck) && !v.has(flag::kRst)) {
-      return proxy_ack(sf, frame, v, snap, now, out);
+      const HandshakeAck h = admission_.handshake_ack(sf, frame, v, snap.policy.delayed_binding, now, out);
+      if (h.next == HandshakeAck::Next::kDone) return drop_frame(v);
+      if (h.next == HandshakeAck::Next::kUntracked) {
+        return adoption_.untracked_client(sf, frame, v, snap.policy.adoption, now, out);
+      }
+      flow = h.flow;
+    } else {
+      if (v.payload_len == 0) return forward_frame(v);
+      return adoption_.untracked_client(sf, frame, v, snap.policy.adoption, now, out);
     }
-    if (v.payload_len == 0) return forward_frame(v);
-    return untracked_client(sf, frame, v, snap, now, out);
+  } else if (v.has(flag::kRst)) {
+    // Judged before anything of it is believed: a forged RST must not even
+    // move the flow's timestamps.
+    return resets_.on_rst(*flow, frame, v, now, out);
   }
-  // Judged before anything of it is believed: a forged RST must not even
-  // move the flow's timestamps.
-  if (v.has(flag::kRst)) return client_reset(*flow, frame, v, now, out);
   tracker_.client_seen(*flow, v, now);
-  if (flow->adoption.active && flow->bind.state != Binding::kBound) [[unlikely]] return adoption_unproved(*flow, v, now);
+  if (flow->adoption.active && flow->bind.state != Binding::kBound) [[unlikely]] {
+    return Adoption::unproved(*flow, v, now);
+  }
 
   const uint32_t parsed_before = flow->client.next;
   FrameResult r = client_segment(*flow, frame, v, snap, now, out);
@@ -116,66 +115,17 @@ FrameResult FlowEngine::from_client(TcpFlow* flow, const ServiceFrame& sf, uint8
     lender_.give_back_if_done(*flow);
     r.frame_len = v.frame_len;
   }
-  if (flow->bind.state != Binding::kBound) [[unlikely]] return unbound_client(*flow, frame, v, r, now, out);
+  if (flow->bind.state != Binding::kBound) [[unlikely]] return binder_.client(*flow, frame, v, r, now, out);
   if (v.has(flag::kFin) && r.action == FrameAction::kForward) tracker_.client_fin(*flow);
   if (flow->proxy.active && r.action == FrameAction::kForward) SynProxy::to_origin(*flow, frame, v);
   return r;
-}
-
-FrameResult FlowEngine::client_reset(TcpFlow& flow, uint8_t* frame, FrameView& v, Nanos now,
-                                     PacketSink& out) noexcept {
-  // After an answer the origin's socket is gone already; a closed flow's
-  // ends may still need each other's last word.
-  const bool answered = flow.state == FlowState::kAnswered;
-  if (flow.state == FlowState::kPassThrough) {
-    // Bridged, no longer judged: the origin's own stack decides (RFC 5961
-    // in Linux); the appliance forgets nothing it could be wrong about.
-    editor_.renumber_to_origin(flow, frame, v);
-    return forward_frame(v);
-  }
-  if (!answered && flow.state != FlowState::kClosed) {
-    const bool acked = flow.bind.state == Binding::kBound && flow.state != FlowState::kSynSent &&
-                       flow.state != FlowState::kSynReceived && flow.origin.ack != 0;
-    const uint32_t origin_acked = acked ? editor_.to_client_ack(flow, flow.origin.ack) : flow.client.next;
-    switch (judge_client_rst(flow, v.seq, origin_acked)) {
-      case RstVerdict::kExact:
-        break;
-      case RstVerdict::kInWindow:
-        counters_.rst_challenged.add();
-        challenge(flow, now, out);
-        return drop_frame(v);
-      case RstVerdict::kOutOfWindow:
-        counters_.rst_out_of_window.add();
-        return drop_frame(v);
-    }
-  }
-  tracker_.client_seen(flow, v, now);
-  if (flow.bind.state == Binding::kUnbound) {
-    // The origin never heard of the connection.
-    tracker_.reset(flow);
-    return drop_frame(v);
-  }
-  if (!answered) editor_.renumber_to_origin(flow, frame, v);
-  tracker_.reset(flow);
-  return answered ? drop_frame(v) : forward_frame(v);
-}
-
-void FlowEngine::challenge(TcpFlow& flow, Nanos now, PacketSink& out) noexcept {
-  // Only a synchronized flow has numbers to put in one; before that the
-  // RST or SYN is only dropped.
-  if (flow.state == FlowState::kSynSent || flow.state == FlowState::kSynReceived) return;
-  if (!challenges_.take(now)) {
-    counters_.challenge_acks_limited.add();
-    return;
-  }
-  editor_.send_to_client(flow, out, flow.origin.next, flow.client.next, flag::kAck);
 }
 
 FrameResult FlowEngine::client_segment(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
                                        Nanos now, PacketSink& out) noexcept {
   switch (flow.state) {
     case FlowState::kSynSent:
-      if (flow.proxy.active) return proxied_handshake(flow, v, now, out);
+      if (flow.proxy.active) return admission_.proxied_client(flow, v, now, out);
       return forward_frame(v);
     case FlowState::kSynReceived:
       if (!tracker_.established_by(flow, v)) return forward_frame(v);
@@ -190,7 +140,7 @@ FrameResult FlowEngine::client_segment(TcpFlow& flow, uint8_t* frame, FrameView&
       if (v.payload_len != 0 && seq_lt(v.seq, flow.answer.reset_seq)) {
         FrameResult r = forward_frame(v);
         forward_prefix(frame, v, std::min(v.payload_len, flow.answer.reset_seq - v.seq), r);
-        return judged_repeat(flow, frame, v, r);
+        return repeats_.judged(flow, frame, v, r);
       }
       if (v.payload_len != 0 || v.has(flag::kFin)) return drop_frame(v);
       return forward_frame(v);
@@ -223,7 +173,7 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
   }
   const Arrival a = counted_arrival(flow.client.next, v, counters_);
   if (a == Arrival::kAhead) return drop_frame(v);
-  if (a == Arrival::kRepeat) return client_repeat(flow, frame, v, out);
+  if (a == Arrival::kRepeat) return repeats_.repeat(flow, frame, v, out);
   if (seq_lt(v.seq, flow.client.next)) {
     // Bytes already judged, then new ones. The judged copy is the one that
     // counts: the origin got it, or (a held head) gets it from the context,
@@ -231,53 +181,9 @@ FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
     counters_.overlaps_trimmed.add();
     static_cast<void>(trim_front(frame, v, flow.client.next - v.seq));
   }
-  if (flow.context < 0 && !lend_context(flow, snap, now, out)) return drop_frame(v);
+  if (flow.context < 0 && !admission_.lend_context(flow, snap, now, out)) return drop_frame(v);
   flow.client.progress = now;  // new bytes taken (a segment dropped for want of a context is not progress)
   return parse_requests(flow, frame, v, snap, now, out);
-}
-
-void FlowEngine::ack_held(TcpFlow& flow, ParseContext& ctx, PacketSink& out) noexcept {
-  // Held bytes are acknowledged to the client in the origin's name, or it
-  // would send them again and again; but the acknowledgement covers every
-  // byte before them too, and those the origin may yet lose: it goes once
-  // the origin has them (from_origin() sends it then).
-  ctx.held_ack_owed = seq_lt(editor_.to_client_ack(flow, flow.origin.ack), flow.client.held_seq);
-  if (!ctx.held_ack_owed) editor_.send_to_client(flow, out, flow.origin.next, flow.client.next, flag::kAck);
-}
-
-FrameResult FlowEngine::client_repeat(TcpFlow& flow, uint8_t* frame, FrameView& v, PacketSink& out) noexcept {
-  if (flow.context < 0) return forward_frame(v);  // the origin has every judged byte before client.next
-  ParseContext& ctx = lender_.context(flow);
-  FrameResult r = forward_frame(v);
-  if (ctx.buffering && seq_lt(flow.client.held_seq, v.seq + v.payload_len)) {
-    // Bytes of a held head again: still held, and acknowledged again. What
-    // comes before them goes on: the origin may have lost it.
-    ack_held(flow, ctx, out);
-    if (!seq_lt(v.seq, flow.client.held_seq)) return drop_frame(v);
-    forward_prefix(frame, v, flow.client.held_seq - v.seq, r);
-  }
-  return judged_repeat(flow, frame, v, r);
-}
-
-FrameResult FlowEngine::judged_repeat(TcpFlow& flow, uint8_t* frame, FrameView& v, FrameResult r) noexcept {
-  if (flow.context < 0) return r;
-  ParseContext& ctx = lender_.context(flow);
-  // The origin may not have taken the first copy (it dropped the segment:
-  // a bad checksum, PAWS, a full window): the judged bytes go again, not
-  // whatever this copy carries.
-  char* payload = reinterpret_cast<char*>(frame + v.payload_offset);
-  switch (ctx.judged.check(v.seq, {payload, v.payload_len})) {
-    case RepeatCheck::kUnchanged:
-      break;
-    case RepeatCheck::kRewritten:
-      counters_.repeats_rewritten.add();
-      set_tcp_checksum(frame, v);
-      break;
-    case RepeatCheck::kUnverifiable:
-      counters_.repeats_dropped.add();
-      return drop_frame(v);
-  }
-  return r;
 }
 
 FrameResult FlowEngine::parse_requests(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
@@ -291,7 +197,7 @@ FrameResult FlowEngine::parse_requests(TcpFlow& flow, uint8_t* frame, FrameView&
     if (flow.bind.state == Binding::kBound) [[likely]] {
       editor_.release_held(flow, ctx, v, out);
     } else {
-      stash_held(flow, ctx, v, now, out);
+      binder_.stash_held(flow, ctx, v, now, out);
     }
   }
 }
@@ -311,7 +217,7 @@ FrameResult FlowEngine::apply(TcpFlow& flow, ParseContext& ctx, uint8_t* frame, 
       lender_.give_back_if_done(flow);
       break;
     case RequestPlan::Stop::kHeld:
-      ack_held(flow, ctx, out);
+      repeats_.ack_held(flow, ctx, out);
       break;
     case RequestPlan::Stop::kAnswerClose:
       sender_.answer_later(flow, ctx, plan);
@@ -333,11 +239,14 @@ FrameResult FlowEngine::apply(TcpFlow& flow, ParseContext& ctx, uint8_t* frame, 
 FrameResult FlowEngine::from_origin(TcpFlow* flow, uint8_t* frame, FrameView& v, uint32_t room, Nanos now,
                                     PacketSink& out) noexcept {
   if (flow == nullptr) return forward_frame(v);
-  if (flow->bind.state != Binding::kBound) [[unlikely]] return unbound_origin(*flow, frame, v, now, out);
+  if (flow->bind.state != Binding::kBound) [[unlikely]] return binder_.origin(*flow, frame, v, now, out);
   if (flow->adoption.active && v.payload_len != 0 && seq_lt(v.seq, flow->origin.isn + 1)) [[unlikely]] {
-    return adopted_too_late(*flow, v, out);
+    // An adopted flow's origin sending bytes from before the adoption: the
+    // client had not acknowledged all it was sent, so its numbers are wrong.
+    counters_.adoption_failed.add();
+    return abort(*flow, v, out);
   }
-  if (flow->context >= 0 && v.has(flag::kAck)) origin_acknowledged(*flow, v.ack, out);
+  if (flow->context >= 0 && v.has(flag::kAck)) repeats_.origin_acknowledged(*flow, v.ack, out);
   const uint32_t framed_before = flow->origin.next;
   if (flow->seqadj.active && room >= v.frame_len + 128) {
     // Where inserted fields would grow the segment: untouched buffer, so
@@ -361,36 +270,14 @@ FrameResult FlowEngine::from_origin(TcpFlow* flow, uint8_t* frame, FrameView& v,
   return r;
 }
 
-void FlowEngine::origin_acknowledged(TcpFlow& flow, uint32_t ack, PacketSink& out) noexcept {
-  ParseContext& ctx = lender_.context(flow);
-  StreamEditor::fold_removals(ctx, ack);
-  const bool owed = ctx.buffering && ctx.held_ack_owed;
-  if (ctx.judged.ranges() == 0 && !owed) return;
-  const uint32_t acked = editor_.to_client_ack(flow, ack);
-  // Judged bytes the origin now has need no record.
-  ctx.judged.acknowledged(acked);
-  if (owed && !seq_lt(acked, flow.client.held_seq)) {
-    ctx.held_ack_owed = false;
-    editor_.send_to_client(flow, out, flow.origin.next, flow.client.next, flag::kAck);
-  }
-}
-
 FrameResult FlowEngine::origin_segment(TcpFlow& flow, uint8_t* frame, FrameView& v, Nanos now,
                                        PacketSink& out) noexcept {
+  if (flow.proxy.active && (v.has(flag::kSyn) || flow.state == FlowState::kSynSent)) {
+    return admission_.proxied_origin(flow, frame, v, now, out);
+  }
   if (v.has(flag::kSyn)) {
-    if (flow.proxy.active) return proxied_synack(flow, frame, v, now, out);
     tracker_.origin_syn(flow, frame, v, now);
     return forward_frame(v);
-  }
-  if (flow.proxy.active && flow.state == FlowState::kSynSent) {
-    // The origin's answer to a SYN the appliance sent: only its SYN-ACK
-    // (above) or a refusal means anything.
-    if (v.has(flag::kRst) && v.has(flag::kAck) && v.ack == flow.client.isn + 1) {
-      counters_.syn_proxy_refused.add();
-      proxy_.reset_client(flow, out);
-      tracker_.reset(flow);
-    }
-    return drop_frame(v);
   }
   tracker_.origin_seen(flow, v, now);
   if (v.has(flag::kRst)) {

@@ -9,6 +9,7 @@
 #include "flow_key.h"
 #include "frame.h"
 #include "packet_sink.h"
+#include "segment_writer.h"
 #include "tcp_flow.h"
 
 namespace sluice::dataplane {
@@ -26,6 +27,15 @@ struct FrameResult {
 }
 [[nodiscard]] inline FrameResult drop_frame(const FrameView& v) noexcept {
   return {FrameAction::kDrop, v.frame_len, nullptr};
+}
+// `r` forwards only the first `keep` bytes of the segment's payload (0:
+// none, so it drops the segment).
+inline void forward_prefix(uint8_t* frame, FrameView& v, uint32_t keep, FrameResult& r) noexcept {
+  if (keep == 0) {
+    r.action = FrameAction::kDrop;
+    return;
+  }
+  if (keep < v.payload_len) r.frame_len = cut_payload(frame, v, keep);
 }
 
 struct ServiceFrame {

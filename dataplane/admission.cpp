@@ -1,18 +1,19 @@
-// Who gets in, and who has to go: a client's SYN (answered by the SYN
-// proxy, or tracked), the flows and parse contexts a client may hold (its
-// share, and room made by evicting the slowest holder), and the deadlines
-// the sweep keeps. The per-segment dispatcher is flow_engine.cpp; these are
-// FlowEngine's members that decide admission, kept apart so that neither
-// file runs long.
-#include "flow_engine.h"
+// Admission's steps: see admission.h.
+#include "admission.h"
 
 namespace sluice::dataplane {
 
 using time::Nanos;
 namespace flag = tcp_flag;
 
-bool FlowEngine::track_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v, Nanos now,
-                           PacketSink& out) noexcept {
+FrameResult Admission::client_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
+                                  const limiter::CompiledPolicy& policy, Nanos now, PacketSink& out) noexcept {
+  if (policy.syn_proxy) return proxy_syn(flow, sf, frame, v, policy.delayed_binding, now, out);
+  return track_syn(flow, sf, frame, v, now, out) ? forward_frame(v) : drop_frame(v);
+}
+
+bool Admission::track_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v, Nanos now,
+                          PacketSink& out) noexcept {
   using Outcome = TcpTracker::SynOutcome;
   Outcome o = tracker_.client_syn(flow, sf, frame, v, now);
   if (o == Outcome::kTableFull && make_room_for_flow(now, out)) o = tracker_.client_syn(nullptr, sf, frame, v, now);
@@ -20,7 +21,7 @@ bool FlowEngine::track_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t*
   return o == Outcome::kTracked;
 }
 
-bool FlowEngine::make_room_for_flow(Nanos now, PacketSink& out) noexcept {
+bool Admission::make_room_for_flow(Nanos now, PacketSink& out) noexcept {
   // The flow slow the longest makes room, if one has been slow long enough;
   // a SYN flood's own half-open flows (without the SYN proxy) are the first.
   const Victim victim = evictor_.for_flow(tracker_, now);
@@ -39,8 +40,8 @@ bool FlowEngine::make_room_for_flow(Nanos now, PacketSink& out) noexcept {
   return true;
 }
 
-FrameResult FlowEngine::proxy_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
-                                  bool delayed_binding, Nanos now, PacketSink& out) noexcept {
+FrameResult Admission::proxy_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
+                                 bool delayed_binding, Nanos now, PacketSink& out) noexcept {
   if (flow != nullptr) {
     // A SYN on a live connection changes nothing (tcp_tracker.h); on one
     // that is over, a new connection on the same ports begins.
@@ -49,7 +50,7 @@ FrameResult FlowEngine::proxy_syn(TcpFlow* flow, const ServiceFrame& sf, const u
       // connection answers a challenge ACK with a RST at the right number.
       if (flow->state != FlowState::kPassThrough) {
         counters_.syn_challenged.add();
-        challenge(*flow, now, out);
+        resets_.challenge(*flow, now, out);
       }
       return drop_frame(v);
     }
@@ -59,8 +60,9 @@ FrameResult FlowEngine::proxy_syn(TcpFlow* flow, const ServiceFrame& sf, const u
   return drop_frame(v);
 }
 
-FrameResult FlowEngine::proxy_ack(const ServiceFrame& sf, uint8_t* frame, FrameView& v, const PolicySnapshot& snap,
-                                  Nanos now, PacketSink& out) noexcept {
+HandshakeAck Admission::handshake_ack(const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
+                                      bool delayed_binding, Nanos now, PacketSink& out) noexcept {
+  using Next = HandshakeAck::Next;
   const std::optional<SynCookieGrant> grant = proxy_.check_ack(sf.key, v, now);
   if (!grant) {
     // Not a handshake this worker answered: a connection it lost track of
@@ -70,9 +72,9 @@ FrameResult FlowEngine::proxy_ack(const ServiceFrame& sf, uint8_t* frame, FrameV
     if (v.payload_len != 0 && proxy_.may_follow_handshake(sf.key, v, now)) {
       counters_.syn_cookie_early_data.add();
     } else if (v.payload_len != 0) {
-      return untracked_client(sf, frame, v, snap, now, out);
+      return {Next::kUntracked};
     }
-    return drop_frame(v);
+    return {Next::kDone};
   }
   using Outcome = TcpTracker::SynOutcome;
   Outcome o = Outcome::kTableFull;
@@ -80,30 +82,30 @@ FrameResult FlowEngine::proxy_ack(const ServiceFrame& sf, uint8_t* frame, FrameV
   if (o == Outcome::kTableFull && make_room_for_flow(now, out)) flow = tracker_.insert(sf, o);
   if (flow == nullptr) {
     if (o == Outcome::kTableFull) counters_.flow_table_full.add();
-    return drop_frame(v);
+    return {Next::kDone};
   }
   flow->last_seen = now;
   counters_.flows_created.add();
-  if (snap.policy.delayed_binding && lender_.take_stash(*flow)) {
+  if (delayed_binding && lender_.take_stash(*flow)) {
     proxy_.accept(*flow, *grant, frame, v, now);
     // Its first bytes may come with it (or be what completes the handshake,
     // its ACK lost): taken as any segment of the flow.
-    if (v.payload_len == 0 && !v.has(flag::kFin)) return drop_frame(v);
-    return from_client(flow, sf, frame, v, snap, now, out);
+    if (v.payload_len == 0 && !v.has(flag::kFin)) return {Next::kDone};
+    return {Next::kSegment, flow};
   }
-  if (snap.policy.delayed_binding) counters_.bind_stash_exhausted.add();
+  if (delayed_binding) counters_.bind_stash_exhausted.add();
   flow->bind.syn_sent_at = now;
   flow->client.progress = now;  // the handshake's: the origin's answer is due from here
   // Any payload with the ACK goes too: the client's window was shut, and
   // it sends the bytes again once the appliance opens it.
   proxy_.open(*flow, *grant, frame, v, out);
-  return drop_frame(v);
+  return {Next::kDone};
 }
 
-FrameResult FlowEngine::proxied_handshake(TcpFlow& flow, const FrameView& v, Nanos now, PacketSink& out) noexcept {
+FrameResult Admission::proxied_client(TcpFlow& flow, const FrameView& v, Nanos now, PacketSink& out) noexcept {
   // The client is connected as far as it knows, with its window shut: its
   // probes (and copies of its ACK) wait for the origin. Each says the
-  // origin's SYN may have been lost: sent again, at most every 200 ms.
+  // origin's SYN may have been lost.
   static constexpr Nanos kResendAfter = 200'000'000;
   if (now - flow.bind.syn_sent_at >= kResendAfter) {
     flow.bind.syn_sent_at = now;
@@ -112,8 +114,18 @@ FrameResult FlowEngine::proxied_handshake(TcpFlow& flow, const FrameView& v, Nan
   return drop_frame(v);
 }
 
-FrameResult FlowEngine::proxied_synack(TcpFlow& flow, const uint8_t* frame, const FrameView& v, Nanos now,
-                                       PacketSink& out) noexcept {
+FrameResult Admission::proxied_origin(TcpFlow& flow, const uint8_t* frame, const FrameView& v, Nanos now,
+                                      PacketSink& out) noexcept {
+  if (!v.has(flag::kSyn)) {
+    // The origin's answer to a SYN the appliance sent: only its SYN-ACK
+    // or a refusal means anything.
+    if (v.has(flag::kRst) && v.has(flag::kAck) && v.ack == flow.client.isn + 1) {
+      counters_.syn_proxy_refused.add();
+      proxy_.reset_client(flow, out);
+      tracker_.reset(flow);
+    }
+    return drop_frame(v);
+  }
   flow.last_seen = now;
   if (!v.has(flag::kAck) || v.ack != flow.client.isn + 1) return drop_frame(v);
   if (flow.state == FlowState::kSynSent) {
@@ -127,7 +139,7 @@ FrameResult FlowEngine::proxied_synack(TcpFlow& flow, const uint8_t* frame, cons
   return drop_frame(v);
 }
 
-bool FlowEngine::lend_context(TcpFlow& flow, const PolicySnapshot& snap, Nanos now, PacketSink& out) noexcept {
+bool Admission::lend_context(TcpFlow& flow, const PolicySnapshot& snap, Nanos now, PacketSink& out) noexcept {
   Lent lent = lender_.borrow(flow, snap);
   if (lent == Lent::kNoneFree) {
     const Victim victim = evictor_.for_context(lender_.contexts(), tracker_, now);
@@ -149,7 +161,7 @@ bool FlowEngine::lend_context(TcpFlow& flow, const PolicySnapshot& snap, Nanos n
   return false;
 }
 
-void FlowEngine::end_slow(TcpFlow& flow, Owes what, PacketSink& out) noexcept {
+void Admission::end_slow(TcpFlow& flow, Owes what, PacketSink& out) noexcept {
   ParseContext& ctx = lender_.context(flow);
   if (what == Owes::kHead && ctx.responses.outstanding() == 0) {
     const RequestPlan plan = requests_.time_out(flow, ctx);
@@ -162,12 +174,7 @@ void FlowEngine::end_slow(TcpFlow& flow, Owes what, PacketSink& out) noexcept {
   }
 }
 
-void FlowEngine::keep_deadlines(TcpFlow& flow, const PolicySnapshot& snap, Nanos now, PacketSink& out) noexcept {
-  if (flow.bind.state == Binding::kBinding) {
-    // (One that failed stays kBinding, closed, until it is forgotten.)
-    if (flow.state != FlowState::kClosed) keep_binding(flow, now, out);
-    return;
-  }
+void Admission::keep_deadlines(TcpFlow& flow, const PolicySnapshot& snap, Nanos now, PacketSink& out) noexcept {
   if (flow.proxy.active && flow.state == FlowState::kSynSent) {
     // The origin has not answered the SYN sent (and sent again) in the
     // client's name: the client, connected as far as it knows, would probe
@@ -207,6 +214,11 @@ void FlowEngine::keep_deadlines(TcpFlow& flow, const PolicySnapshot& snap, Nanos
       sender_.abort(flow, out);
       return;
   }
+}
+
+void Admission::expiring(TcpFlow& flow, PacketSink& out) noexcept {
+  if (flow.context < 0 || flow.state != FlowState::kEstablished || flow.bind.state != Binding::kBound) return;
+  if (owes(flow, &lender_.context(flow)) == Owes::kBody) sender_.abort(flow, out);
 }
 
 }  // namespace sluice::dataplane

@@ -1,10 +1,5 @@
-// Delayed binding (syn_proxy.h): a flow the SYN proxy accepted is parsed
-// like any other, but until its origin has a connection what it would
-// forward waits in the flow's stash; the first of it sends the SYN, the
-// origin's SYN-ACK renumbers the flow and releases the stash. FlowEngine's
-// members for that, kept apart from the per-segment dispatcher
-// (flow_engine.cpp), which calls them only for flows not yet bound.
-#include "flow_engine.h"
+// Delayed binding and an adopted flow's binding: see binder.h.
+#include "binder.h"
 
 namespace sluice::dataplane {
 
@@ -20,8 +15,8 @@ constexpr Nanos kResendOnSweep = time::kNanosPerSecond;
 
 }  // namespace
 
-FrameResult FlowEngine::unbound_client(TcpFlow& flow, uint8_t* frame, FrameView& v, FrameResult r, Nanos now,
-                                       PacketSink& out) noexcept {
+FrameResult Binder::client(TcpFlow& flow, uint8_t* frame, FrameView& v, FrameResult r, Nanos now,
+                           PacketSink& out) noexcept {
   const bool forward = r.action == FrameAction::kForward;
   r.action = FrameAction::kDrop;  // (an answer due, in answer_after, still goes)
   if (!forward) return r;
@@ -33,7 +28,7 @@ FrameResult FlowEngine::unbound_client(TcpFlow& flow, uint8_t* frame, FrameView&
       (void)lender_.stash_fin(flow, v.seq + v.payload_len);
     }
     if (flow.bind.state == Binding::kUnbound) {
-      start_binding(flow, now, out);
+      start(flow, now, out);
       return r;
     }
   } else if (v.has(flag::kFin) && flow.bind.state == Binding::kBinding) {
@@ -48,44 +43,44 @@ FrameResult FlowEngine::unbound_client(TcpFlow& flow, uint8_t* frame, FrameView&
   // Waiting on the origin.
   if (flow.bind.state == Binding::kBinding && now - flow.bind.syn_sent_at >= kResendOnClient) {
     flow.bind.syn_sent_at = now;
-    bind_again(flow, out);
+    again(flow, out);
   }
   return r;
 }
 
-void FlowEngine::stash_held(TcpFlow& flow, const ParseContext& ctx, const FrameView& v, Nanos now,
-                            PacketSink& out) noexcept {
+void Binder::stash_held(TcpFlow& flow, const ParseContext& ctx, const FrameView& v, Nanos now,
+                        PacketSink& out) noexcept {
   if (!seq_lt(flow.client.held_seq, v.seq)) return;
   // No removal lies inside a held head: its numbers move as one. The stash
   // has room for it (bind_stash.h), and must: it was acknowledged.
   const uint32_t count = v.seq - flow.client.held_seq;
   (void)lender_.stash(flow, editor_.to_origin_seq(flow, flow.client.held_seq),
                       {reinterpret_cast<const uint8_t*>(ctx.head.get()), count});
-  if (flow.bind.state == Binding::kUnbound) start_binding(flow, now, out);
+  if (flow.bind.state == Binding::kUnbound) start(flow, now, out);
 }
 
-FrameResult FlowEngine::unbound_origin(TcpFlow& flow, const uint8_t* frame, const FrameView& v, Nanos now,
-                                       PacketSink& out) noexcept {
+FrameResult Binder::origin(TcpFlow& flow, const uint8_t* frame, const FrameView& v, Nanos now,
+                           PacketSink& out) noexcept {
   // Unbound, the origin has no connection: nothing can come from it.
   if (flow.bind.state == Binding::kUnbound) return drop_frame(v);
-  if (flow.adoption.active) return adopted_origin(flow, frame, v, now, out);
+  if (flow.adoption.active) return adoption_answered(flow, frame, v, now, out);
   if (!v.has(flag::kAck) || v.ack != flow.client.isn + 1) return drop_frame(v);
   flow.last_seen = now;
   if (v.has(flag::kSyn)) {
-    bind_answered(flow, frame, v, out);
+    answered(flow, frame, v, out);
   } else if (v.has(flag::kRst)) {
     counters_.syn_proxy_refused.add();
-    binding_failed(flow, out);
+    failed(flow, out);
   }
   return drop_frame(v);
 }
 
-void FlowEngine::bind_answered(TcpFlow& flow, const uint8_t* frame, const FrameView& v, PacketSink& out) noexcept {
+void Binder::answered(TcpFlow& flow, const uint8_t* frame, const FrameView& v, PacketSink& out) noexcept {
   uint32_t delta = 0;
   if (!proxy_.bound(flow, frame, v, delta)) {
     // The origin cannot do what the client was promised: both ends reset
     // (the origin's half-open connection at the number it expects).
-    binding_failed(flow, out);
+    failed(flow, out);
     proxy_.reset_origin(flow, v, out);
     return;
   }
@@ -97,7 +92,7 @@ void FlowEngine::bind_answered(TcpFlow& flow, const uint8_t* frame, const FrameV
   send_stash(flow, lender_.stash_start(flow), flow.origin.isn + 1, SynProxy::window_to_origin(flow), out);
 }
 
-void FlowEngine::send_stash(TcpFlow& flow, uint32_t seq, uint32_t ack, uint16_t window, PacketSink& out) noexcept {
+void Binder::send_stash(TcpFlow& flow, uint32_t seq, uint32_t ack, uint16_t window, PacketSink& out) noexcept {
   const std::span<const uint8_t> stashed = lender_.stashed(flow);
   if (!stashed.empty()) {
     SegmentSpec s = SegmentEmitter::from(flow, Side::kClient);
@@ -113,7 +108,7 @@ void FlowEngine::send_stash(TcpFlow& flow, uint32_t seq, uint32_t ack, uint16_t 
   lender_.release_stash(flow);
 }
 
-void FlowEngine::start_binding(TcpFlow& flow, Nanos now, PacketSink& out) noexcept {
+void Binder::start(TcpFlow& flow, Nanos now, PacketSink& out) noexcept {
   if (flow.adoption.active) {
     adopter_.bind(flow, now, out);
   } else {
@@ -121,7 +116,7 @@ void FlowEngine::start_binding(TcpFlow& flow, Nanos now, PacketSink& out) noexce
   }
 }
 
-void FlowEngine::bind_again(const TcpFlow& flow, PacketSink& out) noexcept {
+void Binder::again(const TcpFlow& flow, PacketSink& out) noexcept {
   if (flow.adoption.active) {
     adopter_.probe(flow, out);
   } else {
@@ -129,23 +124,57 @@ void FlowEngine::bind_again(const TcpFlow& flow, PacketSink& out) noexcept {
   }
 }
 
-void FlowEngine::binding_failed(TcpFlow& flow, PacketSink& out) noexcept {
+void Binder::failed(TcpFlow& flow, PacketSink& out) noexcept {
   editor_.send_to_client(flow, out, flow.origin.next, flow.client.next, flag::kRst | flag::kAck);
   tracker_.reset(flow);
 }
 
-void FlowEngine::keep_binding(TcpFlow& flow, Nanos now, PacketSink& out) noexcept {
+void Binder::keep(TcpFlow& flow, Nanos now, PacketSink& out) noexcept {
+  // One that failed stays binding, closed, until it is forgotten.
+  if (flow.state == FlowState::kClosed) return;
   if (now - flow.bind.since > SynProxy::kOriginAnswerDeadline) {
     if (flow.adoption.active) {
       counters_.adoption_failed.add();
     } else {
       counters_.syn_proxy_refused.add();
     }
-    binding_failed(flow, out);
+    failed(flow, out);
   } else if (now - flow.bind.syn_sent_at >= kResendOnSweep) {
     flow.bind.syn_sent_at = now;
-    bind_again(flow, out);
+    again(flow, out);
   }
+}
+
+FrameResult Binder::adoption_answered(TcpFlow& flow, const uint8_t* frame, const FrameView& v, Nanos now,
+                                      PacketSink& out) noexcept {
+  if (flow.state == FlowState::kClosed) return drop_frame(v);
+  flow.last_seen = now;
+  if (v.has(flag::kRst)) {
+    // The origin has no such connection (a forged segment, or it is gone).
+    counters_.adoption_failed.add();
+    failed(flow, out);
+    return drop_frame(v);
+  }
+  if (v.has(flag::kSyn) || !v.has(flag::kAck)) return drop_frame(v);
+  if (v.payload_len != 0 || v.has(flag::kFin)) {
+    // Mid-response, or closing: the client's acknowledgement did not cover
+    // all the origin sent, so the client's view of its stream is not the
+    // origin's. Its acknowledgement field is the next byte it expects:
+    // where a RST is accepted.
+    counters_.adoption_failed.add();
+    failed(flow, out);
+    proxy_.reset_origin(flow, v, out);
+    return drop_frame(v);
+  }
+  const FlowAdopter::Moved moved = adopter_.answered(flow, frame, v);
+  counters_.adoption_proved.add();
+  if (flow.context >= 0) {
+    ParseContext& ctx = lender_.context(flow);
+    ctx.to_client.renumber_sender(moved.origin_stream);
+    ctx.to_origin.renumber_receiver(moved.client_stream);
+  }
+  send_stash(flow, lender_.stash_start(flow) + moved.client_stream, flow.origin.next, flow.adoption.window, out);
+  return drop_frame(v);
 }
 
 }  // namespace sluice::dataplane
