@@ -60,9 +60,25 @@ FrameResult Admission::proxy_syn(TcpFlow* flow, const ServiceFrame& sf, const ui
   return drop_frame(v);
 }
 
-HandshakeAck Admission::handshake_ack(const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
-                                      bool delayed_binding, Nanos now, PacketSink& out) noexcept {
-  using Next = HandshakeAck::Next;
+Admission::Unknown Admission::unknown_client(const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
+                                             const limiter::CompiledPolicy& policy, Nanos now,
+                                             PacketSink& out) noexcept {
+  if (policy.syn_proxy && v.has(flag::kAck) && !v.has(flag::kRst)) {
+    TcpFlow* flow = nullptr;
+    switch (handshake_ack(sf, frame, v, policy.delayed_binding, flow, now, out)) {
+      case Handshake::kDone: return {nullptr, drop_frame(v)};
+      case Handshake::kSegment: return {flow, forward_frame(v)};
+      case Handshake::kUntracked: break;
+    }
+  } else if (v.payload_len == 0) {
+    return {nullptr, forward_frame(v)};
+  }
+  return {nullptr, adoption_.untracked_client(sf, frame, v, policy.adoption, now, out)};
+}
+
+Admission::Handshake Admission::handshake_ack(const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
+                                              bool delayed_binding, TcpFlow*& flow, Nanos now,
+                                              PacketSink& out) noexcept {
   const std::optional<SynCookieGrant> grant = proxy_.check_ack(sf.key, v, now);
   if (!grant) {
     // Not a handshake this worker answered: a connection it lost track of
@@ -72,17 +88,17 @@ HandshakeAck Admission::handshake_ack(const ServiceFrame& sf, const uint8_t* fra
     if (v.payload_len != 0 && proxy_.may_follow_handshake(sf.key, v, now)) {
       counters_.syn_cookie_early_data.add();
     } else if (v.payload_len != 0) {
-      return {Next::kUntracked};
+      return Handshake::kUntracked;
     }
-    return {Next::kDone};
+    return Handshake::kDone;
   }
   using Outcome = TcpTracker::SynOutcome;
   Outcome o = Outcome::kTableFull;
-  TcpFlow* flow = tracker_.insert(sf, o);
+  flow = tracker_.insert(sf, o);
   if (o == Outcome::kTableFull && make_room_for_flow(now, out)) flow = tracker_.insert(sf, o);
   if (flow == nullptr) {
     if (o == Outcome::kTableFull) counters_.flow_table_full.add();
-    return {Next::kDone};
+    return Handshake::kDone;
   }
   flow->last_seen = now;
   counters_.flows_created.add();
@@ -90,8 +106,8 @@ HandshakeAck Admission::handshake_ack(const ServiceFrame& sf, const uint8_t* fra
     proxy_.accept(*flow, *grant, frame, v, now);
     // Its first bytes may come with it (or be what completes the handshake,
     // its ACK lost): taken as any segment of the flow.
-    if (v.payload_len == 0 && !v.has(flag::kFin)) return {Next::kDone};
-    return {Next::kSegment, flow};
+    if (v.payload_len == 0 && !v.has(flag::kFin)) return Handshake::kDone;
+    return Handshake::kSegment;
   }
   if (delayed_binding) counters_.bind_stash_exhausted.add();
   flow->bind.syn_sent_at = now;
@@ -99,7 +115,7 @@ HandshakeAck Admission::handshake_ack(const ServiceFrame& sf, const uint8_t* fra
   // Any payload with the ACK goes too: the client's window was shut, and
   // it sends the bytes again once the appliance opens it.
   proxy_.open(*flow, *grant, frame, v, out);
-  return {Next::kDone};
+  return Handshake::kDone;
 }
 
 FrameResult Admission::proxied_client(TcpFlow& flow, const FrameView& v, Nanos now, PacketSink& out) noexcept {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "adoption.h"
 #include "answer_sender.h"
 #include "client_resets.h"
 #include "context_lender.h"
@@ -25,27 +26,16 @@
 
 namespace sluice::dataplane {
 
-// What became of a client's ACK on a flow the worker does not track, with
-// the SYN proxy on.
-struct HandshakeAck {
-  enum class Next : uint8_t {
-    kDone,       // dropped (a forgery, early data, or the handshake sent on to the origin)
-    kUntracked,  // payload of no handshake this worker answered: the adoption room's
-    kSegment,    // a flow accepted for delayed binding: `flow` takes the segment as any of its own
-  };
-  Next next = Next::kDone;
-  TcpFlow* flow = nullptr;
-};
-
 class Admission {
  public:
   Admission(TcpTracker& tracker, ContextLender& lender, AnswerSender& sender, RequestPath& requests,
-            ClientResets& resets, SynProxy& proxy, WorkerCounters& counters) noexcept
+            ClientResets& resets, Adoption& adoption, SynProxy& proxy, WorkerCounters& counters) noexcept
       : tracker_(tracker),
         lender_(lender),
         sender_(sender),
         requests_(requests),
         resets_(resets),
+        adoption_(adoption),
         proxy_(proxy),
         counters_(counters) {}
 
@@ -54,10 +44,19 @@ class Admission {
   // tracked, with room made in a full table.
   [[nodiscard]] FrameResult client_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
                                        const limiter::CompiledPolicy& policy, time::Nanos now, PacketSink& out) noexcept;
-  // A client's ACK on an untracked flow, checked for a cookie: a flow and
-  // the origin's SYN if it carries one.
-  [[nodiscard]] HandshakeAck handshake_ack(const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
-                                           bool delayed_binding, time::Nanos now, PacketSink& out) noexcept;
+  // A client segment (not an opening SYN) of no flow the worker tracks:
+  // with the SYN proxy, an ACK is checked for a cookie (a flow, and the
+  // origin's SYN or, with delayed binding, the flow's first bytes); payload
+  // of no handshake this worker answered is the adoption room's; an empty
+  // segment goes on untracked. `flow`: a flow to take the segment as any of
+  // its own; else `r` says what becomes of it.
+  struct Unknown {
+    TcpFlow* flow = nullptr;
+    FrameResult r;
+  };
+  [[nodiscard]] Unknown unknown_client(const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
+                                       const limiter::CompiledPolicy& policy, time::Nanos now,
+                                       PacketSink& out) noexcept;
   // A proxied flow's client segment while its origin has not answered: the
   // origin's SYN sent again, at most every 200 ms.
   [[nodiscard]] FrameResult proxied_client(TcpFlow& flow, const FrameView& v, time::Nanos now,
@@ -82,6 +81,14 @@ class Admission {
   void expiring(TcpFlow& flow, PacketSink& out) noexcept;
 
  private:
+  enum class Handshake : uint8_t {
+    kDone,       // dropped (a forgery, early data, or the handshake sent on to the origin)
+    kUntracked,  // payload of no handshake this worker answered
+    kSegment,    // a flow accepted for delayed binding, which takes the segment
+  };
+  [[nodiscard]] Handshake handshake_ack(const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
+                                        bool delayed_binding, TcpFlow*& flow, time::Nanos now,
+                                        PacketSink& out) noexcept;
   [[nodiscard]] bool track_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
                                time::Nanos now, PacketSink& out) noexcept;
   [[nodiscard]] FrameResult proxy_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame,
@@ -99,6 +106,7 @@ class Admission {
   AnswerSender& sender_;
   RequestPath& requests_;
   ClientResets& resets_;
+  Adoption& adoption_;
   SynProxy& proxy_;
   WorkerCounters& counters_;
   Evictor evictor_;

@@ -2,6 +2,8 @@
 // client_repeats.h.
 #include "client_repeats.h"
 
+#include <algorithm>
+
 #include "checksum.h"
 
 namespace sluice::dataplane {
@@ -25,6 +27,16 @@ FrameResult ClientRepeats::repeat(TcpFlow& flow, uint8_t* frame, FrameView& v, P
     forward_prefix(frame, v, flow.client.held_seq - v.seq, r);
   }
   return judged(flow, frame, v, r);
+}
+
+FrameResult ClientRepeats::while_refusing(TcpFlow& flow, uint8_t* frame, FrameView& v) noexcept {
+  if (v.payload_len != 0 && seq_lt(v.seq, flow.answer.reset_seq)) {
+    FrameResult r = forward_frame(v);
+    forward_prefix(frame, v, std::min(v.payload_len, flow.answer.reset_seq - v.seq), r);
+    return judged(flow, frame, v, r);
+  }
+  if (v.payload_len != 0 || v.has(flag::kFin)) return drop_frame(v);
+  return forward_frame(v);
 }
 
 FrameResult ClientRepeats::judged(TcpFlow& flow, uint8_t* frame, FrameView& v, FrameResult r) noexcept {

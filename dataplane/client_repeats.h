@@ -27,6 +27,11 @@ class ClientRepeats {
 
   // Client bytes parsed before, again: forwarded as they were judged.
   [[nodiscard]] FrameResult repeat(TcpFlow& flow, uint8_t* frame, FrameView& v, PacketSink& out) noexcept;
+  // A client segment while the flow's answer waits for earlier responses:
+  // its acknowledgements of those go through, nothing it sends after the
+  // refused request does; what came before it, sent again, goes on again
+  // as judged (the origin may have lost it).
+  [[nodiscard]] FrameResult while_refusing(TcpFlow& flow, uint8_t* frame, FrameView& v) noexcept;
   // A repeat about to go on as `r` says, written back to the judged bytes.
   [[nodiscard]] FrameResult judged(TcpFlow& flow, uint8_t* frame, FrameView& v, FrameResult r) noexcept;
   // A head just held: acknowledged to the client now if the origin has

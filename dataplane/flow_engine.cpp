@@ -3,8 +3,6 @@
 // flow_engine.h for the rooms and dataplane/README.md for a request's walk.
 #include "flow_engine.h"
 
-#include <algorithm>
-
 #include "segment_writer.h"
 
 namespace sluice::dataplane {
@@ -21,10 +19,6 @@ Arrival counted_arrival(uint32_t next, const FrameView& v, WorkerCounters& count
   if (a == Arrival::kRepeat) counters.retransmits.add();
   if (a == Arrival::kAhead) counters.out_of_order.add();
   return a;
-}
-
-std::span<const char> payload_of(const uint8_t* frame, const FrameView& v) noexcept {
-  return {reinterpret_cast<const char*>(frame + v.payload_offset), v.payload_len};
 }
 
 }  // namespace
@@ -45,9 +39,9 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
       responses_(limiter, counters),
       resets_(tracker_, editor_, counters),
       repeats_(lender_, editor_, counters),
-      admission_(tracker_, lender_, sender_, requests_, resets_, proxy_, counters),
-      binder_(lender_, editor_, sender_, tracker_, emitter_, proxy_, adopter_, counters),
-      adoption_(tracker_, lender_, sender_, adopter_, counters) {
+      adoption_(tracker_, lender_, sender_, adopter_, counters),
+      admission_(tracker_, lender_, sender_, requests_, resets_, adoption_, proxy_, counters),
+      binder_(lender_, editor_, sender_, tracker_, emitter_, proxy_, adopter_, counters) {
   set_insert_fields(config.insert_fields);
   requests_.set_spend_log(config.spends);
   responses_.set_spend_log(config.spends);
@@ -84,20 +78,9 @@ FrameResult FlowEngine::from_client(TcpFlow* flow, const ServiceFrame& sf, uint8
     return admission_.client_syn(flow, sf, frame, v, snap.policy, now, out);
   }
   if (flow == nullptr) {
-    // Client payload on a flow the worker does not track (the appliance
-    // restarted, or the flow expired) is the adoption room's; with the SYN
-    // proxy an ACK may first complete a handshake it answered.
-    if (snap.policy.syn_proxy && v.has(flag::kAck) && !v.has(flag::kRst)) {
-      const HandshakeAck h = admission_.handshake_ack(sf, frame, v, snap.policy.delayed_binding, now, out);
-      if (h.next == HandshakeAck::Next::kDone) return drop_frame(v);
-      if (h.next == HandshakeAck::Next::kUntracked) {
-        return adoption_.untracked_client(sf, frame, v, snap.policy.adoption, now, out);
-      }
-      flow = h.flow;
-    } else {
-      if (v.payload_len == 0) return forward_frame(v);
-      return adoption_.untracked_client(sf, frame, v, snap.policy.adoption, now, out);
-    }
+    const Admission::Unknown u = admission_.unknown_client(sf, frame, v, snap.policy, now, out);
+    if (u.flow == nullptr) return u.r;
+    flow = u.flow;  // a handshake just completed, with bytes: taken as any segment of the flow
   } else if (v.has(flag::kRst)) {
     // Judged before anything of it is believed: a forged RST must not even
     // move the flow's timestamps.
@@ -133,17 +116,7 @@ FrameResult FlowEngine::client_segment(TcpFlow& flow, uint8_t* frame, FrameView&
     case FlowState::kEstablished:
       return client_data(flow, frame, v, snap, now, out);
     case FlowState::kRefusing:
-      // The answer waits for earlier responses: the client's acknowledgements
-      // of those go through, nothing it sends after the refused request does.
-      // What came before it, sent again, goes on again: the origin may have
-      // lost it.
-      if (v.payload_len != 0 && seq_lt(v.seq, flow.answer.reset_seq)) {
-        FrameResult r = forward_frame(v);
-        forward_prefix(frame, v, std::min(v.payload_len, flow.answer.reset_seq - v.seq), r);
-        return repeats_.judged(flow, frame, v, r);
-      }
-      if (v.payload_len != 0 || v.has(flag::kFin)) return drop_frame(v);
-      return forward_frame(v);
+      return repeats_.while_refusing(flow, frame, v);
     case FlowState::kAnswered:
       sender_.after_answer(flow, v, out);
       return drop_frame(v);
@@ -192,7 +165,7 @@ FrameResult FlowEngine::parse_requests(TcpFlow& flow, uint8_t* frame, FrameView&
   RequestCursor cur = RequestPath::cursor(flow, ctx, v.seq);
   const bool scarce = lender_.contexts_scarce();
   for (;;) {
-    const RequestPlan plan = requests_.parse(flow, ctx, snap, payload_of(frame, v), cur, scarce, now);
+    const RequestPlan plan = requests_.parse(flow, ctx, snap, payload_chars(frame, v), cur, scarce, now);
     if (plan.stop != RequestPlan::Stop::kReleaseHeld) return apply(flow, ctx, frame, v, plan, out);
     if (flow.bind.state == Binding::kBound) [[likely]] {
       editor_.release_held(flow, ctx, v, out);
@@ -325,7 +298,7 @@ FrameResult FlowEngine::origin_data(TcpFlow& flow, uint8_t* frame, FrameView& v,
     flow.origin.progress = now;
   }
   ParseContext& ctx = lender_.context(flow);
-  const ResponsePlan plan = responses_.frame(flow, ctx, v.seq, payload_of(frame, v), fin, now);
+  const ResponsePlan plan = responses_.frame(flow, ctx, v.seq, payload_chars(frame, v), fin, now);
   if (plan.stop == ResponsePlan::Stop::kError) {
     // A response the appliance cannot frame (too long a head, too many
     // fields, obs-fold: an origin that reflects input can be made to send

@@ -1,24 +1,11 @@
 // The TCP-aware part of a worker, without DPDK: given a frame of a
 // service-port flow this worker owns, it says what to do with it (forward
 // it, perhaps cut short or edited, or drop it) and sends the segments the
-// appliance writes itself. A dispatcher over the engine's rooms
-// (dataplane/README.md has their diagram and a request's walk through them):
-//
-//   tcp_tracker     handshake, FIN/RST, timeouts, the flow table
-//   admission       SYNs (the SYN proxy or tracked), contexts lent, deadlines
-//   binder          delayed binding: stashed bytes until the origin answers
-//   adoption        untracked client payload: adopted or reset
-//   client_resets   a client's RST judged (RFC 5961), challenge ACKs
-//   client_repeats  repeated client bytes, held heads' acknowledgements
-//   request_path    client bytes parsed and decided: a plan for the segment
-//   response_path   origin bytes framed: where fields and kept answers go
-//   stream_editor   both byte streams edited, every number mapped (seqadj)
-//   answer_sender   answers, resets, aborts
-//   context_lender  the parse contexts, edit holds and bind stashes flows borrow
-//
-// The engine owns the tools (the pools, the tracker, the editor, the
-// sender) and hands each room the narrow set it needs; only the
-// dispatcher sees them all.
+// appliance writes itself. A dispatcher: the engine owns the tools (the
+// pools, the tracker, the stream editor, the answer sender) and hands each
+// room (admission, binder, adoption, client_resets, client_repeats,
+// request_path, response_path) only those it uses. dataplane/README.md has
+// the rooms' diagram and a request's walk through them.
 //
 // Choices a reader should know:
 // - A segment ahead of the parsed stream is dropped, not queued: the sender
@@ -145,9 +132,9 @@ class FlowEngine {
   // The rooms.
   ClientResets resets_;
   ClientRepeats repeats_;
+  Adoption adoption_;
   Admission admission_;
   Binder binder_;
-  Adoption adoption_;
 };
 
 }  // namespace sluice::dataplane

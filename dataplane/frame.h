@@ -126,6 +126,11 @@ struct FrameView {
   [[nodiscard]] bool has(uint8_t f) const noexcept { return (flags & f) != 0; }
 };
 
+// The TCP payload of the frame `v` describes, as the parsers read it.
+[[nodiscard]] inline std::span<const char> payload_chars(const uint8_t* frame, const FrameView& v) noexcept {
+  return {reinterpret_cast<const char*>(frame + v.payload_offset), v.payload_len};
+}
+
 // Reads the headers of `frame`. Never reads past it; a frame whose headers do
 // not fit or do not agree is kMalformed.
 [[nodiscard]] FrameView parse_frame(std::span<const uint8_t> frame) noexcept;
