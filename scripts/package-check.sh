@@ -17,7 +17,11 @@
 #      keeps system groups).
 # Refuses to run where a sluice package is installed already (it would
 # remove it). Needs root. Everything it set up is torn down, also on failure.
-#   scripts/package-check.sh [WORK_DIR]    (default: a temporary directory)
+#   scripts/package-check.sh [WORK_DIR]        all of it (default: a temporary directory)
+#   scripts/package-check.sh build WORK_DIR    1 and 2 only: the .deb and lintian's log left in WORK_DIR
+#   scripts/package-check.sh check WORK_DIR    3 and 4, on the .deb `build` left there
+# The test command runs `build` in the background while the namespace
+# suites run, then `check`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO="$PWD"
@@ -34,6 +38,13 @@ if dpkg-query -W -f='${Status}' sluice 2>/dev/null | grep -q 'installed'; then
   exit 2
 fi
 
+phase=all
+case "${1:-}" in
+  build|check)
+    phase="$1"
+    [ -n "${2:-}" ] || { echo "package-check: $1 needs a WORK_DIR" >&2; exit 2; }
+    shift ;;
+esac
 keep_work="${1:+1}"   # a directory given is kept (its logs); a temporary one is removed
 work="${1:-$(mktemp -d /tmp/sluice-package.XXXXXX)}"
 installed=0
@@ -50,6 +61,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # ---------------------------------------------------------------- build
+if [ "$phase" != check ]; then
 echo "== building the package in $work"
 mkdir -p "$work/src"
 git ls-files -z --cached --others --exclude-standard |
@@ -70,6 +82,15 @@ if lintian --fail-on error --tag-display-limit 0 "$deb" >"$work/lintian.log" 2>&
 else
   sed 's/^/  | /' "$work/lintian.log"
   fail "lintian reports errors"
+fi
+if [ "$phase" = build ]; then
+  [ "$failures" -eq 0 ] || { echo "package-check: $failures failed"; exit 1; }
+  exit 0
+fi
+else
+  deb="$(ls "$work"/sluice_*_amd64.deb 2>/dev/null | head -n 1)"
+  [ -n "$deb" ] || die "no .deb in $work (scripts/package-check.sh build $work first)"
+  echo "== checking $(basename "$deb"), built in $work"
 fi
 
 # ---------------------------------------------------------------- install
