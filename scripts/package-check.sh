@@ -20,8 +20,8 @@
 #   scripts/package-check.sh [WORK_DIR]        all of it (default: a temporary directory)
 #   scripts/package-check.sh build WORK_DIR    1 and 2 only: the .deb and lintian's log left in WORK_DIR
 #   scripts/package-check.sh check WORK_DIR    3 and 4, on the .deb `build` left there
-# The test command runs `build` in the background while the namespace
-# suites run, then `check`.
+# The test command runs `build` in the background while the fuzzers run,
+# then `check`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO="$PWD"

@@ -17,15 +17,15 @@
 #      boxes sharing budgets through a Redis Cluster of 3 primaries and 3
 #      replicas (runs and credentials replicated, failover, Redis down,
 #      Redis back), under a minute;
-#   8. the Debian package (scripts/package-check.sh): built, lintian-clean,
-#      installed, used from the installed files (check-config, the unit
-#      verified, man pages rendered, a short run in namespaces) and purged,
-#      nothing left behind;
-#   9. the libFuzzer targets, each for a bounded time: the head parser with
+#   8. the libFuzzer targets, each for a bounded time: the head parser with
 #      its differential checks (SLUICE_FUZZ_SECONDS, default 60), then the
 #      flow engine segment by segment (SLUICE_FLOW_FUZZ_SECONDS, default 60),
 #      then sluice-replay's inputs: captures and access logs
-#      (SLUICE_REPLAY_FUZZ_SECONDS, default 60).
+#      (SLUICE_REPLAY_FUZZ_SECONDS, default 60);
+#   9. the Debian package (scripts/package-check.sh), built in the background
+#      while the fuzzers run: lintian-clean, installed, used from the
+#      installed files (check-config, the unit verified, man pages rendered,
+#      a short run in namespaces) and purged, nothing left behind.
 # Stops at the first failure, with a non-zero exit status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -90,23 +90,6 @@ scripts/build.sh build-tsan --target tests/lib_tests "${sanitizer_build[@]}" -Dp
 step "unit tests under ThreadSanitizer (build-tsan/)"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/lib_tests --gtest_brief=1
 
-# The Debian package is built (and lintian run) in the background from
-# here, while the command-line, systemd and namespace suites run: those
-# leave a core mostly idle, and at nice 19 the build yields to them. Its
-# own duration is printed at the package step, which waits for it.
-package_work="$(mktemp -d /tmp/sluice-package.XXXXXX)"
-package_started=$SECONDS
-setsid nice -n 19 scripts/package-check.sh build "$package_work" >"$package_work/background.log" 2>&1 &
-package_pid=$!
-stop_package_build() {
-  if [ -n "${package_pid:-}" ] && kill -0 "$package_pid" 2>/dev/null; then
-    kill -TERM -- "-$package_pid" 2>/dev/null
-    wait "$package_pid" 2>/dev/null
-  fi
-  rm -rf "$package_work"
-}
-trap 'rc=$?; stop_package_build; (exit $rc); step_table' EXIT
-
 step "sluiced's command line and start-up failures (tests/integration/cli.sh)"
 tests/integration/cli.sh build
 
@@ -121,16 +104,6 @@ tests/integration/run.sh build
 
 step "cluster budgets across two boxes on a Redis Cluster (tests/integration/cluster.sh)"
 tests/integration/cluster.sh build
-
-step "the Debian package: build, lintian, install, use, purge (scripts/package-check.sh)"
-package_ok=0
-waited_from=$SECONDS
-wait "$package_pid" && package_ok=1
-package_pid=
-cat "$package_work/background.log"
-echo "(built in the background, started $((waited_from - package_started)) s before this step; waited $((SECONDS - waited_from)) s for it here)"
-[ "$package_ok" = 1 ] || { echo "the package build failed (log above)"; exit 1; }
-scripts/package-check.sh check "$package_work"
 
 # Runs one libFuzzer target of build-fuzz/ for a bounded time from its own
 # corpus directory; on failure prints the log's tail and keeps the inputs
@@ -164,6 +137,21 @@ CXX=clang++ scripts/build.sh build-fuzz \
   "${sanitizer_build[@]}" -Dfuzz=true -Dtests=false -Dperf=false \
   -Db_sanitize=address,undefined -Dcpp_args="-gline-tables-only -fno-sanitize-recover=all" -Db_lundef=false
 work="$(mktemp -d)"
+
+# The Debian package is built (and lintian run) in the background while the
+# fuzzers run: each holds one core, and at nice 19 the build takes the
+# other without slowing them. The package step waits for it.
+package_work="$(mktemp -d /tmp/sluice-package.XXXXXX)"
+package_started=$SECONDS
+setsid nice -n 19 scripts/package-check.sh build "$package_work" >"$package_work/background.log" 2>&1 &
+package_pid=$!
+stop_package_build() {
+  if [ -n "${package_pid:-}" ] && kill -0 "$package_pid" 2>/dev/null; then
+    kill -TERM -- "-$package_pid" 2>/dev/null || true
+    wait "$package_pid" 2>/dev/null || true
+  fi
+  rm -rf "$package_work"
+}
 trap 'rc=$?; rm -rf "$work"; stop_package_build; (exit $rc); step_table' EXIT
 step "fuzzing the head parser for ${fuzz_seconds}s (build-fuzz/)"
 run_fuzzer head_parser_fuzz "$fuzz_seconds" 'tests/data/heads/*.http' -dict=tests/fuzz/http.dict -max_len=8192
@@ -180,3 +168,12 @@ step "fuzzing sluice-replay's inputs (captures, access logs) for ${replay_fuzz_s
 run_fuzzer replay_input_fuzz "$replay_fuzz_seconds" 'tests/data/replay/*.seed' \
   -dict=tests/data/replay/replay_input.dict -max_len=16384
 
+step "the Debian package: build, lintian, install, use, purge (scripts/package-check.sh)"
+package_ok=0
+waited_from=$SECONDS
+wait "$package_pid" && package_ok=1
+package_pid=
+cat "$package_work/background.log"
+echo "(built in the background, started $((waited_from - package_started)) s before this step; waited $((SECONDS - waited_from)) s for it here)"
+[ "$package_ok" = 1 ] || { echo "the package build failed (log above)"; exit 1; }
+scripts/package-check.sh check "$package_work"
