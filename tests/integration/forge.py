@@ -5,7 +5,7 @@ in count and time and stops by itself; spoofed sources must lie inside
 198.18.0.0/15.
 
   forge.py adopt --iface c0 --dst-mac MAC --dst IP (--src ADDR | --src-net NET) --count N [--seconds S]
-      N segments of connections nobody opened: ACK+PSH, random ports and
+      N segments of connections nobody opened: ACK+PSH, distinct random ports and
       numbers, each payload a whole request head (GET --path, {i} its
       number). Prints {"sent": N, "seconds": S}.
 
@@ -71,13 +71,26 @@ def adopt(args):
     dst = socket.inet_aton(args.dst)
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
     s.bind((args.iface, 0))
+    # Each segment gets a 4-tuple of its own: two forgeries that drew the
+    # same source port would be one connection to the appliance, and the
+    # tests count one verdict per segment.
+    used = set()
+
+    def fresh_tuple():
+        while True:
+            t = (pick(), random.randrange(1024, 65535))
+            if t not in used:
+                used.add(t)
+                return t
+
     t0 = time.monotonic()
     sent = 0
     while sent < count and time.monotonic() - t0 < seconds:
         due = min(count, int((time.monotonic() - t0) * count / max(seconds, 0.001)) + 1) if args.spread else count
         while sent < due:
             head = ("GET %s HTTP/1.1\r\nHost: forged\r\n\r\n" % args.path.replace("{i}", str(sent))).encode()
-            s.send(tcp_frame(dst_mac, src_mac, pick(), dst, random.randrange(1024, 65535), args.port,
+            src, sport = fresh_tuple()
+            s.send(tcp_frame(dst_mac, src_mac, src, dst, sport, args.port,
                              random.getrandbits(32), random.getrandbits(32), 0x18, head))
             sent += 1
         time.sleep(0.001)

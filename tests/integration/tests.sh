@@ -1931,8 +1931,8 @@ t_wire_forged_adoption() {
   sleep 0.5
   after="$(SLT_CTL --json stats)"
   note "appliance: untracked_reset $(delta_of "$before" "$after" untracked_reset), syn_cookie_early_data $(delta_of "$before" "$after" syn_cookie_early_data), flows_adopted $(delta_of "$before" "$after" flows_adopted), admitted $(delta_of "$before" "$after" admitted)"
-  # (A forged segment whose numbers happen to fit a recent cookie's range,
-  # a percent or two, is dropped as data that overtook its handshake.)
+  # (A forged segment whose numbers happen to carry a valid recent cookie,
+  # about 1 in 16 000, is dropped as data that overtook its handshake.)
   check_eq "forged segments reset as unknown connections, or dropped as early data" \
     "$(( $(delta_of "$before" "$after" untracked_reset) + $(delta_of "$before" "$after" syn_cookie_early_data) ))" 100
   check_eq "forged segments adopted" "$(delta_of "$before" "$after" flows_adopted)" 0
