@@ -22,7 +22,7 @@ void PolicyPublisher::start(std::unique_ptr<dataplane::PolicySnapshot> first, st
 std::vector<std::string> PolicyPublisher::reload(std::unique_ptr<dataplane::PolicySnapshot> next, std::string file) {
   std::lock_guard lock(mu_);
   std::vector<std::string> refused;
-  const limiter::CompiledPolicy& p = next->policy;
+  const http::Http1Policy& p = next->policy;
   if (p.stream.head.max_head_bytes > limits_.max_head_bytes) {
     refused.push_back(file + ": max_head_bytes " + std::to_string(p.stream.head.max_head_bytes) +
                       " is larger than the " + std::to_string(limits_.max_head_bytes) +

@@ -14,7 +14,7 @@ ParseContext::ParseContext(uint32_t max_head_bytes, uint16_t max_fields)
       head_capacity(max_head_bytes + 1),
       judged(max_head_bytes + 1) {}
 
-void ParseContext::start(const limiter::CompiledPolicy& p, uint64_t g) noexcept {
+void ParseContext::start(const http::Http1Policy& p, uint64_t g) noexcept {
   head_len = 0;
   buffering = false;
   held_ack_owed = false;
@@ -33,7 +33,7 @@ void ParseContext::start(const limiter::CompiledPolicy& p, uint64_t g) noexcept 
   renew_requests(p, g);
 }
 
-void ParseContext::renew_requests(const limiter::CompiledPolicy& p, uint64_t g) noexcept {
+void ParseContext::renew_requests(const http::Http1Policy& p, uint64_t g) noexcept {
   policy = &p;
   generation = g;
   // The response stream keeps a view of the policy's usage field name.
@@ -144,12 +144,12 @@ int32_t ContextPool::acquire() noexcept {
   return i;
 }
 
-void ContextPool::start(int32_t index, const limiter::CompiledPolicy& policy, uint64_t generation) noexcept {
+void ContextPool::start(int32_t index, const http::Http1Policy& policy, uint64_t generation) noexcept {
   contexts_[static_cast<size_t>(index)]->start(policy, generation);
   held_generation_[static_cast<size_t>(index)] = generation;
 }
 
-void ContextPool::renew_requests(int32_t index, const limiter::CompiledPolicy& policy, uint64_t generation) noexcept {
+void ContextPool::renew_requests(int32_t index, const http::Http1Policy& policy, uint64_t generation) noexcept {
   contexts_[static_cast<size_t>(index)]->renew_requests(policy, generation);
   held_generation_[static_cast<size_t>(index)] = generation;
 }

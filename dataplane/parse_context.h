@@ -15,13 +15,13 @@
 #include <optional>
 #include <vector>
 
+#include "http/http1_policy.h"
 #include "http/request_stream.h"
 #include "http/response_stream.h"
 #include "time/clock.h"
 #include "dataplane/flow_key.h"
 #include "dataplane/judged_bytes.h"
 #include "dataplane/seq_shift.h"
-#include "limiter/compiled_policy.h"
 #include "limiter/decide.h"
 
 namespace sluice::dataplane {
@@ -48,10 +48,10 @@ struct ParseContext {
 
   // Ready for a new flow (or the next message of an idle one) under `policy`,
   // the policy of snapshot `generation`.
-  void start(const limiter::CompiledPolicy& policy, uint64_t generation) noexcept;
+  void start(const http::Http1Policy& policy, uint64_t generation) noexcept;
   // Between two messages of a flow: the request stream rebuilt for another
   // policy, the response stream (requests still unanswered) kept.
-  void renew_requests(const limiter::CompiledPolicy& policy, uint64_t generation) noexcept;
+  void renew_requests(const http::Http1Policy& policy, uint64_t generation) noexcept;
 
   std::unique_ptr<http::FieldLine[]> field_store;
   size_t field_capacity;
@@ -74,7 +74,7 @@ struct ParseContext {
   std::optional<http::RequestStream> requests;
   // The policy `requests` was built for, and its snapshot's generation: the
   // pointer alone could name a freed snapshot's successor at the same address.
-  const limiter::CompiledPolicy* policy = nullptr;
+  const http::Http1Policy* policy = nullptr;
   uint64_t generation = 0;
   http::ResponseStream responses;
 
@@ -181,9 +181,9 @@ class ContextPool {
   [[nodiscard]] int32_t acquire() noexcept;
   // Starts an acquired context under a policy (ParseContext::start) and
   // notes which snapshot it holds on to.
-  void start(int32_t index, const limiter::CompiledPolicy& policy, uint64_t generation) noexcept;
+  void start(int32_t index, const http::Http1Policy& policy, uint64_t generation) noexcept;
   // ParseContext::renew_requests, noting the new generation.
-  void renew_requests(int32_t index, const limiter::CompiledPolicy& policy, uint64_t generation) noexcept;
+  void renew_requests(int32_t index, const http::Http1Policy& policy, uint64_t generation) noexcept;
   void release(int32_t index) noexcept;
 
   // The oldest policy generation a held context may still refer to, for the

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "http/head_parser.h"
+#include "http/http1_policy.h"
 #include "http/limiter_request.h"
 #include "limiter/decide.h"
 #include "policy/policy_loader.h"
@@ -31,7 +32,7 @@ KeyHasher fixed_hasher(uint8_t salt) {
 
 // One profile, its tables, and parsed heads to decide on.
 struct Setup {
-  std::unique_ptr<CompiledPolicy> policy;
+  std::unique_ptr<http::Http1Policy> policy;
   std::unique_ptr<BucketTable> buckets, records;
   DigestMap runs{1024}, users{1024};
   KeyHasher bucket_hasher = fixed_hasher(1), credential_hasher = fixed_hasher(2);
@@ -41,7 +42,7 @@ struct Setup {
   Setup(const std::string& profile, size_t capacity) {
     auto loaded = policy::load_policy_file(std::string(SLUICE_CONFIG_DIR) + "/" + profile);
     std::vector<policy::PolicyError> errors;
-    policy = std::make_unique<CompiledPolicy>(*compile_policy(*loaded.policy, credential_hasher, errors));
+    policy = std::make_unique<http::Http1Policy>(*http::compile_http1_policy(*loaded.policy, credential_hasher, errors));
     buckets = std::make_unique<BucketTable>(BucketTable::Options{
         .capacity = capacity, .regions = 64, .max_probe = 128,
         .bucket_kinds = static_cast<uint16_t>(policy->buckets.size())});

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "dataplane/policy_snapshot.h"
-#include "limiter/compiled_policy.h"
+#include "http/http1_policy.h"
 #include "limiter/decide.h"
 #include "packet_wire.h"
 #include "policy/policy_loader.h"
@@ -25,8 +25,8 @@ class PacketLimiter {
     credential_hasher_ = std::make_unique<limiter::KeyHasher>(limiter::KeyHasher::random());
     policy::LoadResult loaded = policy::load_policy_text(kPolicy, "packet-rate.yaml");
     std::vector<policy::PolicyError> errors = std::move(loaded.errors);
-    std::optional<limiter::CompiledPolicy> compiled;
-    if (loaded.policy) compiled = limiter::compile_policy(*loaded.policy, *credential_hasher_, errors);
+    std::optional<http::Http1Policy> compiled;
+    if (loaded.policy) compiled = http::compile_http1_policy(*loaded.policy, *credential_hasher_, errors);
     if (!errors.empty() || !compiled) {
       for (const auto& e : errors) std::fprintf(stderr, "%s\n", e.to_string().c_str());
       die("the built-in policy does not load");

@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "http/head_parser.h"
+#include "http/http1_policy.h"
 #include "http/limiter_answer.h"
 #include "http/limiter_request.h"
 #include "replay/difference_tally.h"
@@ -34,7 +35,7 @@ struct ParsedHead {
 // A thread's head parser for each policy (their field sets may differ).
 class ThreadParsers {
  public:
-  http::HeadParser& for_policy(size_t i, const limiter::CompiledPolicy& p) {
+  http::HeadParser& for_policy(size_t i, const http::Http1Policy& p) {
     Slot& s = slots_[i];
     if (!s.parser) {
       s.store.resize(p.stream.head.max_fields);
@@ -226,7 +227,7 @@ void decide_records(std::vector<RequestRecord>& records, PolicyUnderReplay first
                                            [&](Batch* b) {
                                              ThreadParsers& tp = parsers.local();
                                              for (size_t p = 0; p < runs.size(); ++p) {
-                                               const limiter::CompiledPolicy& policy = runs[p]->limiter().policy();
+                                               const http::Http1Policy& policy = runs[p]->limiter().policy();
                                                http::HeadParser& parser = tp.for_policy(p, policy);
                                                b->heads[p].reserve(b->end - b->begin);
                                                for (size_t i = b->begin; i < b->end; ++i) {

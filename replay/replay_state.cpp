@@ -118,14 +118,14 @@ LoadedPolicy load_policy(const std::string& path, const limiter::KeyHasher& cred
   }
   policy::LoadResult loaded = policy::load_policy_file(path);
   std::vector<policy::PolicyError> errors = std::move(loaded.errors);
-  std::optional<limiter::CompiledPolicy> compiled;
-  if (loaded.policy) compiled = limiter::compile_policy(*loaded.policy, credential_hasher, errors);
+  std::optional<http::Http1Policy> compiled;
+  if (loaded.policy) compiled = http::compile_http1_policy(*loaded.policy, credential_hasher, errors);
   for (const auto& e : errors) out.errors.push_back(e.to_string());
   if (!errors.empty() || !compiled) {
     if (out.errors.empty()) out.errors.push_back(path + ": the policy does not compile");
     return out;
   }
-  out.policy = std::make_unique<limiter::CompiledPolicy>(std::move(*compiled));
+  out.policy = std::make_unique<http::Http1Policy>(std::move(*compiled));
   return out;
 }
 
@@ -133,11 +133,11 @@ namespace {
 
 // Words of a TB07 credential record: the policy's slots and a header, even
 // (as sluiced sizes them).
-unsigned record_words(const limiter::CompiledPolicy& p) { return std::max(2u, (p.max_slots + 1) & ~1u); }
+unsigned record_words(const http::Http1Policy& p) { return std::max(2u, (p.max_slots + 1) & ~1u); }
 
 }  // namespace
 
-PolicyLimiter::PolicyLimiter(const limiter::CompiledPolicy& policy, const BoxState& box, size_t bucket_capacity)
+PolicyLimiter::PolicyLimiter(const http::Http1Policy& policy, const BoxState& box, size_t bucket_capacity)
     : policy_(policy),
       bucket_hasher_(limiter::KeyHasher::random()),
       buckets_({.capacity = bucket_capacity,

@@ -15,9 +15,9 @@
 
 #include "control/credential_file.h"
 #include "control/run_journal.h"
+#include "http/http1_policy.h"
 #include "limiter/bucket_key.h"
 #include "limiter/bucket_table.h"
-#include "limiter/compiled_policy.h"
 #include "limiter/decide.h"
 #include "limiter/digest_map.h"
 
@@ -48,7 +48,7 @@ struct BoxStateLoad {
 
 // A policy file loaded and compiled with the box's credential hasher.
 struct LoadedPolicy {
-  std::unique_ptr<limiter::CompiledPolicy> policy;
+  std::unique_ptr<http::Http1Policy> policy;
   std::vector<std::string> errors;  // FILE:LINE:COLUMN: message
 };
 [[nodiscard]] LoadedPolicy load_policy(const std::string& path, const limiter::KeyHasher& credential_hasher);
@@ -58,17 +58,17 @@ struct LoadedPolicy {
 // policies compared never share one.
 class PolicyLimiter {
  public:
-  PolicyLimiter(const limiter::CompiledPolicy& policy, const BoxState& box, size_t bucket_capacity);
+  PolicyLimiter(const http::Http1Policy& policy, const BoxState& box, size_t bucket_capacity);
   PolicyLimiter(const PolicyLimiter&) = delete;
   PolicyLimiter& operator=(const PolicyLimiter&) = delete;
 
-  [[nodiscard]] const limiter::CompiledPolicy& policy() const noexcept { return policy_; }
+  [[nodiscard]] const http::Http1Policy& policy() const noexcept { return policy_; }
   [[nodiscard]] limiter::LimiterState& state() noexcept { return state_; }
   // A user id's name from the credential map, or "".
   [[nodiscard]] std::string user_name(uint64_t id) const;
 
  private:
-  const limiter::CompiledPolicy& policy_;
+  const http::Http1Policy& policy_;
   limiter::KeyHasher bucket_hasher_;
   limiter::BucketTable buckets_;
   limiter::BucketTable records_;

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "http/http1_policy.h"
 #include "http/limiter_answer.h"
 #include "http/limiter_request.h"
 #include "http/request_stream.h"
@@ -48,7 +49,7 @@ int limiter_demo(const char* config_dir) {
   if (!loaded.policy) return 1;
   const limiter::KeyHasher hasher = limiter::KeyHasher::random();
   std::vector<policy::PolicyError> errors;
-  auto compiled = limiter::compile_policy(*loaded.policy, hasher, errors);
+  auto compiled = http::compile_http1_policy(*loaded.policy, hasher, errors);
   if (!compiled) return 1;
   limiter::BucketTable buckets({.capacity = 1 << 12, .regions = 4, .bucket_kinds = static_cast<uint16_t>(compiled->buckets.size())});
   limiter::BucketTable records({.capacity = 1 << 10, .regions = 4, .bucket_kinds = 1, .words = compiled->max_slots});

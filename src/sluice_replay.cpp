@@ -76,7 +76,7 @@ struct Inputs {
 };
 
 replay::InputResult read_one(const Options& o, const std::string& path, uint32_t index, InputFormat format,
-                             const limiter::CompiledPolicy& policy) {
+                             const http::Http1Policy& policy) {
   if (format == InputFormat::kCapture) {
     replay::CaptureOptions c;
     if (o.service_ports) {
@@ -97,7 +97,7 @@ replay::InputResult read_one(const Options& o, const std::string& path, uint32_t
   return replay::read_access_log(path, index, l);
 }
 
-Inputs read_inputs(const Options& o, const limiter::CompiledPolicy& policy) {
+Inputs read_inputs(const Options& o, const http::Http1Policy& policy) {
   Inputs all;
   for (uint32_t i = 0; i < o.inputs.size(); ++i) {
     const std::string& path = o.inputs[i];

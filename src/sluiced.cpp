@@ -537,7 +537,7 @@ Status Appliance::create_rcu_and_rings() {
 // The tables and buffers are sized for the first policy; a reload that
 // needs more is refused until a restart.
 void Appliance::start_publisher() {
-  const limiter::CompiledPolicy& p = loaded_.snapshot->policy;
+  const http::Http1Policy& p = loaded_.snapshot->policy;
   publisher_.emplace(published_, qsbr_.get(),
                      control::PolicyPublisher::Limits{p.stream.head.max_head_bytes, p.stream.head.max_fields,
                                                       record_words(p), kMaxBucketKinds});
@@ -665,17 +665,17 @@ void Appliance::build_control_plane() {
            [this](unsigned region) { snapshot_region(region); }},
           {"credential_slots", records_.get(), [this] { return idle_credential_records(); }}},
       wait_for_readers());
-  cluster_.build(control::ClusterService::Setup{
-      .table = buckets_.get(),
-      .wait_for_readers = wait_for_readers(),
-      .box_clock = [this] { return clock_->now(); },
-      .bucket_names = [this] { return sluiced::cluster_bucket_names(publisher_->current()->policy, kMaxBucketKinds); },
-      .apply_change = [this](const control::ReplicaChange& c) {
-        return sluiced::apply_replica_change(c, *run_registry_, *credential_registry_);
-      },
-      .box = sluiced::box_name(),
-      .credential_fingerprint = sluiced::credential_fingerprint(*credential_hasher_),
-  });
+  control::ClusterService::Setup setup;  // spec: the cluster section's, filled in by build()
+  setup.table = buckets_.get();
+  setup.wait_for_readers = wait_for_readers();
+  setup.box_clock = [this] { return clock_->now(); };
+  setup.bucket_names = [this] { return sluiced::cluster_bucket_names(publisher_->current()->policy, kMaxBucketKinds); };
+  setup.apply_change = [this](const control::ReplicaChange& c) {
+    return sluiced::apply_replica_change(c, *run_registry_, *credential_registry_);
+  };
+  setup.box = sluiced::box_name();
+  setup.credential_fingerprint = sluiced::credential_fingerprint(*credential_hasher_);
+  cluster_.build(std::move(setup));
   control::ClusterService* cluster = cluster_.service();  // null without a cluster section
   daemon_.cluster = cluster;
   daemon_.workers = o_.workers;

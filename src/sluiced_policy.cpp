@@ -1,4 +1,5 @@
 // See sluiced_policy.h.
+#include "http/http1_policy.h"
 #include "sluiced_policy.h"
 
 #include <unistd.h>
@@ -7,7 +8,6 @@
 #include <cstdio>
 #include <optional>
 
-#include "limiter/compiled_policy.h"
 #include "policy/policy_loader.h"
 
 namespace sluice::sluiced {
@@ -18,8 +18,8 @@ namespace {
 LoadedPolicy compiled(policy::LoadResult loaded, const std::string& name, const limiter::KeyHasher& credential_hasher) {
   LoadedPolicy out;
   std::vector<policy::PolicyError> errors = std::move(loaded.errors);
-  std::optional<limiter::CompiledPolicy> compiled;
-  if (loaded.policy) compiled = limiter::compile_policy(*loaded.policy, credential_hasher, errors);
+  std::optional<http::Http1Policy> compiled;
+  if (loaded.policy) compiled = http::compile_http1_policy(*loaded.policy, credential_hasher, errors);
   if (!errors.empty() || !compiled) {
     for (const auto& e : errors) out.errors.push_back(e.to_string());
     if (out.errors.empty()) out.errors.push_back(name + ": the policy does not compile");

@@ -84,7 +84,7 @@ ParseError finish_request_line(ScanCursor& c, std::string_view method, std::stri
       return ParseError::kBadTarget;
     }
     // The port is not optional here (RFC 9110 9.3.6: an empty or invalid one is refused).
-    if (validate_host(target) != ParseError::kNone || host_port(target).empty()) return ParseError::kBadHost;
+    if (validate_host(target) != ParseError::kNone || net::authority_port(target).empty()) return ParseError::kBadHost;
     h.path = h.authority = target;
     return ParseError::kNone;
   }

@@ -70,8 +70,8 @@ uint64_t policy_digest(const policy::Policy& p) {
 // caller's list; a section with errors is still compiled, so all are found.
 class PolicyCompiler {
  public:
-  PolicyCompiler(const policy::Policy& p, CompiledPolicy& c, std::vector<PolicyError>& errors)
-      : p_(p), c_(c), errors_(errors), top_{p.file, 0, 0} {}
+  PolicyCompiler(const policy::Policy& p, FieldRegistry& fields, CompiledPolicy& c, std::vector<PolicyError>& errors)
+      : p_(p), fields_(fields), c_(c), errors_(errors), top_{p.file, 0, 0} {}
 
   // What applies to every request: mode, parser limits, the usage field.
   void settings() {
@@ -87,11 +87,6 @@ class PolicyCompiler {
     c_.syn_proxy = p_.syn_proxy;
     c_.adoption = p_.adoption;
     c_.delayed_binding = p_.syn_proxy && p_.delayed_binding;
-    c_.stream.head.max_head_bytes = p_.max_head_bytes;
-    c_.stream.head.max_fields = p_.max_fields;
-    c_.stream.allow_upgrade = p_.allow_upgrade;
-    c_.stream.allow_connect = p_.allow_connect;
-    c_.stream.allow_h2_prior_knowledge = p_.allow_h2_prior_knowledge;
   }
 
   // Where a request's client address and credential are read from.
@@ -162,13 +157,13 @@ class PolicyCompiler {
     errors_.push_back({p_.file, m.line, m.column, std::move(message)});
   }
 
-  http::FieldId track(const std::string& name, const policy::Mark& m) {
-    const auto r = c_.fields.add(name);
-    if (!r.id) {
+  FieldId track(const std::string& name, const policy::Mark& m) {
+    const std::optional<FieldId> id = fields_.track(name);
+    if (!id) {
       fail(m, "cannot track field " + name + " (more than 32 tracked fields, or a name over 64 bytes)");
       return 0;
     }
-    return *r.id;
+    return *id;
   }
 
   // False (and an error) if its rate cannot be represented.
@@ -246,7 +241,7 @@ class PolicyCompiler {
     for (const std::string& f : r.require_fields) cr.require.push_back(track(f, r.mark));
     cr.key_kind = r.key.kind;
     if (r.key.kind == policy::KeySpec::Kind::kHeader) cr.key_field = track(r.key.name, r.mark);
-    if (r.key.kind == policy::KeySpec::Kind::kHost) cr.key_field = http::id_of(http::KnownField::kHost);
+    if (r.key.kind == policy::KeySpec::Kind::kHost) cr.key_field = field::kHost;
     cr.missing_key = r.missing_key;
   }
 
@@ -295,6 +290,7 @@ class PolicyCompiler {
   }
 
   const policy::Policy& p_;
+  FieldRegistry& fields_;
   CompiledPolicy& c_;
   std::vector<PolicyError>& errors_;
   const policy::Mark top_;
@@ -334,21 +330,19 @@ bool bucket_idle(const CompiledPolicy& p, uint16_t kind, const uint64_t* words, 
   return gcra_full(words[0], now) && now - words[0] >= b.idle_drop_after;
 }
 
-std::optional<CompiledPolicy> compile_policy(const policy::Policy& p, const KeyHasher& credential_hasher,
-                                             std::vector<PolicyError>& errors) {
-  CompiledPolicy c;
+bool compile_policy(const policy::Policy& p, FieldRegistry& fields, const KeyHasher& credential_hasher,
+                    std::vector<PolicyError>& errors, CompiledPolicy& out) {
   const size_t errors_before = errors.size();
   // The order matters: field ids are given out as fields are tracked, and
   // errors are reported in the order they are found.
-  PolicyCompiler k(p, c, errors);
+  PolicyCompiler k(p, fields, out, errors);
   k.settings();
   k.client_identity(credential_hasher);
   k.cors_and_exemptions();
   k.buckets();
   k.answers();
   k.rules();
-  if (errors.size() != errors_before) return std::nullopt;
-  return c;
+  return errors.size() == errors_before;
 }
 
 }  // namespace sluice::limiter

@@ -11,11 +11,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "http/field_set.h"
-#include "http/request_stream.h"
 #include "limiter/bucket_key.h"
 #include "limiter/calendar_window.h"
 #include "limiter/client_ip.h"
+#include "limiter/field_registry.h"
 #include "limiter/gcra.h"
 #include "limiter/request.h"
 #include "policy/path_pattern.h"
@@ -106,8 +105,6 @@ struct CompiledPolicy {
 
   policy::Policy source;
   uint64_t digest = 0;  // of the compiled form's source, shown by `policy show`
-  http::FieldSet fields;
-  http::StreamConfig stream;
   ClientIpRule client_ip;
   FieldId credential_field = 0;
   std::vector<Digest> anonymous;  // RF05, digested with the credential hasher
@@ -156,9 +153,13 @@ struct CompiledPolicy {
 // have their own table and predicate (credential_record_idle).
 [[nodiscard]] bool bucket_idle(const CompiledPolicy& p, uint16_t kind, const uint64_t* words, Nanos now) noexcept;
 
-// Builds the compiled form. `credential_hasher` digests the anonymous
-// credentials the same way the credential map's digests are made.
-[[nodiscard]] std::optional<CompiledPolicy> compile_policy(const policy::Policy& p, const KeyHasher& credential_hasher,
-                                                           std::vector<policy::PolicyError>& errors);
+// Builds the compiled form into `out` (a fresh CompiledPolicy, or a
+// protocol's policy built on one: it is built where it will live, since its
+// rules point into its responses). `fields` gives the ids of the fields it
+// tracks; `credential_hasher` digests the anonymous credentials the same way
+// the credential map's digests are made. False, with `errors` grown, when the
+// policy cannot be compiled.
+[[nodiscard]] bool compile_policy(const policy::Policy& p, FieldRegistry& fields, const KeyHasher& credential_hasher,
+                                  std::vector<policy::PolicyError>& errors, CompiledPolicy& out);
 
 }  // namespace sluice::limiter

@@ -10,7 +10,7 @@
 #include <array>
 #include <cstring>
 
-#include "http/host_name.h"
+#include "net/authority.h"
 #include "limiter/charge.h"
 #include "limiter/credential.h"
 #include "limiter/credential_slots.h"
@@ -236,7 +236,7 @@ KeyMaterial credential_key(const CompiledPolicy& policy, LimiterState& state, co
       const std::string_view host = request.host();
       // Every spelling the origin treats as one host is one bucket: case,
       // a trailing dot, the default port written out or left empty.
-      const size_t n = http::normalise_host(host, request.default_port, scratch.material);
+      const size_t n = net::normalise_authority(host, request.default_port, scratch.material);
       if (n == 0) return missing_key();
       return bytes_key({reinterpret_cast<const uint8_t*>(scratch.material), n}, KeyLabel::Kind::kText);
     }

@@ -46,7 +46,7 @@
 #include "dataplane/flow_engine.h"
 #include "dataplane/segment_writer.h"
 #include "flow_policies.h"
-#include "limiter/compiled_policy.h"
+#include "http/http1_policy.h"
 #include "policy/policy_loader.h"
 
 namespace {
@@ -121,7 +121,7 @@ const CompiledPolicy& compiled(PolicyKind k, bool syn_proxy, bool delayed_bindin
   policy::LoadResult loaded = policy::load_policy_text(policy_text(k), "fuzz.yaml");
   if (!loaded.errors.empty() || !loaded.policy) fail("policy %d does not load", static_cast<int>(k));
   std::vector<policy::PolicyError> errors;
-  auto policy = limiter::compile_policy(*loaded.policy, *c.hasher, errors);
+  auto policy = http::compile_http1_policy(*loaded.policy, *c.hasher, errors);
   if (!errors.empty() || !policy) fail("policy %d does not compile", static_cast<int>(k));
   c.snapshot = std::make_unique<dp::PolicySnapshot>();
   c.snapshot->policy = std::move(*policy);

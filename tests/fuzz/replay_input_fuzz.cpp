@@ -52,7 +52,7 @@
 #include <vector>
 
 #include "http/head_parser.h"
-#include "limiter/compiled_policy.h"
+#include "http/http1_policy.h"
 #include "pcap_writer.h"
 #include "policy/policy_loader.h"
 #include "replay/access_log.h"
@@ -97,20 +97,20 @@ bool env_flag(const char* name, bool fallback) {
 // What every input shares: the policy (loaded at the first call), a file
 // the readers open by name, a head parser with the policy's fields.
 
-const limiter::CompiledPolicy& replay_policy() {
+const http::Http1Policy& replay_policy() {
   static const std::unique_ptr<limiter::KeyHasher> hasher = [] {
     std::array<uint8_t, limiter::KeyHasher::kSecretSize> secret{};
     for (size_t i = 0; i < secret.size(); ++i) secret[i] = static_cast<uint8_t>(i * 7 + 3);
     return std::make_unique<limiter::KeyHasher>(secret);
   }();
-  static const std::unique_ptr<limiter::CompiledPolicy> compiled = [] {
+  static const std::unique_ptr<http::Http1Policy> compiled = [] {
     const std::string path = std::string(SLUICE_CONFIG_DIR) + "/three-budgets.yaml";
     policy::LoadResult loaded = policy::load_policy_file(path);
     if (!loaded.policy) fail("%s does not load", path.c_str());
     std::vector<policy::PolicyError> errors;
-    auto c = limiter::compile_policy(*loaded.policy, *hasher, errors);
+    auto c = http::compile_http1_policy(*loaded.policy, *hasher, errors);
     if (!c || !errors.empty()) fail("%s does not compile", path.c_str());
-    return std::make_unique<limiter::CompiledPolicy>(std::move(*c));
+    return std::make_unique<http::Http1Policy>(std::move(*c));
   }();
   return *compiled;
 }
@@ -155,7 +155,7 @@ http::FeedResult parse_alone(std::string_view head) {
     std::unique_ptr<http::HeadParser> parser;
   };
   static Parser p = [] {
-    const limiter::CompiledPolicy& pol = replay_policy();
+    const http::Http1Policy& pol = replay_policy();
     Parser q;
     q.store.resize(pol.stream.head.max_fields);
     q.spill.resize(pol.stream.head.max_head_bytes);
@@ -237,7 +237,7 @@ void check_head(const rp::RequestRecord& r, bool cut_by_stream) {
 // Captures (paths 0 and 1).
 
 rp::CaptureOptions capture_options(uint8_t flags) {
-  const limiter::CompiledPolicy& p = replay_policy();
+  const http::Http1Policy& p = replay_policy();
   rp::CaptureOptions o;
   for (const uint16_t port : p.source.service_ports) o.service_ports.set(port);
   o.fields = &p.fields;

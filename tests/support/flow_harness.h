@@ -17,7 +17,7 @@
 #include "dataplane/flow_engine.h"
 #include "dataplane/segment_writer.h"
 #include "flow_policies.h"
-#include "limiter/compiled_policy.h"
+#include "http/http1_policy.h"
 #include "limiter/decide.h"
 #include "policy/policy_loader.h"
 
@@ -60,7 +60,7 @@ struct EngineWorld {
     policy::LoadResult loaded = policy::load_policy_text(policy_text, "test.yaml");
     for (const auto& e : loaded.errors) ADD_FAILURE() << e.to_string();
     std::vector<policy::PolicyError> errors;
-    auto compiled = limiter::compile_policy(*loaded.policy, *hasher, errors);
+    auto compiled = http::compile_http1_policy(*loaded.policy, *hasher, errors);
     for (const auto& e : errors) ADD_FAILURE() << e.to_string();
     snapshot = std::make_unique<dataplane::PolicySnapshot>();
     snapshot->policy = std::move(*compiled);

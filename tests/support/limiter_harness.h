@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "http/head_parser.h"
+#include "http/http1_policy.h"
 #include "http/limiter_answer.h"
 #include "http/limiter_request.h"
 #include "limiter/credential.h"
@@ -117,10 +118,10 @@ class Limiter {
     for (const auto& e : loaded.errors) ADD_FAILURE() << e.to_string();
     ASSERT_TRUE(loaded.policy);
     std::vector<policy::PolicyError> errors;
-    auto compiled = limiter::compile_policy(*loaded.policy, test_hasher(2), errors);
+    auto compiled = http::compile_http1_policy(*loaded.policy, test_hasher(2), errors);
     for (const auto& e : errors) ADD_FAILURE() << e.to_string();
     ASSERT_TRUE(compiled);
-    policy_ = std::make_unique<limiter::CompiledPolicy>(std::move(*compiled));
+    policy_ = std::make_unique<http::Http1Policy>(std::move(*compiled));
     buckets_ = std::make_unique<limiter::BucketTable>(limiter::BucketTable::Options{
         .capacity = capacity, .regions = 4, .max_probe = 64,
         .bucket_kinds = static_cast<uint16_t>(policy_->buckets.size()), .words = 2});
@@ -131,7 +132,7 @@ class Limiter {
         *buckets_, *records_, runs_, users_, test_hasher(1), test_hasher(2)});
   }
 
-  limiter::CompiledPolicy& policy() { return *policy_; }
+  http::Http1Policy& policy() { return *policy_; }
   limiter::BucketTable& buckets() { return *buckets_; }
   limiter::BucketTable& records() { return *records_; }
   limiter::LimiterState& state() { return *state_; }
@@ -200,7 +201,7 @@ class Limiter {
   limiter::DecisionScratch& scratch() { return *scratch_; }
 
  private:
-  std::unique_ptr<limiter::CompiledPolicy> policy_;
+  std::unique_ptr<http::Http1Policy> policy_;
   std::unique_ptr<limiter::BucketTable> buckets_, records_;
   limiter::DigestMap runs_{1024};
   limiter::DigestMap users_{1024};

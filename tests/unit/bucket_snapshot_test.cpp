@@ -10,6 +10,7 @@
 
 #include "control/bucket_snapshot.h"
 #include "control/state_dir.h"
+#include "http/http1_policy.h"
 #include "policy/policy_loader.h"
 #include "scratch_dir.h"
 
@@ -28,13 +29,13 @@ const limiter::KeyHasher& hasher() {
   return h;
 }
 
-limiter::CompiledPolicy compiled(const std::string& buckets) {
+http::Http1Policy compiled(const std::string& buckets) {
   const std::string text = "sluice: 1\nname: p\nservice_ports: [80]\nbuckets:\n" + buckets +
                            "rules:\n  - name: r\n    key: client_ip\n    bucket: alpha\n";
   policy::LoadResult loaded = policy::load_policy_text(text, "p.yaml");
   for (const auto& e : loaded.errors) ADD_FAILURE() << e.to_string();
   std::vector<policy::PolicyError> errors;
-  auto c = limiter::compile_policy(*loaded.policy, hasher(), errors);
+  auto c = http::compile_http1_policy(*loaded.policy, hasher(), errors);
   for (const auto& e : errors) ADD_FAILURE() << e.to_string();
   return std::move(*c);
 }
@@ -74,7 +75,7 @@ TEST(BucketSnapshot, OnlyUnchangedBucketsAreRestoredUnderTheirKindsOfNow) {
   auto snapshot = std::make_shared<dataplane::PolicySnapshot>();
   snapshot->policy = compiled(
       "  alpha: { rate: 10/min, burst: 5 }\n  beta: { rate: 10/min, burst: 5 }\n  gone: { rate: 1/min }\n");
-  const limiter::CompiledPolicy& before = snapshot->policy;
+  const http::Http1Policy& before = snapshot->policy;
   BucketTable table({.capacity = 1 << 10, .regions = 4, .bucket_kinds = 8});
   const uint64_t state[2] = {123456789, 0};
   for (uint64_t n = 1; n <= 30; ++n) {
@@ -85,7 +86,7 @@ TEST(BucketSnapshot, OnlyUnchangedBucketsAreRestoredUnderTheirKindsOfNow) {
   EXPECT_EQ(keeper.slots_written(), 30u);
 
   // Now alpha is listed second (another kind), beta's burst changed, gone is gone.
-  const limiter::CompiledPolicy after =
+  const http::Http1Policy after =
       compiled("  beta: { rate: 10/min, burst: 6 }\n  alpha: { rate: 10/min, burst: 5 }\n");
   const uint16_t alpha_now = after.bucket_named("alpha")->index;
   ASSERT_NE(alpha_now, before.bucket_named("alpha")->index);

@@ -895,7 +895,7 @@ TEST(ContextPoolGenerations, WithNothingHeldTheBoundIsTheLowestPassGeneration) {
 TEST(ContextPoolGenerations, AHeldContextKeepsItsGenerationUntilACycleAfterItsRelease) {
   EngineWorld w;
   dataplane::ContextPool pool = small_pool(w);
-  const limiter::CompiledPolicy& policy = w.snapshot->policy;
+  const http::Http1Policy& policy = w.snapshot->policy;
   EXPECT_EQ(full_cycle(pool, 3, kStep), 3u);
   // Held in the last slot a cycle looks at, so the bound depends on the scan
   // reaching it and not only on the pass generations.
@@ -1022,7 +1022,7 @@ std::unique_ptr<dataplane::PolicySnapshot> compiled_snapshot(const EngineWorld& 
   policy::LoadResult loaded = policy::load_policy_text(text, "reloaded.yaml");
   for (const auto& e : loaded.errors) ADD_FAILURE() << e.to_string();
   std::vector<policy::PolicyError> errors;
-  auto compiled = limiter::compile_policy(*loaded.policy, *w.hasher, errors);
+  auto compiled = http::compile_http1_policy(*loaded.policy, *w.hasher, errors);
   for (const auto& e : errors) ADD_FAILURE() << e.to_string();
   auto s = std::make_unique<dataplane::PolicySnapshot>();
   s->policy = std::move(*compiled);

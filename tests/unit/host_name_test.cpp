@@ -1,6 +1,7 @@
-// Host validation and the key spelling of a host (lib/http/host_name.h),
-// tested directly, so that one host spelt several ways never makes several
-// buckets, and a host two parsers read apart is never judged as one of them.
+// Host validation and the key spelling of a host (lib/net/authority.h, and
+// HTTP/1's use of it in lib/http/host_name.h), tested directly, so that one
+// host spelt several ways never makes several buckets, and a host two
+// parsers read apart is never judged as one of them.
 #include "http/host_name.h"
 
 #include <gtest/gtest.h>
@@ -13,7 +14,7 @@ namespace {
 
 std::string normalised(std::string_view authority, uint16_t default_port = 80) {
   std::array<char, 64> out{};
-  const size_t n = normalise_host(authority, default_port, out);
+  const size_t n = net::normalise_authority(authority, default_port, out);
   return std::string(out.data(), n);
 }
 
@@ -66,11 +67,11 @@ TEST(HostName, InvalidHosts) {
 }
 
 TEST(HostName, PortOfAnAuthority) {
-  EXPECT_EQ(host_port("a:443"), "443");
-  EXPECT_EQ(host_port("a:"), "");
-  EXPECT_EQ(host_port("a"), "");
-  EXPECT_EQ(host_port("[::1]:8080"), "8080");
-  EXPECT_EQ(host_port("[::1]"), "");
+  EXPECT_EQ(net::authority_port("a:443"), "443");
+  EXPECT_EQ(net::authority_port("a:"), "");
+  EXPECT_EQ(net::authority_port("a"), "");
+  EXPECT_EQ(net::authority_port("[::1]:8080"), "8080");
+  EXPECT_EQ(net::authority_port("[::1]"), "");
 }
 
 TEST(HostName, OneSpellingPerHost) {
@@ -123,10 +124,10 @@ TEST(HostName, NoHostOrNoRoomGivesNothing) {
   EXPECT_EQ(normalised("."), "");
   EXPECT_EQ(normalised("[::1"), "");
   std::array<char, 8> small{};
-  EXPECT_EQ(normalise_host("api.example.com", 80, small), 0u);
-  EXPECT_EQ(normalise_host("abcdefgh", 80, small), 8u);
-  EXPECT_EQ(normalise_host("abcdefgh:8080", 80, small), 0u);
-  EXPECT_EQ(normalise_host("abcdefgh.", 80, small), 8u);  // the dot that did not fit is the one removed
+  EXPECT_EQ(net::normalise_authority("api.example.com", 80, small), 0u);
+  EXPECT_EQ(net::normalise_authority("abcdefgh", 80, small), 8u);
+  EXPECT_EQ(net::normalise_authority("abcdefgh:8080", 80, small), 0u);
+  EXPECT_EQ(net::normalise_authority("abcdefgh.", 80, small), 8u);  // the dot that did not fit is the one removed
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ TEST(PolicyLoader, TheShippedProfilesLoadAndCompile) {
     for (const auto& e : r.errors) ADD_FAILURE() << e.to_string();
     ASSERT_TRUE(r.policy) << name;
     std::vector<policy::PolicyError> errors;
-    EXPECT_TRUE(limiter::compile_policy(*r.policy, test_hasher(2), errors)) << name;
+    EXPECT_TRUE(http::compile_http1_policy(*r.policy, test_hasher(2), errors)) << name;
   }
   EXPECT_TRUE(errors_of(kMinimal).empty());
 }

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "control/policy_publisher.h"
-#include "limiter/compiled_policy.h"
+#include "http/http1_policy.h"
 #include "policy/policy_loader.h"
 
 namespace sluice::control {
@@ -49,7 +49,7 @@ std::unique_ptr<PolicySnapshot> snapshot(const std::string& text) {
   for (const auto& e : loaded.errors) ADD_FAILURE() << e.to_string();
   if (!loaded.policy) return nullptr;
   std::vector<policy::PolicyError> errors;
-  auto compiled = limiter::compile_policy(*loaded.policy, hasher(), errors);
+  auto compiled = http::compile_http1_policy(*loaded.policy, hasher(), errors);
   for (const auto& e : errors) ADD_FAILURE() << e.to_string();
   if (!compiled) return nullptr;
   auto s = std::make_unique<PolicySnapshot>();

@@ -63,7 +63,7 @@ class ParsedHead {
  public:
   explicit ParsedHead(const std::string& head) : text_(head) {
     static test::Limiter limiter("three-budgets.yaml");
-    const limiter::CompiledPolicy& policy = limiter.policy();
+    const http::Http1Policy& policy = limiter.policy();
     store_.resize(policy.stream.head.max_fields);
     spill_.resize(policy.stream.head.max_head_bytes);
     parser_ = std::make_unique<http::HeadParser>(policy.fields, policy.stream.head, store_, spill_);

@@ -26,14 +26,14 @@ const std::string kOk = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
 std::string get(const std::string& path) { return "GET " + path + " HTTP/1.1\r\nHost: router\r\n\r\n"; }
 
 // The policy's parts a capture is read with, loaded and compiled once.
-const limiter::CompiledPolicy& quotas() {
-  static const std::unique_ptr<limiter::CompiledPolicy> compiled = [] {
+const http::Http1Policy& quotas() {
+  static const std::unique_ptr<http::Http1Policy> compiled = [] {
     auto loaded = policy::load_policy_file(config_path("deployment-quotas.yaml"));
     EXPECT_TRUE(loaded.policy);
     std::vector<policy::PolicyError> errors;
-    auto c = limiter::compile_policy(*loaded.policy, test_hasher(2), errors);
+    auto c = http::compile_http1_policy(*loaded.policy, test_hasher(2), errors);
     EXPECT_TRUE(c);
-    return std::make_unique<limiter::CompiledPolicy>(std::move(*c));
+    return std::make_unique<http::Http1Policy>(std::move(*c));
   }();
   return *compiled;
 }
@@ -41,7 +41,7 @@ const limiter::CompiledPolicy& quotas() {
 class Capture : public ::testing::Test {
  protected:
   Capture() {
-    const limiter::CompiledPolicy& p = quotas();
+    const http::Http1Policy& p = quotas();
     for (const uint16_t port : p.source.service_ports) options.service_ports.set(port);
     options.fields = &p.fields;
     options.stream = p.stream;
