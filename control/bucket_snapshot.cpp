@@ -176,22 +176,31 @@ BucketRestore restore_buckets(const std::string& dir, const limiter::CompiledPol
     out.error = path + ": " + error + "; no bucket restored";
     return out;
   }
-  if (s->words != table.words()) {
-    out.error = path + ": " + std::to_string(s->words) + " words per slot, the table has " +
-                std::to_string(table.words()) + "; no bucket restored";
+  out = restore_snapshot(*s, policy, table);
+  if (!out.error.empty()) out.error = path + ": " + out.error;
+  return out;
+}
+
+BucketRestore restore_snapshot(const BucketSnapshot& s, const limiter::CompiledPolicy& policy,
+                               limiter::BucketTable& table) {
+  BucketRestore out;
+  out.found = true;
+  if (s.words != table.words()) {
+    out.error = std::to_string(s.words) + " words per slot, the table has " + std::to_string(table.words()) +
+                "; no bucket restored";
     return out;
   }
-  out.taken_at = s->taken_at;
+  out.taken_at = s.taken_at;
   // The snapshot's kinds to this policy's, through the buckets' names; -1:
   // changed, -2: gone.
   std::map<uint16_t, int> kind_now;
-  for (const BucketSnapshot::Kind& k : s->kinds) {
+  for (const BucketSnapshot::Kind& k : s.kinds) {
     const limiter::CompiledBucket* b = policy.bucket_named(k.name);
     kind_now[k.kind] = b == nullptr ? -2 : (bucket_signature(*b) == k.signature ? b->index : -1);
   }
-  const size_t per_slot = 2 + s->words;
-  for (size_t i = 0; i + per_slot <= s->slots.size(); i += per_slot) {
-    limiter::BucketKey key{s->slots[i], s->slots[i + 1]};
+  const size_t per_slot = 2 + s.words;
+  for (size_t i = 0; i + per_slot <= s.slots.size(); i += per_slot) {
+    limiter::BucketKey key{s.slots[i], s.slots[i + 1]};
     const auto it = kind_now.find(key.bucket());
     const int now = it == kind_now.end() ? -2 : it->second;
     if (now == -2) {
@@ -200,7 +209,7 @@ BucketRestore restore_buckets(const std::string& dir, const limiter::CompiledPol
       ++out.changed;
     } else {
       key.k1 = (key.k1 & ~uint64_t{0xffff}) | static_cast<uint16_t>(now);
-      if (table.restore(key, &s->slots[i + 2])) {
+      if (table.restore(key, &s.slots[i + 2])) {
         ++out.restored;
       } else {
         ++out.no_room;
@@ -208,6 +217,27 @@ BucketRestore restore_buckets(const std::string& dir, const limiter::CompiledPol
     }
   }
   return out;
+}
+
+BucketSnapshot snapshot_of(const limiter::BucketTable& table, std::vector<BucketSnapshot::Kind> kinds, uint64_t now) {
+  BucketSnapshot s;
+  s.taken_at = now;
+  s.words = table.words();
+  s.kinds = std::move(kinds);
+  for (unsigned r = 0; r < table.regions(); ++r) {
+    table.visit_region(r, [&](const limiter::BucketKey& key, const uint64_t* w) {
+      s.slots.push_back(key.k0);
+      s.slots.push_back(key.k1);
+      s.slots.insert(s.slots.end(), w, w + s.words);
+    });
+  }
+  return s;
+}
+
+std::vector<BucketSnapshot::Kind> kinds_of(const limiter::CompiledPolicy& policy) {
+  std::vector<BucketSnapshot::Kind> kinds;
+  for (const limiter::CompiledBucket& b : policy.buckets) kinds.push_back({b.index, b.name, bucket_signature(b)});
+  return kinds;
 }
 
 BucketSnapshotter::BucketSnapshotter(limiter::BucketTable& table, std::string dir, CurrentPolicy current, Now now)
@@ -230,7 +260,7 @@ std::string BucketSnapshotter::write() {
   BucketSnapshot s;
   s.taken_at = now_();
   s.words = table_.words();
-  for (const limiter::CompiledBucket& b : policy->policy.buckets) s.kinds.push_back({b.index, b.name, bucket_signature(b)});
+  s.kinds = kinds_of(policy->policy);
   size_t total = 0;
   for (const auto& r : regions_) total += r.size();
   s.slots.reserve(total);

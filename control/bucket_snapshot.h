@@ -70,6 +70,16 @@ struct BucketRestore {
 // snapshot whose buckets `policy` still has with the same limits.
 [[nodiscard]] BucketRestore restore_buckets(const std::string& dir, const limiter::CompiledPolicy& policy,
                                             limiter::BucketTable& table);
+// The same from a snapshot in memory (`found` is set).
+[[nodiscard]] BucketRestore restore_snapshot(const BucketSnapshot& s, const limiter::CompiledPolicy& policy,
+                                             limiter::BucketTable& table);
+
+// Every live slot of `table` as a snapshot whose keys carry `kinds`, taken
+// at `now` (before any worker runs, or as of the moment each slot is read).
+[[nodiscard]] BucketSnapshot snapshot_of(const limiter::BucketTable& table, std::vector<BucketSnapshot::Kind> kinds,
+                                         uint64_t now);
+// The kinds `policy`'s buckets carry in the table, with names and signatures.
+[[nodiscard]] std::vector<BucketSnapshot::Kind> kinds_of(const limiter::CompiledPolicy& policy);
 
 // Keeps the snapshot: told by the reclaimer of each region it has passed
 // (copied then, while the region is warm in the cache) and of each sweep's

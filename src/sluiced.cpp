@@ -69,6 +69,7 @@
 #include "sluiced_run_commands.h"
 #include "sluiced_signals.h"
 #include "sluiced_status_commands.h"
+#include "sluiced_tables.h"
 
 namespace {
 
@@ -362,7 +363,10 @@ class Appliance final : private sluiced::PolicyLoading {
   sluiced::Mempool pool_;
   sluiced::StartedPorts ports_;
   // By create_tables(): the limiter's shared state.
-  std::unique_ptr<limiter::BucketTable> buckets_, records_;
+  // The buckets and TB07 records, on table files that outlive the process.
+  sluiced::LimiterTables tables_;
+  limiter::BucketTable* buckets_ = nullptr;
+  limiter::BucketTable* records_ = nullptr;
   std::unique_ptr<limiter::DigestMap> runs_, users_;
   std::optional<limiter::LimiterState> limiter_;
   std::optional<time::TscClock> clock_;
@@ -501,13 +505,19 @@ Status Appliance::start_ports() {
 // The limiter's shared state, and the clock the workers and the reclaimer
 // read.
 Status Appliance::create_tables() {
+  const limiter::BucketTable::Options buckets{.capacity = o_.buckets, .bucket_kinds = kMaxBucketKinds};
+  const limiter::BucketTable::Options records{.capacity = std::max<size_t>(o_.buckets / 16, 4096),
+                                              .bucket_kinds = 1,
+                                              .words = record_words(loaded_.snapshot->policy)};
   try {
-    buckets_ = std::make_unique<limiter::BucketTable>(
-        limiter::BucketTable::Options{.capacity = o_.buckets, .bucket_kinds = kMaxBucketKinds});
-    records_ = std::make_unique<limiter::BucketTable>(
-        limiter::BucketTable::Options{.capacity = std::max<size_t>(o_.buckets / 16, 4096),
-                                      .bucket_kinds = 1,
-                                      .words = record_words(loaded_.snapshot->policy)});
+    const auto wall = std::chrono::system_clock::now().time_since_epoch();
+    if (std::string err = tables_.open(o_.state_dir, buckets, records,
+                                       static_cast<uint64_t>(std::chrono::nanoseconds(wall).count()));
+        !err.empty()) {
+      return Failure{ExitCode::kState, err};
+    }
+    buckets_ = &tables_.buckets();
+    records_ = &tables_.records();
     runs_ = std::make_unique<limiter::DigestMap>(o_.runs);
     users_ = std::make_unique<limiter::DigestMap>(o_.credentials);
   } catch (const std::bad_alloc&) {
@@ -545,21 +555,9 @@ void Appliance::start_publisher() {
   restore_buckets();
 }
 
-// Before any worker runs: the buckets the last run left, where the policy
-// still has them unchanged.
-void Appliance::restore_buckets() {
-  const control::BucketRestore r = control::restore_buckets(o_.state_dir, publisher_->current()->policy, *buckets_);
-  if (!r.error.empty()) control::log(control::LogLevel::kWarning, control::LogEvent::kSnapshot, r.error);
-  if (!r.found || !r.error.empty()) return;
-  const double age = clock_->now() > r.taken_at ? static_cast<double>(clock_->now() - r.taken_at) / 1e9 : 0.0;
-  char taken[32];
-  std::snprintf(taken, sizeof taken, "%.1f", age);
-  control::log(control::LogLevel::kNotice, control::LogEvent::kSnapshot,
-               "restored " + std::to_string(r.restored) + " buckets from " + o_.state_dir + "/" +
-                   std::string(control::kBucketSnapshotFile) + " (taken " + taken + " s ago); left out " +
-                   std::to_string(r.changed) + " whose limits changed, " + std::to_string(r.gone) +
-                   " the policy no longer has, " + std::to_string(r.no_room) + " for want of room");
-}
+// Before any worker runs: the buckets the last run left (re-attached, or
+// from the snapshot), where the policy still has them unchanged.
+void Appliance::restore_buckets() { tables_.settle(o_.state_dir, publisher_->current()->policy, clock_->now()); }
 
 Status Appliance::create_workers() {
   // Keys the workers' client-share tables: a client that cannot predict
@@ -661,12 +659,12 @@ void Appliance::build_control_plane() {
                        [this] { return clock_->now(); });
   reclaimer_.emplace(
       std::vector<control::Reclaimer::Table>{
-          {"buckets", buckets_.get(), [this] { return idle_buckets(); },
+          {"buckets", buckets_, [this] { return idle_buckets(); },
            [this](unsigned region) { snapshot_region(region); }},
-          {"credential_slots", records_.get(), [this] { return idle_credential_records(); }}},
+          {"credential_slots", records_, [this] { return idle_credential_records(); }}},
       wait_for_readers());
   control::ClusterService::Setup setup;  // spec: the cluster section's, filled in by build()
-  setup.table = buckets_.get();
+  setup.table = buckets_;
   setup.wait_for_readers = wait_for_readers();
   setup.box_clock = [this] { return clock_->now(); };
   setup.bucket_names = [this] { return sluiced::cluster_bucket_names(publisher_->current()->policy, kMaxBucketKinds); };
@@ -747,6 +745,7 @@ std::vector<std::string> Appliance::publish(LoadedPolicy next, const std::string
   next = same_cluster(std::move(next), name);
   std::vector<std::string> refused =
       next.snapshot ? publisher_->reload(std::move(next.snapshot), name) : std::move(next.errors);
+  if (refused.empty()) tables_.record_kinds(publisher_->current()->policy);
   notifier_.reloaded(refused.empty() ? service_status()
                                      : name + " refused (" + refused.front() + "); " + service_status());
   return refused;

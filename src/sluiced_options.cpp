@@ -176,7 +176,8 @@ void describe_operation(CLI::App& app, Options& o) {
       ->type_name("ADDR:PORT")->check(non_empty("needs ADDR:PORT"))->group(group);
   app.add_option("--state-dir", o.state_dir,
                  "what survives a restart: the live-run journal, the credential map and the secret credential hashes "
-                 "are keyed with (default /var/lib/sluice; made 0700; an existing one must be sluiced's user's and "
+                 "are keyed with, the bucket and credential-slot tables (mapped, re-attached at start) and the bucket "
+                 "snapshot (default /var/lib/sluice; made 0700; an existing one must be sluiced's user's and "
                  "0700, else exit 8)")
       ->type_name("DIR")->check(non_empty("needs a directory"))->group(group);
   app.add_flag("-q,--quiet", o.quiet, "no start-up summary")->group(group);

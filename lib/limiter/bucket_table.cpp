@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -29,42 +30,134 @@ constexpr uint64_t kFreeMark = 1;  // k1 of a free slot (k0 == 0)
 
 }  // namespace
 
-BucketTable::BucketTable(const Options& o)
-    : stride_(sizeof(BucketSlot) + 8 * size_t{std::max(2u, o.words + (o.words & 1u))}),
-      words_(std::max(2u, o.words + (o.words & 1u))),
-      regions_(std::bit_ceil(std::max(1u, o.regions))),
-      max_probe_(std::max(1u, o.max_probe)),
-      bucket_kinds_(std::max<uint16_t>(1, o.bucket_kinds)) {
-  if (words_ > kMaxWords) throw std::invalid_argument("a bucket table slot holds at most 64 state words");
-  const size_t total = std::bit_ceil(std::max<size_t>(o.capacity, size_t{regions_} * 64));
-  region_slots_ = total / regions_;
-  max_probe_ = static_cast<unsigned>(std::min<uint64_t>(max_probe_, region_slots_));
+namespace {
 
+// What Options make of a table: the stride and words of a slot, the regions,
+// the slots in all (a power of two) and the bytes of slots with the overflow
+// buckets. One place, since a table on memory it was given must agree with
+// the table that left it there.
+struct Geometry {
+  unsigned words;
+  size_t stride;
+  unsigned regions;
+  unsigned max_probe;
+  uint16_t kinds;
+  size_t total;
+  size_t bytes;
+};
+
+Geometry geometry(const BucketTable::Options& o) {
+  Geometry g{};
+  g.words = std::max(2u, o.words + (o.words & 1u));
+  if (g.words > BucketTable::kMaxWords) throw std::invalid_argument("a bucket table slot holds at most 64 state words");
+  g.stride = sizeof(BucketSlot) + 8 * size_t{g.words};
+  g.regions = std::bit_ceil(std::max(1u, o.regions));
+  g.kinds = std::max<uint16_t>(1, o.bucket_kinds);
+  g.total = std::bit_ceil(std::max<size_t>(o.capacity, size_t{g.regions} * 64));
+  g.max_probe = static_cast<unsigned>(std::min<uint64_t>(std::max(1u, o.max_probe), g.total / g.regions));
+  g.bytes = (g.total + g.kinds) * g.stride;
+  return g;
+}
+
+}  // namespace
+
+size_t BucketTable::bytes_for(const Options& options) noexcept {
+  try {
+    return geometry(options).bytes;
+  } catch (const std::invalid_argument&) {
+    return 0;
+  }
+}
+
+BucketTable::BucketTable(const Options& o) {
+  const Geometry g = geometry(o);
+  stride_ = g.stride;
+  words_ = g.words;
+  regions_ = g.regions;
+  max_probe_ = g.max_probe;
+  bucket_kinds_ = g.kinds;
+  region_slots_ = g.total / g.regions;
   // Anonymous memory comes zeroed (every slot empty). Huge pages where the
   // kernel has them (a random lookup in a large table otherwise misses the
   // TLB as well as the cache), and every page touched now, so no page fault
   // lands on the hot path later.
-  const size_t slot_bytes = (total + bucket_kinds_) * stride_;
-  void* p = mmap(nullptr, slot_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p = mmap(nullptr, g.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     throw std::bad_alloc();
   }
-  (void)madvise(p, slot_bytes, MADV_HUGEPAGE);
-  for (size_t off = 0; off < slot_bytes; off += 4096) static_cast<volatile char*>(p)[off] = 0;
-  mapped_bytes_ = slot_bytes;
+  (void)madvise(p, g.bytes, MADV_HUGEPAGE);
+  for (size_t off = 0; off < g.bytes; off += 4096) static_cast<volatile char*>(p)[off] = 0;
+  mapped_bytes_ = g.bytes;
   base_ = static_cast<char*>(p);
+  allocate_bookkeeping();
+}
+
+BucketTable::BucketTable(const Options& o, std::span<std::byte> memory) {
+  const Geometry g = geometry(o);
+  if (memory.size() < g.bytes) throw std::invalid_argument("a bucket table's memory is smaller than its options need");
+  stride_ = g.stride;
+  words_ = g.words;
+  regions_ = g.regions;
+  max_probe_ = g.max_probe;
+  bucket_kinds_ = g.kinds;
+  region_slots_ = g.total / g.regions;
+  owns_memory_ = false;
+  mapped_bytes_ = g.bytes;
+  base_ = reinterpret_cast<char*>(memory.data());
+  allocate_bookkeeping();
+}
+
+void BucketTable::allocate_bookkeeping() {
   closed_ = new std::atomic<uint8_t>[regions_];
   for (unsigned r = 0; r < regions_; ++r) closed_[r].store(0, std::memory_order_relaxed);
-  retired_ = new uint8_t[total]();
+  retired_ = new uint8_t[capacity()]();
   live_in_region_ = new std::atomic<uint64_t>[regions_];
   for (unsigned r = 0; r < regions_; ++r) live_in_region_[r].store(0, std::memory_order_relaxed);
 }
 
 BucketTable::~BucketTable() {
-  munmap(base_, mapped_bytes_);
+  if (owns_memory_) munmap(base_, mapped_bytes_);
   delete[] closed_;
   delete[] retired_;
   delete[] live_in_region_;
+}
+
+size_t BucketTable::recover() noexcept {
+  size_t live_total = 0;
+  for (unsigned r = 0; r < regions_; ++r) {
+    size_t live = 0;
+    const size_t base = size_t{r} * region_slots_;
+    for (uint64_t i = 0; i < region_slots_; ++i) {
+      BucketSlot& s = *slot_at(base + i);
+      if (s.key[0] == 0 && s.key[1] == 0) continue;
+      bool frozen = false;
+      for (unsigned w = 0; w < words_; ++w) frozen = frozen || s.load(w) == kFrozen;
+      if (s.key[0] == 0 || frozen) {
+        // A reclamation's leftover: retired (a free mark) or being retired.
+        s.key[0] = 0;
+        s.key[1] = kFreeMark;
+        for (unsigned w = 0; w < words_; ++w) s.word(w).store(0, std::memory_order_relaxed);
+        continue;
+      }
+      ++live;
+    }
+    live_in_region_[r].store(live, std::memory_order_relaxed);
+    live_total += live;
+  }
+  // An overflow bucket is never frozen; one a damaged file left frozen would
+  // send every charge of its kind to a bucket that reads as frozen.
+  for (uint16_t k = 0; k < bucket_kinds_; ++k) {
+    BucketSlot& s = overflow_slot(k);
+    for (unsigned w = 0; w < words_; ++w) {
+      if (s.load(w) == kFrozen) s.word(w).store(0, std::memory_order_relaxed);
+    }
+  }
+  return live_total;
+}
+
+void BucketTable::clear() noexcept {
+  std::memset(base_, 0, mapped_bytes_);
+  for (unsigned r = 0; r < regions_; ++r) live_in_region_[r].store(0, std::memory_order_relaxed);
 }
 
 BucketSlot* BucketTable::find(const BucketKey& key) noexcept {

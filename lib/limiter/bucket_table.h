@@ -36,6 +36,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 
 #include "limiter/bucket_key.h"
 
@@ -69,8 +70,17 @@ class BucketTable {
     unsigned words = 2;         // state words per slot, even (keys stay 16-byte aligned)
   };
 
+  // On anonymous memory of its own, every slot empty.
   explicit BucketTable(const Options& options);
+  // On `memory`, which the caller owns and keeps for the table's life: at
+  // least bytes_for(options) bytes, zeroed (every slot empty) or holding a
+  // table of the same options that a process before this one left there,
+  // which recover() then makes whole again (a file-backed shared mapping
+  // that outlives the process: control/table_file.h).
+  BucketTable(const Options& options, std::span<std::byte> memory);
   ~BucketTable();
+  // The bytes of slots a table of `options` needs.
+  [[nodiscard]] static size_t bytes_for(const Options& options) noexcept;
   BucketTable(const BucketTable&) = delete;
   BucketTable& operator=(const BucketTable&) = delete;
 
@@ -123,6 +133,15 @@ class BucketTable {
   // `key` given `words` (words() of them) as its state: at start, before
   // any other thread uses the table. False if it found no slot.
   [[nodiscard]] bool restore(const BucketKey& key, const uint64_t* words) noexcept;
+  // Before any other thread uses a table attached to memory a crashed
+  // process left: finishes what a reclamation the crash cut short had begun
+  // (a slot partly or wholly frozen was idle when its freezing began: it is
+  // released and emptied), and counts each region's live slots. Returns the
+  // live slots.
+  size_t recover() noexcept;
+  // Every slot emptied, overflow buckets included (before any other thread
+  // uses the table).
+  void clear() noexcept;
   [[nodiscard]] unsigned words() const noexcept { return words_; }
   // Slots freed by reclamation and not yet reused or emptied (lookups of
   // absent keys probe past them).
@@ -135,7 +154,10 @@ class BucketTable {
     return reinterpret_cast<BucketSlot*>(base_ + i * stride_);
   }
 
+  void allocate_bookkeeping();
+
   char* base_ = nullptr;  // capacity() slots, then bucket_kinds overflow slots
+  bool owns_memory_ = true;
   size_t stride_ = 32;
   unsigned words_ = 2;
   std::atomic<uint8_t>* closed_ = nullptr;

@@ -255,7 +255,9 @@ for entry in "${plan[@]}"; do
     fi
     # Another profile starts from full buckets, as its tests count on: the
     # last one's snapshot (control/bucket_snapshot.h) is not its to restore.
-    rm -f "$SLT_TMP/state/buckets.snapshot"
+    # Nor are its table files (control/table_file.h), which a start
+    # re-attaches whatever the policy.
+    rm -f "$SLT_TMP/state/buckets.snapshot" "$SLT_TMP/state/"*.table "$SLT_TMP/state/"*.table.set-aside
     if ! appliance_start "$(policy_file "$policy")" "$workers" "$args" >"$SLT_TMP/appliance-start.msg" 2>&1; then
       broken="$want"
       mapfile -t lines <"$SLT_TMP/appliance-start.msg"
@@ -273,13 +275,23 @@ for entry in "${plan[@]}"; do
   # "restart": the test's first phase (t_NAME_before) runs, then sluiced is
   # stopped and started again with the same state directory, then the test.
   # "crash": the same, but sluiced is killed (SIGKILL) instead of stopped.
-  if { [ "$extra" = restart ] || [ "$extra" = crash ]; } && [ "$SLUICE_APPLIANCE" = sluiced ]; then
+  # "crash-edit=OFFSET": killed, then the byte at OFFSET of its bucket table
+  # file made 0x02 (a layout it does not read, or a damaged header).
+  if { [ "$extra" = restart ] || [ "$extra" = crash ] || [[ "$extra" == crash-edit=* ]]; } &&
+    [ "$SLUICE_APPLIANCE" = sluiced ]; then
     if ! timeout -k 5 "${SLUICE_TEST_TIMEOUT:-150}" bash "$HERE/tests.sh" run "$name" before >"$SLT_OUT/before.log" 2>&1; then
       mapfile -t why <"$SLT_WHY" 2>/dev/null
       report_fail "$name" "$kind" "before the restart: ${why[0]:-see $SLT_OUT/before.log}" "${why[@]:1}"
       continue
     fi
-    if [ "$extra" = crash ]; then appliance_kill; else stop_appliance_checked; fi
+    case "$extra" in
+      crash) appliance_kill ;;
+      crash-edit=*)
+        appliance_kill
+        printf '\x02' | dd of="$SLT_TMP/state/buckets.table" bs=1 seek="${extra#crash-edit=}" conv=notrunc status=none
+        ;;
+      *) stop_appliance_checked ;;
+    esac
     if ! appliance_start "$(policy_file "$policy")" "$workers" "$args" >"$SLT_TMP/appliance-start.msg" 2>&1; then
       mapfile -t lines <"$SLT_TMP/appliance-start.msg"
       report_fail "$name" "$kind" "the appliance did not start again:" "${lines[@]}"

@@ -53,6 +53,8 @@ ctl-prometheus-scrape        limiting  tb-small           1
 ctl-reload                   limiting  tb-small           1
 wire-overlap-decoy           limiting  tb-small           1
 ctl-buckets-crash            limiting  tb-small           1  crash
+ctl-buckets-relayout         limiting  tb-small           1  crash-edit=8
+ctl-buckets-damaged          limiting  tb-small           1  crash-edit=16
 wire-restart-parked-body     limiting  tb-small           1  crash
 wire-forged-adoption         limiting  tb-small           1
 wire-forged-flood            limiting  tb-small           1
@@ -1636,48 +1638,89 @@ t_ctl_run_budget() {
   finish
 }
 
-# Live runs survive a restart (the journal in --state-dir): before the
-# restart one run is started with a budget, one started and ended, and a torn
-# half record is appended to the journal (a daemon killed mid-write); after
-# it the live run is listed with its budget and paced at it, the ended one is
-# 404 (TB12), and the torn record was skipped with a warning.
-# Buckets survive a crash: 15 of the bare budget's 20 (an hour)
-# are spent, a bucket snapshot taken after them is awaited (the reclaimer
-# writes one each 10 s sweep), then sluiced is killed (SIGKILL) and started
-# again on the same state directory: the client has 5 left, not 20; and a
-# live run with its own budget of 1 a minute, spent before the crash, is
-# still spent after it (TB13).
+# Budgets across a crash: 15 of tb-small's bare 20 spent, and a live run's
+# one request a minute (TB13), then sluiced is killed (SIGKILL) at once and
+# started again. The tables live in files in the state directory
+# (control/table_file.h) that the new process re-attaches, so nothing is
+# given back, not even what no snapshot had yet: 5 more, then 429, and the
+# run stays spent.
 t_ctl_buckets_crash_before() {
-  local s i taken0 taken
+  spend_before_crash crash-run
+  finish
+}
+t_ctl_buckets_crash() {
+  check_eq "sluiced said it re-attached the buckets" \
+    "$(grep -cE '^sluiced: re-attached [1-9][0-9]* buckets from .*/buckets\.table \(generation [2-9][0-9]*\); nothing given back' "$SLT_SLUICED_LOG")" 1
+  check_spent_after_crash crash-run
+  finish
+}
+
+# The same crash, but the bucket table file left behind is not one this
+# sluiced can use: its header says another layout (an upgrade that changed
+# it), or its header is damaged. The file is set aside with the reason, and
+# the buckets come from the snapshot, written after the spending (two
+# writes waited for): the budget is as spent as the snapshot says.
+t_ctl_buckets_relayout_before() {
+  spend_before_crash relayout-run
+  wait_snapshot_writes 2
+  finish
+}
+t_ctl_buckets_relayout() {
+  check_set_aside 'layout 2, this sluiced reads layout 1'
+  check_spent_after_crash relayout-run
+  finish
+}
+t_ctl_buckets_damaged_before() {
+  spend_before_crash damaged-run
+  wait_snapshot_writes 2
+  finish
+}
+t_ctl_buckets_damaged() {
+  check_set_aside 'its header is damaged \(checksum\)'
+  check_spent_after_crash damaged-run
+  finish
+}
+
+# spend_before_crash RUN: 15 of the bare budget spent from this test's
+# address, and live run RUN (a budget of 1 a minute) spent; the time noted.
+spend_before_crash() {
+  local s run="$1"
   s="$(src4)"
-  taken0="$(SLT_CTL --json status | "$SLT_PY" -c 'import json,sys; print(int(json.load(sys.stdin)["bucket_snapshot"]["taken_at_ns"]))')"
   client spend --source "$s" --count 15 --path '/bc/{i}'
   check_eq "15 admitted before the crash" "$(res statuses spend)" "200x15"
-  # A live run with a budget of its own (TB13: 1 a minute), spent.
-  SLT_CTL run start crash-run --budget 1 >/dev/null 2>&1 || fail "run start crash-run"
-  client run --source "$s" --count 1 --path '/vrx/crash-run/v1/x'
+  SLT_CTL run start "$run" --budget 1 >/dev/null 2>&1 || fail "run start $run"
+  client run --source "$s" --count 1 --path "/vrx/$run/v1/x"
   check_eq "the run's one request a minute, before the crash" "$(res statuses run)" "200"
-  date +%s >"$SLT_TMP/crash-run.spent"
-  # A snapshot whose sweep began after the spending: two more writes.
-  local writes=0 last="$taken0"
-  for ((i = 0; i < 60 && writes < 2; i++)); do
+  date +%s >"$SLT_TMP/$run.spent"
+}
+# wait_snapshot_writes N: N more bucket snapshots written (within 30 s).
+wait_snapshot_writes() {
+  local i writes=0 last taken
+  last="$(SLT_CTL --json status | "$SLT_PY" -c 'import json,sys; print(int(json.load(sys.stdin)["bucket_snapshot"]["taken_at_ns"]))')"
+  for ((i = 0; i < 60 && writes < $1; i++)); do
     taken="$(SLT_CTL --json status | "$SLT_PY" -c 'import json,sys; print(int(json.load(sys.stdin)["bucket_snapshot"]["taken_at_ns"]))')"
     [ "$taken" != "$last" ] && { writes=$((writes + 1)); last="$taken"; }
     sleep 0.5
   done
-  check_eq "bucket snapshots written meanwhile" "$writes" 2
-  finish
+  check_eq "bucket snapshots written after the spending" "$writes" "$1"
 }
-t_ctl_buckets_crash() {
-  local s
-  s="$(src4)"
+# check_set_aside WHY: the log says buckets.table was set aside for WHY (an
+# ERE) and the buckets restored from the snapshot; the file is there.
+check_set_aside() {
+  check_eq "sluiced said why it set the table aside" \
+    "$(grep -cE "^sluiced: .*/buckets\.table: $1; set aside as .*/buckets\.table\.set-aside; the buckets come from the snapshot" "$SLT_SLUICED_LOG")" 1
   check_eq "sluiced said what it restored" "$(grep -cE '^sluiced: restored [1-9][0-9]* buckets from .*buckets.snapshot' "$SLT_SLUICED_LOG")" 1
+  check_eq "the set-aside file kept" "$([ -f "$SLT_TMP/state/buckets.table.set-aside" ] && echo yes)" yes
+}
+# check_spent_after_crash RUN: TB01 5 more of the 20, then 429; the run
+# still spent within the minute its one request refills in.
+check_spent_after_crash() {
+  local s run="$1" spent elapsed
+  s="$(src4)"
   client after --source "$s" --count 6 --path '/bc/after{i}'
   check_eq "TB01 the spent budget stayed spent across the crash: 5 more, then 429" "$(res statuses after)" "200x5 429."
-  # Within the minute its one request refills in, the run is still spent.
-  local spent elapsed
-  spent="$(cat "$SLT_TMP/crash-run.spent" 2>/dev/null || echo 0)"
-  client run --source "$s" --count 1 --path '/vrx/crash-run/v1/y'
+  spent="$(cat "$SLT_TMP/$run.spent" 2>/dev/null || echo 0)"
+  client run --source "$s" --count 1 --path "/vrx/$run/v1/y"
   elapsed=$(($(date +%s) - spent))
   if [ "$elapsed" -lt 55 ]; then
     check_eq "TB13 the run's spent budget stayed spent across the crash (${elapsed}s after it was spent)" \
@@ -1685,8 +1728,7 @@ t_ctl_buckets_crash() {
   else
     note "the run's check skipped: ${elapsed}s since it was spent, its budget may have refilled"
   fi
-  SLT_CTL run end crash-run >/dev/null 2>&1
-  finish
+  SLT_CTL run end "$run" >/dev/null 2>&1
 }
 
 # Connection adoption across a crash: keep-alive connections that were open
@@ -2055,6 +2097,11 @@ t_wire_blind_rst_judged() {
   finish
 }
 
+# Live runs survive a restart (the journal in --state-dir): before the
+# restart one run is started with a budget, one started and ended, and a torn
+# half record is appended to the journal (a daemon killed mid-write); after
+# it the live run is listed with its budget and paced at it, the ended one is
+# 404 (TB12), and the torn record was skipped with a warning.
 t_ctl_runs_restart_before() {
   SLT_CTL run start itest-kept --budget 7 >/dev/null 2>&1 || fail "run start itest-kept"
   SLT_CTL run start itest-ended >/dev/null 2>&1 || fail "run start itest-ended"
