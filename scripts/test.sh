@@ -21,7 +21,8 @@
 #      its differential checks (SLUICE_FUZZ_SECONDS, default 60), then the
 #      flow engine segment by segment (SLUICE_FLOW_FUZZ_SECONDS, default 60),
 #      then sluice-replay's inputs: captures and access logs
-#      (SLUICE_REPLAY_FUZZ_SECONDS, default 60);
+#      (SLUICE_REPLAY_FUZZ_SECONDS, default 60), and damaged table files
+#      re-attached (SLUICE_TABLE_FUZZ_SECONDS, default 30);
 #   9. the Debian package (scripts/package-check.sh), built in the background
 #      while the fuzzers run: lintian-clean, installed, used from the
 #      installed files (check-config, the unit verified, man pages rendered,
@@ -33,6 +34,7 @@ cd "$(dirname "$0")/.."
 fuzz_seconds="${SLUICE_FUZZ_SECONDS:-60}"
 flow_fuzz_seconds="${SLUICE_FLOW_FUZZ_SECONDS:-60}"
 replay_fuzz_seconds="${SLUICE_REPLAY_FUZZ_SECONDS:-60}"
+table_fuzz_seconds="${SLUICE_TABLE_FUZZ_SECONDS:-30}"
 # Each step's wall-clock duration, printed when the next one starts and
 # again as a table at the end (also after a failure), so that a slow step
 # shows where CI's time goes.
@@ -134,6 +136,7 @@ run_fuzzer() {
 step "building build-fuzz/ (libFuzzer targets, clang, ASan + UBSan)"
 CXX=clang++ scripts/build.sh build-fuzz \
   --target tests/fuzz/head_parser_fuzz --target tests/fuzz/flow_engine_fuzz --target tests/fuzz/replay_input_fuzz \
+  --target tests/fuzz/table_file_fuzz \
   "${sanitizer_build[@]}" -Dfuzz=true -Dtests=false -Dperf=false \
   -Db_sanitize=address,undefined -Dcpp_args="-gline-tables-only -fno-sanitize-recover=all" -Db_lundef=false
 work="$(mktemp -d)"
@@ -167,6 +170,10 @@ SLUICE_FUZZ_OVERLAP="${SLUICE_FUZZ_OVERLAP:-1}" \
 step "fuzzing sluice-replay's inputs (captures, access logs) for ${replay_fuzz_seconds}s (build-fuzz/)"
 run_fuzzer replay_input_fuzz "$replay_fuzz_seconds" 'tests/data/replay/*.seed' \
   -dict=tests/data/replay/replay_input.dict -max_len=16384
+
+# The limiter's table files damaged anywhere, then re-attached or set aside.
+step "fuzzing the re-attach of damaged table files for ${table_fuzz_seconds}s (build-fuzz/)"
+run_fuzzer table_file_fuzz "$table_fuzz_seconds" - -max_len=4096
 
 step "the Debian package: build, lintian, install, use, purge (scripts/package-check.sh)"
 package_ok=0
