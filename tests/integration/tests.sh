@@ -25,6 +25,7 @@ plumbing-tinymss             plumbing  three-budgets      1
 tb-bare-budget               limiting  three-budgets      1
 ctl-run-budget               limiting  three-budgets      1
 ctl-runs-restart             limiting  three-budgets      1  restart
+ctl-slots-crash              limiting  three-budgets      1  crash
 rf-blowhorn-budget           limiting  route-families     1
 rf-client-ip-headers         limiting  route-families     1
 rf-unknown-credential        limiting  route-families     1
@@ -2094,6 +2095,37 @@ t_wire_blind_rst_judged() {
   check_eq "requests the appliance judged on the connection" "$(delta_of "$before" "$after" requests)" 21
   olog_settle
   check_olog "the connection's address" "$s" 20
+  finish
+}
+
+# TB07's credential slots across a crash: one address uses 8 credentials
+# (its 8 slots, each credential its own budget: RateLimit-Limit 300), then
+# sluiced is killed (SIGKILL) and started again. The records live in a table
+# file the new process re-attaches, so the slots are still held: a ninth
+# credential from the address is counted against its bare budget (Limit 60),
+# and the first credential still has its own. (Before, the records started
+# empty after every restart and the ninth got a slot of its own.)
+t_ctl_slots_crash_before() {
+  local s i
+  s="$(src4)"
+  for ((i = 1; i <= 8; i++)); do
+    client "c$i" --source "$s" --count 1 --path "/slots/c$i" -H "Authorization: Bearer slt-slot-$i"
+    check_eq "TB07 credential $i of 8 before the crash: admitted on its own budget" \
+      "$(res statuses "c$i") $(res expr "c$i" 'R[0]["headers"].get("ratelimit-limit") if R else None')" "200 300"
+  done
+  finish
+}
+t_ctl_slots_crash() {
+  local s
+  s="$(src4)"
+  check_eq "sluiced said it re-attached the credential-slot records" \
+    "$(grep -cE '^sluiced: re-attached [1-9][0-9]* credential-slot records from .*/credential-slots\.table' "$SLT_SLUICED_LOG")" 1
+  client c9 --source "$s" --count 1 --path /slots/c9 -H 'Authorization: Bearer slt-slot-9'
+  check_eq "TB07 a ninth credential after the crash, the 8 slots still held: counted against the bare budget" \
+    "$(res statuses c9) $(res expr c9 'R[0]["headers"].get("ratelimit-limit") if R else None')" "200 60"
+  client c1 --source "$s" --count 1 --path /slots/c1-again -H 'Authorization: Bearer slt-slot-1'
+  check_eq "TB07 the first credential after the crash: still its own slot and budget" \
+    "$(res statuses c1) $(res expr c1 'R[0]["headers"].get("ratelimit-limit") if R else None')" "200 300"
   finish
 }
 
