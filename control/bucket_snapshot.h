@@ -1,7 +1,8 @@
 // Buckets that survive a restart: the shared bucket table's live
 // slots, written to the state directory as the reclaimer passes over them
-// and again at a clean stop, and put back at start, so a crash costs at
-// most about two reclaimer sweeps (20 s) of admissions instead of every
+// and again at a clean stop, and put back at start when the table file
+// (table_file.h) cannot be re-attached, so a crash then costs at most about
+// two reclaimer sweeps (2 s in sluiced) of admissions instead of every
 // bucket coming back full. Only buckets whose name and limits are
 // unchanged are put back: a bucket whose rate, burst or window changed, or
 // that the policy no longer has, starts full as a new one would.

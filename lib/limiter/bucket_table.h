@@ -122,7 +122,7 @@ class BucketTable {
   // Slots in use as retire_idle() last counted them, region by region: what
   // the operator's figures show, since a whole-table scan on every scrape
   // would sweep the workers' data out of the cache (512 MB at 10 M keys).
-  // As old as the reclaimer's last pass over each region (10 s in sluiced).
+  // As old as the reclaimer's last pass over each region (1 s in sluiced).
   [[nodiscard]] size_t live_as_of_reclaim() const noexcept;
 
   // Every slot of region `r` in use, with its state words as read (a bucket

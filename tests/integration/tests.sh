@@ -529,7 +529,7 @@ t_ctl_status_stats() {
   check_eq "Prometheus: the bare rule's refusals moved by 1" \
     "$(($(prom_sum "$scrape_after" sluice_requests_total 'verdict="refused",rule="bare"') - $(prom_sum "$scrape_before" sluice_requests_total 'verdict="refused",rule="bare"')))" 1
   check_eq "Prometheus: sluice_build_info" "$(grep -cE '^sluice_build_info[{]version="[^"]+",dpdk_version="[^"]+"[}] 1$' <<<"$scrape_after")" 1
-  # Entries as the reclaimer last counted them: every region every 10 s.
+  # Entries as the reclaimer last counted them: every region every second.
   local entries_seen=0 tries
   for ((tries = 0; tries < 24; tries++)); do
     grep -qE '^sluice_table_entries[{]table="buckets"[}] [1-9]' <<<"$(scrape metrics)" && { entries_seen=1; break; }
