@@ -745,7 +745,7 @@ std::vector<std::string> Appliance::publish(LoadedPolicy next, const std::string
   next = same_cluster(std::move(next), name);
   std::vector<std::string> refused =
       next.snapshot ? publisher_->reload(std::move(next.snapshot), name) : std::move(next.errors);
-  if (refused.empty()) tables_.record_kinds(publisher_->current()->policy);
+  if (refused.empty()) tables_.record_current_kinds([this] { return publisher_->current(); });
   notifier_.reloaded(refused.empty() ? service_status()
                                      : name + " refused (" + refused.front() + "); " + service_status());
   return refused;

@@ -112,6 +112,12 @@ void LimiterTables::restore_from_snapshot(const std::string& state_dir, const li
          std::string(control::kBucketSnapshotFile) + " (taken " + taken + " s ago); " + left_out(r));
 }
 
+void LimiterTables::record_current_kinds(
+    const std::function<std::shared_ptr<const dataplane::PolicySnapshot>()>& current) {
+  const std::lock_guard<std::mutex> lock(record_mu_);
+  record_kinds(current()->policy);
+}
+
 void LimiterTables::record_kinds(const limiter::CompiledPolicy& policy) {
   if (!bucket_side_.file->record_kinds(control::kinds_of(policy))) {
     warning(bucket_side_.file->path() + ": more bucket kinds than it can record; a restart will take the buckets "

@@ -9,13 +9,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "control/bucket_snapshot.h"
 #include "control/table_file.h"
+#include "dataplane/policy_snapshot.h"
 #include "limiter/bucket_table.h"
 #include "limiter/compiled_policy.h"
 
@@ -37,9 +40,11 @@ class LimiterTables {
   // over to this policy's kinds as a snapshot would be; else the snapshot
   // file restored. Logs what it did. `now`: the limiter's clock.
   void settle(const std::string& state_dir, const limiter::CompiledPolicy& policy, uint64_t now);
-  // After a policy is published: the kinds its buckets carry, for the next
-  // start to read the table by.
-  void record_kinds(const limiter::CompiledPolicy& policy);
+  // After a policy is published: the kinds the published policy's buckets
+  // carry, for the next start to read the table by. Any thread: a SIGHUP
+  // reload and one from the control socket may end at once, so `current` is
+  // asked under the lock, and the last record is the live policy's.
+  void record_current_kinds(const std::function<std::shared_ptr<const dataplane::PolicySnapshot>()>& current);
 
  private:
   struct Side {
@@ -50,8 +55,10 @@ class LimiterTables {
   [[nodiscard]] static std::string open_side(Side& side, const std::string& dir, const std::string& name,
                                              const limiter::BucketTable::Options& options, uint64_t now,
                                              std::unique_ptr<limiter::BucketTable>& table);
+  void record_kinds(const limiter::CompiledPolicy& policy);
   void restore_from_snapshot(const std::string& state_dir, const limiter::CompiledPolicy& policy, uint64_t now);
 
+  std::mutex record_mu_;  // orders record_current_kinds()
   Side bucket_side_, record_side_;
   std::unique_ptr<limiter::BucketTable> buckets_, records_;
 };

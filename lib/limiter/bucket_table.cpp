@@ -69,7 +69,7 @@ size_t BucketTable::bytes_for(const Options& options) noexcept {
   }
 }
 
-BucketTable::BucketTable(const Options& o) {
+size_t BucketTable::lay_out(const Options& o) {
   const Geometry g = geometry(o);
   stride_ = g.stride;
   words_ = g.words;
@@ -77,32 +77,31 @@ BucketTable::BucketTable(const Options& o) {
   max_probe_ = g.max_probe;
   bucket_kinds_ = g.kinds;
   region_slots_ = g.total / g.regions;
+  return g.bytes;
+}
+
+BucketTable::BucketTable(const Options& o) {
+  const size_t bytes = lay_out(o);
   // Anonymous memory comes zeroed (every slot empty). Huge pages where the
   // kernel has them (a random lookup in a large table otherwise misses the
   // TLB as well as the cache), and every page touched now, so no page fault
   // lands on the hot path later.
-  void* p = mmap(nullptr, g.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     throw std::bad_alloc();
   }
-  (void)madvise(p, g.bytes, MADV_HUGEPAGE);
-  for (size_t off = 0; off < g.bytes; off += 4096) static_cast<volatile char*>(p)[off] = 0;
-  mapped_bytes_ = g.bytes;
+  (void)madvise(p, bytes, MADV_HUGEPAGE);
+  for (size_t off = 0; off < bytes; off += 4096) static_cast<volatile char*>(p)[off] = 0;
+  mapped_bytes_ = bytes;
   base_ = static_cast<char*>(p);
   allocate_bookkeeping();
 }
 
 BucketTable::BucketTable(const Options& o, std::span<std::byte> memory) {
-  const Geometry g = geometry(o);
-  if (memory.size() < g.bytes) throw std::invalid_argument("a bucket table's memory is smaller than its options need");
-  stride_ = g.stride;
-  words_ = g.words;
-  regions_ = g.regions;
-  max_probe_ = g.max_probe;
-  bucket_kinds_ = g.kinds;
-  region_slots_ = g.total / g.regions;
+  const size_t bytes = lay_out(o);
+  if (memory.size() < bytes) throw std::invalid_argument("a bucket table's memory is smaller than its options need");
   owns_memory_ = false;
-  mapped_bytes_ = g.bytes;
+  mapped_bytes_ = bytes;
   base_ = reinterpret_cast<char*>(memory.data());
   allocate_bookkeeping();
 }

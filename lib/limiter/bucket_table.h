@@ -154,6 +154,10 @@ class BucketTable {
     return reinterpret_cast<BucketSlot*>(base_ + i * stride_);
   }
 
+  // The geometry `options` make (one place for both constructors, so a table
+  // on memory it was given agrees with the table that left it there);
+  // returns the bytes of slots.
+  size_t lay_out(const Options& options);
   void allocate_bookkeeping();
 
   char* base_ = nullptr;  // capacity() slots, then bucket_kinds overflow slots
