@@ -12,12 +12,13 @@
 #include <string_view>
 
 #include "control/crc32c.h"
+#include "control/mapped_file.h"
 
 namespace sluice::control {
 
 namespace {
 
-constexpr size_t kPage = 4096;
+constexpr size_t kPage = kFilePage;
 constexpr char kMagic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'T', 'B'};
 
 struct Header {
@@ -53,8 +54,7 @@ struct KindsCopy {
   KindEntry entries[TableFile::kMaxKinds];
 };
 
-constexpr size_t round_up(size_t n) { return (n + kPage - 1) / kPage * kPage; }
-constexpr size_t kKindsCopyBytes = round_up(sizeof(KindsCopy));
+constexpr size_t kKindsCopyBytes = round_to_page(sizeof(KindsCopy));
 constexpr size_t kKindsOffset = kPage;
 constexpr size_t kSlotsOffset = kKindsOffset + 2 * kKindsCopyBytes;
 
@@ -81,7 +81,7 @@ Header header_for(const limiter::BucketTable::Options& o, uint64_t now) {
   h.bucket_kinds = o.bucket_kinds;
   h.slots_offset = kSlotsOffset;
   h.slots_bytes = limiter::BucketTable::bytes_for(o);
-  h.file_bytes = kSlotsOffset + round_up(h.slots_bytes);
+  h.file_bytes = kSlotsOffset + round_to_page(h.slots_bytes);
   h.generation = 1;
   h.created_at = now;
   h.crc = header_crc(h);
@@ -119,12 +119,6 @@ std::string check(int fd, const Header& want) {
   return {};
 }
 
-std::byte* map_file(int fd, size_t bytes) {
-  // Every page faulted in now, so none is on a worker's path later.
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  return p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
-}
-
 Header& header_of(std::byte* map) { return *reinterpret_cast<Header*>(map); }
 KindsCopy& copy_of(std::byte* map, int i) {
   return *reinterpret_cast<KindsCopy*>(map + kKindsOffset + static_cast<size_t>(i) * kKindsCopyBytes);
@@ -146,7 +140,7 @@ TableFile::Opened TableFile::open(const std::string& dir, const std::string& nam
   if (fd >= 0) {
     const std::string why = check(fd, want);
     if (why.empty()) {
-      std::byte* map = map_file(fd, want.file_bytes);
+      std::byte* map = map_shared(fd, want.file_bytes);
       if (map == nullptr) {
         out.error = path + ": cannot map it: " + std::strerror(errno);
         ::close(fd);
@@ -160,39 +154,23 @@ TableFile::Opened TableFile::open(const std::string& dir, const std::string& nam
       return out;
     }
     ::close(fd);
-    const std::string aside = path + ".set-aside";
-    if (::rename(path.c_str(), aside.c_str()) != 0) {
-      out.error = path + ": " + why + "; and it cannot be set aside: " + std::strerror(errno);
+    if (const std::string err = set_aside(path); !err.empty()) {
+      out.error = path + ": " + why + "; and " + err;
       return out;
     }
     out.outcome = Outcome::kSetAside;
-    out.note = path + ": " + why + "; set aside as " + aside;
+    out.note = path + ": " + why + "; set aside as " + path + ".set-aside";
   } else if (errno != ENOENT) {
     out.error = path + ": cannot open it: " + std::strerror(errno);
     return out;
   }
-  // A new file, whole before it has its name: a crash leaves no half-made one.
-  const std::string tmp = path + ".new";
-  (void)::unlink(tmp.c_str());
-  fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) {
-    out.error = tmp + ": cannot create it: " + std::strerror(errno);
+  const MadeFile made = make_file(path, want.file_bytes, std::as_bytes(std::span(&want, 1)));
+  if (made.fd < 0) {
+    out.error = made.error;
     return out;
   }
-  if (::ftruncate(fd, static_cast<off_t>(want.file_bytes)) != 0 ||
-      ::pwrite(fd, &want, sizeof want, 0) != static_cast<ssize_t>(sizeof want)) {
-    out.error = tmp + ": cannot size it to " + std::to_string(want.file_bytes) + " bytes: " + std::strerror(errno);
-    ::close(fd);
-    (void)::unlink(tmp.c_str());
-    return out;
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    out.error = tmp + ": cannot rename it to " + path + ": " + std::strerror(errno);
-    ::close(fd);
-    (void)::unlink(tmp.c_str());
-    return out;
-  }
-  std::byte* map = map_file(fd, want.file_bytes);
+  fd = made.fd;
+  std::byte* map = map_shared(fd, want.file_bytes);
   if (map == nullptr) {
     out.error = path + ": cannot map it: " + std::strerror(errno);
     ::close(fd);

@@ -1,0 +1,33 @@
+// What the state directory's mapped files (the limiter tables, the flow
+// file) share: a new file made whole before it has its name, a shared
+// mapping faulted in at once, and an unusable file set aside for an
+// operator to look at. Control plane only: at start.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+
+namespace sluice::control {
+
+struct MadeFile {
+  int fd = -1;        // open read-write; -1: see `error`
+  std::string error;  // what failed, with the path
+};
+
+// `path` made (replacing any) `bytes` long, zero but for `header` at its
+// start, through PATH.new and a rename: a crash leaves no half-made one.
+[[nodiscard]] MadeFile make_file(const std::string& path, size_t bytes, std::span<const std::byte> header);
+
+// `bytes` of `fd` mapped shared and read-write, every page faulted in now
+// (none on a worker's path later); nullptr (errno set) if it cannot be.
+[[nodiscard]] std::byte* map_shared(int fd, size_t bytes) noexcept;
+
+// Renames `path` to PATH.set-aside (replacing an older one): "" or why it
+// could not be.
+[[nodiscard]] std::string set_aside(const std::string& path);
+
+constexpr size_t kFilePage = 4096;
+[[nodiscard]] constexpr size_t round_to_page(size_t n) noexcept { return (n + kFilePage - 1) / kFilePage * kFilePage; }
+
+}  // namespace sluice::control
