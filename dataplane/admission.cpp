@@ -84,8 +84,9 @@ Admission::Handshake Admission::handshake_ack(const ServiceFrame& sf, const uint
     // Not a handshake this worker answered: a connection it lost track of
     // (both ends reset, so the client comes back through the proxy), or a
     // forgery (dropped; a reset costs the origin nothing). Data that may
-    // have overtaken its handshake's ACK is dropped, not reset.
-    if (v.payload_len != 0 && proxy_.may_follow_handshake(sf.key, v, now)) {
+    // have overtaken its handshake's ACK is dropped, not reset, unless it
+    // is of a connection the restart did not carry on (forgotten_flows.h).
+    if (v.payload_len != 0 && proxy_.may_follow_handshake(sf.key, v, now) && !forgotten_.contains(sf.key)) {
       counters_.syn_cookie_early_data.add();
     } else if (v.payload_len != 0) {
       return Handshake::kUntracked;

@@ -15,6 +15,7 @@
 #include "client_resets.h"
 #include "context_lender.h"
 #include "eviction.h"
+#include "forgotten_flows.h"
 #include "frame.h"
 #include "packet_sink.h"
 #include "policy_snapshot.h"
@@ -29,7 +30,8 @@ namespace sluice::dataplane {
 class Admission {
  public:
   Admission(TcpTracker& tracker, ContextLender& lender, AnswerSender& sender, RequestPath& requests,
-            ClientResets& resets, Adoption& adoption, SynProxy& proxy, WorkerCounters& counters) noexcept
+            ClientResets& resets, Adoption& adoption, SynProxy& proxy, const ForgottenFlows& forgotten,
+            WorkerCounters& counters) noexcept
       : tracker_(tracker),
         lender_(lender),
         sender_(sender),
@@ -37,6 +39,7 @@ class Admission {
         resets_(resets),
         adoption_(adoption),
         proxy_(proxy),
+        forgotten_(forgotten),
         counters_(counters) {}
 
   // A client's opening SYN (no ACK): with the SYN proxy, answered with a
@@ -108,6 +111,7 @@ class Admission {
   ClientResets& resets_;
   Adoption& adoption_;
   SynProxy& proxy_;
+  const ForgottenFlows& forgotten_;  // connections the restart did not carry on
   WorkerCounters& counters_;
   Evictor evictor_;
 };

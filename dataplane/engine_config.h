@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "client_shares.h"
+#include "flow_carry.h"
 #include "flow_table.h"
 #include "limiter/spend_log.h"
 #include "refusal_sampler.h"
@@ -27,6 +28,11 @@ struct EngineConfig {
   uint32_t max_head_bytes = 64 * 1024;  // context buffers; a policy may ask less, never more
   uint16_t max_fields = 128;
   FlowTimeouts timeouts;
+  // The flow table's memory and the worker's work mark, in the flow file
+  // (control/flow_file.h), so that flows outlive the process; none: the
+  // engine's own (tests, benchmarks).
+  FlowSlots flow_memory{};
+  WorkMark* mark = nullptr;
   // Each client address's share (IPv6: its /64) of the flows and contexts
   // (client_shares.h); 0: a sixteenth of each.
   uint32_t flows_per_client = 0;

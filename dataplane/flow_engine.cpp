@@ -26,13 +26,14 @@ Arrival counted_arrival(uint32_t next, const FrameView& v, WorkerCounters& count
 FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limiter, WorkerCounters& counters,
                        uint64_t trace_seed)
     : counters_(counters),
+      marker_(config.mark),
       shares_(config.flows, share_caps(config), config.share_seed),
       lender_(config.contexts, config.max_head_bytes, config.max_fields, config.edit_holds, config.bind_stashes,
               shares_),
       answers_(config.answer_bytes),
       proxy_(config.cookie_seed, emitter_, counters),
       adopter_(emitter_),
-      tracker_(config.flows, config.timeouts, lender_, shares_, counters),
+      tracker_(config.flows, config.flow_memory, config.timeouts, lender_, shares_, counters),
       editor_(lender_, answers_, emitter_, counters),
       sender_(lender_, editor_, answers_, emitter_, counters),
       requests_(limiter, lender_.contexts(), answers_, counters, trace_seed),
@@ -40,12 +41,26 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
       resets_(tracker_, editor_, counters),
       repeats_(lender_, editor_, counters),
       adoption_(tracker_, lender_, sender_, adopter_, counters),
-      admission_(tracker_, lender_, sender_, requests_, resets_, adoption_, proxy_, counters),
+      admission_(tracker_, lender_, sender_, requests_, resets_, adoption_, proxy_, forgotten_, counters),
       binder_(lender_, editor_, sender_, tracker_, emitter_, proxy_, adopter_, counters) {
   set_insert_fields(config.insert_fields);
   requests_.set_spend_log(config.spends);
   responses_.set_spend_log(config.spends);
   requests_.set_refusal_sampler(config.refusals);
+}
+
+FlowEngine::Resumed FlowEngine::resume(const TcpFlow& carried, uint64_t hash) noexcept {
+  if (tracker_.find(carried.key, hash) != nullptr) return Resumed::kDuplicate;
+  TcpTracker::SynOutcome o = TcpTracker::SynOutcome::kTracked;
+  TcpFlow* flow = tracker_.resume(carried, hash, o);
+  if (flow == nullptr) return o == TcpTracker::SynOutcome::kShareFull ? Resumed::kShareFull : Resumed::kTableFull;
+  // Unbound behind the SYN proxy, with nothing stashed yet (flow_carry.h):
+  // a stash waits for its first request again.
+  if (flow->bind.state == Binding::kUnbound && !lender_.take_stash(*flow)) {
+    tracker_.erase(*flow);
+    return Resumed::kNoStash;
+  }
+  return Resumed::kYes;
 }
 
 void FlowEngine::set_insert_fields(bool on) noexcept {

@@ -30,6 +30,8 @@
 #include "context_lender.h"
 #include "engine_config.h"
 #include "flow_adopter.h"
+#include "flow_carry.h"
+#include "forgotten_flows.h"
 #include "flow_segment.h"
 #include "frame.h"
 #include "limiter/decide.h"
@@ -54,6 +56,16 @@ class FlowEngine {
 
   void prefetch(const ServiceFrame& sf) const noexcept { tracker_.prefetch(sf.hash); }
 
+  // Takes on a flow the last process left (carry_verdict() kCarries), its
+  // key hashed with this worker's seed; before the worker runs.
+  enum class Resumed : uint8_t { kYes, kDuplicate, kTableFull, kShareFull, kNoStash };
+  [[nodiscard]] Resumed resume(const TcpFlow& carried, uint64_t hash) noexcept;
+  // Before the worker runs: the connections the restart did not carry on,
+  // reset at their next segment (forgotten_flows.h).
+  void forget(std::vector<FlowKey> keys) { forgotten_.assign(std::move(keys)); }
+  // Where the worker marks the flow it is changing (flow_carry.h).
+  [[nodiscard]] WorkMarker& marker() noexcept { return marker_; }
+
   // Sends the answer of a flow that on_frame() returned in answer_after.
   void send_answer(TcpFlow& flow, PacketSink& out) noexcept { sender_.send_answer(flow, out); }
 
@@ -61,13 +73,20 @@ class FlowEngine {
   // looking at up to `slots` slots.
   void sweep(time::Nanos now, size_t slots, const PolicySnapshot& snap, PacketSink& out) noexcept {
     tracker_.sweep(
-        now, slots, [&](TcpFlow& flow) { admission_.expiring(flow, out); },
+        now, slots,
         [&](TcpFlow& flow) {
+          marker_.slot(tracker_.flows().slot_of(flow));
+          admission_.expiring(flow, out);
+          marker_.done();
+        },
+        [&](TcpFlow& flow) {
+          marker_.slot(tracker_.flows().slot_of(flow));
           if (flow.bind.state == Binding::kBinding) {
             binder_.keep(flow, now, out);
           } else {
             admission_.keep_deadlines(flow, snap, now, out);
           }
+          marker_.done();
         });
   }
 
@@ -118,6 +137,8 @@ class FlowEngine {
 
   // The tools, in the order they are built (each takes those above it).
   WorkerCounters& counters_;
+  WorkMarker marker_;
+  ForgottenFlows forgotten_;
   ClientShares shares_;
   ContextLender lender_;
   AnswerStore answers_;

@@ -2,12 +2,16 @@
 // at start and never grown, so a flood of SYNs costs a bounded amount of
 // memory (a full table refuses new flows; the worker drops their SYNs). Only
 // its worker touches it: no atomics, no locks. Idle flows are swept a few
-// slots per loop pass.
+// slots per loop pass. sluiced gives it memory in the flow file
+// (control/flow_file.h), so that its flows outlive the process; a slot is
+// marked used only once its flow is whole, so a process killed at any
+// instruction leaves every used slot a whole flow.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "tcp_flow.h"
 
@@ -19,10 +23,22 @@ struct FlowTimeouts {
   time::Nanos closed = 5'000'000'000;       // after FINs, a RST, or an answer
 };
 
+// Memory for a table: `slots` and `used` of one size, a power of two
+// (FlowTable::capacity_for).
+struct FlowSlots {
+  std::span<TcpFlow> slots;
+  std::span<uint8_t> used;
+};
+
 class FlowTable {
  public:
+  // The slots a table for `flows` flows has: a power of two, at least 16.
+  [[nodiscard]] static size_t capacity_for(size_t flows) noexcept;
+
   // `capacity` is rounded up to a power of two; at most 7/8 of it is used.
   explicit FlowTable(size_t capacity);
+  // A table on memory it does not own (capacity_for sizes it), empty.
+  explicit FlowTable(FlowSlots memory) noexcept;
 
   [[nodiscard]] TcpFlow* find(const FlowKey& key, uint64_t hash) noexcept;
   // A new flow for `key` (which must not be present), or nullptr when full.
@@ -50,6 +66,7 @@ class FlowTable {
 
   // The flow in slot `i` (below capacity()), or nullptr if the slot is free.
   [[nodiscard]] TcpFlow* at_slot(size_t i) noexcept { return used_[i] ? &slots_[i] : nullptr; }
+  [[nodiscard]] size_t slot_of(const TcpFlow& flow) const noexcept { return static_cast<size_t>(&flow - slots_); }
   [[nodiscard]] size_t size() const noexcept { return size_; }
   [[nodiscard]] size_t capacity() const noexcept { return mask_ + 1; }
   [[nodiscard]] size_t limit() const noexcept { return limit_; }
@@ -74,8 +91,10 @@ class FlowTable {
  private:
   void erase_slot(size_t i) noexcept;
 
-  std::unique_ptr<TcpFlow[]> slots_;
-  std::unique_ptr<uint8_t[]> used_;
+  std::unique_ptr<TcpFlow[]> own_slots_;  // none when on memory given
+  std::unique_ptr<uint8_t[]> own_used_;
+  TcpFlow* slots_ = nullptr;
+  uint8_t* used_ = nullptr;
   size_t mask_ = 0;
   size_t limit_ = 0;
   size_t size_ = 0;

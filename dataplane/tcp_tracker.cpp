@@ -8,9 +8,18 @@ namespace sluice::dataplane {
 
 namespace flag = tcp_flag;
 
-TcpTracker::TcpTracker(size_t flows, const FlowTimeouts& timeouts, ContextLender& lender, ClientShares& shares,
-                       WorkerCounters& counters)
-    : flows_(flows), timeouts_(timeouts), lender_(lender), shares_(shares), counters_(counters) {}
+namespace {
+
+FlowTable table_on(size_t flows, FlowSlots memory) {
+  if (memory.slots.empty()) return FlowTable(flows);
+  return FlowTable(memory);
+}
+
+}  // namespace
+
+TcpTracker::TcpTracker(size_t flows, FlowSlots memory, const FlowTimeouts& timeouts, ContextLender& lender,
+                       ClientShares& shares, WorkerCounters& counters)
+    : flows_(table_on(flows, memory)), timeouts_(timeouts), lender_(lender), shares_(shares), counters_(counters) {}
 
 TcpTracker::SynOutcome TcpTracker::client_syn(TcpFlow* flow, const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,
                             time::Nanos now) noexcept {
@@ -64,6 +73,22 @@ TcpFlow* TcpTracker::insert(const ServiceFrame& sf, SynOutcome& outcome) noexcep
   }
   flow->share = share;
   outcome = SynOutcome::kTracked;
+  return flow;
+}
+
+TcpFlow* TcpTracker::resume(const TcpFlow& carried, uint64_t hash, SynOutcome& outcome) noexcept {
+  ServiceFrame sf{};
+  sf.key = carried.key;
+  sf.hash = hash;
+  TcpFlow* flow = insert(sf, outcome);
+  if (flow == nullptr) return nullptr;
+  const int32_t share = flow->share;
+  *flow = carried;
+  flow->hash = hash;
+  flow->share = share;
+  flow->context = -1;
+  flow->hold = -1;
+  flow->stash = -1;
   return flow;
 }
 

@@ -32,8 +32,9 @@ namespace sluice::dataplane {
 
 class TcpTracker {
  public:
-  TcpTracker(size_t flows, const FlowTimeouts& timeouts, ContextLender& lender, ClientShares& shares,
-             WorkerCounters& counters);
+  // On `memory` if it has slots, else on a table of its own for `flows`.
+  TcpTracker(size_t flows, FlowSlots memory, const FlowTimeouts& timeouts, ContextLender& lender,
+             ClientShares& shares, WorkerCounters& counters);
 
   [[nodiscard]] TcpFlow* find(const FlowKey& key, uint64_t hash) noexcept { return flows_.find(key, hash); }
   void prefetch(uint64_t hash) const noexcept { flows_.prefetch(hash); }
@@ -69,6 +70,10 @@ class TcpTracker {
   // A new, blank flow for `sf` (which must not be tracked) counted in its
   // client's share: kTracked, or why there is none.
   [[nodiscard]] TcpFlow* insert(const ServiceFrame& sf, SynOutcome& outcome) noexcept;
+  // A flow the last process left (flow_carry.h; its key not tracked), under
+  // this process's `hash`, in its client's share again. Its borrowed buffers are not
+  // carried: the caller lends what it needs anew.
+  [[nodiscard]] TcpFlow* resume(const TcpFlow& carried, uint64_t hash, SynOutcome& outcome) noexcept;
   // Forgets `flow` at once (its slot is needed): context and share given
   // back. Pointers to other flows may move.
   void erase(TcpFlow& flow) noexcept;

@@ -185,6 +185,7 @@ void Worker::handle_owned(rte_mbuf* m, Side from, FrameView& v, const ServiceFra
                           time::Nanos now) noexcept {
   uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
   const uint32_t before = v.frame_len;
+  engine_.marker().flow(sf.hash);
   const FrameResult r = engine_.on_frame(sf, frame, v, snap, now, sink_);
   if (r.action == FrameAction::kDrop) {
     rte_pktmbuf_free(m);
@@ -199,6 +200,7 @@ void Worker::handle_owned(rte_mbuf* m, Side from, FrameView& v, const ServiceFra
     forward(m, from);
   }
   if (r.answer_after != nullptr) engine_.send_answer(*r.answer_after, sink_);
+  engine_.marker().done();
 }
 
 unsigned Worker::poll_once() noexcept {

@@ -60,6 +60,7 @@
 #include "sluiced_cluster.h"
 #include "sluiced_bucket_commands.h"
 #include "sluiced_credential_commands.h"
+#include "sluiced_flows.h"
 #include "sluiced_guards.h"
 #include "sluiced_metrics.h"
 #include "sluiced_notify.h"
@@ -294,6 +295,8 @@ class Appliance final : private sluiced::PolicyLoading {
   void build_control_plane();
   void register_telemetry();
   void print_summary() const;
+  // How long each step of start() took (ms), for the summary.
+  std::vector<std::pair<const char*, double>> start_steps_;
 
   // The steps of serve().
   void start_running();
@@ -331,6 +334,8 @@ class Appliance final : private sluiced::PolicyLoading {
 
   const sluiced::Options& o_;
   const control::LogSettings& log_;  // o_.log
+  // The seeds of the flow file (control/flow_file.h): kept with the flows
+  // they key, across restarts.
   uint64_t share_seed_ = 0;
   std::array<uint8_t, 32> cookie_seed_{};
   uint64_t flow_seed_ = 0;
@@ -377,6 +382,8 @@ class Appliance final : private sluiced::PolicyLoading {
   sluiced::HandOffRings inboxes_;
   std::optional<control::PolicyPublisher> publisher_;
   std::unique_ptr<dataplane::WorkerCounters[]> counters_;
+  // The workers' flow tables, on a file that outlives the process.
+  sluiced::FlowTables flows_;
   std::vector<std::unique_ptr<dataplane::Worker>> workers_;
   // By open_control(), restore_state(), build_control_plane() and register_telemetry().
   control::ControlServer control_server_;
@@ -403,16 +410,28 @@ class Appliance final : private sluiced::PolicyLoading {
 };
 
 Status Appliance::start() {
-  if (Status failed = open_state_dir()) return failed;
-  if (Status failed = load_running_policy()) return failed;
-  if (Status failed = start_eal()) return failed;
-  if (Status failed = start_ports()) return failed;
-  if (Status failed = create_tables()) return failed;
-  if (Status failed = create_rcu_and_rings()) return failed;
-  start_publisher();
-  if (Status failed = create_workers()) return failed;
-  if (Status failed = open_control()) return failed;
-  if (Status failed = restore_state()) return failed;
+  // Each step timed: a restart or an upgrade forwards nothing from the old
+  // process's end to the new one's first poll, and the summary says where
+  // that time went.
+  const auto timed = [this](const char* step, auto&& run) -> Status {
+    const auto t0 = std::chrono::steady_clock::now();
+    Status failed = run();
+    start_steps_.emplace_back(step, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    return failed;
+  };
+  if (Status failed = timed("state", [&] { return open_state_dir(); })) return failed;
+  if (Status failed = timed("policy", [&] { return load_running_policy(); })) return failed;
+  if (Status failed = timed("EAL", [&] { return start_eal(); })) return failed;
+  if (Status failed = timed("ports", [&] { return start_ports(); })) return failed;
+  if (Status failed = timed("tables", [&] { return create_tables(); })) return failed;
+  if (Status failed = timed("rings", [&] { return create_rcu_and_rings(); })) return failed;
+  (void)timed("buckets", [&] {
+    start_publisher();
+    return Status{};
+  });
+  if (Status failed = timed("flows", [&] { return create_workers(); })) return failed;
+  if (Status failed = timed("control", [&] { return open_control(); })) return failed;
+  if (Status failed = timed("registries", [&] { return restore_state(); })) return failed;
   build_control_plane();
   register_telemetry();
   if (!o_.quiet) print_summary();
@@ -560,14 +579,20 @@ void Appliance::start_publisher() {
 void Appliance::restore_buckets() { tables_.settle(o_.state_dir, publisher_->current()->policy, clock_->now()); }
 
 Status Appliance::create_workers() {
-  // Keys the workers' client-share tables: a client that cannot predict
-  // where its addresses land cannot line them up on one probe run.
-  // And the SYN cookies' keys and the flow hash's, one for all workers.
-  if (::getrandom(&share_seed_, sizeof share_seed_, 0) != static_cast<ssize_t>(sizeof share_seed_) ||
-      ::getrandom(cookie_seed_.data(), cookie_seed_.size(), 0) != static_cast<ssize_t>(cookie_seed_.size()) ||
-      ::getrandom(&flow_seed_, sizeof flow_seed_, 0) != static_cast<ssize_t>(sizeof flow_seed_)) {
-    return Failure{ExitCode::kRuntime, "cannot draw a seed from getrandom()"};
+  // The flow tables, with the flows the last process left. Their seeds
+  // key the workers' client-share tables (a client that cannot predict
+  // where its addresses land cannot line them up on one probe run), the SYN
+  // cookies and the flow hash, one for all workers.
+  const auto wall = std::chrono::system_clock::now().time_since_epoch();
+  if (std::string err = flows_.open(o_.state_dir, o_.workers, o_.flows,
+                                    static_cast<uint64_t>(std::chrono::nanoseconds(wall).count()));
+      !err.empty()) {
+    return Failure{ExitCode::kState, err};
   }
+  const control::FlowFile::Seeds seeds = flows_.seeds();
+  share_seed_ = seeds.share;
+  cookie_seed_ = seeds.cookie;
+  flow_seed_ = seeds.flow;
   const std::shared_ptr<const dataplane::PolicySnapshot> first = publisher_->current();
   const dataplane::WorkerShared shared{&published_, qsbr_.get(), inboxes_.rings(), &requests_.stop, &*clock_};
   counters_ = std::make_unique<dataplane::WorkerCounters[]>(o_.workers);
@@ -578,6 +603,13 @@ Status Appliance::create_workers() {
   } catch (const std::bad_alloc&) {
     return Failure{ExitCode::kNoMemory, "no memory for the flow tables; lower --flows or --contexts"};
   }
+  const dataplane::RssOwner* rss = ports_.rss_owner();
+  flows_.resume(
+      workers_,
+      [this, rss](const dataplane::FlowKey& key) {
+        return rss != nullptr ? rss->owner(key) : dataplane::address_owner(key, flow_seed_, o_.workers);
+      },
+      flow_seed_);
   return std::nullopt;
 }
 
@@ -595,6 +627,8 @@ dataplane::WorkerSetup Appliance::worker_setup(unsigned index, const dataplane::
   ws.engine.contexts_per_client = o_.contexts_per_client;
   ws.engine.share_seed = share_seed_ + index;
   ws.engine.cookie_seed = cookie_seed_;
+  ws.engine.flow_memory = flows_.memory(index);
+  ws.engine.mark = flows_.mark(index);
   ws.flow_seed = flow_seed_;
   ws.rss = ports_.rss_owner();
   ws.engine.spends = cluster_.log(index);
@@ -839,6 +873,15 @@ void Appliance::print_summary() const {
               rte_eal_get_runtime_dir());
   std::printf("  state: %s (%zu live runs restored, %zu credentials)\n", o_.state_dir.c_str(), run_registry_->size(),
               credential_registry_->summary().credentials);
+  double total = 0;
+  std::string steps;
+  for (const auto& [step, ms] : start_steps_) {
+    total += ms;
+    char part[64];
+    std::snprintf(part, sizeof part, "%s%s %.1f", steps.empty() ? "" : ", ", step, ms);
+    steps += part;
+  }
+  std::printf("  started in %.1f ms (%s)\n", total, steps.c_str());
   std::printf("sluiced: ready\n");
   std::fflush(stdout);
 }

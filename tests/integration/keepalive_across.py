@@ -12,6 +12,11 @@ body is in: the early answer is read and recorded then.) Writes what it saw
 to --ready (JSON), then waits for the --go file to appear (at most --wait-go
 seconds, at most 300; then it exits with status 2).
 
+With --unbound N, N more connections are opened and sent nothing before the
+restart (behind a SYN proxy with delayed binding, the origin has not heard
+of them yet); after it, each sends one GET (request 1) on the same socket
+("unbound": [...], records as the kept connections').
+
 With --smuggle N, N more connections each send a POST head that announces a
 26-byte body (Content-Length: 26) and none of it, so that they are parked
 inside a body when the appliance restarts; the origin's early answer is read.
@@ -165,6 +170,7 @@ def main():
     ap.add_argument("--post-path", default="/adopt/mid-body")
     ap.add_argument("--body-length", type=int, default=100000, help="the POST's Content-Length")
     ap.add_argument("--partial", type=int, default=1000, help="body bytes sent before the restart")
+    ap.add_argument("--unbound", type=int, default=0, help="connections opened and left without a request (at most 64)")
     ap.add_argument("--smuggle", type=int, default=0, help="connections parked inside a 26-byte body (at most 64)")
     ap.add_argument("--smuggle-path", default="/v1/smug{c}", help="what each tries to smuggle; {c}: its number")
     ap.add_argument("--go", required=True, help="the file whose appearance starts the second part")
@@ -175,6 +181,8 @@ def main():
     args = ap.parse_args()
     if not 1 <= args.connections <= 64:
         sys.exit("keepalive_across.py: --connections must be 1..64")
+    if not 0 <= args.unbound <= 64:
+        sys.exit("keepalive_across.py: --unbound must be 0..64")
     if not 0 <= args.smuggle <= 64:
         sys.exit("keepalive_across.py: --smuggle must be 0..64")
     if not 0 < args.partial < args.body_length:
@@ -189,8 +197,9 @@ def main():
 
     t0 = time.monotonic()
     res = {"pid": os.getpid(), "source": args.source, "connections": [], "mid_body": None,
-           "connects": 0, "phase": "before", "errors": [], "smuggled": []}
+           "connects": 0, "phase": "before", "errors": [], "smuggled": [], "unbound": []}
     kept = []
+    unbound = []
     parked = []
     mid = None
     mid_rd = None
@@ -202,6 +211,9 @@ def main():
                 res["connects"] += 1
                 kept.append(k)
                 k.request(1)
+            for c in range(args.unbound):
+                unbound.append(Kept(args.connections + c, args, t0))
+                res["connects"] += 1
             mid = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             mid.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             mid.bind((args.source, 0))
@@ -211,6 +223,7 @@ def main():
         except OSError as e:
             res["errors"].append("opening the connections: %s" % e)
             res["connections"] = [k.record() for k in kept]
+            res["unbound"] = [u.record() for u in unbound]
             write_json(args.ready, res)
             write_json(args.out, res)
             return 1
@@ -260,6 +273,7 @@ def main():
         for ps, _, _ in parked:
             wait_acknowledged(ps, 2.0)
         res["connections"] = [k.record() for k in kept]
+        res["unbound"] = [u.record() for u in unbound]
         res["before_s"] = round(time.monotonic() - t0, 3)
         write_json(args.ready, res)
 
@@ -279,6 +293,8 @@ def main():
         for i in (2, 3):
             for k in kept:
                 k.request(i)
+        for u in unbound:
+            u.request(1)
         # Whatever the mid-body connection has received since (it should be
         # nothing), then the rest of the body.
         mid.setblocking(False)
@@ -331,6 +347,7 @@ def main():
             rec["end"] = read_one(prd, args.timeout, got)
             rec["status"] = got["status"]
         res["connections"] = [k.record() for k in kept]
+        res["unbound"] = [u.record() for u in unbound]
         res["elapsed_s"] = round(time.monotonic() - t0, 3)
         write_json(args.out, res)
         return 0
@@ -341,7 +358,7 @@ def main():
         return 2
     finally:
         signal.alarm(0)
-        for k in kept:
+        for k in kept + unbound:
             k.sock.close()
         for ps, _, _ in parked:
             ps.close()

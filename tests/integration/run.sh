@@ -275,8 +275,9 @@ for entry in "${plan[@]}"; do
   # "restart": the test's first phase (t_NAME_before) runs, then sluiced is
   # stopped and started again with the same state directory, then the test.
   # "crash": the same, but sluiced is killed (SIGKILL) instead of stopped.
-  # "crash-edit=OFFSET": killed, then the byte at OFFSET of its bucket table
-  # file made 0x02 (a layout it does not read, or a damaged header).
+  # "crash-edit=[FILE:]OFFSET": killed, then the byte at OFFSET of FILE in
+  # the state directory (buckets.table if none is named) made 0x02 (a
+  # layout it does not read, or a damaged header).
   if { [ "$extra" = restart ] || [ "$extra" = crash ] || [[ "$extra" == crash-edit=* ]]; } &&
     [ "$SLUICE_APPLIANCE" = sluiced ]; then
     if ! timeout -k 5 "${SLUICE_TEST_TIMEOUT:-150}" bash "$HERE/tests.sh" run "$name" before >"$SLT_OUT/before.log" 2>&1; then
@@ -288,7 +289,9 @@ for entry in "${plan[@]}"; do
       crash) appliance_kill ;;
       crash-edit=*)
         appliance_kill
-        printf '\x02' | dd of="$SLT_TMP/state/buckets.table" bs=1 seek="${extra#crash-edit=}" conv=notrunc status=none
+        edit="${extra#crash-edit=}" edit_file=buckets.table
+        [[ "$edit" == *:* ]] && edit_file="${edit%%:*}" edit="${edit#*:}"
+        printf '\x02' | dd of="$SLT_TMP/state/$edit_file" bs=1 seek="$edit" conv=notrunc status=none
         ;;
       *) stop_appliance_checked ;;
     esac

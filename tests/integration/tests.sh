@@ -57,6 +57,7 @@ ctl-buckets-crash            limiting  tb-small           1  crash
 ctl-buckets-relayout         limiting  tb-small           1  crash-edit=8
 ctl-buckets-damaged          limiting  tb-small           1  crash-edit=16
 wire-restart-parked-body     limiting  tb-small           1  crash
+wire-restart-carry           limiting  tb-small           1  crash
 wire-forged-adoption         limiting  tb-small           1
 wire-forged-flood            limiting  tb-small           1
 wire-blind-rst-new           limiting  tb-small           1
@@ -67,7 +68,7 @@ wire-unframable-response     limiting  tb-small           1
 wire-ipv4-fragments          limiting  tb-small           1
 tb-workers2-budget           limiting  tb-small           2
 wire-af-xdp                  limiting  tb-small           1  args=--af-xdp,c1:o1
-wire-adopt-restart           limiting  tb-adopt           1  crash
+wire-adopt-restart           limiting  tb-adopt           1  crash-edit=flows.table:8
 wire-forged-adoption-on      limiting  tb-adopt           1
 wire-fragment-in-target      limiting  tb-strict          1
 wire-invalid-host            limiting  tb-strict          1
@@ -1733,8 +1734,9 @@ check_spent_after_crash() {
 }
 
 # Connection adoption across a crash: keep-alive connections that were open
-# when sluiced was killed (SIGKILL) are adopted by the new one at their next
-# request head, not reset. Before the crash keepalive_across.py (in the
+# when sluiced was killed (SIGKILL), and that the new one cannot carry on
+# (the flow file left behind is of a layout it does not read: set aside),
+# are adopted at their next request head, not reset. Before the crash keepalive_across.py (in the
 # background, from this test's address) opens 4 keep-alive connections with
 # a GET on each (200), and a fifth whose POST is mid-body (1000 of its
 # 100000 bytes sent; the origin answers it at once, before the body), then
@@ -1875,8 +1877,11 @@ t_wire_adopt_restart() {
 # restart each sends "GET /healthz HTTP/1.1\r\nX: " (26 bytes: to the origin,
 # the body) and "GET /v1/smugN ..." after it. An appliance that adopted the
 # connection at that "head" would judge an exempt /healthz while nginx served
-# /v1/smugN (20 of 20 when adoption was on by default). Now every
-# connection the new sluiced does not know is reset: nothing is smuggled.
+# /v1/smugN (20 of 20 when adoption was on by default). A connection inside
+# a body held a parse context, which the flow file does not keep: the new
+# sluiced does not carry it on, and resets it at its next segment; nothing
+# is smuggled. The one keep-alive connection, between requests at the
+# crash, carries on (wire-restart-carry).
 t_wire_restart_parked_body_before() {
   local s pid i
   s="$(src4)"
@@ -1939,13 +1944,113 @@ t_wire_restart_parked_body() {
     "$(across "$ADOPT_OUT" 'sorted(set(r["end"] for r in D["smuggled"]) - {"reset", "closed", "send-reset", "send-closed"})')" "[]"
   check_eq "parked connections with a response after the restart" \
     "$(across "$ADOPT_OUT" 'sum(1 for r in D["smuggled"] if r["status"] is not None)')" 0
-  check_eq "kept-alive GETs after the restart answered (none: an unknown connection is reset)" \
-    "$(across "$ADOPT_OUT" 'sum(1 for c in C for r in c["requests"] if r["i"] > 1 and r["status"] is not None)')" 0
+  check_re "TB01 the kept-alive connection, between requests at the crash, carried on: its next GET judged by the new sluiced against the spent budget (429, then closed: after_answer close)" \
+    "$(across "$ADOPT_OUT" '" ".join(st(r) for c in C for r in c["requests"] if r["i"] > 1)')" '^429 !'
   check_eq "stats: flows_adopted (adoption is off by default)" \
     "$("$SLT_PY" -c 'import json,sys; print(int(json.loads(sys.argv[1])["counters"].get("flows_adopted", 0)))' "$after" 2>&1)" 0
   olog_settle
   check_eq "requests the origin served from a parked connection's body (/v1/smug*)" \
     "$(olog_lines "$s" | awk '$3 ~ /^\/v1\/smug/' | wc -l)" 0
+  finish
+}
+
+# Connections carried across a crash (the flow file, control/flow_file.h):
+# before sluiced is killed (SIGKILL), keepalive_across.py opens 4 keep-alive
+# connections with a GET on each (200), 3 it sends nothing on (accepted by
+# the SYN proxy, not yet bound to the origin), and one whose POST is
+# mid-body (1000 of 100000 bytes; the origin answers it early). After the
+# restart, on the very same sockets: a 2nd and 3rd GET on each of the 4 and
+# a first GET on each of the 3 are answered 200, none adopted (tb-small
+# leaves adoption off: an unknown connection would be reset), and the
+# budget they are charged to went on from where it was (TB01: 5 of the 20
+# spent before, so no Remaining above 14). The mid-body connection, whose
+# place in its body was in the parse context the file does not keep, is
+# reset. sluiced says what it carried and why it reset the rest. The
+# binary before the flow file reset every one of them.
+t_wire_restart_carry_before() {
+  local s pid i
+  s="$(src4)"
+  adopt_files wire-restart-carry
+  rm -f "$ADOPT_GO" "$ADOPT_READY" "$ADOPT_OUT" "$ADOPT_PID"
+  ip netns exec "$NS_CLI" "$SLT_PY" "$SLT_HERE/keepalive_across.py" --host "$ORIGIN4" --source "$s" \
+    --connections 4 --unbound 3 --path '/carry/c{c}/r{i}' --post-path /carry/mid-body --body-length 100000 \
+    --partial 1000 --go "$ADOPT_GO" --wait-go 120 --timeout 5 --ready "$ADOPT_READY" --out "$ADOPT_OUT" \
+    >"$SLT_OUT/across.stdout" 2>&1 &
+  pid=$!
+  echo "$pid" >"$ADOPT_PID"
+  slt_track_pid "$pid"
+  for ((i = 0; i < 300; i++)); do
+    [ -s "$ADOPT_READY" ] && break
+    adopt_running "$pid" || break
+    sleep 0.1
+  done
+  if [ ! -s "$ADOPT_READY" ]; then
+    fail "keepalive_across.py said nothing within 30 s (pid $pid): $(tail -n 3 "$SLT_OUT/across.stdout" 2>/dev/null | tr '\n' ' ' | tail -c 300)"
+    adopt_stop
+    finish
+  fi
+  note "before the restart: $(tr -d ' \n' <"$ADOPT_READY" | head -c 1500)"
+  check_eq "before the restart: keepalive_across.py's errors" "$(across "$ADOPT_READY" 'D["errors"]')" "[]"
+  check_eq "before the restart: the first GET on each of the 4 keep-alive connections" \
+    "$(across "$ADOPT_READY" '" ".join(st(r) for c in C for r in c["requests"])')" "200 200 200 200"
+  check_eq "before the restart: 3 connections open with nothing sent" "$(across "$ADOPT_READY" 'len(D["unbound"])')" 3
+  check_eq "before the restart: the POST mid-body" "$(across "$ADOPT_READY" 'M.get("body_sent_before")')" 1000
+  failed && adopt_stop
+  finish
+}
+t_wire_restart_carry() {
+  local s pid i after carried want
+  s="$(src4)"
+  adopt_files wire-restart-carry
+  pid="$(cat "$ADOPT_PID" 2>/dev/null)"
+  if [ -z "$pid" ] || ! adopt_running "$pid"; then
+    fail "keepalive_across.py from before the restart is not running (pid '$pid'): $(tail -n 3 "$SLT_OUT/across.stdout" 2>/dev/null | tr '\n' ' ' | tail -c 300)"
+    adopt_stop
+    finish
+  fi
+  trap adopt_stop EXIT
+  : >"$ADOPT_GO"
+  for ((i = 0; i < 900; i++)); do
+    adopt_running "$pid" || break
+    sleep 0.1
+  done
+  adopt_running "$pid" && fail "keepalive_across.py still ran 90 s after the go file (killed)"
+  adopt_stop
+  trap - EXIT
+  if [ ! -s "$ADOPT_OUT" ]; then
+    fail "keepalive_across.py wrote no results: $(tail -n 3 "$SLT_OUT/across.stdout" 2>/dev/null | tr '\n' ' ' | tail -c 300)"
+    finish
+  fi
+  after="$(SLT_CTL --json stats)"
+  note "after the restart: $(tr -d ' \n' <"$ADOPT_OUT" | head -c 3000)"
+  note "sluiced: $(grep -E '^sluiced: (warning: )?carried on' "$SLT_SLUICED_LOG" | tail -n 1)"
+  check_eq "keepalive_across.py's errors" "$(across "$ADOPT_OUT" 'D["errors"]')" "[]"
+  check_eq "no connection opened after the restart (4 kept, 3 unbound, the mid-body one, before it)" \
+    "$(across "$ADOPT_OUT" 'D["connects"]')" 8
+  check_eq "after the restart: the 2nd and 3rd GET on each of the 4 kept connections, on the same socket" \
+    "$(across "$ADOPT_OUT" '" | ".join(" ".join(st(r) for r in c["requests"] if r["i"] > 1) for c in C)')" \
+    "200 200 | 200 200 | 200 200 | 200 200"
+  check_eq "after the restart: the first GET on each of the 3 connections unbound at the crash" \
+    "$(across "$ADOPT_OUT" '" ".join(st(r) for c in D["unbound"] for r in c["requests"])')" "200 200 200"
+  check_eq "after the restart: those 11 from the same local port as their connection's first (no reconnect)" \
+    "$(across "$ADOPT_OUT" 'sum(1 for c in C + D["unbound"] for r in c["requests"] if r["end"] == "answered" and r["local_port"] == c["local_port"] and (r["i"] > 1 or c in D["unbound"]))')" 11
+  check_eq "TB01 the budget went on from where it was: no RateLimit-Remaining above 14 after the restart (5 of 20 spent before)" \
+    "$(across "$ADOPT_OUT" 'sum(1 for c in C + D["unbound"] for r in c["requests"] if (r["i"] > 1 or c in D["unbound"]) and int(r["ratelimit"].get("ratelimit-remaining", "99")) > 14)')" 0
+  check_eq "stats: flows_adopted (adoption is off: the connections were carried, not adopted)" \
+    "$("$SLT_PY" -c 'import json,sys; print(int(json.loads(sys.argv[1])["counters"].get("flows_adopted", 0)))' "$after" 2>&1)" 0
+  check_eq "after the restart, the rest of the mid-body POST's body: no response" "$(across "$ADOPT_OUT" 'M.get("status")')" None
+  check_re "after the restart, the mid-body connection (its parse state was not carried): reset or closed" \
+    "$(across "$ADOPT_OUT" 'M.get("end")')" '^(reset|closed)$'
+  carried="$(grep -oE '^sluiced: (warning: )?carried on [0-9]+ connections? from .*/flows\.table \(generation [2-9][0-9]*\)' "$SLT_SLUICED_LOG" | tail -n 1 | sed -E 's/.*carried on ([0-9]+) .*/\1/')"
+  [[ "$carried" =~ ^[0-9]+$ ]] && [ "$carried" -ge 7 ] ||
+    fail "sluiced's log: 'carried on N connections from .../flows.table (generation 2 or more)' with N at least 7: got '$(shown "$carried")'"
+  check_eq "sluiced said why it reset the mid-body connection" \
+    "$(grep -cE '^sluiced: (warning: )?carried on .* reset at their next segment .*[0-9]+ a request or response in flight' "$SLT_SLUICED_LOG")" 1
+  olog_settle
+  want="$(for c in 0 1 2 3; do printf '/carry/c%d/r2\n/carry/c%d/r3\n' "$c" "$c"; done; for c in 4 5 6; do printf '/carry/c%d/r1\n' "$c"; done)"
+  want="$(sort <<<"$want" | tr '\n' ' ' | sed 's/ $//')"
+  check_eq "the origin got each request after the restart once" \
+    "$(olog_lines "$s" | awk '$3 ~ /^\/carry\/c[0-9]+\/r[0-9]$/ && $3 !~ /r1$/ || $3 ~ /^\/carry\/c[456]\/r1$/ { print $3 }' | sort | tr '\n' ' ' | sed 's/ $//')" "$want"
   finish
 }
 

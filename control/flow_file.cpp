@@ -1,0 +1,293 @@
+// See flow_file.h. Control plane only: runs at start, before any worker.
+#include "control/flow_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "control/crc32c.h"
+#include "control/mapped_file.h"
+
+namespace sluice::control {
+
+namespace {
+
+using dataplane::TcpFlow;
+using dataplane::WorkMark;
+
+constexpr char kMagic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'F', 'L'};
+constexpr uint32_t kMaxWorkers = 1024;
+constexpr uint64_t kMaxSlots = uint64_t{1} << 28;
+constexpr size_t kMarkBytes = 64;  // the mark's cache line, then the slots
+static_assert(sizeof(WorkMark) <= kMarkBytes && alignof(TcpFlow) <= kMarkBytes);
+
+struct Header {
+  char magic[8];
+  uint32_t layout;
+  uint32_t crc;  // CRC-32C of the header with this field 0
+  uint32_t flow_bytes;
+  uint32_t mark_bytes;
+  uint32_t workers;
+  uint32_t reserved;
+  uint64_t slots;  // per worker
+  uint64_t region_bytes;
+  uint64_t file_bytes;
+  uint64_t generation;
+  uint64_t created_at;  // UTC ns
+  char boot[40];        // the boot it was made in, NUL-padded
+  uint8_t cookie_seed[32];
+  uint64_t flow_seed;
+  uint64_t share_seed;
+};
+static_assert(sizeof(Header) <= kFilePage);
+
+uint32_t header_crc(Header h) {
+  h.crc = 0;
+  return crc32c({reinterpret_cast<const char*>(&h), sizeof h});
+}
+
+size_t region_bytes_for(uint64_t slots) {
+  return round_to_page(kMarkBytes + slots * sizeof(TcpFlow) + slots);
+}
+
+Header header_for(const FlowFile::Geometry& g, std::string_view boot, uint64_t now, const FlowFile::Seeds& s) {
+  Header h{};
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  h.layout = FlowFile::kLayout;
+  h.flow_bytes = sizeof(TcpFlow);
+  h.mark_bytes = sizeof(WorkMark);
+  h.workers = g.workers;
+  h.slots = g.slots;
+  h.region_bytes = region_bytes_for(g.slots);
+  h.file_bytes = kFilePage + h.region_bytes * g.workers;
+  h.generation = 1;
+  h.created_at = now;
+  std::memcpy(h.boot, boot.data(), std::min(boot.size(), sizeof h.boot - 1));
+  std::memcpy(h.cookie_seed, s.cookie.data(), sizeof h.cookie_seed);
+  h.flow_seed = s.flow;
+  h.share_seed = s.share;
+  h.crc = header_crc(h);
+  return h;
+}
+
+// "" if `h`, read from a file of `size` bytes, is a flow file this binary
+// reads, else why not.
+std::string check(const Header& h, uint64_t size) {
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) return "not a sluice flow file (no SLUICEFL at its start)";
+  if (h.layout != FlowFile::kLayout) {
+    return "layout " + std::to_string(h.layout) + ", this sluiced reads layout " + std::to_string(FlowFile::kLayout);
+  }
+  if (h.crc != header_crc(h)) return "its header is damaged (checksum)";
+  if (h.flow_bytes != sizeof(TcpFlow) || h.mark_bytes != sizeof(WorkMark)) {
+    return "its flows are " + std::to_string(h.flow_bytes) + " bytes and marks " + std::to_string(h.mark_bytes) +
+           ", this sluiced's " + std::to_string(sizeof(TcpFlow)) + " and " + std::to_string(sizeof(WorkMark));
+  }
+  if (h.workers == 0 || h.workers > kMaxWorkers || h.slots < 16 || h.slots > kMaxSlots ||
+      (h.slots & (h.slots - 1)) != 0 || h.region_bytes != region_bytes_for(h.slots) ||
+      h.file_bytes != kFilePage + h.region_bytes * h.workers) {
+    return "its geometry is not one sluiced makes (" + std::to_string(h.workers) + " workers of " +
+           std::to_string(h.slots) + " slots)";
+  }
+  if (size != h.file_bytes) {
+    return "it is " + std::to_string(size) + " bytes, its header says " + std::to_string(h.file_bytes);
+  }
+  return {};
+}
+
+bool same_boot(const Header& h, std::string_view boot) {
+  if (boot.empty()) return false;
+  return std::string_view(h.boot, strnlen(h.boot, sizeof h.boot)) == boot.substr(0, sizeof h.boot - 1);
+}
+
+struct Region {
+  WorkMark* mark;
+  TcpFlow* slots;
+  uint8_t* used;
+};
+Region region_of(std::byte* map, const Header& h, unsigned w) {
+  std::byte* base = map + kFilePage + h.region_bytes * w;
+  auto* slots = reinterpret_cast<TcpFlow*>(base + kMarkBytes);
+  return {reinterpret_cast<WorkMark*>(base), slots, reinterpret_cast<uint8_t*>(slots + h.slots)};
+}
+
+bool key_less(const TcpFlow& a, const TcpFlow& b) {
+  return std::memcmp(&a.key, &b.key, sizeof a.key) < 0;
+}
+bool key_equal(const TcpFlow& a, const TcpFlow& b) { return std::memcmp(&a.key, &b.key, sizeof a.key) == 0; }
+
+// Every used slot's flow but those a mark names; a key in two slots kept
+// once if both copies agree (a crash inside a backward shift), else not.
+void read_flows(std::byte* map, const Header& h, FlowFile::Opened& out) {
+  for (unsigned w = 0; w < h.workers; ++w) {
+    const Region r = region_of(map, h, w);
+    const WorkMark mark = *r.mark;
+    for (uint64_t i = 0; i < h.slots; ++i) {
+      if (r.used[i] == 0) continue;
+      const TcpFlow& f = r.slots[i];
+      if ((mark.what == WorkMark::kFlow && f.hash == mark.hash) || (mark.what == WorkMark::kSlot && mark.slot == i)) {
+        ++out.marked;
+        out.left_out.push_back(f.key);
+        continue;
+      }
+      out.carried.push_back(f);
+    }
+  }
+  std::vector<TcpFlow>& v = out.carried;
+  std::stable_sort(v.begin(), v.end(), key_less);
+  size_t kept = 0;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i + 1;
+    bool agree = true;
+    while (j < v.size() && key_equal(v[i], v[j])) {
+      agree = agree && std::memcmp(&v[i], &v[j], sizeof(TcpFlow)) == 0;
+      ++j;
+    }
+    out.duplicates += j - i - 1;
+    if (agree) {
+      v[kept++] = v[i];
+    } else {
+      out.left_out.push_back(v[i].key);
+    }
+    i = j;
+  }
+  v.resize(kept);
+}
+
+std::string shape(uint64_t workers, uint64_t slots) {
+  return std::to_string(workers) + (workers == 1 ? " worker" : " workers") + " of " + std::to_string(slots) +
+         " slots";
+}
+
+}  // namespace
+
+std::string boot_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (!std::getline(in, id)) return {};
+  return id;
+}
+
+FlowFile::Opened FlowFile::open(const std::string& dir, const Geometry& geometry, std::string_view boot, uint64_t now,
+                                const Seeds& fresh) {
+  Opened out;
+  const std::string path = dir + "/flows.table";
+  if (geometry.workers == 0 || geometry.workers > kMaxWorkers || geometry.slots < 16 || geometry.slots > kMaxSlots ||
+      (geometry.slots & (geometry.slots - 1)) != 0) {
+    out.error = path + ": cannot lay out " + shape(geometry.workers, geometry.slots);
+    return out;
+  }
+  Seeds seeds = fresh;
+  bool reuse = false;  // the old file, as it is
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd >= 0) {
+    struct stat st {};
+    Header h{};
+    std::string why;
+    if (fstat(fd, &st) != 0) {
+      why = std::string("cannot stat it: ") + std::strerror(errno);
+    } else if (!S_ISREG(st.st_mode)) {
+      why = "not a regular file";
+    } else if (static_cast<size_t>(st.st_size) < sizeof h ||
+               pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) {
+      why = "too short for a header (" + std::to_string(st.st_size) + " bytes)";
+    } else {
+      why = check(h, static_cast<uint64_t>(st.st_size));
+    }
+    if (why.empty() && !same_boot(h, boot)) {
+      out.outcome = Outcome::kRebooted;
+      out.note = path + ": made before this boot; its connections are not carried";
+    } else if (why.empty()) {
+      void* old = mmap(nullptr, h.file_bytes, PROT_READ, MAP_SHARED, fd, 0);
+      if (old == MAP_FAILED) {
+        out.error = path + ": cannot map it: " + std::strerror(errno);
+        ::close(fd);
+        return out;
+      }
+      read_flows(static_cast<std::byte*>(old), h, out);
+      munmap(old, h.file_bytes);
+      std::memcpy(seeds.cookie.data(), h.cookie_seed, sizeof h.cookie_seed);
+      seeds.flow = h.flow_seed;
+      seeds.share = h.share_seed;
+      reuse = h.workers == geometry.workers && h.slots == geometry.slots;
+      out.outcome = reuse ? Outcome::kAttached : Outcome::kRelaid;
+      if (!reuse) {
+        out.note = path + ": made for " + shape(h.workers, h.slots) + ", this start has " +
+                   shape(geometry.workers, geometry.slots) + "; its flows go into a new one";
+      }
+    }
+    if (reuse) {
+      std::byte* map = map_shared(fd, h.file_bytes);
+      if (map == nullptr) {
+        out.error = path + ": cannot map it: " + std::strerror(errno);
+        ::close(fd);
+        return out;
+      }
+      Header& live = *reinterpret_cast<Header*>(map);
+      live.generation += 1;
+      live.crc = header_crc(live);
+      out.file.reset(new FlowFile(path, fd, map, h.file_bytes));
+      for (unsigned w = 0; w < geometry.workers; ++w) *out.file->mark(w) = WorkMark{};
+      return out;
+    }
+    ::close(fd);
+    if (!why.empty()) {
+      if (const std::string err = set_aside(path); !err.empty()) {
+        out.error = path + ": " + why + "; and " + err;
+        return out;
+      }
+      out.outcome = Outcome::kSetAside;
+      out.note = path + ": " + why + "; set aside as " + path + ".set-aside";
+    }
+  } else if (errno != ENOENT) {
+    out.error = path + ": cannot open it: " + std::strerror(errno);
+    return out;
+  }
+  const Header want = header_for(geometry, boot, now, seeds);
+  const MadeFile made = make_file(path, want.file_bytes, std::as_bytes(std::span(&want, 1)));
+  if (made.fd < 0) {
+    out.error = made.error;
+    return out;
+  }
+  std::byte* map = map_shared(made.fd, want.file_bytes);
+  if (map == nullptr) {
+    out.error = path + ": cannot map it: " + std::strerror(errno);
+    ::close(made.fd);
+    return out;
+  }
+  out.file.reset(new FlowFile(path, made.fd, map, want.file_bytes));
+  return out;
+}
+
+FlowFile::~FlowFile() {
+  if (map_ != nullptr) munmap(map_, bytes_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+dataplane::FlowSlots FlowFile::slots(unsigned w) const noexcept {
+  const Header& h = *reinterpret_cast<const Header*>(map_);
+  const Region r = region_of(map_, h, w);
+  return {{r.slots, h.slots}, {r.used, h.slots}};
+}
+
+dataplane::WorkMark* FlowFile::mark(unsigned w) const noexcept {
+  return region_of(map_, *reinterpret_cast<const Header*>(map_), w).mark;
+}
+
+FlowFile::Seeds FlowFile::seeds() const noexcept {
+  const Header& h = *reinterpret_cast<const Header*>(map_);
+  Seeds s;
+  std::memcpy(s.cookie.data(), h.cookie_seed, sizeof h.cookie_seed);
+  s.flow = h.flow_seed;
+  s.share = h.share_seed;
+  return s;
+}
+
+uint64_t FlowFile::generation() const noexcept { return reinterpret_cast<const Header*>(map_)->generation; }
+
+}  // namespace sluice::control

@@ -1,0 +1,52 @@
+// sluiced's flow tables and the connections a restart carries on. The
+// workers' tables live in the flow file in the state directory
+// (control/flow_file.h); at start the flows the last process left are
+// judged (dataplane/flow_carry.h) and each one that can continue is handed
+// to the worker that owns it now, before any worker runs. The rest are
+// forgotten: their next segment finds no flow and is reset (or adopted,
+// where the policy turns adoption on). What happened is logged, with the
+// count of each reason.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "control/flow_file.h"
+#include "dataplane/worker.h"
+
+namespace sluice::sluiced {
+
+class FlowTables {
+ public:
+  // Opens (or makes) the flow file in `state_dir` for `workers` tables of
+  // `flows` each; "" or why not. New seeds are drawn here (getrandom) for
+  // a new file; an old file's are kept.
+  [[nodiscard]] std::string open(const std::string& state_dir, unsigned workers, size_t flows, uint64_t now);
+
+  [[nodiscard]] control::FlowFile::Seeds seeds() const noexcept { return file_->seeds(); }
+  [[nodiscard]] dataplane::FlowSlots memory(unsigned worker) const noexcept { return file_->slots(worker); }
+  [[nodiscard]] dataplane::WorkMark* mark(unsigned worker) const noexcept { return file_->mark(worker); }
+
+  // Before any worker runs: each carried flow that can continue given to
+  // the worker `owner` names, hashed with `flow_seed`. Logs what it did.
+  void resume(const std::vector<std::unique_ptr<dataplane::Worker>>& workers,
+              const std::function<unsigned(const dataplane::FlowKey&)>& owner, uint64_t flow_seed);
+
+  // What resume() did, for tests and status.
+  struct Tally {
+    size_t carried = 0;  // continuing
+    size_t reset = 0;    // forgotten, for whatever reason
+  };
+  [[nodiscard]] const Tally& tally() const noexcept { return tally_; }
+
+ private:
+  std::unique_ptr<control::FlowFile> file_;
+  control::FlowFile::Opened opened_;
+  Tally tally_;
+};
+
+}  // namespace sluice::sluiced

@@ -1,0 +1,232 @@
+// Flows that outlive the process (control/flow_file.h): flows written
+// through one mapping are carried by the next, but those a work mark names;
+// a change of geometry carries them into a new file; a file from another
+// boot carries nothing; another layout, a damaged header or a foreign file
+// is set aside with its reason; a key in two slots (a crash inside a
+// backward shift) is kept once if both copies agree, else not at all.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "control/flow_file.h"
+#include "dataplane/flow_key.h"
+#include "dataplane/flow_table.h"
+#include "scratch_dir.h"
+
+namespace sluice::control {
+namespace {
+
+using dataplane::FlowKey;
+using dataplane::FlowTable;
+using dataplane::TcpFlow;
+
+FlowFile::Seeds seeds(uint8_t n) {
+  FlowFile::Seeds s;
+  s.cookie.fill(n);
+  s.flow = n * 3u;
+  s.share = n * 5u;
+  return s;
+}
+
+FlowKey key(uint16_t port) {
+  FlowKey k{};
+  k.client = *net::parse_ip("198.18.0.10");
+  k.origin = *net::parse_ip("198.18.0.20");
+  k.client_port = port;
+  k.origin_port = 80;
+  return k;
+}
+
+// Flows for ports [from, to) in worker w's table, each with its port in client.next.
+void fill(const FlowFile& f, unsigned w, uint16_t from, uint16_t to) {
+  FlowTable t(f.slots(w));
+  for (uint16_t p = from; p < to; ++p) {
+    TcpFlow* flow = t.insert(key(p), dataplane::flow_hash(key(p), 99));
+    ASSERT_NE(flow, nullptr);
+    flow->state = dataplane::FlowState::kEstablished;
+    flow->client.next = p;
+  }
+}
+
+std::vector<uint16_t> ports_of(const FlowFile::Opened& o) {
+  std::vector<uint16_t> out;
+  for (const TcpFlow& f : o.carried) {
+    EXPECT_EQ(f.client.next, f.key.client_port) << "a flow carried whole";
+    out.push_back(f.key.client_port);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<uint16_t> range(uint16_t from, uint16_t to) {
+  std::vector<uint16_t> out;
+  for (uint16_t p = from; p < to; ++p) out.push_back(p);
+  return out;
+}
+
+void poke(const std::string& path, off_t offset, uint8_t byte) {
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, &byte, 1, offset), 1);
+  ::close(fd);
+}
+
+const FlowFile::Geometry kTwo{2, 64};
+
+TEST(FlowFile, FlowsWrittenThroughOneMappingAreCarriedByTheNextButTheMarkedOne) {
+  test::ScratchDir dir;
+  {
+    FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 1, seeds(1));
+    ASSERT_TRUE(o.file) << o.error;
+    EXPECT_EQ(o.outcome, FlowFile::Outcome::kCreated);
+    EXPECT_TRUE(o.carried.empty());
+    EXPECT_EQ(o.file->seeds().flow, 3u);
+    fill(*o.file, 0, 1, 20);
+    fill(*o.file, 1, 100, 130);
+    // Worker 1 died changing the flow of port 105.
+    dataplane::WorkMarker(o.file->mark(1)).flow(dataplane::flow_hash(key(105), 99));
+  }
+  FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 2, seeds(2));
+  ASSERT_TRUE(o.file) << o.error;
+  EXPECT_EQ(o.outcome, FlowFile::Outcome::kAttached);
+  EXPECT_EQ(o.file->generation(), 2u);
+  EXPECT_EQ(o.file->seeds().flow, 3u) << "the old file's seeds, not the fresh ones";
+  EXPECT_EQ(o.marked, 1u);
+  std::vector<uint16_t> want = range(1, 20);
+  for (uint16_t p : range(100, 130)) {
+    if (p != 105) want.push_back(p);
+  }
+  EXPECT_EQ(ports_of(o), want);
+  EXPECT_EQ(o.file->mark(1)->what, dataplane::WorkMark::kIdle) << "marks cleared for the new workers";
+  FlowTable fresh(o.file->slots(0));
+  EXPECT_EQ(fresh.size(), 0u) << "the workers' tables start empty: the carried flows go in again";
+}
+
+TEST(FlowFile, ASlotMarkNamesTheFlowTheSweepWasChanging) {
+  test::ScratchDir dir;
+  size_t slot = 0;
+  {
+    FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 1, seeds(1));
+    ASSERT_TRUE(o.file);
+    fill(*o.file, 0, 1, 5);
+    FlowTable t(o.file->slots(0));  // (clears the used flags: fill again through it)
+    for (uint16_t p = 1; p < 5; ++p) ASSERT_NE(t.insert(key(p), dataplane::flow_hash(key(p), 99)), nullptr);
+    TcpFlow* f = t.find(key(3), dataplane::flow_hash(key(3), 99));
+    ASSERT_NE(f, nullptr);
+    slot = t.slot_of(*f);
+    for (uint16_t p = 1; p < 5; ++p) t.find(key(p), dataplane::flow_hash(key(p), 99))->client.next = p;
+    dataplane::WorkMarker(o.file->mark(0)).slot(slot);
+  }
+  FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 2, seeds(2));
+  ASSERT_TRUE(o.file);
+  EXPECT_EQ(o.marked, 1u);
+  EXPECT_EQ(ports_of(o), (std::vector<uint16_t>{1, 2, 4}));
+}
+
+TEST(FlowFile, AnotherGeometryCarriesTheFlowsIntoANewFile) {
+  test::ScratchDir dir;
+  {
+    FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 1, seeds(1));
+    ASSERT_TRUE(o.file);
+    fill(*o.file, 0, 1, 10);
+    fill(*o.file, 1, 10, 20);
+  }
+  FlowFile::Opened o = FlowFile::open(dir.path(), FlowFile::Geometry{3, 128}, "boot-a", 2, seeds(2));
+  ASSERT_TRUE(o.file) << o.error;
+  EXPECT_EQ(o.outcome, FlowFile::Outcome::kRelaid);
+  EXPECT_NE(o.note.find("made for 2 workers of 64 slots, this start has 3 workers of 128 slots"), std::string::npos)
+      << o.note;
+  EXPECT_EQ(ports_of(o), range(1, 20));
+  EXPECT_EQ(o.file->seeds().flow, 3u);
+  EXPECT_EQ(o.file->slots(2).slots.size(), 128u);
+}
+
+TEST(FlowFile, AFileFromAnotherBootCarriesNothing) {
+  test::ScratchDir dir;
+  {
+    FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 1, seeds(1));
+    ASSERT_TRUE(o.file);
+    fill(*o.file, 0, 1, 10);
+  }
+  FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-b", 2, seeds(2));
+  ASSERT_TRUE(o.file);
+  EXPECT_EQ(o.outcome, FlowFile::Outcome::kRebooted);
+  EXPECT_TRUE(o.carried.empty());
+  EXPECT_EQ(o.file->seeds().flow, 6u) << "fresh seeds";
+  // Nor does an unknown boot.
+  o.file.reset();
+  FlowFile::Opened unknown = FlowFile::open(dir.path(), kTwo, "", 3, seeds(3));
+  ASSERT_TRUE(unknown.file);
+  EXPECT_EQ(unknown.outcome, FlowFile::Outcome::kRebooted);
+}
+
+TEST(FlowFile, AnotherLayoutADamagedHeaderOrAForeignFileIsSetAside) {
+  struct Case {
+    off_t offset;  // -1: the file replaced by text
+    const char* says;
+  };
+  for (const Case& c : {Case{8, "layout 2, this sluiced reads layout 1"}, Case{30, "damaged (checksum)"},
+                        Case{0, "not a sluice flow file"}, Case{-1, "too short for a header"}}) {
+    test::ScratchDir dir;
+    const std::string path = dir.path() + "/flows.table";
+    {
+      FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 1, seeds(1));
+      ASSERT_TRUE(o.file);
+      fill(*o.file, 0, 1, 10);
+    }
+    if (c.offset >= 0) {
+      poke(path, c.offset, 0x02);
+    } else {
+      std::filesystem::remove(path);
+      FILE* f = std::fopen(path.c_str(), "w");
+      std::fputs("hello\n", f);
+      std::fclose(f);
+    }
+    FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 2, seeds(2));
+    ASSERT_TRUE(o.file) << o.error;
+    EXPECT_EQ(o.outcome, FlowFile::Outcome::kSetAside) << c.says;
+    EXPECT_NE(o.note.find(c.says), std::string::npos) << o.note;
+    EXPECT_NE(o.note.find("set aside as " + path + ".set-aside"), std::string::npos) << o.note;
+    EXPECT_TRUE(std::filesystem::exists(path + ".set-aside"));
+    EXPECT_TRUE(o.carried.empty());
+    EXPECT_EQ(o.file->seeds().flow, 6u);
+  }
+}
+
+TEST(FlowFile, AKeyInTwoSlotsIsKeptOnceIfBothCopiesAgreeElseNotAtAll) {
+  test::ScratchDir dir;
+  {
+    FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 1, seeds(1));
+    ASSERT_TRUE(o.file);
+    fill(*o.file, 0, 1, 3);
+    // A crash inside a backward shift: port 1's flow copied into a free slot
+    // of worker 0, whole; port 2's into worker 1's, with another state.
+    const dataplane::FlowSlots w0 = o.file->slots(0), w1 = o.file->slots(1);
+    for (size_t i = 0; i < w0.slots.size(); ++i) {
+      if (w0.used[i] == 0) continue;
+      if (w0.slots[i].key.client_port == 1) {
+        const size_t j = (i + 17) % w0.slots.size();
+        ASSERT_EQ(w0.used[j], 0);
+        w0.slots[j] = w0.slots[i];
+        w0.used[j] = 1;
+      } else {
+        w1.slots[5] = w0.slots[i];
+        w1.slots[5].client.next += 1;
+        w1.used[5] = 1;
+      }
+    }
+  }
+  FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 2, seeds(2));
+  ASSERT_TRUE(o.file);
+  EXPECT_EQ(o.duplicates, 2u);
+  EXPECT_EQ(ports_of(o), (std::vector<uint16_t>{1}));
+}
+
+}  // namespace
+}  // namespace sluice::control
