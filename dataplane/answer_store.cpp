@@ -7,11 +7,14 @@
 
 namespace sluice::dataplane {
 
-AnswerStore::AnswerStore(size_t capacity) {
-  const size_t cap = std::bit_ceil(capacity < 8192 ? size_t{8192} : capacity);
-  bytes_ = std::make_unique<char[]>(cap);
-  mask_ = cap - 1;
-}
+namespace {
+
+size_t ring_size(size_t capacity) { return std::bit_ceil(capacity < 8192 ? size_t{8192} : capacity); }
+
+}  // namespace
+
+AnswerStore::AnswerStore(size_t capacity)
+    : memory_(ring_size(capacity)), bytes_(reinterpret_cast<char*>(memory_.data())), mask_(ring_size(capacity) - 1) {}
 
 uint64_t AnswerStore::put(std::span<const char> answer) noexcept {
   const size_t cap = mask_ + 1;
@@ -19,14 +22,14 @@ uint64_t AnswerStore::put(std::span<const char> answer) noexcept {
   const size_t off = written_ & mask_;
   if (off + len > cap) written_ += cap - off;
   const uint64_t pos = written_;
-  std::memcpy(bytes_.get() + (pos & mask_), answer.data(), len);
+  std::memcpy(bytes_ + (pos & mask_), answer.data(), len);
   written_ += len;
   return pos;
 }
 
 std::span<const char> AnswerStore::get(uint64_t pos, size_t len) const noexcept {
   if (written_ - pos > mask_ + 1 || len > mask_ + 1) return {};
-  return {bytes_.get() + (pos & mask_), len};
+  return {bytes_ + (pos & mask_), len};
 }
 
 }  // namespace sluice::dataplane

@@ -11,6 +11,8 @@
 #include <memory>
 #include <span>
 
+#include "populated_memory.h"
+
 namespace sluice::dataplane {
 
 class AnswerStore {
@@ -25,7 +27,8 @@ class AnswerStore {
   [[nodiscard]] std::span<const char> get(uint64_t pos, size_t len) const noexcept;
 
  private:
-  std::unique_ptr<char[]> bytes_;
+  PopulatedMemory memory_;
+  char* bytes_;
   size_t mask_;
   uint64_t written_ = 0;  // bytes put (and skipped) since the start: never wraps
 };

@@ -55,7 +55,7 @@ void Binder::stash_held(TcpFlow& flow, const ParseContext& ctx, const FrameView&
   // has room for it (bind_stash.h), and must: it was acknowledged.
   const uint32_t count = v.seq - flow.client.held_seq;
   (void)lender_.stash(flow, editor_.to_origin_seq(flow, flow.client.held_seq),
-                      {reinterpret_cast<const uint8_t*>(ctx.head.get()), count});
+                      {reinterpret_cast<const uint8_t*>(ctx.head), count});
   if (flow.bind.state == Binding::kUnbound) start(flow, now, out);
 }
 

@@ -9,7 +9,10 @@
 
 namespace sluice::dataplane {
 
-JudgedBytes::JudgedBytes(size_t capacity) : bytes_(std::make_unique<char[]>(capacity)), capacity_(capacity) {}
+JudgedBytes::JudgedBytes(size_t capacity)
+    : own_(std::make_unique<char[]>(capacity)), bytes_(own_.get()), capacity_(capacity) {}
+
+JudgedBytes::JudgedBytes(std::span<char> memory) noexcept : bytes_(memory.data()), capacity_(memory.size()) {}
 
 void JudgedBytes::reset(uint32_t seq) noexcept {
   used_ = 0;
@@ -40,7 +43,7 @@ void JudgedBytes::make_room(size_t len) noexcept {
     if (count_ != 0 && at(0).off != 0) {
       // The recorded ranges to the front of the buffer.
       const uint32_t start = at(0).off;
-      std::memmove(bytes_.get(), bytes_.get() + start, used_ - start);
+      std::memmove(bytes_, bytes_ + start, used_ - start);
       used_ -= start;
       for (unsigned i = 0; i < count_; ++i) at(i).off -= start;
       continue;
@@ -59,8 +62,8 @@ void JudgedBytes::record(uint32_t seq, std::span<const char> first, std::span<co
     return;
   }
   make_room(len);
-  std::memcpy(bytes_.get() + used_, first.data(), first.size());
-  if (!second.empty()) std::memcpy(bytes_.get() + used_ + first.size(), second.data(), second.size());
+  std::memcpy(bytes_ + used_, first.data(), first.size());
+  if (!second.empty()) std::memcpy(bytes_ + used_ + first.size(), second.data(), second.size());
   if (count_ != 0) {
     Entry& last = at(count_ - 1);
     if (last.seq + last.len == seq && last.off + last.len == used_) {
@@ -96,7 +99,7 @@ RepeatCheck JudgedBytes::check(uint32_t seq, std::span<char> payload) noexcept {
     const uint32_t to = seq_lt(end, e_end) ? end : e_end;
     if (!seq_lt(from, to)) continue;
     char* here = payload.data() + (from - seq);
-    const char* judged = bytes_.get() + e.off + (from - e.seq);
+    const char* judged = bytes_ + e.off + (from - e.seq);
     const size_t n = to - from;
     if (std::memcmp(here, judged, n) != 0) {
       std::memcpy(here, judged, n);

@@ -34,6 +34,8 @@ enum class RepeatCheck : uint8_t {
 class JudgedBytes {
  public:
   explicit JudgedBytes(size_t capacity);
+  // On memory it does not own (a context pool's arena).
+  explicit JudgedBytes(std::span<char> memory) noexcept;
 
   // A fresh record for a flow whose bytes before `seq` the origin has all
   // acknowledged.
@@ -67,7 +69,8 @@ class JudgedBytes {
   void make_room(size_t len) noexcept;
   [[nodiscard]] Entry& at(unsigned i) noexcept { return entries_[(front_ + i) % kMaxRanges]; }
 
-  std::unique_ptr<char[]> bytes_;
+  std::unique_ptr<char[]> own_;  // none when on memory given
+  char* bytes_;
   size_t capacity_;
   size_t used_ = 0;  // bytes_[0, used_) hold the recorded ranges, in order
   std::array<Entry, kMaxRanges> entries_{};

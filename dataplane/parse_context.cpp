@@ -3,16 +3,30 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <new>
+#include <utility>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SLUICE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SLUICE_ASAN 1
+#endif
+#endif
+#ifdef SLUICE_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
 
 namespace sluice::dataplane {
 
-ParseContext::ParseContext(uint32_t max_head_bytes, uint16_t max_fields)
-    : field_store(std::make_unique<http::FieldLine[]>(max_fields)),
+ParseContext::ParseContext(const ParseBuffers& b, uint32_t max_head_bytes, uint16_t max_fields) noexcept
+    : field_store(b.fields),
       field_capacity(max_fields),
-      spill(std::make_unique<char[]>(max_head_bytes)),
-      head(std::make_unique<char[]>(max_head_bytes + 1)),
+      spill(b.spill),
+      head(b.head),
       head_capacity(max_head_bytes + 1),
-      judged(max_head_bytes + 1) {}
+      judged(std::span<char>(b.judged, max_head_bytes + 1)) {}
 
 void ParseContext::start(const http::Http1Policy& p, uint64_t g) noexcept {
   head_len = 0;
@@ -42,8 +56,8 @@ void ParseContext::renew_requests(const http::Http1Policy& p, uint64_t g) noexce
   const size_t spill_bytes =
       p.stream.head.max_head_bytes < head_capacity - 1 ? p.stream.head.max_head_bytes : head_capacity - 1;
   requests.reset();
-  requests.emplace(p.fields, p.stream, std::span<http::FieldLine>(field_store.get(), fields),
-                   std::span<char>(spill.get(), spill_bytes));
+  requests.emplace(p.fields, p.stream, std::span<http::FieldLine>(field_store, fields),
+                   std::span<char>(spill, spill_bytes));
 }
 
 void ParseContext::push_response_fields(const limiter::RateLimitFields& fields) noexcept {
@@ -127,14 +141,64 @@ unsigned ParseContext::kept_open_room() const noexcept {
   return std::min({answers, removals, insertions});
 }
 
+namespace {
+
+constexpr size_t align_up(size_t n) { return (n + 63) / 64 * 64; }
+
+// After each part of a context's share of the arena: a gap of at least
+// kGuard bytes that an AddressSanitizer build poisons from the part's last
+// byte on, so that a write past a buffer is caught as it was when each
+// buffer was an allocation of its own.
+constexpr size_t kGuard = 64;
+void guard(std::byte* from, std::byte* to) noexcept {
+#ifdef SLUICE_ASAN
+  ASAN_POISON_MEMORY_REGION(from, static_cast<size_t>(to - from));
+#else
+  (void)from;
+  (void)to;
+#endif
+}
+
+}  // namespace
+
 ContextPool::ContextPool(size_t count, uint32_t max_head_bytes, uint16_t max_fields)
     : held_generation_(count, kNotHeld), max_head_bytes_(max_head_bytes) {
+  static_assert(alignof(ParseContext) <= 64 && alignof(http::FieldLine) <= 64);
+  const size_t object = align_up(sizeof(ParseContext)) + kGuard;
+  const size_t fields = align_up(sizeof(http::FieldLine) * max_fields) + kGuard;
+  const size_t spill = align_up(max_head_bytes) + kGuard;
+  const size_t head = align_up(size_t{max_head_bytes} + 1) + kGuard;
+  stride_ = object + fields + spill + 2 * head;
+  arena_.emplace(stride_ * count);
+  std::byte* const base = arena_->data();
   contexts_.reserve(count);
   free_.reserve(count);
   for (size_t i = 0; i < count; ++i) {
-    contexts_.push_back(std::make_unique<ParseContext>(max_head_bytes, max_fields));
+    std::byte* at = base + i * stride_;
+    auto* lines = reinterpret_cast<http::FieldLine*>(at + object);
+    std::uninitialized_value_construct_n(lines, max_fields);
+    const ParseBuffers b{lines, reinterpret_cast<char*>(at + object + fields),
+                         reinterpret_cast<char*>(at + object + fields + spill),
+                         reinterpret_cast<char*>(at + object + fields + spill + head)};
+    contexts_.push_back(new (at) ParseContext(b, max_head_bytes, max_fields));
+    const std::pair<size_t, size_t> parts[] = {{0, sizeof(ParseContext)},
+                                               {object, sizeof(http::FieldLine) * max_fields},
+                                               {object + fields, max_head_bytes},
+                                               {object + fields + spill, size_t{max_head_bytes} + 1},
+                                               {object + fields + spill + head, size_t{max_head_bytes} + 1}};
+    for (size_t k = 0; k < std::size(parts); ++k) {
+      const size_t next = k + 1 < std::size(parts) ? parts[k + 1].first : stride_;
+      guard(at + parts[k].first + parts[k].second, at + next);
+    }
     free_.push_back(static_cast<int32_t>(count - 1 - i));
   }
+}
+
+ContextPool::~ContextPool() {
+  for (ParseContext* c : contexts_) c->~ParseContext();
+#ifdef SLUICE_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(arena_->data(), arena_->size());
+#endif
 }
 
 int32_t ContextPool::acquire() noexcept {

@@ -80,14 +80,14 @@ RequestPath::Next RequestPath::on_need_more(Pass& p) noexcept {
       refuse_unparsable(p, http::ParseError::kHeadTooLarge);
       return Next::kReturn;
     }
-    std::memcpy(ctx.head.get(), p.bytes + cur.head_start, part);
+    std::memcpy(ctx.head, p.bytes + cur.head_start, part);
     ctx.head_len = part;
     ctx.buffering = true;
     ctx.head_since = p.now;
     cur.head_began_here = false;
     p.flow.client.held_seq = p.seq_of(cur.head_start);
     p.rs->restart_head();
-    const http::StreamStep again = p.rs->next({ctx.head.get(), part});
+    const http::StreamStep again = p.rs->next({ctx.head, part});
     if (again.event == http::StreamEvent::kError) {
       refuse_unparsable(p, again.error);
       return Next::kReturn;
@@ -173,7 +173,7 @@ void RequestPath::record_head(Pass& p, bool held) noexcept {
   const uint32_t end = p.seq_of(p.cur.off);
   if (held) {
     // Held: the whole head is in the context's copy, from its first byte.
-    p.ctx.judged.record(p.flow.client.held_seq, {p.ctx.head.get(), end - p.flow.client.held_seq});
+    p.ctx.judged.record(p.flow.client.held_seq, {p.ctx.head, end - p.flow.client.held_seq});
   } else {
     p.ctx.judged.record(p.seq_of(p.cur.head_start), {p.bytes + p.cur.head_start, p.cur.off - p.cur.head_start});
   }
@@ -324,8 +324,8 @@ RequestPlan RequestPath::parse(TcpFlow& flow, ParseContext& ctx, const PolicySna
         refuse_unparsable(p, http::ParseError::kHeadTooLarge);
         return plan;
       }
-      std::memcpy(ctx.head.get() + ctx.head_len, p.bytes + cur.off, take);
-      piece = {ctx.head.get() + ctx.head_len, take};
+      std::memcpy(ctx.head + ctx.head_len, p.bytes + cur.off, take);
+      piece = {ctx.head + ctx.head_len, take};
       ctx.head_len += take;
     } else if (!ctx.buffering) {
       piece = {p.bytes + cur.off, p.n - cur.off};

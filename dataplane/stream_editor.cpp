@@ -86,7 +86,7 @@ void StreamEditor::release_held(TcpFlow& flow, const ParseContext& ctx, const Fr
   s.ack = to_origin_ack(flow, v.ack);
   s.flags = flag::kAck;
   s.window = rescale_window(v.window, flow.proxy.window_to_origin_shift);
-  emitter_.emit_split(out, Side::kOrigin, s, {reinterpret_cast<const uint8_t*>(ctx.head.get()), count},
+  emitter_.emit_split(out, Side::kOrigin, s, {reinterpret_cast<const uint8_t*>(ctx.head), count},
                       payload_per_segment(flow.origin.mss, flow.timestamps), flag::kAck);
 }
 
