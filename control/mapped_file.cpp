@@ -41,10 +41,12 @@ std::byte* map_shared(int fd, size_t bytes) noexcept {
   return p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
 }
 
-std::string set_aside(const std::string& path) {
+SetAside set_aside(const std::string& path, const std::string& why) {
   const std::string aside = path + ".set-aside";
-  if (::rename(path.c_str(), aside.c_str()) != 0) return std::string("cannot set it aside: ") + std::strerror(errno);
-  return {};
+  if (::rename(path.c_str(), aside.c_str()) != 0) {
+    return {{}, path + ": " + why + "; and it cannot be set aside: " + std::strerror(errno)};
+  }
+  return {path + ": " + why + "; set aside as " + aside, {}};
 }
 
 }  // namespace sluice::control

@@ -23,9 +23,14 @@ struct MadeFile {
 // (none on a worker's path later); nullptr (errno set) if it cannot be.
 [[nodiscard]] std::byte* map_shared(int fd, size_t bytes) noexcept;
 
-// Renames `path` to PATH.set-aside (replacing an older one): "" or why it
-// could not be.
-[[nodiscard]] std::string set_aside(const std::string& path);
+// Renames `path`, unusable for reason `why`, to PATH.set-aside (replacing
+// an older one). `note` says so ("PATH: WHY; set aside as ..."), or
+// `error` why it could not be done.
+struct SetAside {
+  std::string note;
+  std::string error;
+};
+[[nodiscard]] SetAside set_aside(const std::string& path, const std::string& why);
 
 constexpr size_t kFilePage = 4096;
 [[nodiscard]] constexpr size_t round_to_page(size_t n) noexcept { return (n + kFilePage - 1) / kFilePage * kFilePage; }

@@ -154,12 +154,13 @@ TableFile::Opened TableFile::open(const std::string& dir, const std::string& nam
       return out;
     }
     ::close(fd);
-    if (const std::string err = set_aside(path); !err.empty()) {
-      out.error = path + ": " + why + "; and " + err;
+    SetAside aside = set_aside(path, why);
+    if (!aside.error.empty()) {
+      out.error = std::move(aside.error);
       return out;
     }
     out.outcome = Outcome::kSetAside;
-    out.note = path + ": " + why + "; set aside as " + path + ".set-aside";
+    out.note = std::move(aside.note);
   } else if (errno != ENOENT) {
     out.error = path + ": cannot open it: " + std::strerror(errno);
     return out;

@@ -1779,13 +1779,16 @@ D=json.load(open(sys.argv[1])); C=D.get("connections", []); M=D.get("mid_body") 
 st=lambda r: str(r["status"]) if r["end"] == "answered" else "!" + str(r["end"])
 print(eval(sys.argv[2]))' "$1" "$2" 2>&1 | tail -n 1
 }
-t_wire_adopt_restart_before() {
-  local s pid i
-  s="$(src4)"
-  adopt_files
+# across_start TEST ARGS...: keepalive_across.py started in the background
+# (from this test's address, to the origin, with ARGS and the go, ready and
+# out files adopt_files names), and waited for, at most 30 s, until it has
+# written what it saw before the restart; fails and finishes if it has not.
+across_start() {
+  local t="$1" pid i
+  shift
+  adopt_files "$t"
   rm -f "$ADOPT_GO" "$ADOPT_READY" "$ADOPT_OUT" "$ADOPT_PID"
-  ip netns exec "$NS_CLI" "$SLT_PY" "$SLT_HERE/keepalive_across.py" --host "$ORIGIN4" --source "$s" \
-    --connections 4 --path '/adopt/c{c}/r{i}' --post-path /adopt/mid-body --body-length 100000 --partial 1000 \
+  ip netns exec "$NS_CLI" "$SLT_PY" "$SLT_HERE/keepalive_across.py" --host "$ORIGIN4" --source "$(src4)" "$@" \
     --go "$ADOPT_GO" --wait-go 120 --timeout 5 --ready "$ADOPT_READY" --out "$ADOPT_OUT" \
     >"$SLT_OUT/across.stdout" 2>&1 &
   pid=$!   # `ip netns exec` execs in place: the helper's own pid
@@ -1801,33 +1804,22 @@ t_wire_adopt_restart_before() {
     adopt_stop
     finish
   fi
-  note "before the restart: $(tr -d ' \n' <"$ADOPT_READY" | head -c 1500)"
-  check_eq "before the restart: keepalive_across.py's errors" "$(across "$ADOPT_READY" 'D["errors"]')" "[]"
-  check_eq "before the restart: the first GET on each of the 4 keep-alive connections" \
-    "$(across "$ADOPT_READY" '" ".join(st(r) for c in C for r in c["requests"])')" "200 200 200 200"
-  check_eq "before the restart: the POST head and 1000 of its 100000 body bytes sent (mid-body)" \
-    "$(across "$ADOPT_READY" 'M.get("body_sent_before")')" 1000
-  note "the origin's early answer to the mid-body POST: $(across "$ADOPT_READY" 'M.get("early")')"
-  failed && adopt_stop
-  finish
 }
-t_wire_adopt_restart() {
-  local s pid i after want
-  s="$(src4)"
-  adopt_files
+# across_go TEST: after the restart, the go file for the helper across_start
+# started, and a wait (at most 90 s: its requests and the body's rest, each
+# send and read bounded by 5 s) until it has written its results; fails and
+# finishes if it is not running or wrote none.
+across_go() {
+  local pid i
+  adopt_files "$1"
   pid="$(cat "$ADOPT_PID" 2>/dev/null)"
-  if [ -z "$pid" ]; then
-    fail "keepalive_across.py was not started (no $ADOPT_PID: the phase before the restart runs only when sluiced is the appliance)"
-    finish
-  fi
-  if ! adopt_running "$pid"; then
-    fail "keepalive_across.py from before the restart (pid $pid) is no longer running: $(tail -n 3 "$SLT_OUT/across.stdout" 2>/dev/null | tr '\n' ' ' | tail -c 300)"
+  if [ -z "$pid" ] || ! adopt_running "$pid"; then
+    fail "keepalive_across.py from before the restart is not running (pid '$pid'; the phase before the restart runs only when sluiced is the appliance): $(tail -n 3 "$SLT_OUT/across.stdout" 2>/dev/null | tr '\n' ' ' | tail -c 300)"
     adopt_stop
     finish
   fi
   trap adopt_stop EXIT
   : >"$ADOPT_GO"
-  # 8 GETs and the body's rest, each send and read bounded by 5 s.
   for ((i = 0; i < 900; i++)); do
     adopt_running "$pid" || break
     sleep 0.1
@@ -1839,6 +1831,24 @@ t_wire_adopt_restart() {
     fail "keepalive_across.py wrote no results: $(tail -n 3 "$SLT_OUT/across.stdout" 2>/dev/null | tr '\n' ' ' | tail -c 300)"
     finish
   fi
+}
+t_wire_adopt_restart_before() {
+  across_start wire-adopt-restart --connections 4 --path '/adopt/c{c}/r{i}' --post-path /adopt/mid-body \
+    --body-length 100000 --partial 1000
+  note "before the restart: $(tr -d ' \n' <"$ADOPT_READY" | head -c 1500)"
+  check_eq "before the restart: keepalive_across.py's errors" "$(across "$ADOPT_READY" 'D["errors"]')" "[]"
+  check_eq "before the restart: the first GET on each of the 4 keep-alive connections" \
+    "$(across "$ADOPT_READY" '" ".join(st(r) for c in C for r in c["requests"])')" "200 200 200 200"
+  check_eq "before the restart: the POST head and 1000 of its 100000 body bytes sent (mid-body)" \
+    "$(across "$ADOPT_READY" 'M.get("body_sent_before")')" 1000
+  note "the origin's early answer to the mid-body POST: $(across "$ADOPT_READY" 'M.get("early")')"
+  failed && adopt_stop
+  finish
+}
+t_wire_adopt_restart() {
+  local s after want
+  s="$(src4)"
+  across_go wire-adopt-restart
   after="$(SLT_CTL --json stats)"
   note "after the restart: $(tr -d ' \n' <"$ADOPT_OUT" | head -c 3000)"
   note "appliance: $("$SLT_PY" -c 'import json,sys; c=json.loads(sys.argv[1])["counters"]; print(", ".join("%s %s" % (k, int(c.get(k, 0))) for k in ("flows_adopted", "adoption_failed", "adopted_reset", "untracked_reset")))' "$after" 2>&1)"
@@ -1883,28 +1893,8 @@ t_wire_adopt_restart() {
 # is smuggled. The one keep-alive connection, between requests at the
 # crash, carries on (wire-restart-carry).
 t_wire_restart_parked_body_before() {
-  local s pid i
-  s="$(src4)"
-  adopt_files wire-restart-parked-body
-  rm -f "$ADOPT_GO" "$ADOPT_READY" "$ADOPT_OUT" "$ADOPT_PID"
-  ip netns exec "$NS_CLI" "$SLT_PY" "$SLT_HERE/keepalive_across.py" --host "$ORIGIN4" --source "$s" \
-    --connections 1 --path '/parked/c{c}/r{i}' --post-path /parked/mid-body --body-length 100000 --partial 1000 \
-    --smuggle 18 --smuggle-path '/v1/smug{c}' \
-    --go "$ADOPT_GO" --wait-go 120 --timeout 5 --ready "$ADOPT_READY" --out "$ADOPT_OUT" \
-    >"$SLT_OUT/across.stdout" 2>&1 &
-  pid=$!
-  echo "$pid" >"$ADOPT_PID"
-  slt_track_pid "$pid"
-  for ((i = 0; i < 300; i++)); do
-    [ -s "$ADOPT_READY" ] && break
-    adopt_running "$pid" || break
-    sleep 0.1
-  done
-  if [ ! -s "$ADOPT_READY" ]; then
-    fail "keepalive_across.py said nothing within 30 s (pid $pid): $(tail -n 3 "$SLT_OUT/across.stdout" 2>/dev/null | tr '\n' ' ' | tail -c 300)"
-    adopt_stop
-    finish
-  fi
+  across_start wire-restart-parked-body --connections 1 --path '/parked/c{c}/r{i}' --post-path /parked/mid-body \
+    --body-length 100000 --partial 1000 --smuggle 18 --smuggle-path '/v1/smug{c}'
   check_eq "before the restart: keepalive_across.py's errors" "$(across "$ADOPT_READY" 'D["errors"]')" "[]"
   check_eq "before the restart: connections parked inside a 26-byte body" \
     "$(across "$ADOPT_READY" 'len(D["smuggled"])')" 18
@@ -1914,28 +1904,9 @@ t_wire_restart_parked_body_before() {
   finish
 }
 t_wire_restart_parked_body() {
-  local s pid i after
+  local s after
   s="$(src4)"
-  adopt_files wire-restart-parked-body
-  pid="$(cat "$ADOPT_PID" 2>/dev/null)"
-  if [ -z "$pid" ] || ! adopt_running "$pid"; then
-    fail "keepalive_across.py from before the restart is not running (pid '$pid'): $(tail -n 3 "$SLT_OUT/across.stdout" 2>/dev/null | tr '\n' ' ' | tail -c 300)"
-    adopt_stop
-    finish
-  fi
-  trap adopt_stop EXIT
-  : >"$ADOPT_GO"
-  for ((i = 0; i < 900; i++)); do
-    adopt_running "$pid" || break
-    sleep 0.1
-  done
-  adopt_running "$pid" && fail "keepalive_across.py still ran 90 s after the go file (killed)"
-  adopt_stop
-  trap - EXIT
-  if [ ! -s "$ADOPT_OUT" ]; then
-    fail "keepalive_across.py wrote no results: $(tail -n 3 "$SLT_OUT/across.stdout" 2>/dev/null | tr '\n' ' ' | tail -c 300)"
-    finish
-  fi
+  across_go wire-restart-parked-body
   after="$(SLT_CTL --json stats)"
   note "after the restart: $(tr -d ' \n' <"$ADOPT_OUT" | head -c 3000)"
   note "appliance: $("$SLT_PY" -c 'import json,sys; c=json.loads(sys.argv[1])["counters"]; print(", ".join("%s %s" % (k, int(c.get(k, 0))) for k in ("flows_adopted", "untracked_reset", "requests", "exempt")))' "$after" 2>&1)"
@@ -1968,27 +1939,8 @@ t_wire_restart_parked_body() {
 # reset. sluiced says what it carried and why it reset the rest. The
 # binary before the flow file reset every one of them.
 t_wire_restart_carry_before() {
-  local s pid i
-  s="$(src4)"
-  adopt_files wire-restart-carry
-  rm -f "$ADOPT_GO" "$ADOPT_READY" "$ADOPT_OUT" "$ADOPT_PID"
-  ip netns exec "$NS_CLI" "$SLT_PY" "$SLT_HERE/keepalive_across.py" --host "$ORIGIN4" --source "$s" \
-    --connections 4 --unbound 3 --path '/carry/c{c}/r{i}' --post-path /carry/mid-body --body-length 100000 \
-    --partial 1000 --go "$ADOPT_GO" --wait-go 120 --timeout 5 --ready "$ADOPT_READY" --out "$ADOPT_OUT" \
-    >"$SLT_OUT/across.stdout" 2>&1 &
-  pid=$!
-  echo "$pid" >"$ADOPT_PID"
-  slt_track_pid "$pid"
-  for ((i = 0; i < 300; i++)); do
-    [ -s "$ADOPT_READY" ] && break
-    adopt_running "$pid" || break
-    sleep 0.1
-  done
-  if [ ! -s "$ADOPT_READY" ]; then
-    fail "keepalive_across.py said nothing within 30 s (pid $pid): $(tail -n 3 "$SLT_OUT/across.stdout" 2>/dev/null | tr '\n' ' ' | tail -c 300)"
-    adopt_stop
-    finish
-  fi
+  across_start wire-restart-carry --connections 4 --unbound 3 --path '/carry/c{c}/r{i}' --post-path /carry/mid-body \
+    --body-length 100000 --partial 1000
   note "before the restart: $(tr -d ' \n' <"$ADOPT_READY" | head -c 1500)"
   check_eq "before the restart: keepalive_across.py's errors" "$(across "$ADOPT_READY" 'D["errors"]')" "[]"
   check_eq "before the restart: the first GET on each of the 4 keep-alive connections" \
@@ -1999,28 +1951,9 @@ t_wire_restart_carry_before() {
   finish
 }
 t_wire_restart_carry() {
-  local s pid i after carried want
+  local s after carried want
   s="$(src4)"
-  adopt_files wire-restart-carry
-  pid="$(cat "$ADOPT_PID" 2>/dev/null)"
-  if [ -z "$pid" ] || ! adopt_running "$pid"; then
-    fail "keepalive_across.py from before the restart is not running (pid '$pid'): $(tail -n 3 "$SLT_OUT/across.stdout" 2>/dev/null | tr '\n' ' ' | tail -c 300)"
-    adopt_stop
-    finish
-  fi
-  trap adopt_stop EXIT
-  : >"$ADOPT_GO"
-  for ((i = 0; i < 900; i++)); do
-    adopt_running "$pid" || break
-    sleep 0.1
-  done
-  adopt_running "$pid" && fail "keepalive_across.py still ran 90 s after the go file (killed)"
-  adopt_stop
-  trap - EXIT
-  if [ ! -s "$ADOPT_OUT" ]; then
-    fail "keepalive_across.py wrote no results: $(tail -n 3 "$SLT_OUT/across.stdout" 2>/dev/null | tr '\n' ' ' | tail -c 300)"
-    finish
-  fi
+  across_go wire-restart-carry
   after="$(SLT_CTL --json stats)"
   note "after the restart: $(tr -d ' \n' <"$ADOPT_OUT" | head -c 3000)"
   note "sluiced: $(grep -E '^sluiced: (warning: )?carried on' "$SLT_SLUICED_LOG" | tail -n 1)"
