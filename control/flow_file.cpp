@@ -265,11 +265,6 @@ FlowFile::Opened FlowFile::open(const std::string& dir, const Geometry& geometry
   return out;
 }
 
-FlowFile::~FlowFile() {
-  if (map_ != nullptr) munmap(map_, bytes_);
-  if (fd_ >= 0) ::close(fd_);
-}
-
 dataplane::FlowSlots FlowFile::slots(unsigned w) const noexcept {
   const Header& h = *reinterpret_cast<const Header*>(map_);
   const Region r = region_of(map_, h, w);

@@ -38,6 +38,7 @@
 #include <string_view>
 #include <vector>
 
+#include "control/mapped_file.h"
 #include "dataplane/flow_carry.h"
 #include "dataplane/flow_table.h"
 #include "dataplane/tcp_flow.h"
@@ -90,23 +91,20 @@ class FlowFile {
 
   FlowFile(const FlowFile&) = delete;
   FlowFile& operator=(const FlowFile&) = delete;
-  ~FlowFile();
 
   // Worker w's table memory (for dataplane::FlowTable) and work mark.
   [[nodiscard]] dataplane::FlowSlots slots(unsigned w) const noexcept;
   [[nodiscard]] dataplane::WorkMark* mark(unsigned w) const noexcept;
   [[nodiscard]] Seeds seeds() const noexcept;
   [[nodiscard]] uint64_t generation() const noexcept;
-  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+  [[nodiscard]] const std::string& path() const noexcept { return mapping_.path(); }
 
  private:
   FlowFile(std::string path, int fd, std::byte* map, size_t bytes) noexcept
-      : path_(std::move(path)), fd_(fd), map_(map), bytes_(bytes) {}
+      : mapping_(std::move(path), fd, map, bytes), map_(map) {}
 
-  std::string path_;
-  int fd_ = -1;
-  std::byte* map_ = nullptr;
-  size_t bytes_ = 0;
+  Mapping mapping_;
+  std::byte* map_;  // mapping_.data()
 };
 
 // This boot's id (/proc/sys/kernel/random/boot_id), "" if it cannot be read.

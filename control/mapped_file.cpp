@@ -41,6 +41,11 @@ std::byte* map_shared(int fd, size_t bytes) noexcept {
   return p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
 }
 
+Mapping::~Mapping() {
+  if (map_ != nullptr) munmap(map_, bytes_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
 SetAside set_aside(const std::string& path, const std::string& why) {
   const std::string aside = path + ".set-aside";
   if (::rename(path.c_str(), aside.c_str()) != 0) {

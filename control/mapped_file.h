@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <utility>
 
 namespace sluice::control {
 
@@ -31,6 +32,26 @@ struct SetAside {
   std::string error;
 };
 [[nodiscard]] SetAside set_aside(const std::string& path, const std::string& why);
+
+// A state file open and mapped shared (map_shared): unmapped and closed
+// with it.
+class Mapping {
+ public:
+  Mapping(std::string path, int fd, std::byte* map, size_t bytes) noexcept
+      : path_(std::move(path)), fd_(fd), map_(map), bytes_(bytes) {}
+  ~Mapping();
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+
+  [[nodiscard]] std::byte* data() const noexcept { return map_; }
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string path_;
+  int fd_;
+  std::byte* map_;
+  size_t bytes_;
+};
 
 constexpr size_t kFilePage = 4096;
 [[nodiscard]] constexpr size_t round_to_page(size_t n) noexcept { return (n + kFilePage - 1) / kFilePage * kFilePage; }

@@ -181,11 +181,6 @@ TableFile::Opened TableFile::open(const std::string& dir, const std::string& nam
   return out;
 }
 
-TableFile::~TableFile() {
-  if (map_ != nullptr) munmap(map_, bytes_);
-  if (fd_ >= 0) ::close(fd_);
-}
-
 std::span<std::byte> TableFile::slots() const noexcept {
   const Header& h = header_of(map_);
   return {map_ + h.slots_offset, h.slots_bytes};

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "control/bucket_snapshot.h"
+#include "control/mapped_file.h"
 #include "limiter/bucket_table.h"
 
 namespace sluice::control {
@@ -67,12 +68,11 @@ class TableFile {
 
   TableFile(const TableFile&) = delete;
   TableFile& operator=(const TableFile&) = delete;
-  ~TableFile();
 
   // The table's memory, for limiter::BucketTable(options, slots()).
   [[nodiscard]] std::span<std::byte> slots() const noexcept;
   [[nodiscard]] uint64_t generation() const noexcept;
-  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+  [[nodiscard]] const std::string& path() const noexcept { return mapping_.path(); }
 
   // The kinds the table's keys carry, as last recorded (nullopt: never, or
   // both copies damaged).
@@ -85,12 +85,10 @@ class TableFile {
 
  private:
   TableFile(std::string path, int fd, std::byte* map, size_t bytes) noexcept
-      : path_(std::move(path)), fd_(fd), map_(map), bytes_(bytes) {}
+      : mapping_(std::move(path), fd, map, bytes), map_(map) {}
 
-  std::string path_;
-  int fd_ = -1;
-  std::byte* map_ = nullptr;
-  size_t bytes_ = 0;
+  Mapping mapping_;
+  std::byte* map_;  // mapping_.data()
 };
 
 }  // namespace sluice::control
