@@ -242,11 +242,12 @@ std::vector<BucketSnapshot::Kind> kinds_of(const limiter::CompiledPolicy& policy
 
 BucketSnapshotter::BucketSnapshotter(limiter::BucketTable& table, std::string dir, CurrentPolicy current, Now now)
     : table_(table), dir_(std::move(dir)), current_(std::move(current)), now_(std::move(now)),
-      regions_(table.regions()) {}
+      regions_(table.regions()), visited_at_(table.regions(), 0) {}
 
 void BucketSnapshotter::region_visited(unsigned region) {
   std::vector<uint64_t>& slots = regions_[region];
   slots.clear();
+  visited_at_[region] = now_();
   const unsigned words = table_.words();
   table_.visit_region(region, [&](const limiter::BucketKey& key, const uint64_t* w) {
     slots.push_back(key.k0);
@@ -258,7 +259,10 @@ void BucketSnapshotter::region_visited(unsigned region) {
 std::string BucketSnapshotter::write() {
   const std::shared_ptr<const dataplane::PolicySnapshot> policy = current_();
   BucketSnapshot s;
+  // As old as the oldest region copied (the first write follows a whole
+  // sweep, so every region has been).
   s.taken_at = now_();
+  for (uint64_t at : visited_at_) s.taken_at = std::min(s.taken_at, at != 0 ? at : s.taken_at);
   s.words = table_.words();
   s.kinds = kinds_of(policy->policy);
   size_t total = 0;

@@ -85,6 +85,8 @@ struct BucketRestore {
 // Keeps the snapshot: told by the reclaimer of each region it has passed
 // (copied then, while the region is warm in the cache) and of each sweep's
 // end (the file written then), and asked for a whole one at a clean stop.
+// A snapshot is as old as its oldest region: its taken_at is when that
+// region was copied, so a restore says truly how much it may give back.
 // Control plane only.
 class BucketSnapshotter {
  public:
@@ -108,6 +110,7 @@ class BucketSnapshotter {
   CurrentPolicy current_;
   Now now_;
   std::vector<std::vector<uint64_t>> regions_;  // each region's slots as last visited
+  std::vector<uint64_t> visited_at_;            // when each region was last copied (0: never)
   std::atomic<uint64_t> written_at_{0};
   std::atomic<uint64_t> slots_written_{0};
 };

@@ -105,11 +105,15 @@ void LimiterTables::restore_from_snapshot(const std::string& state_dir, const li
   const control::BucketRestore r = control::restore_buckets(state_dir, policy, *buckets_);
   if (!r.error.empty()) warning(r.error);
   if (!r.found || !r.error.empty()) return;
+  // The absolute time too, so what was given back can be set against when
+  // the last process stopped (a crash's time is only in the log that saw it).
   const double age = now > r.taken_at ? static_cast<double>(now - r.taken_at) / 1e9 : 0.0;
-  char taken[32];
-  std::snprintf(taken, sizeof taken, "%.1f", age);
+  char taken[96];
+  std::snprintf(taken, sizeof taken, "taken %.1f s ago, at %llu.%03llu UTC seconds", age,
+                static_cast<unsigned long long>(r.taken_at / 1000000000),
+                static_cast<unsigned long long>(r.taken_at / 1000000 % 1000));
   notice("restored " + std::to_string(r.restored) + " buckets from " + state_dir + "/" +
-         std::string(control::kBucketSnapshotFile) + " (taken " + taken + " s ago); " + left_out(r));
+         std::string(control::kBucketSnapshotFile) + " (" + taken + "); " + left_out(r));
 }
 
 void LimiterTables::record_current_kinds(

@@ -1660,15 +1660,17 @@ t_ctl_buckets_crash() {
 # The same crash, but the bucket table file left behind is not one this
 # sluiced can use: its header says another layout (an upgrade that changed
 # it), or its header is damaged. The file is set aside with the reason, and
-# the buckets come from the snapshot, written after the spending (two
-# writes waited for): the budget is as spent as the snapshot says.
+# the buckets come from the snapshot, which is at most a second older than
+# the crash: what was spent 1.2 s before the kill stays spent, and the
+# snapshot restored was taken within 1 s of the kill.
 t_ctl_buckets_relayout_before() {
   spend_before_crash relayout-run
-  wait_snapshot_writes 2
+  sleep 1.2
   finish
 }
 t_ctl_buckets_relayout() {
   check_set_aside 'layout 2, this sluiced reads layout 1'
+  check_snapshot_age
   check_spent_after_crash relayout-run
   finish
 }
@@ -1713,6 +1715,15 @@ check_set_aside() {
     "$(grep -cE "^sluiced: .*/buckets\.table: $1; set aside as .*/buckets\.table\.set-aside; the buckets come from the snapshot" "$SLT_SLUICED_LOG")" 1
   check_eq "sluiced said what it restored" "$(grep -cE '^sluiced: restored [1-9][0-9]* buckets from .*buckets.snapshot' "$SLT_SLUICED_LOG")" 1
   check_eq "the set-aside file kept" "$([ -f "$SLT_TMP/state/buckets.table.set-aside" ] && echo yes)" yes
+}
+# check_snapshot_age: the snapshot restored was taken at most 1 s before
+# sluiced was killed (the log gives its time; the kill's is noted).
+check_snapshot_age() {
+  local taken killed
+  taken="$(sed -nE 's/^sluiced: restored [0-9]+ buckets from .*, at ([0-9.]+) UTC seconds\).*/\1/p' "$SLT_SLUICED_LOG")"
+  killed="$(cat "$SLT_TMP/killed_at" 2>/dev/null)"
+  check_eq "the snapshot restored was taken within 1 s of the crash (taken ${taken:-?}, killed ${killed:-?})" \
+    "$(awk -v t="${taken:-0}" -v k="${killed:-1e12}" 'BEGIN { print (k - t <= 1.0 && k >= t) ? "yes" : "no" }')" yes
 }
 # check_spent_after_crash RUN: TB01 5 more of the 20, then 429; the run
 # still spent within the minute its one request refills in.

@@ -301,6 +301,7 @@ appliance_kill() {
   [ -n "$pid" ] || return 0
   SLT_APPLIANCE_PID=""
   kill -KILL "$pid" 2>/dev/null
+  date +%s.%N >"$SLT_TMP/killed_at"  # what a fallback gave back is measured to here
   wait "$pid" 2>/dev/null
   return 0
 }

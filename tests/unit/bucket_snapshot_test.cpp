@@ -107,6 +107,32 @@ TEST(BucketSnapshot, OnlyUnchangedBucketsAreRestoredUnderTheirKindsOfNow) {
   EXPECT_EQ(fresh.count_live(), 10u);
 }
 
+// A snapshot written at a sweep's end is as old as the region copied first:
+// what a restore from it may give back is measured from there, not from the
+// write.
+TEST(BucketSnapshot, ASnapshotIsAsOldAsItsOldestRegion) {
+  test::ScratchDir dir("sluice-snap");
+  auto snapshot = std::make_shared<dataplane::PolicySnapshot>();
+  snapshot->policy = compiled("  alpha: { rate: 10/min, burst: 5 }\n");
+  BucketTable table({.capacity = 1 << 10, .regions = 4, .bucket_kinds = 8});
+  uint64_t clock = 1000;
+  BucketSnapshotter keeper(table, dir.path(), [&] { return snapshot; }, [&] { return clock; });
+  for (unsigned r = 0; r < 4; ++r) {
+    keeper.region_visited(r);
+    clock += 100;
+  }
+  ASSERT_EQ(keeper.write(), "");
+  EXPECT_EQ(keeper.written_at(), 1000u);  // region 0's copy, not the write at 1400
+  BucketTable fresh({.capacity = 1 << 10, .regions = 4, .bucket_kinds = 8});
+  EXPECT_EQ(restore_buckets(dir.path(), snapshot->policy, fresh).taken_at, 1000u);
+
+  keeper.region_visited(0);  // the next sweep has passed region 0 only: region 1 is now the oldest
+  ASSERT_EQ(keeper.write(), "");
+  EXPECT_EQ(keeper.written_at(), 1100u);
+  ASSERT_EQ(keeper.write_all(), "");  // a clean stop: every region copied now
+  EXPECT_EQ(keeper.written_at(), 1400u);
+}
+
 TEST(BucketSnapshot, ADamagedFileRestoresNothingAndSaysWhy) {
   test::ScratchDir dir("sluice-snap");
   ASSERT_EQ(write_file_atomically(dir.path(), std::string(kBucketSnapshotFile), "SLUICEBK garbage"), "");
