@@ -18,12 +18,15 @@ namespace sluice::control {
 
 namespace {
 
+using dataplane::ContextPool;
+using dataplane::EditHold;
 using dataplane::TcpFlow;
 using dataplane::WorkMark;
 
 constexpr char kMagic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'F', 'L'};
 constexpr uint32_t kMaxWorkers = 1024;
 constexpr uint64_t kMaxSlots = uint64_t{1} << 28;
+constexpr uint64_t kMaxContexts = uint64_t{1} << 20;  // per worker, as for holds
 constexpr size_t kMarkBytes = 64;  // the mark's cache line, then the slots
 static_assert(sizeof(WorkMark) <= kMarkBytes && alignof(TcpFlow) <= kMarkBytes);
 
@@ -44,6 +47,10 @@ struct Header {
   uint8_t cookie_seed[32];
   uint64_t flow_seed;
   uint64_t share_seed;
+  uint32_t context_bytes;  // ContextPool::object_stride()
+  uint32_t hold_bytes;
+  uint64_t contexts;  // per worker
+  uint64_t holds;     // per worker
 };
 static_assert(sizeof(Header) <= kFilePage);
 
@@ -52,9 +59,16 @@ uint32_t header_crc(Header h) {
   return crc32c({reinterpret_cast<const char*>(&h), sizeof h});
 }
 
-size_t region_bytes_for(uint64_t slots) {
-  return round_to_page(kMarkBytes + slots * sizeof(TcpFlow) + slots);
+// A worker's region: its mark, its slots and used flags, its contexts (from
+// a 64-byte boundary), its holds.
+size_t contexts_offset(uint64_t slots) { return (kMarkBytes + slots * sizeof(TcpFlow) + slots + 63) / 64 * 64; }
+size_t holds_offset(uint64_t slots, uint64_t contexts) {
+  return contexts_offset(slots) + contexts * ContextPool::object_stride();
 }
+size_t region_bytes_for(const FlowFile::Geometry& g) {
+  return round_to_page(holds_offset(g.slots, g.contexts) + g.holds * sizeof(EditHold));
+}
+FlowFile::Geometry geometry_of(const Header& h) { return {h.workers, h.slots, h.contexts, h.holds}; }
 
 Header header_for(const FlowFile::Geometry& g, std::string_view boot, uint64_t now, const FlowFile::Seeds& s) {
   Header h{};
@@ -64,7 +78,11 @@ Header header_for(const FlowFile::Geometry& g, std::string_view boot, uint64_t n
   h.mark_bytes = sizeof(WorkMark);
   h.workers = g.workers;
   h.slots = g.slots;
-  h.region_bytes = region_bytes_for(g.slots);
+  h.context_bytes = static_cast<uint32_t>(ContextPool::object_stride());
+  h.hold_bytes = sizeof(EditHold);
+  h.contexts = g.contexts;
+  h.holds = g.holds;
+  h.region_bytes = region_bytes_for(g);
   h.file_bytes = kFilePage + h.region_bytes * g.workers;
   h.generation = 1;
   h.created_at = now;
@@ -84,12 +102,17 @@ std::string check(const Header& h, uint64_t size) {
     return "layout " + std::to_string(h.layout) + ", this sluiced reads layout " + std::to_string(FlowFile::kLayout);
   }
   if (h.crc != header_crc(h)) return "its header is damaged (checksum)";
-  if (h.flow_bytes != sizeof(TcpFlow) || h.mark_bytes != sizeof(WorkMark)) {
-    return "its flows are " + std::to_string(h.flow_bytes) + " bytes and marks " + std::to_string(h.mark_bytes) +
-           ", this sluiced's " + std::to_string(sizeof(TcpFlow)) + " and " + std::to_string(sizeof(WorkMark));
+  if (h.flow_bytes != sizeof(TcpFlow) || h.mark_bytes != sizeof(WorkMark) ||
+      h.context_bytes != ContextPool::object_stride() || h.hold_bytes != sizeof(EditHold)) {
+    return "its flows, marks, contexts and holds are " + std::to_string(h.flow_bytes) + ", " +
+           std::to_string(h.mark_bytes) + ", " + std::to_string(h.context_bytes) + " and " +
+           std::to_string(h.hold_bytes) + " bytes, this sluiced's " + std::to_string(sizeof(TcpFlow)) + ", " +
+           std::to_string(sizeof(WorkMark)) + ", " + std::to_string(ContextPool::object_stride()) + " and " +
+           std::to_string(sizeof(EditHold));
   }
   if (h.workers == 0 || h.workers > kMaxWorkers || h.slots < 16 || h.slots > kMaxSlots ||
-      (h.slots & (h.slots - 1)) != 0 || h.region_bytes != region_bytes_for(h.slots) ||
+      (h.slots & (h.slots - 1)) != 0 || h.contexts > kMaxContexts || h.holds > kMaxContexts ||
+      h.region_bytes != region_bytes_for(geometry_of(h)) ||
       h.file_bytes != kFilePage + h.region_bytes * h.workers) {
     return "its geometry is not one sluiced makes (" + std::to_string(h.workers) + " workers of " +
            std::to_string(h.slots) + " slots)";
@@ -109,21 +132,30 @@ struct Region {
   WorkMark* mark;
   TcpFlow* slots;
   uint8_t* used;
+  std::byte* contexts;
+  EditHold* holds;
 };
 Region region_of(std::byte* map, const Header& h, unsigned w) {
   std::byte* base = map + kFilePage + h.region_bytes * w;
   auto* slots = reinterpret_cast<TcpFlow*>(base + kMarkBytes);
-  return {reinterpret_cast<WorkMark*>(base), slots, reinterpret_cast<uint8_t*>(slots + h.slots)};
+  return {reinterpret_cast<WorkMark*>(base), slots, reinterpret_cast<uint8_t*>(slots + h.slots),
+          base + contexts_offset(h.slots), reinterpret_cast<EditHold*>(base + holds_offset(h.slots, h.contexts))};
 }
 
-bool key_less(const TcpFlow& a, const TcpFlow& b) {
-  return std::memcmp(&a.key, &b.key, sizeof a.key) < 0;
+struct Found {
+  TcpFlow flow;
+  unsigned worker;
+};
+bool key_less(const Found& a, const Found& b) { return std::memcmp(&a.flow.key, &b.flow.key, sizeof a.flow.key) < 0; }
+bool key_equal(const Found& a, const Found& b) {
+  return std::memcmp(&a.flow.key, &b.flow.key, sizeof a.flow.key) == 0;
 }
-bool key_equal(const TcpFlow& a, const TcpFlow& b) { return std::memcmp(&a.key, &b.key, sizeof a.key) == 0; }
 
-// Every used slot's flow but those a mark names; a key in two slots kept
-// once if both copies agree (a crash inside a backward shift), else not.
+// Every used slot's flow but those a mark names, with what it borrowed; a
+// key in two slots kept once if both copies agree (a crash inside a
+// backward shift), else not.
 void read_flows(std::byte* map, const Header& h, FlowFile::Opened& out) {
+  std::vector<Found> v;
   for (unsigned w = 0; w < h.workers; ++w) {
     const Region r = region_of(map, h, w);
     const WorkMark mark = *r.mark;
@@ -135,33 +167,32 @@ void read_flows(std::byte* map, const Header& h, FlowFile::Opened& out) {
         out.left_out.push_back(f.key);
         continue;
       }
-      out.carried.push_back(f);
+      v.push_back({f, w});
     }
   }
-  std::vector<TcpFlow>& v = out.carried;
   std::stable_sort(v.begin(), v.end(), key_less);
-  size_t kept = 0;
   for (size_t i = 0; i < v.size();) {
     size_t j = i + 1;
     bool agree = true;
     while (j < v.size() && key_equal(v[i], v[j])) {
-      agree = agree && std::memcmp(&v[i], &v[j], sizeof(TcpFlow)) == 0;
+      agree = agree && std::memcmp(&v[i].flow, &v[j].flow, sizeof(TcpFlow)) == 0;
       ++j;
     }
     out.duplicates += j - i - 1;
     if (agree) {
-      v[kept++] = v[i];
+      const Region r = region_of(map, h, v[i].worker);
+      out.carried.push_back(dataplane::carried_from(
+          v[i].flow, {r.contexts, h.contexts * h.context_bytes}, {r.holds, h.holds}));
     } else {
-      out.left_out.push_back(v[i].key);
+      out.left_out.push_back(v[i].flow.key);
     }
     i = j;
   }
-  v.resize(kept);
 }
 
-std::string shape(uint64_t workers, uint64_t slots) {
-  return std::to_string(workers) + (workers == 1 ? " worker" : " workers") + " of " + std::to_string(slots) +
-         " slots";
+std::string shape(const FlowFile::Geometry& g) {
+  return std::to_string(g.workers) + (g.workers == 1 ? " worker" : " workers") + " of " + std::to_string(g.slots) +
+         " slots, " + std::to_string(g.contexts) + " contexts and " + std::to_string(g.holds) + " holds";
 }
 
 }  // namespace
@@ -178,8 +209,9 @@ FlowFile::Opened FlowFile::open(const std::string& dir, const Geometry& geometry
   Opened out;
   const std::string path = dir + "/flows.table";
   if (geometry.workers == 0 || geometry.workers > kMaxWorkers || geometry.slots < 16 || geometry.slots > kMaxSlots ||
-      (geometry.slots & (geometry.slots - 1)) != 0) {
-    out.error = path + ": cannot lay out " + shape(geometry.workers, geometry.slots);
+      (geometry.slots & (geometry.slots - 1)) != 0 || geometry.contexts > kMaxContexts ||
+      geometry.holds > kMaxContexts) {
+    out.error = path + ": cannot lay out " + shape(geometry);
     return out;
   }
   Seeds seeds = fresh;
@@ -214,11 +246,12 @@ FlowFile::Opened FlowFile::open(const std::string& dir, const Geometry& geometry
       std::memcpy(seeds.cookie.data(), h.cookie_seed, sizeof h.cookie_seed);
       seeds.flow = h.flow_seed;
       seeds.share = h.share_seed;
-      reuse = h.workers == geometry.workers && h.slots == geometry.slots;
+      reuse = h.workers == geometry.workers && h.slots == geometry.slots && h.contexts == geometry.contexts &&
+              h.holds == geometry.holds;
       out.outcome = reuse ? Outcome::kAttached : Outcome::kRelaid;
       if (!reuse) {
-        out.note = path + ": made for " + shape(h.workers, h.slots) + ", this start has " +
-                   shape(geometry.workers, geometry.slots) + "; its flows go into a new one";
+        out.note = path + ": made for " + shape(geometry_of(h)) + ", this start has " + shape(geometry) +
+                   "; its flows go into a new one";
       }
     }
     if (reuse) {
@@ -269,6 +302,16 @@ dataplane::FlowSlots FlowFile::slots(unsigned w) const noexcept {
   const Header& h = *reinterpret_cast<const Header*>(map_);
   const Region r = region_of(map_, h, w);
   return {{r.slots, h.slots}, {r.used, h.slots}};
+}
+
+std::span<std::byte> FlowFile::contexts(unsigned w) const noexcept {
+  const Header& h = *reinterpret_cast<const Header*>(map_);
+  return {region_of(map_, h, w).contexts, h.contexts * h.context_bytes};
+}
+
+std::span<dataplane::EditHold> FlowFile::holds(unsigned w) const noexcept {
+  const Header& h = *reinterpret_cast<const Header*>(map_);
+  return {region_of(map_, h, w).holds, h.holds};
 }
 
 dataplane::WorkMark* FlowFile::mark(unsigned w) const noexcept {

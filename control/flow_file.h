@@ -11,14 +11,17 @@
 // The file (native byte order: read back by this machine only):
 //
 //   page 0   header: "SLUICEFL", u32 layout, u32 header CRC-32C, the size
-//            of a flow and of a work mark, the workers and each one's
-//            slots, the file's size, a generation (one more at every
+//            of a flow, a work mark, a context and a hold, the workers
+//            and each one's slots, contexts and holds, the file's size, a generation (one more at every
 //            attach), when it was made, the boot it was made in, the seeds
 //   then     one region per worker, from a page boundary: its work mark
-//            (dataplane/flow_carry.h), its slots (TcpFlow), its used flags
+//            (dataplane/flow_carry.h), its slots (TcpFlow), its used flags,
+//            its parse contexts (the objects, dataplane/parse_context.h;
+//            their buffers are the process's), its edit holds
 //
 // Open reads the flows the last process left out of the file and hands
-// them to the caller, then gives the workers an empty table on it (the same
+// them to the caller, each with the context (if the context still names it
+// as its owner) or hold it borrowed, then gives the workers an empty table on it (the same
 // file where the geometry is unchanged, else a new one): every carried flow
 // is inserted again under this process's hash, so a table a crash left
 // half-shifted, or one of another size or worker count, is read the same.
@@ -50,11 +53,13 @@ class FlowFile {
   // Bumped whenever the header, a region's layout, or what a TcpFlow's
   // fields mean changes (a change of their sizes is caught anyway): a
   // binary of another layout never carries the flows, it resets them.
-  static constexpr uint32_t kLayout = 1;
+  static constexpr uint32_t kLayout = 2;
 
   struct Geometry {
     uint32_t workers = 1;
     uint64_t slots = 16;  // per worker: dataplane::FlowTable::capacity_for
+    uint64_t contexts = 0;  // per worker
+    uint64_t holds = 0;     // per worker
   };
   struct Seeds {
     std::array<uint8_t, 32> cookie{};
@@ -76,7 +81,7 @@ class FlowFile {
     std::string error;  // why no file could be made
     // The flows the last process left, each once; those its workers' marks
     // named (half-changed when it died) left out and counted.
-    std::vector<dataplane::TcpFlow> carried;
+    std::vector<dataplane::CarriedFlow> carried;
     size_t marked = 0;
     size_t duplicates = 0;  // a key in two slots (a crash inside a shift): one kept if they agree, else none
     // The keys of the flows left out (marked, or in two slots that disagree).
@@ -94,6 +99,10 @@ class FlowFile {
 
   // Worker w's table memory (for dataplane::FlowTable) and work mark.
   [[nodiscard]] dataplane::FlowSlots slots(unsigned w) const noexcept;
+  // Worker w's memory for its parse contexts (dataplane::ContextPool's
+  // `objects`) and edit holds.
+  [[nodiscard]] std::span<std::byte> contexts(unsigned w) const noexcept;
+  [[nodiscard]] std::span<dataplane::EditHold> holds(unsigned w) const noexcept;
   [[nodiscard]] dataplane::WorkMark* mark(unsigned w) const noexcept;
   [[nodiscard]] Seeds seeds() const noexcept;
   [[nodiscard]] uint64_t generation() const noexcept;

@@ -4,9 +4,10 @@
 namespace sluice::dataplane {
 
 ContextLender::ContextLender(size_t contexts, uint32_t max_head_bytes, uint16_t max_fields, size_t holds,
-                             size_t stashes, ClientShares& shares)
-    : contexts_(contexts, max_head_bytes, max_fields),
-      holds_(holds),
+                             size_t stashes, ClientShares& shares, std::span<std::byte> context_memory,
+                             std::span<EditHold> hold_memory)
+    : contexts_(contexts, max_head_bytes, max_fields, context_memory),
+      holds_(holds, hold_memory),
       stashes_(stashes, max_head_bytes),
       shares_(shares) {}
 
@@ -28,6 +29,25 @@ Lent ContextLender::borrow(TcpFlow& flow, const PolicySnapshot& snap) noexcept {
     holds_.release(flow.hold);
     flow.hold = -1;
   }
+  return Lent::kYes;
+}
+
+Lent ContextLender::carry_context(TcpFlow& flow, const PolicySnapshot& snap, const ParseContext& dead) noexcept {
+  const Lent lent = borrow(flow, snap);
+  if (lent != Lent::kYes) return lent;
+  if (!contexts_.at(flow.context).carry_on(dead)) {
+    give_back(flow);
+    return Lent::kCannotCarry;
+  }
+  return Lent::kYes;
+}
+
+Lent ContextLender::carry_hold(TcpFlow& flow, const EditHold& dead) noexcept {
+  if (!dead.valid()) return Lent::kCannotCarry;
+  const int32_t h = holds_.acquire();
+  if (h < 0) return Lent::kNoneFree;
+  holds_.at(h) = dead;
+  flow.hold = h;
   return Lent::kYes;
 }
 

@@ -30,12 +30,16 @@ enum class Lent : uint8_t {
   kYes,
   kNoneFree,   // every context is lent: the caller may make room and try again
   kShareFull,  // the flow's client holds its share of contexts
+  kCannotCarry,  // carry_context, carry_hold: what the last process left cannot go on
 };
 
 class ContextLender {
  public:
+  // `context_memory` and `hold_memory`: where the contexts and holds live
+  // (ContextPool, HoldPool), if not in memory of their own.
   ContextLender(size_t contexts, uint32_t max_head_bytes, uint16_t max_fields, size_t holds, size_t stashes,
-                ClientShares& shares);
+                ClientShares& shares, std::span<std::byte> context_memory = {},
+                std::span<EditHold> hold_memory = {});
 
   // Lends `flow` a context started under `snap`'s policy, its shifts at the
   // flow's bases, with the flow's held edits (if any) moved back into it.
@@ -56,6 +60,13 @@ class ContextLender {
   // covers the held edits drops them unread; anything else moves them back
   // into a context. False if that needs a context and none can be lent.
   [[nodiscard]] bool settle_hold(TcpFlow& flow, Side from, const FrameView& v, const PolicySnapshot& snap) noexcept;
+
+  // A flow carried on across a restart (flow_carry.h), which had a context
+  // or a hold in the last process: lends it one that goes on where `dead`
+  // stood. kYes, kNoneFree, kShareFull as borrow(), or kCannotCarry (the
+  // dead one is not one that can go on: nothing is lent).
+  [[nodiscard]] Lent carry_context(TcpFlow& flow, const PolicySnapshot& snap, const ParseContext& dead) noexcept;
+  [[nodiscard]] Lent carry_hold(TcpFlow& flow, const EditHold& dead) noexcept;
 
   // A stash for a flow accepted unbound; false if none is free.
   [[nodiscard]] bool take_stash(TcpFlow& flow) noexcept {

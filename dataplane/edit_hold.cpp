@@ -1,6 +1,8 @@
 // See edit_hold.h.
 #include "dataplane/edit_hold.h"
 
+#include <algorithm>
+
 namespace sluice::dataplane {
 
 bool EditHold::fits(const SeqShift& shift,
@@ -40,7 +42,17 @@ bool EditHold::acknowledged_by(uint32_t client_ack) const noexcept {
   return static_cast<int32_t>(client_ack - end) >= 0;
 }
 
-HoldPool::HoldPool(size_t count) : holds_(count) {
+bool EditHold::valid() const noexcept {
+  if (count > kMaxEdits) return false;
+  for (unsigned i = 0; i < count; ++i) {
+    if (bytes[i].answer_len != 0 || bytes[i].fields.len > sizeof bytes[i].fields.bytes) return false;
+  }
+  return true;
+}
+
+HoldPool::HoldPool(size_t count, std::span<EditHold> memory)
+    : own_(memory.size() < count ? count : 0), holds_(memory.size() < count ? std::span<EditHold>(own_) : memory.first(count)) {
+  if (own_.empty()) std::fill(holds_.begin(), holds_.end(), EditHold{});  // what the last process left there
   free_.reserve(count);
   for (size_t i = 0; i < count; ++i) free_.push_back(static_cast<int32_t>(count - 1 - i));
 }

@@ -11,6 +11,8 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
+#include <type_traits>
 #include <vector>
 
 #include "dataplane/parse_context.h"
@@ -36,12 +38,18 @@ struct EditHold {
   // (then the hold has nothing left to do: the flow's base shift, set when
   // its context went back, already counts them all).
   [[nodiscard]] bool acknowledged_by(uint32_t client_ack) const noexcept;
+  // Whether its counts and lengths are ones this code writes (a hold another
+  // process left in memory is checked before it is taken on).
+  [[nodiscard]] bool valid() const noexcept;
 };
+static_assert(std::is_trivially_copyable_v<EditHold>);
 
 // A worker's holds: a fixed pool, no allocation after construction.
 class HoldPool {
  public:
-  explicit HoldPool(size_t count);
+  // On `memory` if it holds `count` holds (the flow file's, where a restart
+  // finds them), else on its own.
+  explicit HoldPool(size_t count, std::span<EditHold> memory = {});
   [[nodiscard]] int32_t acquire() noexcept;  // -1 if none is free
   void release(int32_t index) noexcept;
   [[nodiscard]] EditHold& at(int32_t index) noexcept { return holds_[static_cast<size_t>(index)]; }
@@ -49,7 +57,8 @@ class HoldPool {
   [[nodiscard]] size_t size() const noexcept { return holds_.size(); }
 
  private:
-  std::vector<EditHold> holds_;
+  std::vector<EditHold> own_;  // when no memory is given
+  std::span<EditHold> holds_;
   std::vector<int32_t> free_;  // reserved at construction
 };
 

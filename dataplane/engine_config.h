@@ -7,8 +7,10 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "client_shares.h"
+#include "edit_hold.h"
 #include "flow_carry.h"
 #include "flow_table.h"
 #include "limiter/spend_log.h"
@@ -33,6 +35,12 @@ struct EngineConfig {
   // engine's own (tests, benchmarks).
   FlowSlots flow_memory{};
   WorkMark* mark = nullptr;
+  // Where the parse contexts themselves (contexts * ContextPool::object_stride()
+  // bytes; their buffers stay the worker's) and the edit holds live, in the
+  // flow file too, so that a restart carries on a connection inside a
+  // request or response; none: the engine's own.
+  std::span<std::byte> context_memory{};
+  std::span<EditHold> hold_memory{};
   // Each client address's share (IPv6: its /64) of the flows and contexts
   // (client_shares.h); 0: a sixteenth of each.
   uint32_t flows_per_client = 0;

@@ -1,17 +1,37 @@
 // See flow_carry.h.
 #include "flow_carry.h"
 
+#include <cstring>
+
+#include "http/carried_bytes.h"
+
 namespace sluice::dataplane {
 
-CarryVerdict carry_verdict(const TcpFlow& f) noexcept {
-  if (static_cast<uint8_t>(f.state) > static_cast<uint8_t>(FlowState::kClosed) ||
+CarriedFlow carried_from(const TcpFlow& f, std::span<const std::byte> contexts, std::span<const EditHold> holds) {
+  CarriedFlow c{f, nullptr, std::nullopt};
+  const size_t stride = ContextPool::object_stride();
+  if (f.context >= 0 && (static_cast<size_t>(f.context) + 1) * stride <= contexts.size()) {
+    auto image = std::make_unique<ContextImage>();
+    std::memcpy(image->bytes, contexts.data() + static_cast<size_t>(f.context) * stride, sizeof image->bytes);
+    const ParseContext& dead = image->view();
+    if (dead.owner == f.key && dead.owner_hash == f.hash) c.context = std::move(image);
+  }
+  if (f.hold >= 0 && static_cast<size_t>(f.hold) < holds.size()) c.hold = holds[static_cast<size_t>(f.hold)];
+  return c;
+}
+
+CarryVerdict carry_verdict(const CarriedFlow& carried) noexcept {
+  const TcpFlow& f = carried.flow;
+  if (!http::all_bool_bytes({&f.timestamps, &f.client.fin, &f.client.sack, &f.origin.fin, &f.seqadj.active,
+                             &f.proxy.active, &f.adoption.active}) ||
+      static_cast<uint8_t>(f.state) > static_cast<uint8_t>(FlowState::kClosed) ||
       static_cast<uint8_t>(f.bind.state) > static_cast<uint8_t>(Binding::kBinding) ||
       (f.ip_version != 4 && f.ip_version != 6) || f.client.l2_len > kMaxL2Header ||
       f.origin.l2_len > kMaxL2Header || f.client.wscale > 14 || f.client.wscale < -1) {
     return CarryVerdict::kDamaged;
   }
   if (f.state == FlowState::kRefusing || f.state == FlowState::kAnswered) return CarryVerdict::kAnswering;
-  if (f.context >= 0 || f.hold >= 0) return CarryVerdict::kInFlight;
+  if ((f.context >= 0 && carried.context == nullptr) || (f.hold >= 0 && !carried.hold)) return CarryVerdict::kInFlight;
   if (f.bind.state == Binding::kBinding) return CarryVerdict::kBinding;
   return CarryVerdict::kCarries;
 }
@@ -21,7 +41,7 @@ std::string_view describe(CarryVerdict v) noexcept {
     case CarryVerdict::kCarries:
       return "carried on";
     case CarryVerdict::kInFlight:
-      return "a request or response in flight";
+      return "its parse context or held edits lost";
     case CarryVerdict::kBinding:
       return "binding to its origin";
     case CarryVerdict::kAnswering:

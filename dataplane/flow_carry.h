@@ -2,14 +2,17 @@
 // that tells it which flow the last process was changing when it died.
 //
 // A worker's flows live in the flow file (control/flow_file.h), so they
-// outlive the process. A flow carries on exactly where it was when all of
-// its state is in its TcpFlow: between requests, with nothing the client
-// or the origin has not acknowledged (no parse context, no edit hold), or
-// unbound behind the SYN proxy with nothing stashed. A flow that held any of
-// the worker's process-local buffers (a request or response in flight, an
-// answer being sent, a stash bound for the origin) cannot: its next segment
-// finds no flow and is reset (or adopted, where the policy turns adoption
-// on), as an unknown connection's is.
+// outlive the process, and so do its parse contexts and edit holds (their
+// objects; a context's buffers stay in the process). A flow carries on
+// exactly where it was when its state is in those: between requests,
+// inside a request body, inside a response (head or body), with inserted
+// fields the client has not acknowledged, or unbound behind the SYN proxy
+// with nothing stashed. What lived in the process's buffers cannot come
+// along: a head held or being read, an answer in the answer store, a stash
+// bound for the origin; such a flow's next segment finds no flow and is
+// reset (or adopted, where the policy turns adoption on), as an unknown
+// connection's is. Heads the origin had not acknowledged are let go of: a
+// repeat of one cannot be checked against what was judged, and is dropped.
 //
 // The work mark: before the worker changes a flow it writes which one
 // (its hash, one store, or its slot while the sweep visits it) and clears
@@ -19,11 +22,18 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <new>
+#include <optional>
+#include <span>
 #include <string_view>
 #include <type_traits>
 
+#include "edit_hold.h"
 #include "flow_key.h"
+#include "parse_context.h"
 #include "tcp_flow.h"
 
 namespace sluice::dataplane {
@@ -74,14 +84,39 @@ class WorkMarker {
 };
 
 enum class CarryVerdict : uint8_t {
-  kCarries,    // all of its state is in the TcpFlow
-  kInFlight,   // a request or response in flight, or edits not yet acknowledged (a context or hold)
+  kCarries,    // its state is in the TcpFlow, and any context or hold it had came along
+  kInFlight,   // its context or hold did not come along (another's, or out of the file)
   kBinding,    // bytes stashed for an origin connection being opened
   kAnswering,  // refused: its answer was in the process's answer store
   kDamaged,    // not a state this binary writes
 };
 
-[[nodiscard]] CarryVerdict carry_verdict(const TcpFlow& flow) noexcept;
+// A ParseContext's bytes as the last process left them, copied into memory
+// aligned for one. Read through view(), and only what carry_on() reads:
+// its pointers and views name the dead process's memory.
+struct ContextImage {
+  alignas(ParseContext) std::byte bytes[sizeof(ParseContext)];
+  [[nodiscard]] const ParseContext& view() const noexcept {
+    return *std::launder(reinterpret_cast<const ParseContext*>(bytes));
+  }
+};
+
+// A flow the last process left, with the context or hold it had borrowed
+// (copied out of the flow file before the new process's pools take it over).
+struct CarriedFlow {
+  TcpFlow flow;
+  std::unique_ptr<ContextImage> context;  // when flow.context named one it owned
+  std::optional<EditHold> hold;           // when flow.hold named one
+};
+
+// `flow` as the last process left it, with what it borrowed copied out of
+// that process's pools (`contexts`: its ContextPool objects, `holds`): its
+// context if the context still names it as its owner (one lent on to
+// another flow since does not), its hold. Checked whole when taken on
+// (ParseContext::carry_on, EditHold::valid).
+[[nodiscard]] CarriedFlow carried_from(const TcpFlow& flow, std::span<const std::byte> contexts,
+                                       std::span<const EditHold> holds);
+[[nodiscard]] CarryVerdict carry_verdict(const CarriedFlow& carried) noexcept;
 [[nodiscard]] std::string_view describe(CarryVerdict verdict) noexcept;
 
 }  // namespace sluice::dataplane

@@ -29,7 +29,7 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
       marker_(config.mark),
       shares_(config.flows, share_caps(config), config.share_seed),
       lender_(config.contexts, config.max_head_bytes, config.max_fields, config.edit_holds, config.bind_stashes,
-              shares_),
+              shares_, config.context_memory, config.hold_memory),
       answers_(config.answer_bytes),
       proxy_(config.cookie_seed, emitter_, counters),
       adopter_(emitter_),
@@ -49,10 +49,15 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
   requests_.set_refusal_sampler(config.refusals);
 }
 
-FlowEngine::Resumed FlowEngine::resume(const TcpFlow& carried, uint64_t hash) noexcept {
-  if (tracker_.find(carried.key, hash) != nullptr) return Resumed::kDuplicate;
+FlowEngine::Resumed FlowEngine::resume(const CarriedFlow& carried, uint64_t hash, const PolicySnapshot& snap) noexcept {
+  const TcpFlow& was = carried.flow;
+  if (tracker_.find(was.key, hash) != nullptr) return Resumed::kDuplicate;
+  // What it borrowed in the last process must have come along (flow_carry.h).
+  if ((was.context >= 0 && carried.context == nullptr) || (was.hold >= 0 && !carried.hold)) {
+    return Resumed::kCannotCarry;
+  }
   TcpTracker::SynOutcome o = TcpTracker::SynOutcome::kTracked;
-  TcpFlow* flow = tracker_.resume(carried, hash, o);
+  TcpFlow* flow = tracker_.resume(was, hash, o);
   if (flow == nullptr) return o == TcpTracker::SynOutcome::kShareFull ? Resumed::kShareFull : Resumed::kTableFull;
   // Unbound behind the SYN proxy, with nothing stashed yet (flow_carry.h):
   // a stash waits for its first request again.
@@ -60,7 +65,26 @@ FlowEngine::Resumed FlowEngine::resume(const TcpFlow& carried, uint64_t hash) no
     tracker_.erase(*flow);
     return Resumed::kNoStash;
   }
-  return Resumed::kYes;
+  Lent lent = Lent::kYes;
+  if (carried.context != nullptr) {
+    lent = lender_.carry_context(*flow, snap, carried.context->view());
+  } else if (carried.hold) {
+    lent = lender_.carry_hold(*flow, *carried.hold);
+  }
+  switch (lent) {
+    case Lent::kYes:
+      return Resumed::kYes;
+    case Lent::kNoneFree:
+      tracker_.erase(*flow);
+      return Resumed::kNoneFree;
+    case Lent::kShareFull:
+      tracker_.erase(*flow);
+      return Resumed::kShareFull;
+    case Lent::kCannotCarry:
+      break;
+  }
+  tracker_.erase(*flow);
+  return Resumed::kCannotCarry;
 }
 
 void FlowEngine::set_insert_fields(bool on) noexcept {

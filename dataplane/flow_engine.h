@@ -57,9 +57,18 @@ class FlowEngine {
   void prefetch(const ServiceFrame& sf) const noexcept { tracker_.prefetch(sf.hash); }
 
   // Takes on a flow the last process left (carry_verdict() kCarries), its
-  // key hashed with this worker's seed; before the worker runs.
-  enum class Resumed : uint8_t { kYes, kDuplicate, kTableFull, kShareFull, kNoStash };
-  [[nodiscard]] Resumed resume(const TcpFlow& carried, uint64_t hash) noexcept;
+  // key hashed with this worker's seed, with the context or hold it had,
+  // started under `snap`; before the worker runs.
+  enum class Resumed : uint8_t {
+    kYes,
+    kDuplicate,
+    kTableFull,
+    kShareFull,    // its client's share of flows or contexts
+    kNoStash,
+    kNoneFree,     // no context or hold free
+    kCannotCarry,  // its context or hold cannot go on (ParseContext::carry_on)
+  };
+  [[nodiscard]] Resumed resume(const CarriedFlow& carried, uint64_t hash, const PolicySnapshot& snap) noexcept;
   // Before the worker runs: the connections the restart did not carry on,
   // reset at their next segment (forgotten_flows.h).
   void forget(std::vector<FlowKey> keys) { forgotten_.assign(std::move(keys)); }

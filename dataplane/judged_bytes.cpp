@@ -109,4 +109,16 @@ RepeatCheck JudgedBytes::check(uint32_t seq, std::span<char> payload) noexcept {
   return result;
 }
 
+bool JudgedBytes::carry_on(const JudgedBytes& dead) noexcept {
+  if (dead.front_ >= kMaxRanges || dead.count_ > kMaxRanges) return false;
+  uint32_t end = dead.let_go_to_;
+  for (unsigned i = 0; i < dead.count_; ++i) {
+    const Entry& e = dead.entries_[(dead.front_ + i) % kMaxRanges];
+    if (seq_lt(end, e.seq + e.len)) end = e.seq + e.len;
+  }
+  reset(dead.acked_);
+  let_go_to_ = seq_lt(dead.acked_, end) ? end : dead.acked_;
+  return true;
+}
+
 }  // namespace sluice::dataplane

@@ -54,6 +54,14 @@ class JudgedBytes {
 
   [[nodiscard]] unsigned ranges() const noexcept { return count_; }
 
+  // Goes on from `dead`, a record another process left in memory (a
+  // restart that carries connections on), without its bytes, which were in
+  // that process's buffers: what it recorded and the origin has not
+  // acknowledged is let go of, so that a repeat reaching into it is
+  // unverifiable (dropped), never forwarded unchecked. False, and nothing
+  // taken, if its positions are not ones this code writes.
+  [[nodiscard]] bool carry_on(const JudgedBytes& dead) noexcept;
+
  private:
   struct Entry {
     uint32_t seq;  // client sequence number of the range's first byte

@@ -7,6 +7,8 @@
 #include <new>
 #include <utility>
 
+#include "http/carried_bytes.h"
+
 #if defined(__SANITIZE_ADDRESS__)
 #define SLUICE_ASAN 1
 #elif defined(__has_feature)
@@ -58,6 +60,60 @@ void ParseContext::renew_requests(const http::Http1Policy& p, uint64_t g) noexce
   requests.reset();
   requests.emplace(p.fields, p.stream, std::span<http::FieldLine>(field_store, fields),
                    std::span<char>(spill, spill_bytes));
+}
+
+bool ParseContext::carry_on(const ParseContext& dead) noexcept {
+  // A context a start() ran on has its request stream (and its policy
+  // noted); the bools are checked as bytes before any is read.
+  if (dead.policy == nullptr ||
+      !http::all_bool_bytes({&dead.buffering, &dead.held_ack_owed, &dead.judging_body, &dead.absorbing}) ||
+      dead.buffering || dead.head_len != 0 || dead.answer_len != 0 || dead.kept_count != 0) {
+    return false;
+  }
+  if (dead.response_fields_front >= response_fields.size() || dead.response_fields_count > response_fields.size() ||
+      dead.usage_front >= usage_notes.size() || dead.usage_count > usage_notes.size() ||
+      dead.kept_front >= kept.size() || !dead.to_client.valid() || !dead.to_origin.valid()) {
+    return false;
+  }
+  for (unsigned i = 0; i < dead.to_client.pending(); ++i) {
+    const EditBytes& e = dead.edit_bytes[i];
+    if (e.answer_len != 0 || e.fields.len > sizeof e.fields.bytes) return false;
+  }
+  for (unsigned i = 0; i < dead.response_fields_count; ++i) {
+    const limiter::RateLimitFields& f = dead.response_fields[(dead.response_fields_front + i) % response_fields.size()];
+    if (f.name_len > sizeof f.name || static_cast<uint8_t>(f.style) > static_cast<uint8_t>(policy::HeaderStyle::kIetf)) {
+      return false;
+    }
+  }
+  for (unsigned i = 0; i < dead.usage_count; ++i) {
+    const UsageNote& n = dead.usage_notes[(dead.usage_front + i) % usage_notes.size()];
+    if (!http::all_bool_bytes({&n.charge, &n.shared})) return false;
+  }
+  if (!requests->carry_on(dead.requests.in_place()) || !responses.carry_on(dead.responses) ||
+      !judged.carry_on(dead.judged)) {
+    return false;
+  }
+  head_since = dead.head_since;
+  held_ack_owed = dead.held_ack_owed;
+  judging_body = dead.judging_body;
+  absorbing = dead.absorbing;
+  requests_forwarded = dead.requests_forwarded;
+  responses_ended = dead.responses_ended;
+  // The rings whole, byte by byte: slots not in use are never read before
+  // they are written again.
+  response_fields_front = dead.response_fields_front;
+  response_fields_count = dead.response_fields_count;
+  http::copy_bytes(response_fields, dead.response_fields);
+  usage_front = dead.usage_front;
+  usage_count = dead.usage_count;
+  http::copy_bytes(usage_notes, dead.usage_notes);
+  http::copy_bytes(to_client, dead.to_client);
+  http::copy_bytes(to_origin, dead.to_origin);
+  for (unsigned i = 0; i < dead.to_client.pending(); ++i) {
+    edit_bytes[i].fields.assign(dead.edit_bytes[i].fields.view());
+    edit_bytes[i].answer_len = 0;
+  }
+  return true;
 }
 
 void ParseContext::push_response_fields(const limiter::RateLimitFields& fields) noexcept {
@@ -161,10 +217,15 @@ void guard(std::byte* from, std::byte* to) noexcept {
 
 }  // namespace
 
-ContextPool::ContextPool(size_t count, uint32_t max_head_bytes, uint16_t max_fields)
+size_t ContextPool::object_stride() noexcept { return align_up(sizeof(ParseContext)); }
+
+ContextPool::ContextPool(size_t count, uint32_t max_head_bytes, uint16_t max_fields, std::span<std::byte> objects)
     : held_generation_(count, kNotHeld), max_head_bytes_(max_head_bytes) {
   static_assert(alignof(ParseContext) <= 64 && alignof(http::FieldLine) <= 64);
-  const size_t object = align_up(sizeof(ParseContext)) + kGuard;
+  // The context itself in the arena too, unless memory is given for it
+  // (the flow file's, where a restart finds it).
+  const bool own_objects = objects.size() < count * object_stride();
+  const size_t object = own_objects ? object_stride() + kGuard : 0;
   const size_t fields = align_up(sizeof(http::FieldLine) * max_fields) + kGuard;
   const size_t spill = align_up(max_head_bytes) + kGuard;
   const size_t head = align_up(size_t{max_head_bytes} + 1) + kGuard;
@@ -180,13 +241,14 @@ ContextPool::ContextPool(size_t count, uint32_t max_head_bytes, uint16_t max_fie
     const ParseBuffers b{lines, reinterpret_cast<char*>(at + object + fields),
                          reinterpret_cast<char*>(at + object + fields + spill),
                          reinterpret_cast<char*>(at + object + fields + spill + head)};
-    contexts_.push_back(new (at) ParseContext(b, max_head_bytes, max_fields));
-    const std::pair<size_t, size_t> parts[] = {{0, sizeof(ParseContext)},
+    std::byte* const place = own_objects ? at : objects.data() + i * object_stride();
+    contexts_.push_back(new (place) ParseContext(b, max_head_bytes, max_fields));
+    const std::pair<size_t, size_t> parts[] = {{0, own_objects ? sizeof(ParseContext) : 0},
                                                {object, sizeof(http::FieldLine) * max_fields},
                                                {object + fields, max_head_bytes},
                                                {object + fields + spill, size_t{max_head_bytes} + 1},
                                                {object + fields + spill + head, size_t{max_head_bytes} + 1}};
-    for (size_t k = 0; k < std::size(parts); ++k) {
+    for (size_t k = own_objects ? 0 : 1; k < std::size(parts); ++k) {
       const size_t next = k + 1 < std::size(parts) ? parts[k + 1].first : stride_;
       guard(at + parts[k].first + parts[k].second, at + next);
     }

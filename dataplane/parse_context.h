@@ -11,8 +11,11 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include <utility>
 #include <memory>
+#include <new>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "http/http1_policy.h"
@@ -44,6 +47,43 @@ struct FieldText {
   }
 };
 
+// A stream built in place again for each policy (it holds references into
+// the policy, so it cannot be assigned). Not std::optional: a restart reads
+// a dead process's context (ParseContext::carry_on), and whether an
+// optional holds a value is a bool whose byte a crash may have left as
+// anything; here it is a pointer, which any bytes are.
+template <class T>
+class InPlace {
+ public:
+  InPlace() = default;
+  ~InPlace() { reset(); }
+  InPlace(const InPlace&) = delete;
+  InPlace& operator=(const InPlace&) = delete;
+
+  template <class... Args>
+  T& emplace(Args&&... args) noexcept {
+    reset();
+    value_ = new (bytes_) T(std::forward<Args>(args)...);
+    return *value_;
+  }
+  void reset() noexcept {
+    if (value_ != nullptr) value_->~T();
+    value_ = nullptr;
+  }
+  [[nodiscard]] bool has_value() const noexcept { return value_ != nullptr; }
+  [[nodiscard]] T* operator->() noexcept { return value_; }
+  [[nodiscard]] const T* operator->() const noexcept { return value_; }
+  [[nodiscard]] T& operator*() noexcept { return *value_; }
+  [[nodiscard]] const T& operator*() const noexcept { return *value_; }
+  // The object in its place, for a dead process's copy, whose pointer names
+  // that process's memory.
+  [[nodiscard]] const T& in_place() const noexcept { return *std::launder(reinterpret_cast<const T*>(bytes_)); }
+
+ private:
+  alignas(T) std::byte bytes_[sizeof(T)];
+  T* value_ = nullptr;
+};
+
 // The buffers a context parses in, laid out by its pool (max_fields field
 // lines; max_head_bytes of spill; max_head_bytes + 1 each for a held head
 // and the judged bytes).
@@ -64,6 +104,17 @@ struct ParseContext {
   // policy, the response stream (requests still unanswered) kept.
   void renew_requests(const http::Http1Policy& policy, uint64_t generation) noexcept;
 
+  // On a context just started: goes on where `dead` stood, a context of
+  // the same layout that another process left in memory (a restart that
+  // carries its connection on). Everything it kept in its own fields comes
+  // over, its pointers and buffers do not: so only a context with no head
+  // held or being read, no answer in the worker's answer store (kept or
+  // spliced in) and no answer being written can; judged bytes the origin
+  // has not acknowledged are let go of (JudgedBytes::carry_on). False if
+  // it cannot, or anything in it is not a value this code writes; the
+  // context is then to be given back unused.
+  [[nodiscard]] bool carry_on(const ParseContext& dead) noexcept;
+
   http::FieldLine* field_store;
   size_t field_capacity;
   char* spill;
@@ -82,7 +133,7 @@ struct ParseContext {
   JudgedBytes judged;
   bool judging_body = false;  // the current request's chunked body goes into `judged` as it comes
 
-  std::optional<http::RequestStream> requests;
+  InPlace<http::RequestStream> requests;
   // The policy `requests` was built for, and its snapshot's generation: the
   // pointer alone could name a freed snapshot's successor at the same address.
   const http::Http1Policy* policy = nullptr;
@@ -189,8 +240,13 @@ struct ParseContext {
 // start-up on this VM, in page faults; in the arena about 100.
 class ContextPool {
  public:
-  // Throws std::bad_alloc if the arena cannot be mapped.
-  ContextPool(size_t count, uint32_t max_head_bytes, uint16_t max_fields);
+  // Throws std::bad_alloc if the arena cannot be mapped. `objects`, if it
+  // holds count * object_stride() bytes (64-byte aligned), is where the
+  // contexts themselves go (the flow file's, so that a restart can carry
+  // them on); their buffers are in the arena either way.
+  ContextPool(size_t count, uint32_t max_head_bytes, uint16_t max_fields, std::span<std::byte> objects = {});
+  // Bytes per context in `objects`.
+  [[nodiscard]] static size_t object_stride() noexcept;
   ~ContextPool();
   ContextPool(const ContextPool&) = delete;
   ContextPool& operator=(const ContextPool&) = delete;

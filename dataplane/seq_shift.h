@@ -75,6 +75,9 @@ class SeqShift {
     int64_t before;     // shift of the positions before it (base included)
   };
   [[nodiscard]] const Edit& edit(unsigned i) const noexcept { return edits_[i]; }
+  // Whether its count is one this code writes (a shift another process
+  // left in memory is checked before it is taken on).
+  [[nodiscard]] bool valid() const noexcept { return count_ <= kMaxEdits; }
 
  private:
   // The count and base first: a shift with an edit or two in use touches

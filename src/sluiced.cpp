@@ -584,7 +584,7 @@ Status Appliance::create_workers() {
   // where its addresses land cannot line them up on one probe run), the SYN
   // cookies and the flow hash, one for all workers.
   const auto wall = std::chrono::system_clock::now().time_since_epoch();
-  if (std::string err = flows_.open(o_.state_dir, o_.workers, o_.flows,
+  if (std::string err = flows_.open(o_.state_dir, o_.workers, o_.flows, o_.contexts, dataplane::EngineConfig{}.edit_holds,
                                     static_cast<uint64_t>(std::chrono::nanoseconds(wall).count()));
       !err.empty()) {
     return Failure{ExitCode::kState, err};
@@ -609,7 +609,7 @@ Status Appliance::create_workers() {
       [this, rss](const dataplane::FlowKey& key) {
         return rss != nullptr ? rss->owner(key) : dataplane::address_owner(key, flow_seed_, o_.workers);
       },
-      flow_seed_);
+      flow_seed_, *first);
   return std::nullopt;
 }
 
@@ -629,6 +629,8 @@ dataplane::WorkerSetup Appliance::worker_setup(unsigned index, const dataplane::
   ws.engine.cookie_seed = cookie_seed_;
   ws.engine.flow_memory = flows_.memory(index);
   ws.engine.mark = flows_.mark(index);
+  ws.engine.context_memory = flows_.contexts(index);
+  ws.engine.hold_memory = flows_.holds(index);
   ws.flow_seed = flow_seed_;
   ws.rss = ports_.rss_owner();
   ws.engine.spends = cluster_.log(index);

@@ -19,13 +19,14 @@ bool draw(void* p, size_t n) { return ::getrandom(p, n, 0) == static_cast<ssize_
 
 }  // namespace
 
-std::string FlowTables::open(const std::string& state_dir, unsigned workers, size_t flows, uint64_t now) {
+std::string FlowTables::open(const std::string& state_dir, unsigned workers, size_t flows, size_t contexts,
+                             size_t holds, uint64_t now) {
   control::FlowFile::Seeds fresh;
   if (!draw(fresh.cookie.data(), fresh.cookie.size()) || !draw(&fresh.flow, sizeof fresh.flow) ||
       !draw(&fresh.share, sizeof fresh.share)) {
     return "cannot draw a seed from getrandom()";
   }
-  const control::FlowFile::Geometry g{workers, dataplane::FlowTable::capacity_for(flows)};
+  const control::FlowFile::Geometry g{workers, dataplane::FlowTable::capacity_for(flows), contexts, holds};
   opened_ = control::FlowFile::open(state_dir, g, control::boot_id(), now, fresh);
   if (!opened_.file) return opened_.error;
   file_ = std::move(opened_.file);
@@ -33,7 +34,8 @@ std::string FlowTables::open(const std::string& state_dir, unsigned workers, siz
 }
 
 void FlowTables::resume(const std::vector<std::unique_ptr<dataplane::Worker>>& workers,
-                        const std::function<unsigned(const dataplane::FlowKey&)>& owner, uint64_t flow_seed) {
+                        const std::function<unsigned(const dataplane::FlowKey&)>& owner, uint64_t flow_seed,
+                        const dataplane::PolicySnapshot& snap) {
   using control::FlowFile;
   using control::LogEvent;
   using control::LogLevel;
@@ -64,21 +66,25 @@ void FlowTables::resume(const std::vector<std::unique_ptr<dataplane::Worker>>& w
   std::vector<std::vector<dataplane::FlowKey>> left(workers.size());
   for (const dataplane::FlowKey& k : opened_.left_out) left[owner(k)].push_back(k);
   size_t carried = 0;
-  for (const dataplane::TcpFlow& f : opened_.carried) {
+  size_t inside = 0;  // of those carried, how many inside a request or response
+  for (const dataplane::CarriedFlow& c : opened_.carried) {
+    const dataplane::TcpFlow& f = c.flow;
     const unsigned w = owner(f.key);
-    const dataplane::CarryVerdict verdict = dataplane::carry_verdict(f);
+    const dataplane::CarryVerdict verdict = dataplane::carry_verdict(c);
     if (verdict != dataplane::CarryVerdict::kCarries) {
       forgotten[std::string(dataplane::describe(verdict))] += 1;
       left[w].push_back(f.key);
       continue;
     }
-    const dataplane::FlowEngine::Resumed resumed = workers[w]->engine().resume(f, dataplane::flow_hash(f.key, flow_seed));
+    const dataplane::FlowEngine::Resumed resumed =
+        workers[w]->engine().resume(c, dataplane::flow_hash(f.key, flow_seed), snap);
     if (resumed != dataplane::FlowEngine::Resumed::kYes && resumed != dataplane::FlowEngine::Resumed::kDuplicate) {
       left[w].push_back(f.key);
     }
     switch (resumed) {
       case dataplane::FlowEngine::Resumed::kYes:
         ++carried;
+        if (c.context != nullptr) ++inside;
         break;
       case dataplane::FlowEngine::Resumed::kDuplicate:
         forgotten["in two slots"] += 1;
@@ -92,6 +98,12 @@ void FlowTables::resume(const std::vector<std::unique_ptr<dataplane::Worker>>& w
       case dataplane::FlowEngine::Resumed::kNoStash:
         forgotten["no bind stash free"] += 1;
         break;
+      case dataplane::FlowEngine::Resumed::kNoneFree:
+        forgotten["no parse context or edit hold free"] += 1;
+        break;
+      case dataplane::FlowEngine::Resumed::kCannotCarry:
+        forgotten["a head held or being read, or an answer being sent"] += 1;
+        break;
     }
   }
   for (size_t w = 0; w < workers.size(); ++w) workers[w]->engine().forget(std::move(left[w]));
@@ -102,8 +114,9 @@ void FlowTables::resume(const std::vector<std::unique_ptr<dataplane::Worker>>& w
     why += (why.empty() ? "" : ", ") + std::to_string(n) + " " + reason;
   }
   tally_ = {carried, reset};
-  std::string line = "carried on " + std::to_string(carried) + " connection" + (carried == 1 ? "" : "s") + " from " +
-                     path + " (generation " + std::to_string(file_->generation()) + ")";
+  std::string line = "carried on " + std::to_string(carried) + " connection" + (carried == 1 ? "" : "s") + " (" +
+                     std::to_string(inside) + " inside a request or response) from " + path + " (generation " +
+                     std::to_string(file_->generation()) + ")";
   line += reset == 0 ? "; none reset"
                      : "; " + std::to_string(reset) + " reset at their next segment (or adopted, where the policy "
                                                      "turns adoption on): " + why;

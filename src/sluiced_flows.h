@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,18 +24,24 @@ namespace sluice::sluiced {
 class FlowTables {
  public:
   // Opens (or makes) the flow file in `state_dir` for `workers` tables of
-  // `flows` each; "" or why not. New seeds are drawn here (getrandom) for
-  // a new file; an old file's are kept.
-  [[nodiscard]] std::string open(const std::string& state_dir, unsigned workers, size_t flows, uint64_t now);
+  // `flows` each, with `contexts` parse contexts and `holds` edit holds
+  // each; "" or why not. New seeds are drawn here (getrandom) for a new
+  // file; an old file's are kept.
+  [[nodiscard]] std::string open(const std::string& state_dir, unsigned workers, size_t flows, size_t contexts,
+                                 size_t holds, uint64_t now);
 
   [[nodiscard]] control::FlowFile::Seeds seeds() const noexcept { return file_->seeds(); }
   [[nodiscard]] dataplane::FlowSlots memory(unsigned worker) const noexcept { return file_->slots(worker); }
   [[nodiscard]] dataplane::WorkMark* mark(unsigned worker) const noexcept { return file_->mark(worker); }
+  [[nodiscard]] std::span<std::byte> contexts(unsigned worker) const noexcept { return file_->contexts(worker); }
+  [[nodiscard]] std::span<dataplane::EditHold> holds(unsigned worker) const noexcept { return file_->holds(worker); }
 
   // Before any worker runs: each carried flow that can continue given to
-  // the worker `owner` names, hashed with `flow_seed`. Logs what it did.
+  // the worker `owner` names, hashed with `flow_seed`, any context it had
+  // started under `snap`. Logs what it did.
   void resume(const std::vector<std::unique_ptr<dataplane::Worker>>& workers,
-              const std::function<unsigned(const dataplane::FlowKey&)>& owner, uint64_t flow_seed);
+              const std::function<unsigned(const dataplane::FlowKey&)>& owner, uint64_t flow_seed,
+              const dataplane::PolicySnapshot& snap);
 
   // What resume() did, for tests and status.
   struct Tally {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "http/carried_bytes.h"
 #include "http/token_chars.h"
 
 namespace sluice::http {
@@ -227,6 +228,25 @@ BodyStep BodyFramer::feed(std::span<const char> piece) noexcept {
     if (in_trailer && ++trailer_bytes_ > limits_.max_trailer_bytes) return fail(ParseError::kHeadTooLarge);
   }
   return {state_ == State::kDone ? BodyStatus::kDone : BodyStatus::kMore, ParseError::kNone, i};
+}
+
+bool BodyFramer::carry_on(const BodyFramer& dead) noexcept {
+  if (!all_bool_bytes({&dead.name_match_, &dead.has_number_}) ||
+      static_cast<uint8_t>(dead.state_) > static_cast<uint8_t>(State::kFailed) ||
+      static_cast<uint8_t>(dead.number_state_) > static_cast<uint8_t>(Number::kBad) ||
+      dead.line_bytes_ > limits_.max_chunk_line || dead.trailer_bytes_ > limits_.max_trailer_bytes ||
+      dead.trailer_fields_ > limits_.max_trailer_fields) {
+    return false;
+  }
+  const BodyLimits limits = limits_;
+  const std::string_view watched = watched_;
+  copy_bytes(*this, dead);
+  limits_ = limits;
+  watched_ = watched;
+  // A trailer name half matched against the last process's watched field
+  // means nothing against this one's.
+  if (name_pos_ > watched_.size()) name_match_ = false, name_pos_ = 0;
+  return true;
 }
 
 }  // namespace sluice::http

@@ -48,6 +48,13 @@ class BodyFramer {
   [[nodiscard]] bool has_trailer_number() const noexcept { return has_number_; }
   [[nodiscard]] uint64_t trailer_number() const noexcept { return number_; }
 
+  // Goes on where `dead` stood: a framer of the same layout that another
+  // process left in memory (a restart that carries connections on). Its
+  // position is taken, not its limits nor the field it watched (this one's
+  // stay: `dead`'s views point into a process that is gone). False, and
+  // nothing taken, if its state is not one this code writes.
+  [[nodiscard]] bool carry_on(const BodyFramer& dead) noexcept;
+
  private:
   enum class State : uint8_t {
     kDone,

@@ -106,4 +106,14 @@ void RequestStream::resolve_switch(bool switched) noexcept {
   }
 }
 
+bool RequestStream::carry_on(const RequestStream& dead) noexcept {
+  reset();
+  const bool between = dead.state_ == State::kHead && !dead.parser_.started();
+  if (!between && dead.state_ != State::kBody) return false;
+  if (dead.state_ == State::kBody && !body_.carry_on(dead.body_)) return false;
+  state_ = dead.state_;
+  completed_ = dead.completed_;
+  return true;
+}
+
 }  // namespace sluice::http

@@ -82,6 +82,14 @@ class RequestStream {
   // Requests whose message has ended on this connection.
   [[nodiscard]] uint64_t completed() const noexcept { return completed_; }
 
+  // Goes on where `dead` stood: a stream of the same layout that another
+  // process left in memory (a restart that carries connections on), read
+  // without its references and views, which point into that process. Only
+  // a stream between heads or inside a body can: a head in progress lives
+  // in buffers the process took with it. False, and this stream reset, if
+  // `dead` is anywhere else.
+  [[nodiscard]] bool carry_on(const RequestStream& dead) noexcept;
+
  private:
   // kPrefaceTail: "PRI * HTTP/2.0\r\n\r\n" was read and allowed; the
   // preface's last six bytes are still to come.

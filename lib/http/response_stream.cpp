@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "http/ascii_case.h"
+#include "http/carried_bytes.h"
 #include "http/token_chars.h"
 
 namespace sluice::http {
@@ -536,6 +537,39 @@ ResponseStep ResponseStream::close() noexcept {
     case State::kFailed: break;
   }
   return {ResponseEvent::kError, error_, 0};
+}
+
+bool ResponseStream::carry_on(const ResponseStream& dead) noexcept {
+  const ResponseHead& h = dead.head_;
+  if (!all_bool_bytes({&dead.last_connection_close_, &dead.last_keep_alive_, &dead.report_status_lines_,
+                       &dead.has_content_length_, &dead.has_transfer_encoding_, &dead.chunked_seen_,
+                       &dead.chunked_last_, &dead.chunked_repeated_, &dead.close_, &dead.keep_alive_option_,
+                       &dead.has_usage_, &h.interim, &h.switches, &h.connection_close, &h.keep_alive,
+                       &h.has_usage}) ||
+      static_cast<uint8_t>(h.request) > static_cast<uint8_t>(RequestKind::kUpgrade) ||
+      static_cast<uint8_t>(h.body) > static_cast<uint8_t>(ResponseBody::kUntilClose) ||
+      static_cast<uint8_t>(dead.state_) > static_cast<uint8_t>(State::kFailed) ||
+      static_cast<uint8_t>(dead.head_state_) > static_cast<uint8_t>(HeadState::kFinalLF) ||
+      static_cast<uint8_t>(dead.framing_) > static_cast<uint8_t>(Framing::kUsage) ||
+      dead.queue_front_ >= kMaxOutstanding || dead.queued_ > kMaxOutstanding || dead.line_len_ > kMaxFramingValue ||
+      dead.head_bytes_ > limits_.max_head_bytes || dead.fields_ > limits_.max_fields) {
+    return false;
+  }
+  for (RequestKind k : dead.queue_) {
+    if (static_cast<uint8_t>(k) > static_cast<uint8_t>(RequestKind::kUpgrade)) return false;
+  }
+  BodyFramer body(limits_.body);
+  body.watch_trailer(usage_field_);
+  if (!body.carry_on(dead.body_)) return false;
+  const ResponseLimits limits = limits_;
+  const std::string_view usage = usage_field_;
+  const bool report = report_status_lines_;
+  copy_bytes(*this, dead);
+  limits_ = limits;
+  usage_field_ = usage;
+  report_status_lines_ = report;
+  body_ = body;
+  return true;
 }
 
 }  // namespace sluice::http

@@ -172,6 +172,13 @@ class ResponseStream {
     body_.watch_trailer(lowercase);
   }
 
+  // Goes on where `dead` stood: a stream of the same layout that another
+  // process left in memory (a restart that carries connections on): its
+  // queue, counters and place in the current response, head or body. Its
+  // limits, usage field and report_status_lines stay this stream's. False,
+  // and nothing taken, if a position in it is not one this code writes.
+  [[nodiscard]] bool carry_on(const ResponseStream& dead) noexcept;
+
  private:
   enum class State : uint8_t { kHead, kBody, kUntilClose, kSwitch, kPassThrough, kClosed, kFailed };
   // Position inside a head.

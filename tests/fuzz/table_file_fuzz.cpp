@@ -8,10 +8,14 @@
 // reclaimed within its memory (ASan and UBSan watch).
 //
 // The same patches are laid over a flow file (control/flow_file.h) with
-// flows in it: opening it carries flows, or sets it aside with a reason;
-// never crashes. Whatever it carries is each key once, no more than the
-// file had slots, each judged by carry_verdict() and those that carry
-// taken into a table on the new file's memory, as sluiced does.
+// flows in it, some holding parse contexts (inside a request body, inside
+// a response, between requests with fields pending) and edit holds:
+// opening it carries flows, or sets it aside with a reason; never crashes.
+// Whatever it carries is each key once, no more than the file had slots,
+// each judged by carry_verdict() and those that carry taken into a table on
+// the new file's memory, as sluiced does; each context that came along is
+// taken on by a fresh one (ParseContext::carry_on) or refused, and one
+// taken on is fed more of its request and response (ASan and UBSan watch).
 #include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -27,7 +31,13 @@
 #include "dataplane/flow_carry.h"
 #include "dataplane/flow_key.h"
 #include "dataplane/flow_table.h"
+#include "dataplane/parse_context.h"
+#include "dataplane/policy_snapshot.h"
+#include "flow_policies.h"
+#include "http/http1_policy.h"
 #include "limiter/bucket_table.h"
+#include "limiter/bucket_key.h"
+#include "policy/policy_loader.h"
 
 namespace {
 
@@ -108,11 +118,51 @@ sluice::dataplane::FlowKey flow_key(uint16_t port) {
   return k;
 }
 
+// The policy the contexts parse under.
+const sluice::http::Http1Policy& fuzz_policy() {
+  static std::unique_ptr<sluice::limiter::KeyHasher> hasher;
+  static std::unique_ptr<sluice::http::Http1Policy> policy;
+  if (policy) return *policy;
+  std::array<uint8_t, sluice::limiter::KeyHasher::kSecretSize> secret{};
+  hasher = std::make_unique<sluice::limiter::KeyHasher>(secret);
+  sluice::policy::LoadResult loaded = sluice::policy::load_policy_text(sluice::test::kKeepPolicy, "fuzz.yaml");
+  if (!loaded.errors.empty() || !loaded.policy) fail("the policy does not load");
+  std::vector<sluice::policy::PolicyError> errors;
+  auto compiled = sluice::http::compile_http1_policy(*loaded.policy, *hasher, errors);
+  if (!errors.empty() || !compiled) fail("the policy does not compile");
+  policy = std::make_unique<sluice::http::Http1Policy>(std::move(*compiled));
+  return *policy;
+}
+
+// Context i of a pool left where a flow's would be: inside a request body,
+// inside a response's body, between requests with an edit pending.
+void leave_context(sluice::dataplane::ParseContext& ctx, unsigned i) {
+  namespace http = sluice::http;
+  const auto feed = [](auto& stream, std::string_view bytes) {
+    for (size_t at = 0; at < bytes.size();) {
+      const auto step = stream.next(std::span<const char>(bytes.data() + at, bytes.size() - at));
+      if (step.consumed == 0) break;
+      at += step.consumed;
+    }
+  };
+  feed(*ctx.requests, "POST /loose HTTP/1.1\r\nHost: api\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab");
+  if (!ctx.responses.expect(http::RequestKind::kOrdinary)) fail("a response not expected");
+  ++ctx.requests_forwarded;
+  if (i % 3 == 1) feed(ctx.responses, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123");
+  if (i % 3 == 2) {
+    (void)ctx.to_client.add(1000, 0, 24);
+    ctx.edit_bytes[0].fields.assign("RateLimit-Remaining: 9\r\n");
+  }
+  ctx.usage_count = 1;
+}
+
 // A flow file with flows in both workers' tables, patched, opened again.
 void fuzz_flow_file(const std::string& dir, const uint8_t* data, size_t size) {
   using sluice::control::FlowFile;
   namespace dp = sluice::dataplane;
-  const FlowFile::Geometry g{2, 64};
+  const sluice::http::Http1Policy& policy = fuzz_policy();
+  constexpr unsigned kContexts = 6;
+  const FlowFile::Geometry g{2, 64, kContexts, 4};
   FlowFile::Seeds seeds;
   seeds.flow = 7;
   const std::string path = dir + "/flows.table";
@@ -121,12 +171,30 @@ void fuzz_flow_file(const std::string& dir, const uint8_t* data, size_t size) {
     FlowFile::Opened made = FlowFile::open(dir, g, "boot", 1, seeds);
     if (!made.file) fail(made.error.c_str());
     for (unsigned w = 0; w < 2; ++w) {
+      dp::ContextPool pool(kContexts, policy.stream.head.max_head_bytes, policy.stream.head.max_fields,
+                           made.file->contexts(w));
       dp::FlowTable t(made.file->slots(w));
       for (uint16_t p = 1; p <= 40; ++p) {
-        dp::TcpFlow* f = t.insert(flow_key(static_cast<uint16_t>(p + 100 * w)), p);
+        const dp::FlowKey key = flow_key(static_cast<uint16_t>(p + 100 * w));
+        dp::TcpFlow* f = t.insert(key, p);
         if (f == nullptr) fail("flow table full");
         f->state = dp::FlowState::kEstablished;
         f->ip_version = 4;
+        if (p <= kContexts) {  // the first flows hold contexts
+          const int32_t c = pool.acquire();
+          pool.start(c, policy, 1);
+          dp::ParseContext& ctx = pool.at(c);
+          ctx.owner = key;
+          ctx.owner_hash = p;
+          leave_context(ctx, p);
+          f->context = c;
+        } else if (p <= kContexts + 4) {  // the next ones holds
+          f->hold = p - kContexts - 1;
+          dp::EditHold& h = made.file->holds(w)[static_cast<size_t>(f->hold)];
+          h.count = 1;
+          h.edits[0] = {1000, 0, 24, 0};
+          h.bytes[0].fields.assign("RateLimit-Remaining: 8\r\n");
+        }
       }
     }
     dp::WorkMarker(made.file->mark(1)).slot(3);
@@ -137,11 +205,38 @@ void fuzz_flow_file(const std::string& dir, const uint8_t* data, size_t size) {
   if (o.outcome == FlowFile::Outcome::kSetAside && o.note.empty()) fail("flow file set aside without a reason");
   if (o.carried.size() > 2 * 64) fail("more flows carried than the file had slots");
   for (size_t i = 1; i < o.carried.size(); ++i) {
-    if (o.carried[i - 1].key == o.carried[i].key) fail("a key carried twice");
+    if (o.carried[i - 1].flow.key == o.carried[i].flow.key) fail("a key carried twice");
   }
   dp::FlowTable t(o.file->slots(0));
-  for (const dp::TcpFlow& f : o.carried) {
-    if (dp::carry_verdict(f) != dp::CarryVerdict::kCarries) continue;
+  dp::ContextPool fresh(1, policy.stream.head.max_head_bytes, policy.stream.head.max_fields, o.file->contexts(0));
+  for (const dp::CarriedFlow& c : o.carried) {
+    const dp::TcpFlow& f = c.flow;
+    if (dp::carry_verdict(c) != dp::CarryVerdict::kCarries) continue;
+    if (c.context != nullptr) {
+      const int32_t i = fresh.acquire();
+      fresh.start(i, policy, 2);
+      dp::ParseContext& ctx = fresh.at(i);
+      if (ctx.carry_on(c.context->view())) {
+        // What it goes on with: more of the body, more of the response.
+        const std::string_view more = "3\r\nabc\r\n0\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n";
+        for (size_t at = 0; at < more.size();) {
+          const auto step = ctx.requests->next(std::span<const char>(more.data() + at, more.size() - at));
+          if (step.consumed == 0) break;
+          at += step.consumed;
+        }
+        const std::string_view reply = "456789HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+        for (size_t at = 0; at < reply.size();) {
+          const auto step = ctx.responses.next(std::span<const char>(reply.data() + at, reply.size() - at));
+          if (step.consumed == 0) break;
+          at += step.consumed;
+        }
+        ctx.acknowledged_by_client(5000);
+        (void)ctx.take_usage();
+        (void)ctx.take_response_fields();
+      }
+      fresh.release(i);
+    }
+    if (c.hold && !c.hold->valid()) continue;
     if (t.find(f.key, dp::flow_hash(f.key, 7)) != nullptr) fail("a carried key found before it was inserted");
     dp::TcpFlow* in = t.insert(f.key, dp::flow_hash(f.key, 7));
     if (in == nullptr) break;  // the table's 7/8

@@ -29,7 +29,9 @@ an exempt /healthz, and what the origin would serve. Its record ("smuggled":
 After the go file appears: on each kept connection, on the very same socket
 (it never reconnects), a second GET (request 2), then on each a third
 (request 3); then the rest of the POST's body on the mid-body connection,
-and what came back (a response, a reset, a close, nothing). Writes --out
+and what came back (a response, a reset, a close, nothing). With
+--mid-get PATH, a GET for PATH follows the body on that connection, and
+what came back is its answer. Writes --out
 (JSON) and exits 0; 1 if it could not set up the connections before the
 restart. Every socket operation is bounded by --timeout seconds, and the
 whole run by --wait-go plus 120 s.
@@ -173,6 +175,7 @@ def main():
     ap.add_argument("--unbound", type=int, default=0, help="connections opened and left without a request (at most 64)")
     ap.add_argument("--smuggle", type=int, default=0, help="connections parked inside a 26-byte body (at most 64)")
     ap.add_argument("--smuggle-path", default="/v1/smug{c}", help="what each tries to smuggle; {c}: its number")
+    ap.add_argument("--mid-get", default="", help="a GET sent after the rest of the mid-body POST's body")
     ap.add_argument("--go", required=True, help="the file whose appearance starts the second part")
     ap.add_argument("--wait-go", type=float, default=120.0, help="seconds to wait for it (at most 300)")
     ap.add_argument("--timeout", type=float, default=5.0, help="seconds per socket operation")
@@ -326,6 +329,14 @@ def main():
         except OSError as e:
             mb["rest_send"] = "error: %s" % e
         rec = {"method": "POST", "status": None, "ratelimit": {}}
+        if args.mid_get and mb["rest_send"] == "sent":
+            rec["method"] = "GET"
+            mb["get_path"] = args.mid_get
+            try:
+                mid.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: slt-keepalive-across/1\r\n\r\n"
+                             % (args.mid_get, args.host)).encode())
+            except OSError as e:
+                mb["get_send"] = "error: %s" % e
         mb["end"] = read_one(mid_rd, 3 * args.timeout, rec)
         mb["tcp_after_rest"] = tcp_state(mid)
         mb["status"] = rec["status"]

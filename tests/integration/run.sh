@@ -276,7 +276,7 @@ for entry in "${plan[@]}"; do
   # stopped and started again with the same state directory, then the test.
   # "crash": the same, but sluiced is killed (SIGKILL) instead of stopped.
   # "crash-edit=[FILE:]OFFSET": killed, then the byte at OFFSET of FILE in
-  # the state directory (buckets.table if none is named) made 0x02 (a
+  # the state directory (buckets.table if none is named) made 0x09 (a
   # layout it does not read, or a damaged header).
   if { [ "$extra" = restart ] || [ "$extra" = crash ] || [[ "$extra" == crash-edit=* ]]; } &&
     [ "$SLUICE_APPLIANCE" = sluiced ]; then
@@ -291,7 +291,7 @@ for entry in "${plan[@]}"; do
         appliance_kill
         edit="${extra#crash-edit=}" edit_file=buckets.table
         [[ "$edit" == *:* ]] && edit_file="${edit%%:*}" edit="${edit#*:}"
-        printf '\x02' | dd of="$SLT_TMP/state/$edit_file" bs=1 seek="$edit" conv=notrunc status=none
+        printf '\x09' | dd of="$SLT_TMP/state/$edit_file" bs=1 seek="$edit" conv=notrunc status=none
         ;;
       *) stop_appliance_checked ;;
     esac

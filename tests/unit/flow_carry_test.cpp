@@ -1,10 +1,12 @@
-// Flows carried across a restart (dataplane/flow_carry.h): a flow whose
-// state is all in its TcpFlow, copied out of one engine's table and taken
-// on by a new engine (as a restarted sluiced does from the flow file),
-// continues exactly where it was; a flow that held a parse context is
-// judged not to carry, and its next segment is reset, not dropped as a
-// young cookie connection's early data; the table on given memory marks a
-// slot used only once its flow is whole.
+// Flows carried across a restart (dataplane/flow_carry.h): a flow copied
+// out of one engine's table, with the context or hold it borrowed, and
+// taken on by a new engine on the same pool memory (as a restarted sluiced
+// does from the flow file), continues exactly where it was: unbound,
+// inside a request body, inside a response, with inserted fields
+// unacknowledged. A flow whose head was held in the process's buffers, or
+// whose context is damaged, does not, and its next segment is reset, not
+// dropped as a young cookie connection's early data; the table on given
+// memory marks a slot used only once its flow is whole.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -23,46 +25,70 @@ using dataplane::FlowEngine;
 
 const std::string kDelayedKeep = std::string(kKeepPolicy) + "binding: delayed\n";
 
-// Every flow of the world's engine, copied as the flow file keeps them.
-std::vector<dataplane::TcpFlow> flows_of(EngineWorld& w) {
-  std::vector<dataplane::TcpFlow> out;
+// What the flow file holds for one worker besides its table: the memory
+// its parse contexts and edit holds live in.
+struct PoolMemory {
+  explicit PoolMemory(const dataplane::EngineConfig& c)
+      : contexts(c.contexts * dataplane::ContextPool::object_stride()), holds(c.edit_holds) {}
+  dataplane::EngineConfig on_it(dataplane::EngineConfig c) {
+    c.context_memory = contexts;
+    c.hold_memory = holds;
+    return c;
+  }
+  std::vector<std::byte> contexts;
+  std::vector<dataplane::EditHold> holds;
+};
+
+// Every flow of the world's engine, copied as the flow file keeps them,
+// with what each borrowed from the pools on `memory`.
+std::vector<dataplane::CarriedFlow> flows_of(EngineWorld& w, const PoolMemory& memory) {
+  std::vector<dataplane::CarriedFlow> out;
   auto& table = const_cast<dataplane::FlowTable&>(w.engine->flows());
   for (size_t i = 0; i < table.capacity(); ++i) {
-    if (const dataplane::TcpFlow* f = table.at_slot(i)) out.push_back(*f);
+    if (const dataplane::TcpFlow* f = table.at_slot(i)) {
+      out.push_back(dataplane::carried_from(*f, memory.contexts, memory.holds));
+    }
   }
   return out;
 }
 
-// The process dies; a new engine (the same limiter state: the buckets are
-// re-attached) takes on what carries.
-size_t restart(EngineWorld& w, const std::vector<dataplane::TcpFlow>& flows) {
-  dataplane::EngineConfig c = EngineWorld::small_config();
+// The process dies; a new engine on the same memory (and the same limiter
+// state: the buckets are re-attached) takes on what carries. How many did.
+size_t restart(EngineWorld& w, PoolMemory& memory, const std::vector<dataplane::CarriedFlow>& flows,
+               dataplane::EngineConfig c = EngineWorld::small_config()) {
   c.cookie_seed = EngineWorld::kCookieSeed;
   c.max_head_bytes = w.snapshot->policy.stream.head.max_head_bytes;
   c.max_fields = w.snapshot->policy.stream.head.max_fields;
-  w.engine = std::make_unique<FlowEngine>(c, *w.state, w.counters, 42);
+  w.engine.reset();
+  w.engine = std::make_unique<FlowEngine>(memory.on_it(c), *w.state, w.counters, 42);
   size_t carried = 0;
-  for (const dataplane::TcpFlow& f : flows) {
+  for (const dataplane::CarriedFlow& f : flows) {
     if (dataplane::carry_verdict(f) != CarryVerdict::kCarries) continue;
-    EXPECT_EQ(w.engine->resume(f, dataplane::flow_hash(f.key)), FlowEngine::Resumed::kYes);
-    ++carried;
+    carried += w.engine->resume(f, dataplane::flow_hash(f.flow.key), *w.snapshot) == FlowEngine::Resumed::kYes;
   }
   return carried;
 }
 
+// A world whose engine's contexts and holds are on `memory`.
+dataplane::EngineConfig on(PoolMemory& memory, dataplane::EngineConfig c = EngineWorld::small_config()) {
+  return memory.on_it(c);
+}
+
 TEST(FlowCarry, AnUnboundFlowCarriesOnAndBindsAtItsFirstRequest) {
-  EngineWorld w(kDelayedKeep);
+  PoolMemory memory(EngineWorld::small_config());
+  EngineWorld w(kDelayedKeep, on(memory));
   Peers p(w);
   p.client_handshake(/*bound_later=*/true);
   ASSERT_EQ(w.engine->unbound_flows(), 1u);
-  const std::vector<dataplane::TcpFlow> left = flows_of(w);
+  const std::vector<dataplane::CarriedFlow> left = flows_of(w, memory);
   ASSERT_EQ(left.size(), 1u);
   EXPECT_EQ(dataplane::carry_verdict(left[0]), CarryVerdict::kCarries);
 
-  ASSERT_EQ(restart(w, left), 1u);
+  ASSERT_EQ(restart(w, memory, left), 1u);
   EXPECT_EQ(w.engine->flows().size(), 1u);
   EXPECT_EQ(w.engine->unbound_flows(), 1u) << "a stash waits for its first request again";
-  EXPECT_EQ(w.engine->resume(left[0], dataplane::flow_hash(left[0].key)), FlowEngine::Resumed::kDuplicate);
+  EXPECT_EQ(w.engine->resume(left[0], dataplane::flow_hash(left[0].flow.key), *w.snapshot),
+            FlowEngine::Resumed::kDuplicate);
 
   // Its first request opens the origin's connection, from the client's ISN
   // the new engine never saw, and goes to the origin whole.
@@ -87,15 +113,152 @@ TEST(FlowCarry, AnUnboundFlowCarriesOnAndBindsAtItsFirstRequest) {
 }
 
 TEST(FlowCarry, AFlowWithAHeadInFlightDoesNotCarry) {
-  EngineWorld w(kDelayedKeep);
+  PoolMemory memory(EngineWorld::small_config());
+  EngineWorld w(kDelayedKeep, on(memory));
   Peers p(w);
   p.client_handshake(true);
   (void)p.client_data("GET /loose HTTP/1.1\r\nHo");  // a head split across segments: held in a context
-  const std::vector<dataplane::TcpFlow> left = flows_of(w);
+  const std::vector<dataplane::CarriedFlow> left = flows_of(w, memory);
   ASSERT_EQ(left.size(), 1u);
-  EXPECT_NE(dataplane::carry_verdict(left[0]), CarryVerdict::kCarries);
-  EXPECT_EQ(restart(w, left), 0u);
+  ASSERT_NE(left[0].context, nullptr) << "its context came along";
+  EXPECT_EQ(restart(w, memory, left), 0u) << "but the held head was in the process's buffers";
   EXPECT_EQ(w.engine->flows().size(), 0u);
+  EXPECT_EQ(w.engine->contexts().free_count(), EngineWorld::small_config().contexts) << "nothing lent stays lent";
+}
+
+// A connection inside a request body carries on: the rest of the body is
+// forwarded as body, though it reads as a request for the limited path (a
+// new process that guessed would judge it, or an attacker would smuggle
+// it); the origin's response is framed as the answer to the POST; the next
+// request is judged and charged as before.
+TEST(FlowCarry, AConnectionInsideARequestBodyCarriesOnWithoutSmuggling) {
+  PoolMemory memory(EngineWorld::small_config());
+  EngineWorld w(kKeepPolicy, on(memory));
+  Peers p(w);
+  p.client_handshake();
+  (void)p.origin_answer();
+  const std::string rest(kTight);  // the body's second part reads as a request for /tight
+  const std::string first = "POST /loose HTTP/1.1\r\nHost: api\r\nContent-Length: " +
+                            std::to_string(10 + rest.size()) + "\r\n\r\n0123456789";
+  ASSERT_EQ(p.client_data(first).action, FrameAction::kForward);
+  p.client_sent = static_cast<uint32_t>(first.size());
+  (void)p.origin_data("");  // the origin acknowledges the head and the body so far
+  const uint64_t judged = w.counters.requests.get();
+
+  const std::vector<dataplane::CarriedFlow> left = flows_of(w, memory);
+  ASSERT_EQ(left.size(), 1u);
+  ASSERT_EQ(restart(w, memory, left), 1u);
+  EXPECT_EQ(w.engine->contexts().free_count(), EngineWorld::small_config().contexts - 1);
+
+  const auto body = p.client_data(rest, static_cast<uint32_t>(first.size()));
+  EXPECT_EQ(body.action, FrameAction::kForward);
+  EXPECT_EQ(w.counters.requests.get(), judged) << "the body was judged as a request";
+  p.client_sent += static_cast<uint32_t>(rest.size());
+  EXPECT_EQ(p.origin_data("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").action, FrameAction::kForward);
+  EXPECT_EQ(w.counters.response_errors.get(), 0u);
+
+  // /tight's one request an hour is whole: the body did not spend it.
+  const uint32_t at = p.client_sent;
+  EXPECT_EQ(p.client_data(kTight, at).action, FrameAction::kForward);
+  EXPECT_EQ(w.counters.admitted.get(), 2u);
+  EXPECT_EQ(w.counters.requests.get(), judged + 1);
+}
+
+// A connection inside a response carries on: the rest of the response's
+// body is framed where the last process left it (a body that reads as a
+// response is not taken for one), and the connection's next request and
+// response go through.
+TEST(FlowCarry, AConnectionInsideAResponseCarriesOn) {
+  PoolMemory memory(EngineWorld::small_config());
+  EngineWorld w(kKeepPolicy, on(memory));
+  Peers p(w);
+  p.client_handshake();
+  (void)p.origin_answer();
+  ASSERT_EQ(p.client_data(kLoose).action, FrameAction::kForward);
+  p.client_sent = static_cast<uint32_t>(kLoose.size());
+  const std::string fake = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+  const std::string head = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(5 + fake.size()) + "\r\n\r\n";
+  ASSERT_EQ(p.origin_data(head + "01234").action, FrameAction::kForward);
+
+  const std::vector<dataplane::CarriedFlow> left = flows_of(w, memory);
+  ASSERT_EQ(left.size(), 1u);
+  ASSERT_EQ(restart(w, memory, left), 1u);
+
+  EXPECT_EQ(p.origin_data(fake).action, FrameAction::kForward) << "the rest of the body";
+  EXPECT_EQ(w.counters.response_errors.get(), 0u);
+  // The response has ended: a second one now would be an unsolicited
+  // response, but the client's next request makes room for one.
+  ASSERT_EQ(p.client_data(kLoose, p.client_sent).action, FrameAction::kForward);
+  p.client_sent += static_cast<uint32_t>(kLoose.size());
+  EXPECT_EQ(p.origin_data("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").action, FrameAction::kForward);
+  EXPECT_EQ(w.counters.response_errors.get(), 0u);
+  EXPECT_EQ(w.counters.admitted.get(), 2u);
+}
+
+// Rate-limit fields inserted into a response the client has not yet
+// acknowledged (an edit hold, between requests): after the restart the
+// origin's next bytes still reach the client shifted by the inserted
+// length, and a retransmission of the edited segment is written again the
+// same way.
+TEST(FlowCarry, InsertedFieldsTheClientHasNotAcknowledgedCarryOn) {
+  PoolMemory memory(EngineWorld::with_fields());
+  EngineWorld w(kKeepPolicy, on(memory, EngineWorld::with_fields()));
+  Peers p(w);
+  p.client_handshake();
+  (void)p.origin_answer();
+  ASSERT_EQ(p.client_data(kLoose).action, FrameAction::kForward);
+  p.client_sent = static_cast<uint32_t>(kLoose.size());
+  const std::string response = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+  const size_t before = w.sink.sent.size();
+  (void)p.origin_data(response);  // written again with the fields (the frame has no room to grow)
+  const auto first = sent_to(w, Side::kClient, before);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_GT(first[0].payload().size(), response.size()) << "fields were inserted";
+
+  const std::vector<dataplane::CarriedFlow> left = flows_of(w, memory);
+  ASSERT_EQ(left.size(), 1u);
+  ASSERT_TRUE(left[0].hold) << "the edit waits in a hold between requests";
+  ASSERT_EQ(restart(w, memory, left, EngineWorld::with_fields()), 1u);
+  EXPECT_EQ(w.engine->holds().free_count(), EngineWorld::with_fields().edit_holds - 1);
+
+  // The origin sends the response again (its ACK was lost): the same bytes
+  // at the same place.
+  p.origin_sent = 0;
+  const size_t again_at = w.sink.sent.size();
+  (void)p.origin_data(response);
+  const auto again = sent_to(w, Side::kClient, again_at);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].payload(), first[0].payload());
+  EXPECT_EQ(again[0].view.seq, first[0].view.seq);
+  // The next response is shifted by the inserted fields, as before the restart.
+  const uint32_t inserted = static_cast<uint32_t>(first[0].payload().size() - response.size());
+  ASSERT_EQ(p.client_data(kLoose, p.client_sent).action, FrameAction::kForward);
+  p.client_sent += static_cast<uint32_t>(kLoose.size());
+  const size_t next_at = w.sink.sent.size();
+  (void)p.origin_data(response);
+  const auto next = sent_to(w, Side::kClient, next_at);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].view.seq, first[0].view.seq + response.size() + inserted);
+}
+
+// A context image with a position no binary writes is not taken on: the
+// connection is reset at its next segment, and nothing is lent.
+TEST(FlowCarry, ADamagedContextIsNotTakenOn) {
+  PoolMemory memory(EngineWorld::small_config());
+  EngineWorld w(kKeepPolicy, on(memory));
+  Peers p(w);
+  p.client_handshake();
+  (void)p.origin_answer();
+  ASSERT_EQ(p.client_data("POST /loose HTTP/1.1\r\nHost: api\r\nContent-Length: 100\r\n\r\n01").action,
+            FrameAction::kForward);
+  std::vector<dataplane::CarriedFlow> left = flows_of(w, memory);
+  ASSERT_EQ(left.size(), 1u);
+  ASSERT_NE(left[0].context, nullptr);
+  auto& image = const_cast<dataplane::ParseContext&>(left[0].context->view());
+  image.usage_count = 200;
+  EXPECT_EQ(restart(w, memory, left), 0u);
+  EXPECT_EQ(w.engine->flows().size(), 0u);
+  EXPECT_EQ(w.engine->contexts().free_count(), EngineWorld::small_config().contexts);
 }
 
 // The cookie secret outlives the process with the flow file, so the rest
@@ -104,15 +267,16 @@ TEST(FlowCarry, AFlowWithAHeadInFlightDoesNotCarry) {
 // retransmit it until it gave up); with it, both ends are reset.
 TEST(FlowCarry, AConnectionNotCarriedIsResetAtItsNextSegmentNotDropped) {
   for (const bool listed : {false, true}) {
-    EngineWorld w(kDelayedKeep);
+    PoolMemory memory(EngineWorld::small_config());
+    EngineWorld w(kDelayedKeep, on(memory));
     Peers p(w);
     p.client_handshake(true);
     const std::string_view first = "GET /loose HTTP/1.1\r\nHo";
     (void)p.client_data(first);
-    const std::vector<dataplane::TcpFlow> left = flows_of(w);
+    const std::vector<dataplane::CarriedFlow> left = flows_of(w, memory);
     ASSERT_EQ(left.size(), 1u);
-    ASSERT_EQ(restart(w, left), 0u);
-    if (listed) w.engine->forget({left[0].key});
+    ASSERT_EQ(restart(w, memory, left), 0u);
+    if (listed) w.engine->forget({left[0].flow.key});
     const size_t mark = w.sink.sent.size();
     const auto rest = p.client_data("st: api\r\n\r\n", static_cast<uint32_t>(first.size()));
     EXPECT_EQ(rest.action, FrameAction::kDrop);
@@ -125,28 +289,36 @@ TEST(FlowCarry, AConnectionNotCarriedIsResetAtItsNextSegmentNotDropped) {
 TEST(FlowCarry, StatesThisBinaryNeverWritesAreDamaged) {
   dataplane::TcpFlow f;
   f.ip_version = 4;
-  EXPECT_EQ(dataplane::carry_verdict(f), CarryVerdict::kCarries);
+  const auto verdict = [](const dataplane::TcpFlow& flow) {
+    return dataplane::carry_verdict(dataplane::CarriedFlow{flow, nullptr, std::nullopt});
+  };
+  EXPECT_EQ(verdict(f), CarryVerdict::kCarries);
   dataplane::TcpFlow bad = f;
   bad.state = static_cast<dataplane::FlowState>(200);
-  EXPECT_EQ(dataplane::carry_verdict(bad), CarryVerdict::kDamaged);
+  EXPECT_EQ(verdict(bad), CarryVerdict::kDamaged);
   bad = f;
   bad.client.l2_len = 200;
-  EXPECT_EQ(dataplane::carry_verdict(bad), CarryVerdict::kDamaged);
+  EXPECT_EQ(verdict(bad), CarryVerdict::kDamaged);
   bad = f;
   bad.ip_version = 5;
-  EXPECT_EQ(dataplane::carry_verdict(bad), CarryVerdict::kDamaged);
+  EXPECT_EQ(verdict(bad), CarryVerdict::kDamaged);
   bad = f;
   bad.bind.state = static_cast<dataplane::Binding>(9);
-  EXPECT_EQ(dataplane::carry_verdict(bad), CarryVerdict::kDamaged);
+  EXPECT_EQ(verdict(bad), CarryVerdict::kDamaged);
   bad = f;
   bad.state = dataplane::FlowState::kRefusing;
-  EXPECT_EQ(dataplane::carry_verdict(bad), CarryVerdict::kAnswering);
+  EXPECT_EQ(verdict(bad), CarryVerdict::kAnswering);
   bad = f;
   bad.hold = 3;
-  EXPECT_EQ(dataplane::carry_verdict(bad), CarryVerdict::kInFlight);
+  EXPECT_EQ(verdict(bad), CarryVerdict::kInFlight) << "a hold that did not come along";
+  EXPECT_EQ(dataplane::carry_verdict(dataplane::CarriedFlow{bad, nullptr, dataplane::EditHold{}}),
+            CarryVerdict::kCarries);
+  bad = f;
+  bad.context = 2;
+  EXPECT_EQ(verdict(bad), CarryVerdict::kInFlight) << "a context that did not come along";
   bad = f;
   bad.bind.state = dataplane::Binding::kBinding;
-  EXPECT_EQ(dataplane::carry_verdict(bad), CarryVerdict::kBinding);
+  EXPECT_EQ(verdict(bad), CarryVerdict::kBinding);
 }
 
 TEST(FlowCarry, ATableOnGivenMemoryStartsEmptyAndKeepsItsFlowsThere) {

@@ -17,6 +17,7 @@
 #include "control/flow_file.h"
 #include "dataplane/flow_key.h"
 #include "dataplane/flow_table.h"
+#include "dataplane/parse_context.h"
 #include "scratch_dir.h"
 
 namespace sluice::control {
@@ -56,7 +57,8 @@ void fill(const FlowFile& f, unsigned w, uint16_t from, uint16_t to) {
 
 std::vector<uint16_t> ports_of(const FlowFile::Opened& o) {
   std::vector<uint16_t> out;
-  for (const TcpFlow& f : o.carried) {
+  for (const dataplane::CarriedFlow& c : o.carried) {
+    const TcpFlow& f = c.flow;
     EXPECT_EQ(f.client.next, f.key.client_port) << "a flow carried whole";
     out.push_back(f.key.client_port);
   }
@@ -77,7 +79,7 @@ void poke(const std::string& path, off_t offset, uint8_t byte) {
   ::close(fd);
 }
 
-const FlowFile::Geometry kTwo{2, 64};
+const FlowFile::Geometry kTwo{2, 64, 4, 4};
 
 TEST(FlowFile, FlowsWrittenThroughOneMappingAreCarriedByTheNextButTheMarkedOne) {
   test::ScratchDir dir;
@@ -106,6 +108,48 @@ TEST(FlowFile, FlowsWrittenThroughOneMappingAreCarriedByTheNextButTheMarkedOne) 
   EXPECT_EQ(o.file->mark(1)->what, dataplane::WorkMark::kIdle) << "marks cleared for the new workers";
   FlowTable fresh(o.file->slots(0));
   EXPECT_EQ(fresh.size(), 0u) << "the workers' tables start empty: the carried flows go in again";
+}
+
+// The contexts and holds live in the file beside the flows: a flow is
+// carried with the context it names if that context names it as its owner
+// (one given back and lent to another flow does not come along), and with
+// its hold.
+TEST(FlowFile, AFlowIsCarriedWithTheContextThatNamesItAndItsHold) {
+  test::ScratchDir dir;
+  {
+    FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 1, seeds(1));
+    ASSERT_TRUE(o.file) << o.error;
+    ASSERT_EQ(o.file->contexts(1).size(), 4 * dataplane::ContextPool::object_stride());
+    ASSERT_EQ(o.file->holds(1).size(), 4u);
+    dataplane::ContextPool pool(4, 256, 8, o.file->contexts(1));
+    FlowTable t(o.file->slots(1));
+    for (uint16_t p = 1; p <= 3; ++p) {
+      TcpFlow* f = t.insert(key(p), dataplane::flow_hash(key(p), 99));
+      ASSERT_NE(f, nullptr);
+      f->client.next = p;
+      f->context = p;  // contexts 1, 2 and 3
+      pool.at(p).owner = key(p == 3 ? 9 : p);  // context 3 now another flow's
+      pool.at(p).owner_hash = dataplane::flow_hash(pool.at(p).owner, 99);
+      pool.at(p).responses_ended = 40u + p;
+    }
+    TcpFlow* held = t.insert(key(4), dataplane::flow_hash(key(4), 99));
+    held->client.next = 4;
+    held->hold = 2;
+    o.file->holds(1)[2].count = 1;
+    o.file->holds(1)[2].bytes[0].fields.assign("RateLimit-Remaining: 3\r\n");
+  }
+  FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 2, seeds(2));
+  ASSERT_TRUE(o.file) << o.error;
+  ASSERT_EQ(ports_of(o), (std::vector<uint16_t>{1, 2, 3, 4}));
+  for (const dataplane::CarriedFlow& c : o.carried) {
+    const uint16_t p = c.flow.key.client_port;
+    EXPECT_EQ(c.context != nullptr, p == 1 || p == 2) << p;
+    if (c.context != nullptr) EXPECT_EQ(c.context->view().responses_ended, 40u + p);
+    EXPECT_EQ(c.hold.has_value(), p == 4) << p;
+    if (c.hold) EXPECT_EQ(c.hold->bytes[0].fields.view(), "RateLimit-Remaining: 3\r\n");
+    EXPECT_EQ(dataplane::carry_verdict(c),
+              p == 3 ? dataplane::CarryVerdict::kInFlight : dataplane::CarryVerdict::kCarries) << p;
+  }
 }
 
 TEST(FlowFile, ASlotMarkNamesTheFlowTheSweepWasChanging) {
@@ -137,10 +181,10 @@ TEST(FlowFile, AnotherGeometryCarriesTheFlowsIntoANewFile) {
     fill(*o.file, 0, 1, 10);
     fill(*o.file, 1, 10, 20);
   }
-  FlowFile::Opened o = FlowFile::open(dir.path(), FlowFile::Geometry{3, 128}, "boot-a", 2, seeds(2));
+  FlowFile::Opened o = FlowFile::open(dir.path(), FlowFile::Geometry{3, 128, 4, 4}, "boot-a", 2, seeds(2));
   ASSERT_TRUE(o.file) << o.error;
   EXPECT_EQ(o.outcome, FlowFile::Outcome::kRelaid);
-  EXPECT_NE(o.note.find("made for 2 workers of 64 slots, this start has 3 workers of 128 slots"), std::string::npos)
+  EXPECT_NE(o.note.find("made for 2 workers of 64 slots, 4 contexts and 4 holds, this start has 3 workers of 128 slots, 4 contexts and 4 holds"), std::string::npos)
       << o.note;
   EXPECT_EQ(ports_of(o), range(1, 20));
   EXPECT_EQ(o.file->seeds().flow, 3u);
@@ -171,7 +215,7 @@ TEST(FlowFile, AnotherLayoutADamagedHeaderOrAForeignFileIsSetAside) {
     off_t offset;  // -1: the file replaced by text
     const char* says;
   };
-  for (const Case& c : {Case{8, "layout 2, this sluiced reads layout 1"}, Case{30, "damaged (checksum)"},
+  for (const Case& c : {Case{8, "layout 9, this sluiced reads layout 2"}, Case{30, "damaged (checksum)"},
                         Case{0, "not a sluice flow file"}, Case{-1, "too short for a header"}}) {
     test::ScratchDir dir;
     const std::string path = dir.path() + "/flows.table";
@@ -181,7 +225,7 @@ TEST(FlowFile, AnotherLayoutADamagedHeaderOrAForeignFileIsSetAside) {
       fill(*o.file, 0, 1, 10);
     }
     if (c.offset >= 0) {
-      poke(path, c.offset, 0x02);
+      poke(path, c.offset, 0x09);
     } else {
       std::filesystem::remove(path);
       FILE* f = std::fopen(path.c_str(), "w");
