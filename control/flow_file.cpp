@@ -27,7 +27,9 @@ constexpr char kMagic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'F', 'L'};
 constexpr uint32_t kMaxWorkers = 1024;
 constexpr uint64_t kMaxSlots = uint64_t{1} << 28;
 constexpr uint64_t kMaxContexts = uint64_t{1} << 20;  // per worker, as for holds
-constexpr size_t kMarkBytes = 64;  // the mark's cache line, then the slots
+constexpr size_t kMarkBytes = 64;  // the mark's cache line, then the answer store's count's, then the slots
+constexpr size_t kLinesBytes = 2 * kMarkBytes;
+constexpr uint64_t kMaxAnswerBytes = uint64_t{1} << 30;  // per worker
 static_assert(sizeof(WorkMark) <= kMarkBytes && alignof(TcpFlow) <= kMarkBytes);
 
 struct Header {
@@ -49,8 +51,9 @@ struct Header {
   uint64_t share_seed;
   uint32_t context_bytes;  // ContextPool::object_stride()
   uint32_t hold_bytes;
-  uint64_t contexts;  // per worker
-  uint64_t holds;     // per worker
+  uint64_t contexts;      // per worker
+  uint64_t holds;         // per worker
+  uint64_t answer_bytes;  // per worker: the answer store's ring
 };
 static_assert(sizeof(Header) <= kFilePage);
 
@@ -61,14 +64,15 @@ uint32_t header_crc(Header h) {
 
 // A worker's region: its mark, its slots and used flags, its contexts (from
 // a 64-byte boundary), its holds.
-size_t contexts_offset(uint64_t slots) { return (kMarkBytes + slots * sizeof(TcpFlow) + slots + 63) / 64 * 64; }
+size_t contexts_offset(uint64_t slots) { return (kLinesBytes + slots * sizeof(TcpFlow) + slots + 63) / 64 * 64; }
 size_t holds_offset(uint64_t slots, uint64_t contexts) {
   return contexts_offset(slots) + contexts * ContextPool::object_stride();
 }
-size_t region_bytes_for(const FlowFile::Geometry& g) {
+size_t answers_offset(const FlowFile::Geometry& g) {
   return round_to_page(holds_offset(g.slots, g.contexts) + g.holds * sizeof(EditHold));
 }
-FlowFile::Geometry geometry_of(const Header& h) { return {h.workers, h.slots, h.contexts, h.holds}; }
+size_t region_bytes_for(const FlowFile::Geometry& g) { return answers_offset(g) + round_to_page(g.answer_bytes); }
+FlowFile::Geometry geometry_of(const Header& h) { return {h.workers, h.slots, h.contexts, h.holds, h.answer_bytes}; }
 
 Header header_for(const FlowFile::Geometry& g, std::string_view boot, uint64_t now, const FlowFile::Seeds& s) {
   Header h{};
@@ -82,6 +86,7 @@ Header header_for(const FlowFile::Geometry& g, std::string_view boot, uint64_t n
   h.hold_bytes = sizeof(EditHold);
   h.contexts = g.contexts;
   h.holds = g.holds;
+  h.answer_bytes = g.answer_bytes;
   h.region_bytes = region_bytes_for(g);
   h.file_bytes = kFilePage + h.region_bytes * g.workers;
   h.generation = 1;
@@ -112,6 +117,7 @@ std::string check(const Header& h, uint64_t size) {
   }
   if (h.workers == 0 || h.workers > kMaxWorkers || h.slots < 16 || h.slots > kMaxSlots ||
       (h.slots & (h.slots - 1)) != 0 || h.contexts > kMaxContexts || h.holds > kMaxContexts ||
+      h.answer_bytes > kMaxAnswerBytes ||
       h.region_bytes != region_bytes_for(geometry_of(h)) ||
       h.file_bytes != kFilePage + h.region_bytes * h.workers) {
     return "its geometry is not one sluiced makes (" + std::to_string(h.workers) + " workers of " +
@@ -130,16 +136,23 @@ bool same_boot(const Header& h, std::string_view boot) {
 
 struct Region {
   WorkMark* mark;
+  uint64_t* answers_written;
   TcpFlow* slots;
   uint8_t* used;
   std::byte* contexts;
   EditHold* holds;
+  std::byte* answers;
 };
 Region region_of(std::byte* map, const Header& h, unsigned w) {
   std::byte* base = map + kFilePage + h.region_bytes * w;
-  auto* slots = reinterpret_cast<TcpFlow*>(base + kMarkBytes);
-  return {reinterpret_cast<WorkMark*>(base), slots, reinterpret_cast<uint8_t*>(slots + h.slots),
-          base + contexts_offset(h.slots), reinterpret_cast<EditHold*>(base + holds_offset(h.slots, h.contexts))};
+  auto* slots = reinterpret_cast<TcpFlow*>(base + kLinesBytes);
+  return {reinterpret_cast<WorkMark*>(base),
+          reinterpret_cast<uint64_t*>(base + kMarkBytes),
+          slots,
+          reinterpret_cast<uint8_t*>(slots + h.slots),
+          base + contexts_offset(h.slots),
+          reinterpret_cast<EditHold*>(base + holds_offset(h.slots, h.contexts)),
+          base + answers_offset(geometry_of(h))};
 }
 
 struct Found {
@@ -183,6 +196,7 @@ void read_flows(std::byte* map, const Header& h, FlowFile::Opened& out) {
       const Region r = region_of(map, h, v[i].worker);
       out.carried.push_back(dataplane::carried_from(
           v[i].flow, {r.contexts, h.contexts * h.context_bytes}, {r.holds, h.holds}));
+      out.carried.back().worker = v[i].worker;
     } else {
       out.left_out.push_back(v[i].flow.key);
     }
@@ -192,7 +206,8 @@ void read_flows(std::byte* map, const Header& h, FlowFile::Opened& out) {
 
 std::string shape(const FlowFile::Geometry& g) {
   return std::to_string(g.workers) + (g.workers == 1 ? " worker" : " workers") + " of " + std::to_string(g.slots) +
-         " slots, " + std::to_string(g.contexts) + " contexts and " + std::to_string(g.holds) + " holds";
+         " slots, " + std::to_string(g.contexts) + " contexts, " + std::to_string(g.holds) + " holds and " +
+         std::to_string(g.answer_bytes) + " answer bytes";
 }
 
 }  // namespace
@@ -210,7 +225,7 @@ FlowFile::Opened FlowFile::open(const std::string& dir, const Geometry& geometry
   const std::string path = dir + "/flows.table";
   if (geometry.workers == 0 || geometry.workers > kMaxWorkers || geometry.slots < 16 || geometry.slots > kMaxSlots ||
       (geometry.slots & (geometry.slots - 1)) != 0 || geometry.contexts > kMaxContexts ||
-      geometry.holds > kMaxContexts) {
+      geometry.holds > kMaxContexts || geometry.answer_bytes > kMaxAnswerBytes) {
     out.error = path + ": cannot lay out " + shape(geometry);
     return out;
   }
@@ -247,7 +262,7 @@ FlowFile::Opened FlowFile::open(const std::string& dir, const Geometry& geometry
       seeds.flow = h.flow_seed;
       seeds.share = h.share_seed;
       reuse = h.workers == geometry.workers && h.slots == geometry.slots && h.contexts == geometry.contexts &&
-              h.holds == geometry.holds;
+              h.holds == geometry.holds && h.answer_bytes == geometry.answer_bytes;
       out.outcome = reuse ? Outcome::kAttached : Outcome::kRelaid;
       if (!reuse) {
         out.note = path + ": made for " + shape(geometry_of(h)) + ", this start has " + shape(geometry) +
@@ -266,6 +281,7 @@ FlowFile::Opened FlowFile::open(const std::string& dir, const Geometry& geometry
       live.crc = header_crc(live);
       out.file.reset(new FlowFile(path, fd, map, h.file_bytes));
       for (unsigned w = 0; w < geometry.workers; ++w) *out.file->mark(w) = WorkMark{};
+      out.answers_kept = true;  // each worker's ring and count as the last process left them
       return out;
     }
     ::close(fd);
@@ -307,6 +323,15 @@ dataplane::FlowSlots FlowFile::slots(unsigned w) const noexcept {
 std::span<std::byte> FlowFile::contexts(unsigned w) const noexcept {
   const Header& h = *reinterpret_cast<const Header*>(map_);
   return {region_of(map_, h, w).contexts, h.contexts * h.context_bytes};
+}
+
+std::span<std::byte> FlowFile::answers(unsigned w) const noexcept {
+  const Header& h = *reinterpret_cast<const Header*>(map_);
+  return {region_of(map_, h, w).answers, h.answer_bytes};
+}
+
+uint64_t* FlowFile::answers_written(unsigned w) const noexcept {
+  return region_of(map_, *reinterpret_cast<const Header*>(map_), w).answers_written;
 }
 
 std::span<dataplane::EditHold> FlowFile::holds(unsigned w) const noexcept {

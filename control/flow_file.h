@@ -17,7 +17,9 @@
 //   then     one region per worker, from a page boundary: its work mark
 //            (dataplane/flow_carry.h), its slots (TcpFlow), its used flags,
 //            its parse contexts (the objects, dataplane/parse_context.h;
-//            their buffers are the process's), its edit holds
+//            their buffers are the process's), its edit holds, its answer
+//            store's ring (dataplane/answer_store.h; its count of bytes
+//            written is in the cache line after the mark)
 //
 // Open reads the flows the last process left out of the file and hands
 // them to the caller, each with the context (if the context still names it
@@ -53,13 +55,14 @@ class FlowFile {
   // Bumped whenever the header, a region's layout, or what a TcpFlow's
   // fields mean changes (a change of their sizes is caught anyway): a
   // binary of another layout never carries the flows, it resets them.
-  static constexpr uint32_t kLayout = 2;
+  static constexpr uint32_t kLayout = 3;
 
   struct Geometry {
     uint32_t workers = 1;
     uint64_t slots = 16;  // per worker: dataplane::FlowTable::capacity_for
     uint64_t contexts = 0;  // per worker
     uint64_t holds = 0;     // per worker
+    uint64_t answer_bytes = 0;  // per worker: dataplane::AnswerStore::ring_size
   };
   struct Seeds {
     std::array<uint8_t, 32> cookie{};
@@ -86,6 +89,10 @@ class FlowFile {
     size_t duplicates = 0;  // a key in two slots (a crash inside a shift): one kept if they agree, else none
     // The keys of the flows left out (marked, or in two slots that disagree).
     std::vector<dataplane::FlowKey> left_out;
+    // Whether each worker's answer store (ring and count) is as the last
+    // process left it (the same file reused): only then can a carried flow
+    // that refers to an answer in it, in the worker it was in, go on.
+    bool answers_kept = false;
   };
 
   // dir/flows.table for `geometry`; `boot` this boot's id ("" if unknown:
@@ -103,6 +110,10 @@ class FlowFile {
   // `objects`) and edit holds.
   [[nodiscard]] std::span<std::byte> contexts(unsigned w) const noexcept;
   [[nodiscard]] std::span<dataplane::EditHold> holds(unsigned w) const noexcept;
+  // Worker w's answer store ring and its count of bytes written
+  // (dataplane::AnswerStore), kept in the file so answers outlive the process.
+  [[nodiscard]] std::span<std::byte> answers(unsigned w) const noexcept;
+  [[nodiscard]] uint64_t* answers_written(unsigned w) const noexcept;
   [[nodiscard]] dataplane::WorkMark* mark(unsigned w) const noexcept;
   [[nodiscard]] Seeds seeds() const noexcept;
   [[nodiscard]] uint64_t generation() const noexcept;

@@ -32,10 +32,11 @@ Lent ContextLender::borrow(TcpFlow& flow, const PolicySnapshot& snap) noexcept {
   return Lent::kYes;
 }
 
-Lent ContextLender::carry_context(TcpFlow& flow, const PolicySnapshot& snap, const ParseContext& dead) noexcept {
+Lent ContextLender::carry_context(TcpFlow& flow, const PolicySnapshot& snap, const ParseContext& dead,
+                                  bool answers) noexcept {
   const Lent lent = borrow(flow, snap);
   if (lent != Lent::kYes) return lent;
-  if (!contexts_.at(flow.context).carry_on(dead)) {
+  if (!contexts_.at(flow.context).carry_on(dead, answers)) {
     give_back(flow);
     return Lent::kCannotCarry;
   }

@@ -65,7 +65,8 @@ class ContextLender {
   // or a hold in the last process: lends it one that goes on where `dead`
   // stood. kYes, kNoneFree, kShareFull as borrow(), or kCannotCarry (the
   // dead one is not one that can go on: nothing is lent).
-  [[nodiscard]] Lent carry_context(TcpFlow& flow, const PolicySnapshot& snap, const ParseContext& dead) noexcept;
+  [[nodiscard]] Lent carry_context(TcpFlow& flow, const PolicySnapshot& snap, const ParseContext& dead,
+                                   bool answers) noexcept;
   [[nodiscard]] Lent carry_hold(TcpFlow& flow, const EditHold& dead) noexcept;
 
   // A stash for a flow accepted unbound; false if none is free.

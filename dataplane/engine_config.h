@@ -41,6 +41,11 @@ struct EngineConfig {
   // request or response; none: the engine's own.
   std::span<std::byte> context_memory{};
   std::span<EditHold> hold_memory{};
+  // The answer store's ring (AnswerStore::ring_size(answer_bytes) bytes) and
+  // its count of bytes written, in the flow file too, so that an answer a
+  // client may ask for again outlives the process; none: the engine's own.
+  std::span<std::byte> answer_memory{};
+  uint64_t* answers_written = nullptr;
   // Each client address's share (IPv6: its /64) of the flows and contexts
   // (client_shares.h); 0: a sixteenth of each.
   uint32_t flows_per_client = 0;

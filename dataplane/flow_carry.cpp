@@ -20,7 +20,7 @@ CarriedFlow carried_from(const TcpFlow& f, std::span<const std::byte> contexts, 
   return c;
 }
 
-CarryVerdict carry_verdict(const CarriedFlow& carried) noexcept {
+CarryVerdict carry_verdict(const CarriedFlow& carried, bool answers) noexcept {
   const TcpFlow& f = carried.flow;
   if (!http::all_bool_bytes({&f.timestamps, &f.client.fin, &f.client.sack, &f.origin.fin, &f.seqadj.active,
                              &f.proxy.active, &f.adoption.active}) ||
@@ -30,7 +30,7 @@ CarryVerdict carry_verdict(const CarriedFlow& carried) noexcept {
       f.origin.l2_len > kMaxL2Header || f.client.wscale > 14 || f.client.wscale < -1) {
     return CarryVerdict::kDamaged;
   }
-  if (f.state == FlowState::kRefusing || f.state == FlowState::kAnswered) return CarryVerdict::kAnswering;
+  if (!answers && (f.state == FlowState::kRefusing || f.state == FlowState::kAnswered)) return CarryVerdict::kAnswering;
   if ((f.context >= 0 && carried.context == nullptr) || (f.hold >= 0 && !carried.hold)) return CarryVerdict::kInFlight;
   if (f.bind.state == Binding::kBinding) return CarryVerdict::kBinding;
   return CarryVerdict::kCarries;

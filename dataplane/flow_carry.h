@@ -11,7 +11,8 @@
 // along: a head held or being read, an answer in the answer store, a stash
 // bound for the origin; such a flow's next segment finds no flow and is
 // reset (or adopted, where the policy turns adoption on), as an unknown
-// connection's is. Heads the origin had not acknowledged are let go of: a
+// connection's is. Answers are in the worker's answer store, which is in the
+// file too: a refused connection carries on where the same worker has it. Heads the origin had not acknowledged are let go of: a
 // repeat of one cannot be checked against what was judged, and is dropped.
 //
 // The work mark: before the worker changes a flow it writes which one
@@ -87,7 +88,7 @@ enum class CarryVerdict : uint8_t {
   kCarries,    // its state is in the TcpFlow, and any context or hold it had came along
   kInFlight,   // its context or hold did not come along (another's, or out of the file)
   kBinding,    // bytes stashed for an origin connection being opened
-  kAnswering,  // refused: its answer was in the process's answer store
+  kAnswering,  // refused: its answer is in an answer store this worker does not have
   kDamaged,    // not a state this binary writes
 };
 
@@ -107,6 +108,7 @@ struct CarriedFlow {
   TcpFlow flow;
   std::unique_ptr<ContextImage> context;  // when flow.context named one it owned
   std::optional<EditHold> hold;           // when flow.hold named one
+  unsigned worker = 0;                    // the worker whose table, pools and answer store it was in
 };
 
 // `flow` as the last process left it, with what it borrowed copied out of
@@ -116,7 +118,10 @@ struct CarriedFlow {
 // (ParseContext::carry_on, EditHold::valid).
 [[nodiscard]] CarriedFlow carried_from(const TcpFlow& flow, std::span<const std::byte> contexts,
                                        std::span<const EditHold> holds);
-[[nodiscard]] CarryVerdict carry_verdict(const CarriedFlow& carried) noexcept;
+// `answers`: whether the worker taking it on has the answer store the
+// flow's answers were put in (the same file, the same worker); without it a
+// flow being answered does not carry.
+[[nodiscard]] CarryVerdict carry_verdict(const CarriedFlow& carried, bool answers) noexcept;
 [[nodiscard]] std::string_view describe(CarryVerdict verdict) noexcept;
 
 }  // namespace sluice::dataplane

@@ -30,7 +30,7 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
       shares_(config.flows, share_caps(config), config.share_seed),
       lender_(config.contexts, config.max_head_bytes, config.max_fields, config.edit_holds, config.bind_stashes,
               shares_, config.context_memory, config.hold_memory),
-      answers_(config.answer_bytes),
+      answers_(config.answer_bytes, config.answer_memory, config.answers_written),
       proxy_(config.cookie_seed, emitter_, counters),
       adopter_(emitter_),
       tracker_(config.flows, config.flow_memory, config.timeouts, lender_, shares_, counters),
@@ -49,7 +49,8 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
   requests_.set_refusal_sampler(config.refusals);
 }
 
-FlowEngine::Resumed FlowEngine::resume(const CarriedFlow& carried, uint64_t hash, const PolicySnapshot& snap) noexcept {
+FlowEngine::Resumed FlowEngine::resume(const CarriedFlow& carried, uint64_t hash, const PolicySnapshot& snap,
+                                       bool answers) noexcept {
   const TcpFlow& was = carried.flow;
   if (tracker_.find(was.key, hash) != nullptr) return Resumed::kDuplicate;
   // What it borrowed in the last process must have come along (flow_carry.h).
@@ -67,7 +68,7 @@ FlowEngine::Resumed FlowEngine::resume(const CarriedFlow& carried, uint64_t hash
   }
   Lent lent = Lent::kYes;
   if (carried.context != nullptr) {
-    lent = lender_.carry_context(*flow, snap, carried.context->view());
+    lent = lender_.carry_context(*flow, snap, carried.context->view(), answers);
   } else if (carried.hold) {
     lent = lender_.carry_hold(*flow, *carried.hold);
   }

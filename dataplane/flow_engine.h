@@ -58,7 +58,9 @@ class FlowEngine {
 
   // Takes on a flow the last process left (carry_verdict() kCarries), its
   // key hashed with this worker's seed, with the context or hold it had,
-  // started under `snap`; before the worker runs.
+  // started under `snap`; `answers`: whether this worker's answer store is
+  // the one the flow's answers were put in (carry_verdict); before the
+  // worker runs.
   enum class Resumed : uint8_t {
     kYes,
     kDuplicate,
@@ -68,7 +70,8 @@ class FlowEngine {
     kNoneFree,     // no context or hold free
     kCannotCarry,  // its context or hold cannot go on (ParseContext::carry_on)
   };
-  [[nodiscard]] Resumed resume(const CarriedFlow& carried, uint64_t hash, const PolicySnapshot& snap) noexcept;
+  [[nodiscard]] Resumed resume(const CarriedFlow& carried, uint64_t hash, const PolicySnapshot& snap,
+                               bool answers) noexcept;
   // Before the worker runs: the connections the restart did not carry on,
   // reset at their next segment (forgotten_flows.h).
   void forget(std::vector<FlowKey> keys) { forgotten_.assign(std::move(keys)); }

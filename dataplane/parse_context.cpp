@@ -62,14 +62,15 @@ void ParseContext::renew_requests(const http::Http1Policy& p, uint64_t g) noexce
                    std::span<char>(spill, spill_bytes));
 }
 
-bool ParseContext::carry_on(const ParseContext& dead) noexcept {
+bool ParseContext::carry_on(const ParseContext& dead, bool answers) noexcept {
   // A context a start() ran on has its request stream (and its policy
   // noted); the bools are checked as bytes before any is read.
   if (dead.policy == nullptr ||
       !http::all_bool_bytes({&dead.buffering, &dead.held_ack_owed, &dead.judging_body, &dead.absorbing}) ||
-      dead.buffering || dead.head_len != 0 || dead.answer_len != 0 || dead.kept_count != 0) {
+      dead.buffering || dead.head_len != 0 || dead.answer_len > sizeof answer || dead.kept_count > kept.size()) {
     return false;
   }
+  if (!answers && (dead.answer_len != 0 || dead.kept_count != 0)) return false;
   if (dead.response_fields_front >= response_fields.size() || dead.response_fields_count > response_fields.size() ||
       dead.usage_front >= usage_notes.size() || dead.usage_count > usage_notes.size() ||
       dead.kept_front >= kept.size() || !dead.to_client.valid() || !dead.to_origin.valid()) {
@@ -77,7 +78,13 @@ bool ParseContext::carry_on(const ParseContext& dead) noexcept {
   }
   for (unsigned i = 0; i < dead.to_client.pending(); ++i) {
     const EditBytes& e = dead.edit_bytes[i];
-    if (e.answer_len != 0 || e.fields.len > sizeof e.fields.bytes) return false;
+    if ((e.answer_len != 0 && !answers) || e.answer_len > kMaxAnswerBytes || e.fields.len > sizeof e.fields.bytes) {
+      return false;
+    }
+  }
+  for (unsigned i = 0; i < dead.kept_count; ++i) {
+    const KeptAnswer& k = dead.kept[(dead.kept_front + i) % kept.size()];
+    if (!http::is_bool_byte(k.sent) || k.len > kMaxAnswerBytes) return false;
   }
   for (unsigned i = 0; i < dead.response_fields_count; ++i) {
     const limiter::RateLimitFields& f = dead.response_fields[(dead.response_fields_front + i) % response_fields.size()];
@@ -111,8 +118,14 @@ bool ParseContext::carry_on(const ParseContext& dead) noexcept {
   http::copy_bytes(to_origin, dead.to_origin);
   for (unsigned i = 0; i < dead.to_client.pending(); ++i) {
     edit_bytes[i].fields.assign(dead.edit_bytes[i].fields.view());
-    edit_bytes[i].answer_len = 0;
+    edit_bytes[i].answer_pos = dead.edit_bytes[i].answer_pos;
+    edit_bytes[i].answer_len = dead.edit_bytes[i].answer_len;
   }
+  kept_front = dead.kept_front;
+  kept_count = dead.kept_count;
+  http::copy_bytes(kept, dead.kept);
+  answer_len = dead.answer_len;
+  std::memcpy(answer, dead.answer, answer_len);
   return true;
 }
 

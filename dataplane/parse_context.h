@@ -108,12 +108,12 @@ struct ParseContext {
   // the same layout that another process left in memory (a restart that
   // carries its connection on). Everything it kept in its own fields comes
   // over, its pointers and buffers do not: so only a context with no head
-  // held or being read, no answer in the worker's answer store (kept or
-  // spliced in) and no answer being written can; judged bytes the origin
-  // has not acknowledged are let go of (JudgedBytes::carry_on). False if
-  // it cannot, or anything in it is not a value this code writes; the
-  // context is then to be given back unused.
-  [[nodiscard]] bool carry_on(const ParseContext& dead) noexcept;
+  // held or being read can, and one that refers to answers in the worker's
+  // answer store (kept or spliced in) only if `answers` (this worker has
+  // that store); judged bytes the origin has not acknowledged are let go of
+  // (JudgedBytes::carry_on). False if it cannot, or anything in it is not a
+  // value this code writes; the context is then to be given back unused.
+  [[nodiscard]] bool carry_on(const ParseContext& dead, bool answers) noexcept;
 
   http::FieldLine* field_store;
   size_t field_capacity;

@@ -584,7 +584,8 @@ Status Appliance::create_workers() {
   // where its addresses land cannot line them up on one probe run), the SYN
   // cookies and the flow hash, one for all workers.
   const auto wall = std::chrono::system_clock::now().time_since_epoch();
-  if (std::string err = flows_.open(o_.state_dir, o_.workers, o_.flows, o_.contexts, dataplane::EngineConfig{}.edit_holds,
+  const dataplane::EngineConfig pools;  // the pools sluiced has no option for
+  if (std::string err = flows_.open(o_.state_dir, o_.workers, o_.flows, o_.contexts, pools.edit_holds, pools.answer_bytes,
                                     static_cast<uint64_t>(std::chrono::nanoseconds(wall).count()));
       !err.empty()) {
     return Failure{ExitCode::kState, err};
@@ -631,6 +632,8 @@ dataplane::WorkerSetup Appliance::worker_setup(unsigned index, const dataplane::
   ws.engine.mark = flows_.mark(index);
   ws.engine.context_memory = flows_.contexts(index);
   ws.engine.hold_memory = flows_.holds(index);
+  ws.engine.answer_memory = flows_.answers(index);
+  ws.engine.answers_written = flows_.answers_written(index);
   ws.flow_seed = flow_seed_;
   ws.rss = ports_.rss_owner();
   ws.engine.spends = cluster_.log(index);

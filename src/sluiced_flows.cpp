@@ -20,13 +20,14 @@ bool draw(void* p, size_t n) { return ::getrandom(p, n, 0) == static_cast<ssize_
 }  // namespace
 
 std::string FlowTables::open(const std::string& state_dir, unsigned workers, size_t flows, size_t contexts,
-                             size_t holds, uint64_t now) {
+                             size_t holds, size_t answer_bytes, uint64_t now) {
   control::FlowFile::Seeds fresh;
   if (!draw(fresh.cookie.data(), fresh.cookie.size()) || !draw(&fresh.flow, sizeof fresh.flow) ||
       !draw(&fresh.share, sizeof fresh.share)) {
     return "cannot draw a seed from getrandom()";
   }
-  const control::FlowFile::Geometry g{workers, dataplane::FlowTable::capacity_for(flows), contexts, holds};
+  const control::FlowFile::Geometry g{workers, dataplane::FlowTable::capacity_for(flows), contexts, holds,
+                                      dataplane::AnswerStore::ring_size(answer_bytes)};
   opened_ = control::FlowFile::open(state_dir, g, control::boot_id(), now, fresh);
   if (!opened_.file) return opened_.error;
   file_ = std::move(opened_.file);
@@ -70,14 +71,16 @@ void FlowTables::resume(const std::vector<std::unique_ptr<dataplane::Worker>>& w
   for (const dataplane::CarriedFlow& c : opened_.carried) {
     const dataplane::TcpFlow& f = c.flow;
     const unsigned w = owner(f.key);
-    const dataplane::CarryVerdict verdict = dataplane::carry_verdict(c);
+    // Its answers (if any) are in the answer store of the worker it was in.
+    const bool answers = opened_.answers_kept && w == c.worker;
+    const dataplane::CarryVerdict verdict = dataplane::carry_verdict(c, answers);
     if (verdict != dataplane::CarryVerdict::kCarries) {
       forgotten[std::string(dataplane::describe(verdict))] += 1;
       left[w].push_back(f.key);
       continue;
     }
     const dataplane::FlowEngine::Resumed resumed =
-        workers[w]->engine().resume(c, dataplane::flow_hash(f.key, flow_seed), snap);
+        workers[w]->engine().resume(c, dataplane::flow_hash(f.key, flow_seed), snap, answers);
     if (resumed != dataplane::FlowEngine::Resumed::kYes && resumed != dataplane::FlowEngine::Resumed::kDuplicate) {
       left[w].push_back(f.key);
     }
@@ -102,7 +105,7 @@ void FlowTables::resume(const std::vector<std::unique_ptr<dataplane::Worker>>& w
         forgotten["no parse context or edit hold free"] += 1;
         break;
       case dataplane::FlowEngine::Resumed::kCannotCarry:
-        forgotten["a head held or being read, or an answer being sent"] += 1;
+        forgotten["a head held or being read, or an answer in another worker's store"] += 1;
         break;
     }
   }

@@ -24,17 +24,19 @@ namespace sluice::sluiced {
 class FlowTables {
  public:
   // Opens (or makes) the flow file in `state_dir` for `workers` tables of
-  // `flows` each, with `contexts` parse contexts and `holds` edit holds
-  // each; "" or why not. New seeds are drawn here (getrandom) for a new
+  // `flows` each, with `contexts` parse contexts, `holds` edit holds and an
+  // answer store of `answer_bytes` each; "" or why not. New seeds are drawn here (getrandom) for a new
   // file; an old file's are kept.
   [[nodiscard]] std::string open(const std::string& state_dir, unsigned workers, size_t flows, size_t contexts,
-                                 size_t holds, uint64_t now);
+                                 size_t holds, size_t answer_bytes, uint64_t now);
 
   [[nodiscard]] control::FlowFile::Seeds seeds() const noexcept { return file_->seeds(); }
   [[nodiscard]] dataplane::FlowSlots memory(unsigned worker) const noexcept { return file_->slots(worker); }
   [[nodiscard]] dataplane::WorkMark* mark(unsigned worker) const noexcept { return file_->mark(worker); }
   [[nodiscard]] std::span<std::byte> contexts(unsigned worker) const noexcept { return file_->contexts(worker); }
   [[nodiscard]] std::span<dataplane::EditHold> holds(unsigned worker) const noexcept { return file_->holds(worker); }
+  [[nodiscard]] std::span<std::byte> answers(unsigned worker) const noexcept { return file_->answers(worker); }
+  [[nodiscard]] uint64_t* answers_written(unsigned worker) const noexcept { return file_->answers_written(worker); }
 
   // Before any worker runs: each carried flow that can continue given to
   // the worker `owner` names, hashed with `flow_seed`, any context it had

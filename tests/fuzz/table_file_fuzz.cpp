@@ -28,6 +28,7 @@
 
 #include "control/flow_file.h"
 #include "control/table_file.h"
+#include "dataplane/answer_store.h"
 #include "dataplane/flow_carry.h"
 #include "dataplane/flow_key.h"
 #include "dataplane/flow_table.h"
@@ -162,7 +163,7 @@ void fuzz_flow_file(const std::string& dir, const uint8_t* data, size_t size) {
   namespace dp = sluice::dataplane;
   const sluice::http::Http1Policy& policy = fuzz_policy();
   constexpr unsigned kContexts = 6;
-  const FlowFile::Geometry g{2, 64, kContexts, 4};
+  const FlowFile::Geometry g{2, 64, kContexts, 4, 8192};
   FlowFile::Seeds seeds;
   seeds.flow = 7;
   const std::string path = dir + "/flows.table";
@@ -180,6 +181,12 @@ void fuzz_flow_file(const std::string& dir, const uint8_t* data, size_t size) {
         if (f == nullptr) fail("flow table full");
         f->state = dp::FlowState::kEstablished;
         f->ip_version = 4;
+        if (p == kContexts + 5) {  // one refused, its answer in the store
+          dp::AnswerStore store(8192, made.file->answers(w), made.file->answers_written(w));
+          f->state = dp::FlowState::kAnswered;
+          f->answer.len = 20;
+          f->answer.pos = store.put("HTTP/1.1 429 Slow\r\n\r\n");
+        }
         if (p <= kContexts) {  // the first flows hold contexts
           const int32_t c = pool.acquire();
           pool.start(c, policy, 1);
@@ -211,12 +218,16 @@ void fuzz_flow_file(const std::string& dir, const uint8_t* data, size_t size) {
   dp::ContextPool fresh(1, policy.stream.head.max_head_bytes, policy.stream.head.max_fields, o.file->contexts(0));
   for (const dp::CarriedFlow& c : o.carried) {
     const dp::TcpFlow& f = c.flow;
-    if (dp::carry_verdict(c) != dp::CarryVerdict::kCarries) continue;
+    if (dp::carry_verdict(c, o.answers_kept) != dp::CarryVerdict::kCarries) continue;
+    if (c.flow.state == dp::FlowState::kAnswered) {  // its answer as a retransmission would get it
+      const dp::AnswerStore store(8192, o.file->answers(c.worker), o.file->answers_written(c.worker));
+      (void)store.get(c.flow.answer.pos, c.flow.answer.len);
+    }
     if (c.context != nullptr) {
       const int32_t i = fresh.acquire();
       fresh.start(i, policy, 2);
       dp::ParseContext& ctx = fresh.at(i);
-      if (ctx.carry_on(c.context->view())) {
+      if (ctx.carry_on(c.context->view(), o.answers_kept)) {
         // What it goes on with: more of the body, more of the response.
         const std::string_view more = "3\r\nabc\r\n0\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n";
         for (size_t at = 0; at < more.size();) {

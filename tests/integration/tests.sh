@@ -40,6 +40,7 @@ tb-tinymss-budget            limiting  tb-hourly          1
 tb-ipv6-budget               limiting  tb-hourly          1
 tb-admitted-fields           limiting  tb-hourly          1
 tb-keepalive-refusal         limiting  tb-hourly          1
+wire-restart-under-load      limiting  tb-hourly          1  crash
 plumbing-impaired            plumbing  tb-small           1
 plumbing-chromium            plumbing  tb-small           1
 tb-impaired-charged-once     limiting  tb-small           1
@@ -1890,6 +1891,70 @@ t_wire_adopt_restart() {
   check_eq "the origin got each GET after the restart once" \
     "$(olog_lines "$s" | awk '$3 ~ /^\/adopt\/c[0-9]+\/r[23]$/ { print $3 }' | sort | tr '\n' ' ' | sed 's/ $//')" "$want"
   finish
+}
+
+# A crash under load: load_across.py (in the background, from this test's
+# address) keeps 8 keep-alive connections busy, one GET after another,
+# blowing through tb-hourly's bare budget of 60 an hour in its first
+# moments; sluiced is killed (SIGKILL) while it runs (each connection has
+# had 40 answers, nearly all 429: refusals answered on the open connection,
+# their answers kept for a retransmission) and started again; the load goes
+# on 5 s more. Nothing is reset or closed: every connection goes on to the
+# end on the same socket, answered after the restart too (a request sent in
+# the gap waits for TCP to send it again), with no admission given back (60
+# 200s in all, and the origin served exactly those 60), TB14's 429s after
+# the restart. The binary before the flow file reset every connection.
+t_wire_restart_under_load_before() {
+  local pid i
+  LOAD_READY="$SLT_TMP/load-ready.json" LOAD_OUT="$SLT_TMP/load-out.json"
+  rm -f "$LOAD_READY" "$LOAD_OUT"
+  ip netns exec "$NS_CLI" "$SLT_PY" "$SLT_HERE/load_across.py" --host "$ORIGIN4" --source "$(src4)" \
+    --connections 8 --path '/load/c{c}/r{i}' --duration 9 --ready-after 40 --timeout 10 \
+    --ready "$LOAD_READY" --out "$LOAD_OUT" >"$SLT_OUT/load.stdout" 2>&1 &
+  pid=$!
+  echo "$pid" >"$SLT_TMP/load.pid"
+  slt_track_pid "$pid"
+  for ((i = 0; i < 100; i++)); do
+    [ -s "$LOAD_READY" ] && break
+    sleep 0.05
+  done
+  [ -s "$LOAD_READY" ] || fail "load_across.py said nothing within 5 s: $(tail -n 3 "$SLT_OUT/load.stdout" 2>/dev/null | tr '\n' ' ' | tail -c 300)"
+  note "before the crash: $(tr -d ' \n' <"$LOAD_READY" | head -c 1500)"
+  check_eq "before the crash: every connection busy and past the budget (none ended)" \
+    "$(load_json "$LOAD_READY" 'sum(1 for c in C if c["end"] is None and c["answers"].get("429", 0) > 0)')" 8
+  finish
+}
+t_wire_restart_under_load() {
+  local s pid i
+  s="$(src4)"
+  LOAD_OUT="$SLT_TMP/load-out.json"
+  pid="$(cat "$SLT_TMP/load.pid" 2>/dev/null)"
+  for ((i = 0; i < 300; i++)); do
+    [ -s "$LOAD_OUT" ] && break
+    sleep 0.1
+  done
+  [ -s "$LOAD_OUT" ] || { fail "load_across.py (pid ${pid:-?}) wrote no results within 30 s"; finish; }
+  note "after the restart: $(tr -d ' \n' <"$LOAD_OUT" | head -c 2500)"
+  note "sluiced: $(grep -E '^sluiced: (warning: )?carried on' "$SLT_SLUICED_LOG" | tail -n 1)"
+  check_eq "load_across.py's errors" "$(load_json "$LOAD_OUT" 'D["errors"]')" "[]"
+  check_eq "every connection went on to the end on its socket: none reset, closed or timed out" \
+    "$(load_json "$LOAD_OUT" '" ".join(str(c["end"]) for c in C)')" "done done done done done done done done"
+  check_eq "every connection answered after the restart too (TB14: 429, the budget spent)" \
+    "$(load_json "$LOAD_OUT" 'sum(1 for c in C if c["after_ready"].get("429", 0) > 0)')" 8
+  check_eq "TB01 no admission given back: 60 answered 200 in all, before and after the crash" \
+    "$(load_json "$LOAD_OUT" 'sum(c["answers"].get("200", 0) for c in C)')" 60
+  olog_settle
+  check_eq "the origin served those 60 and nothing else of the load" \
+    "$(awk -v a="$s" '$1 == a && $3 ~ /^\/load\// { n++ } END { print n + 0 }' "$(SLT_ACCESS_LOG)")" 60
+  check_eq "answers only 200 or 429" \
+    "$(load_json "$LOAD_OUT" 'sorted(set(k for c in C for k in c["answers"]))')" "['200', '429']"
+  finish
+}
+# load_json FILE PYEXPR: PYEXPR on load_across.py's JSON (D), C its connections.
+load_json() {
+  "$SLT_PY" -c 'import json,sys
+D=json.load(open(sys.argv[1])); C=D.get("connections", [])
+print(eval(sys.argv[2]))' "$1" "$2" 2>&1
 }
 
 # A crash with connections parked inside a body, under a policy that leaves

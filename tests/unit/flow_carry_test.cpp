@@ -29,14 +29,20 @@ const std::string kDelayedKeep = std::string(kKeepPolicy) + "binding: delayed\n"
 // its parse contexts and edit holds live in.
 struct PoolMemory {
   explicit PoolMemory(const dataplane::EngineConfig& c)
-      : contexts(c.contexts * dataplane::ContextPool::object_stride()), holds(c.edit_holds) {}
+      : contexts(c.contexts * dataplane::ContextPool::object_stride()),
+        holds(c.edit_holds),
+        answers(dataplane::AnswerStore::ring_size(c.answer_bytes)) {}
   dataplane::EngineConfig on_it(dataplane::EngineConfig c) {
     c.context_memory = contexts;
     c.hold_memory = holds;
+    c.answer_memory = answers;
+    c.answers_written = &answers_written;
     return c;
   }
   std::vector<std::byte> contexts;
   std::vector<dataplane::EditHold> holds;
+  std::vector<std::byte> answers;
+  uint64_t answers_written = 0;
 };
 
 // Every flow of the world's engine, copied as the flow file keeps them,
@@ -63,8 +69,8 @@ size_t restart(EngineWorld& w, PoolMemory& memory, const std::vector<dataplane::
   w.engine = std::make_unique<FlowEngine>(memory.on_it(c), *w.state, w.counters, 42);
   size_t carried = 0;
   for (const dataplane::CarriedFlow& f : flows) {
-    if (dataplane::carry_verdict(f) != CarryVerdict::kCarries) continue;
-    carried += w.engine->resume(f, dataplane::flow_hash(f.flow.key), *w.snapshot) == FlowEngine::Resumed::kYes;
+    if (dataplane::carry_verdict(f, true) != CarryVerdict::kCarries) continue;
+    carried += w.engine->resume(f, dataplane::flow_hash(f.flow.key), *w.snapshot, true) == FlowEngine::Resumed::kYes;
   }
   return carried;
 }
@@ -82,12 +88,12 @@ TEST(FlowCarry, AnUnboundFlowCarriesOnAndBindsAtItsFirstRequest) {
   ASSERT_EQ(w.engine->unbound_flows(), 1u);
   const std::vector<dataplane::CarriedFlow> left = flows_of(w, memory);
   ASSERT_EQ(left.size(), 1u);
-  EXPECT_EQ(dataplane::carry_verdict(left[0]), CarryVerdict::kCarries);
+  EXPECT_EQ(dataplane::carry_verdict(left[0], true), CarryVerdict::kCarries);
 
   ASSERT_EQ(restart(w, memory, left), 1u);
   EXPECT_EQ(w.engine->flows().size(), 1u);
   EXPECT_EQ(w.engine->unbound_flows(), 1u) << "a stash waits for its first request again";
-  EXPECT_EQ(w.engine->resume(left[0], dataplane::flow_hash(left[0].flow.key), *w.snapshot),
+  EXPECT_EQ(w.engine->resume(left[0], dataplane::flow_hash(left[0].flow.key), *w.snapshot, true),
             FlowEngine::Resumed::kDuplicate);
 
   // Its first request opens the origin's connection, from the client's ISN
@@ -241,6 +247,63 @@ TEST(FlowCarry, InsertedFieldsTheClientHasNotAcknowledgedCarryOn) {
   EXPECT_EQ(next[0].view.seq, first[0].view.seq + response.size() + inserted);
 }
 
+// A refusal answered on the open connection (keep-alive answers): its
+// answer is in the answer store, which outlives the process with the flow
+// file. After the restart the client sends the refused request again (the
+// answer was lost): it gets the same answer at the same place, uncharged;
+// and its next request goes to the origin as before.
+TEST(FlowCarry, AKeptAnswerCarriesOnAndIsSentAgain) {
+  PoolMemory memory(EngineWorld::small_config());
+  EngineWorld w(kKeepPolicy, on(memory));
+  Connection c(w);
+  c.handshake();
+  ASSERT_TRUE(c.data(kTight).forwarded());
+  ASSERT_TRUE(c.respond("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").forwarded());
+  const uint32_t refused_at = c.client_seq_;
+  const size_t before = w.sink.sent.size();
+  ASSERT_TRUE(c.data(kTight).payload_withheld());
+  const auto first = sent_to(w, Side::kClient, before);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_NE(first[0].payload().find("429"), std::string::npos);
+
+  const std::vector<dataplane::CarriedFlow> left = flows_of(w, memory);
+  ASSERT_EQ(left.size(), 1u);
+  ASSERT_NE(left[0].context, nullptr) << "the kept answer holds the context";
+  EXPECT_EQ(dataplane::carry_verdict(left[0], true), CarryVerdict::kCarries);
+  ASSERT_EQ(restart(w, memory, left), 1u);
+
+  const size_t again_at = w.sink.sent.size();
+  EXPECT_TRUE(c.client(flag::kAck | flag::kPsh, kTight, refused_at).payload_withheld());
+  const auto second = sent_to(w, Side::kClient, again_at);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].payload(), first[0].payload());
+  EXPECT_EQ(second[0].view.seq, first[0].view.seq);
+  EXPECT_EQ(w.counters.kept_answers_resent.get(), 1u);
+  EXPECT_EQ(w.counters.refused.get(), 1u) << "not judged again";
+}
+
+// The same flow, taken on by a worker without the store its answer was in
+// (another geometry, another worker): it is not carried.
+TEST(FlowCarry, AKeptAnswerInAnotherStoreDoesNotCarry) {
+  PoolMemory memory(EngineWorld::small_config());
+  EngineWorld w(kKeepPolicy, on(memory));
+  Connection c(w);
+  c.handshake();
+  ASSERT_TRUE(c.data(kTight).forwarded());
+  ASSERT_TRUE(c.respond("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").forwarded());
+  ASSERT_TRUE(c.data(kTight).payload_withheld());
+  const std::vector<dataplane::CarriedFlow> left = flows_of(w, memory);
+  ASSERT_EQ(left.size(), 1u);
+  w.engine.reset();
+  dataplane::EngineConfig cfg = EngineWorld::small_config();
+  cfg.cookie_seed = EngineWorld::kCookieSeed;
+  w.engine = std::make_unique<FlowEngine>(memory.on_it(cfg), *w.state, w.counters, 42);
+  EXPECT_EQ(w.engine->resume(left[0], dataplane::flow_hash(left[0].flow.key), *w.snapshot, false),
+            FlowEngine::Resumed::kCannotCarry);
+  EXPECT_EQ(w.engine->flows().size(), 0u);
+  EXPECT_EQ(w.engine->contexts().free_count(), cfg.contexts);
+}
+
 // A context image with a position no binary writes is not taken on: the
 // connection is reset at its next segment, and nothing is lent.
 TEST(FlowCarry, ADamagedContextIsNotTakenOn) {
@@ -290,7 +353,7 @@ TEST(FlowCarry, StatesThisBinaryNeverWritesAreDamaged) {
   dataplane::TcpFlow f;
   f.ip_version = 4;
   const auto verdict = [](const dataplane::TcpFlow& flow) {
-    return dataplane::carry_verdict(dataplane::CarriedFlow{flow, nullptr, std::nullopt});
+    return dataplane::carry_verdict(dataplane::CarriedFlow{flow, nullptr, std::nullopt}, false);
   };
   EXPECT_EQ(verdict(f), CarryVerdict::kCarries);
   dataplane::TcpFlow bad = f;
@@ -307,11 +370,13 @@ TEST(FlowCarry, StatesThisBinaryNeverWritesAreDamaged) {
   EXPECT_EQ(verdict(bad), CarryVerdict::kDamaged);
   bad = f;
   bad.state = dataplane::FlowState::kRefusing;
-  EXPECT_EQ(verdict(bad), CarryVerdict::kAnswering);
+  EXPECT_EQ(verdict(bad), CarryVerdict::kAnswering) << "its answer store is not this worker's";
+  EXPECT_EQ(dataplane::carry_verdict(dataplane::CarriedFlow{bad, nullptr, std::nullopt}, true),
+            CarryVerdict::kCarries);
   bad = f;
   bad.hold = 3;
   EXPECT_EQ(verdict(bad), CarryVerdict::kInFlight) << "a hold that did not come along";
-  EXPECT_EQ(dataplane::carry_verdict(dataplane::CarriedFlow{bad, nullptr, dataplane::EditHold{}}),
+  EXPECT_EQ(dataplane::carry_verdict(dataplane::CarriedFlow{bad, nullptr, dataplane::EditHold{}}, false),
             CarryVerdict::kCarries);
   bad = f;
   bad.context = 2;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "control/flow_file.h"
+#include "dataplane/answer_store.h"
 #include "dataplane/flow_key.h"
 #include "dataplane/flow_table.h"
 #include "dataplane/parse_context.h"
@@ -79,7 +80,7 @@ void poke(const std::string& path, off_t offset, uint8_t byte) {
   ::close(fd);
 }
 
-const FlowFile::Geometry kTwo{2, 64, 4, 4};
+const FlowFile::Geometry kTwo{2, 64, 4, 4, 8192};
 
 TEST(FlowFile, FlowsWrittenThroughOneMappingAreCarriedByTheNextButTheMarkedOne) {
   test::ScratchDir dir;
@@ -137,17 +138,28 @@ TEST(FlowFile, AFlowIsCarriedWithTheContextThatNamesItAndItsHold) {
     held->hold = 2;
     o.file->holds(1)[2].count = 1;
     o.file->holds(1)[2].bytes[0].fields.assign("RateLimit-Remaining: 3\r\n");
+    // An answer put in worker 1's store.
+    ASSERT_EQ(o.file->answers(1).size(), 8192u);
+    dataplane::AnswerStore store(8192, o.file->answers(1), o.file->answers_written(1));
+    EXPECT_EQ(store.put("HTTP/1.1 429 Too Many Requests\r\n\r\n"), 0u);
   }
   FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 2, seeds(2));
   ASSERT_TRUE(o.file) << o.error;
   ASSERT_EQ(ports_of(o), (std::vector<uint16_t>{1, 2, 3, 4}));
+  EXPECT_TRUE(o.answers_kept) << "the same file: each worker's answer store as it was";
+  const dataplane::AnswerStore store(8192, o.file->answers(1), o.file->answers_written(1));
+  const std::span<const char> answer = store.get(0, 34);
+  EXPECT_EQ(std::string(answer.data(), answer.size()), "HTTP/1.1 429 Too Many Requests\r\n\r\n");
+  EXPECT_TRUE(store.get(0, 9000).empty()) << "longer than the ring";
+  EXPECT_TRUE(store.get(40, 10).empty()) << "never written";
   for (const dataplane::CarriedFlow& c : o.carried) {
     const uint16_t p = c.flow.key.client_port;
     EXPECT_EQ(c.context != nullptr, p == 1 || p == 2) << p;
     if (c.context != nullptr) EXPECT_EQ(c.context->view().responses_ended, 40u + p);
     EXPECT_EQ(c.hold.has_value(), p == 4) << p;
+    EXPECT_EQ(c.worker, 1u);
     if (c.hold) EXPECT_EQ(c.hold->bytes[0].fields.view(), "RateLimit-Remaining: 3\r\n");
-    EXPECT_EQ(dataplane::carry_verdict(c),
+    EXPECT_EQ(dataplane::carry_verdict(c, o.answers_kept),
               p == 3 ? dataplane::CarryVerdict::kInFlight : dataplane::CarryVerdict::kCarries) << p;
   }
 }
@@ -181,10 +193,11 @@ TEST(FlowFile, AnotherGeometryCarriesTheFlowsIntoANewFile) {
     fill(*o.file, 0, 1, 10);
     fill(*o.file, 1, 10, 20);
   }
-  FlowFile::Opened o = FlowFile::open(dir.path(), FlowFile::Geometry{3, 128, 4, 4}, "boot-a", 2, seeds(2));
+  FlowFile::Opened o = FlowFile::open(dir.path(), FlowFile::Geometry{3, 128, 4, 4, 8192}, "boot-a", 2, seeds(2));
   ASSERT_TRUE(o.file) << o.error;
   EXPECT_EQ(o.outcome, FlowFile::Outcome::kRelaid);
-  EXPECT_NE(o.note.find("made for 2 workers of 64 slots, 4 contexts and 4 holds, this start has 3 workers of 128 slots, 4 contexts and 4 holds"), std::string::npos)
+  EXPECT_FALSE(o.answers_kept) << "a new file: answers in the old one cannot be got";
+  EXPECT_NE(o.note.find("made for 2 workers of 64 slots, 4 contexts, 4 holds and 8192 answer bytes, this start has 3 workers of 128 slots, 4 contexts, 4 holds and 8192 answer bytes"), std::string::npos)
       << o.note;
   EXPECT_EQ(ports_of(o), range(1, 20));
   EXPECT_EQ(o.file->seeds().flow, 3u);
@@ -215,7 +228,7 @@ TEST(FlowFile, AnotherLayoutADamagedHeaderOrAForeignFileIsSetAside) {
     off_t offset;  // -1: the file replaced by text
     const char* says;
   };
-  for (const Case& c : {Case{8, "layout 9, this sluiced reads layout 2"}, Case{30, "damaged (checksum)"},
+  for (const Case& c : {Case{8, "layout 9, this sluiced reads layout 3"}, Case{30, "damaged (checksum)"},
                         Case{0, "not a sluice flow file"}, Case{-1, "too short for a header"}}) {
     test::ScratchDir dir;
     const std::string path = dir.path() + "/flows.table";
