@@ -34,7 +34,9 @@ and what came back (a response, a reset, a close, nothing). With
 what came back is its answer. Writes --out
 (JSON) and exits 0; 1 if it could not set up the connections before the
 restart. Every socket operation is bounded by --timeout seconds, and the
-whole run by --wait-go plus 120 s.
+whole run by --wait-go plus 120 s. Before the restart it prints a line per
+step on stdout (seconds since its start, what was done), so that a caller
+that gives up waiting can tell where it stood.
 
 Each request's record: {"i": 2, "path": "/adopt/c0/r2", "local_port": 40000,
 "status": 200 or null, "end": "answered" | "reset" | "closed" | "timeout" |
@@ -60,6 +62,14 @@ RATELIMIT = ("ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "ratel
 
 class OutOfTime(Exception):
     pass
+
+
+T0 = time.monotonic()
+
+
+def progress(what):
+    """One line on stdout per step, so that a test that gives up waiting can say where it stood."""
+    print("%.3f %s" % (time.monotonic() - T0, what), flush=True)
 
 
 def write_json(path, obj):
@@ -213,10 +223,13 @@ def main():
                 k = Kept(c, args, t0)
                 res["connects"] += 1
                 kept.append(k)
-                k.request(1)
+                progress("connection %d: connected from port %d" % (c, k.local_port))
+                r = k.request(1)
+                progress("connection %d: request 1 %s %s" % (c, r["end"], r["status"]))
             for c in range(args.unbound):
                 unbound.append(Kept(args.connections + c, args, t0))
                 res["connects"] += 1
+            progress("%d unbound connections connected" % args.unbound)
             mid = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             mid.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             mid.bind((args.source, 0))
@@ -248,6 +261,8 @@ def main():
         early = {"method": "POST", "status": None, "ratelimit": {}}
         early_end = read_one(mid_rd, 2.0, early)
         mb["early"] = {"end": early_end, "status": early["status"], "ratelimit": early["ratelimit"]}
+        progress("mid-body POST from port %d: %d body bytes sent, early answer %s %s"
+                 % (mb["local_port"], mb["body_sent_before"], early_end, early["status"]))
         for c in range(args.smuggle):
             ps = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             ps.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -268,6 +283,7 @@ def main():
             early = {"method": "POST", "status": None, "ratelimit": {}}
             early_end = read_one(prd, 2.0, early)
             rec["early"] = {"end": early_end, "status": early["status"]}
+            progress("parked connection %d: early answer %s %s" % (c, early_end, early["status"]))
             parked.append((ps, prd, rec))
             res["smuggled"].append(rec)
         # Nothing of it in flight when sluiced is killed: a segment lost with
@@ -278,6 +294,7 @@ def main():
         res["connections"] = [k.record() for k in kept]
         res["unbound"] = [u.record() for u in unbound]
         res["before_s"] = round(time.monotonic() - t0, 3)
+        progress("nothing unacknowledged on the mid-body connection: %s" % mb["in_flight_before"])
         write_json(args.ready, res)
 
         # ---- wait for the go file

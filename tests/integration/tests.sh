@@ -41,6 +41,7 @@ tb-ipv6-budget               limiting  tb-hourly          1
 tb-admitted-fields           limiting  tb-hourly          1
 tb-keepalive-refusal         limiting  tb-hourly          1
 wire-restart-under-load      limiting  tb-hourly          1  crash
+wire-upgrade-under-load      limiting  tb-hourly          1  restart
 plumbing-impaired            plumbing  tb-small           1
 plumbing-chromium            plumbing  tb-small           1
 tb-impaired-charged-once     limiting  tb-small           1
@@ -1812,7 +1813,9 @@ across_start() {
     sleep 0.1
   done
   if [ ! -s "$ADOPT_READY" ]; then
-    fail "keepalive_across.py said nothing within 30 s (pid $pid): $(tail -n 3 "$SLT_OUT/across.stdout" 2>/dev/null | tr '\n' ' ' | tail -c 300)"
+    fail "keepalive_across.py wrote nothing within 30 s (pid $pid; $(adopt_running "$pid" && echo running || echo ended)); it got as far as: $(tail -n 3 "$SLT_OUT/across.stdout" 2>/dev/null | tr '\n' ';' | tail -c 400)"
+    note "keepalive_across.py's steps: $(tr '\n' ';' <"$SLT_OUT/across.stdout" 2>/dev/null | head -c 2000)"
+    note "appliance counters: $(SLT_CTL --json stats 2>&1 | "$SLT_PY" -c 'import json,sys; c=json.load(sys.stdin)["counters"]; print(", ".join("%s %s" % (k, int(v)) for k, v in sorted(c.items()) if v))' 2>&1 | head -c 3000)"
     adopt_stop
     finish
   fi
@@ -1904,7 +1907,16 @@ t_wire_adopt_restart() {
 # the gap waits for TCP to send it again), with no admission given back (60
 # 200s in all, and the origin served exactly those 60), TB14's 429s after
 # the restart. The binary before the flow file reset every connection.
-t_wire_restart_under_load_before() {
+#
+# wire-upgrade-under-load is the same load across a clean stop (SIGTERM, what
+# `systemctl restart` and a package upgrade do) and a start, the same binary
+# standing in for the new one: the stopping process writes its snapshot and
+# leaves the flow file to the next, which carries every connection on.
+t_wire_restart_under_load_before() { under_load_before; }
+t_wire_upgrade_under_load_before() { under_load_before; }
+t_wire_restart_under_load() { under_load_after "the crash"; }
+t_wire_upgrade_under_load() { under_load_after "the stop"; }
+under_load_before() {
   local pid i
   LOAD_READY="$SLT_TMP/load-ready.json" LOAD_OUT="$SLT_TMP/load-out.json"
   rm -f "$LOAD_READY" "$LOAD_OUT"
@@ -1919,13 +1931,14 @@ t_wire_restart_under_load_before() {
     sleep 0.05
   done
   [ -s "$LOAD_READY" ] || fail "load_across.py said nothing within 5 s: $(tail -n 3 "$SLT_OUT/load.stdout" 2>/dev/null | tr '\n' ' ' | tail -c 300)"
-  note "before the crash: $(tr -d ' \n' <"$LOAD_READY" | head -c 1500)"
-  check_eq "before the crash: every connection busy and past the budget (none ended)" \
+  note "before the restart: $(tr -d ' \n' <"$LOAD_READY" | head -c 1500)"
+  check_eq "before the restart: every connection busy and past the budget (none ended)" \
     "$(load_json "$LOAD_READY" 'sum(1 for c in C if c["end"] is None and c["answers"].get("429", 0) > 0)')" 8
   finish
 }
-t_wire_restart_under_load() {
-  local s pid i
+# under_load_after WHAT: the checks after the restart; WHAT names the event.
+under_load_after() {
+  local s pid i what="$1"
   s="$(src4)"
   LOAD_OUT="$SLT_TMP/load-out.json"
   pid="$(cat "$SLT_TMP/load.pid" 2>/dev/null)"
@@ -1936,12 +1949,13 @@ t_wire_restart_under_load() {
   [ -s "$LOAD_OUT" ] || { fail "load_across.py (pid ${pid:-?}) wrote no results within 30 s"; finish; }
   note "after the restart: $(tr -d ' \n' <"$LOAD_OUT" | head -c 2500)"
   note "sluiced: $(grep -E '^sluiced: (warning: )?carried on' "$SLT_SLUICED_LOG" | tail -n 1)"
+  note "the longest a request waited for its answer (across $what and the start): $(load_json "$LOAD_OUT" 'max(c["longest_wait_s"] for c in C)') s"
   check_eq "load_across.py's errors" "$(load_json "$LOAD_OUT" 'D["errors"]')" "[]"
   check_eq "every connection went on to the end on its socket: none reset, closed or timed out" \
     "$(load_json "$LOAD_OUT" '" ".join(str(c["end"]) for c in C)')" "done done done done done done done done"
   check_eq "every connection answered after the restart too (TB14: 429, the budget spent)" \
     "$(load_json "$LOAD_OUT" 'sum(1 for c in C if c["after_ready"].get("429", 0) > 0)')" 8
-  check_eq "TB01 no admission given back: 60 answered 200 in all, before and after the crash" \
+  check_eq "TB01 no admission given back: 60 answered 200 in all, before and after $what" \
     "$(load_json "$LOAD_OUT" 'sum(c["answers"].get("200", 0) for c in C)')" 60
   olog_settle
   check_eq "the origin served those 60 and nothing else of the load" \
