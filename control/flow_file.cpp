@@ -30,6 +30,7 @@ constexpr uint64_t kMaxContexts = uint64_t{1} << 20;  // per worker, as for hold
 constexpr size_t kMarkBytes = 64;  // the mark's cache line, then the answer store's count's, then the slots
 constexpr size_t kLinesBytes = 2 * kMarkBytes;
 constexpr uint64_t kMaxAnswerBytes = uint64_t{1} << 30;  // per worker
+constexpr uint64_t kMaxHeadBytes = uint64_t{1} << 20;    // per context
 static_assert(sizeof(WorkMark) <= kMarkBytes && alignof(TcpFlow) <= kMarkBytes);
 
 struct Header {
@@ -54,6 +55,7 @@ struct Header {
   uint64_t contexts;      // per worker
   uint64_t holds;         // per worker
   uint64_t answer_bytes;  // per worker: the answer store's ring
+  uint64_t head_bytes;    // per context: its held-head buffer
 };
 static_assert(sizeof(Header) <= kFilePage);
 
@@ -68,11 +70,14 @@ size_t contexts_offset(uint64_t slots) { return (kLinesBytes + slots * sizeof(Tc
 size_t holds_offset(uint64_t slots, uint64_t contexts) {
   return contexts_offset(slots) + contexts * ContextPool::object_stride();
 }
-size_t answers_offset(const FlowFile::Geometry& g) {
-  return round_to_page(holds_offset(g.slots, g.contexts) + g.holds * sizeof(EditHold));
+size_t heads_offset(const FlowFile::Geometry& g) {
+  return (holds_offset(g.slots, g.contexts) + g.holds * sizeof(EditHold) + 63) / 64 * 64;
 }
+size_t answers_offset(const FlowFile::Geometry& g) { return round_to_page(heads_offset(g) + g.contexts * g.head_bytes); }
 size_t region_bytes_for(const FlowFile::Geometry& g) { return answers_offset(g) + round_to_page(g.answer_bytes); }
-FlowFile::Geometry geometry_of(const Header& h) { return {h.workers, h.slots, h.contexts, h.holds, h.answer_bytes}; }
+FlowFile::Geometry geometry_of(const Header& h) {
+  return {h.workers, h.slots, h.contexts, h.holds, h.answer_bytes, h.head_bytes};
+}
 
 Header header_for(const FlowFile::Geometry& g, std::string_view boot, uint64_t now, const FlowFile::Seeds& s) {
   Header h{};
@@ -87,6 +92,7 @@ Header header_for(const FlowFile::Geometry& g, std::string_view boot, uint64_t n
   h.contexts = g.contexts;
   h.holds = g.holds;
   h.answer_bytes = g.answer_bytes;
+  h.head_bytes = g.head_bytes;
   h.region_bytes = region_bytes_for(g);
   h.file_bytes = kFilePage + h.region_bytes * g.workers;
   h.generation = 1;
@@ -117,7 +123,7 @@ std::string check(const Header& h, uint64_t size) {
   }
   if (h.workers == 0 || h.workers > kMaxWorkers || h.slots < 16 || h.slots > kMaxSlots ||
       (h.slots & (h.slots - 1)) != 0 || h.contexts > kMaxContexts || h.holds > kMaxContexts ||
-      h.answer_bytes > kMaxAnswerBytes ||
+      h.answer_bytes > kMaxAnswerBytes || h.head_bytes > kMaxHeadBytes ||
       h.region_bytes != region_bytes_for(geometry_of(h)) ||
       h.file_bytes != kFilePage + h.region_bytes * h.workers) {
     return "its geometry is not one sluiced makes (" + std::to_string(h.workers) + " workers of " +
@@ -141,6 +147,7 @@ struct Region {
   uint8_t* used;
   std::byte* contexts;
   EditHold* holds;
+  char* heads;
   std::byte* answers;
 };
 Region region_of(std::byte* map, const Header& h, unsigned w) {
@@ -152,6 +159,7 @@ Region region_of(std::byte* map, const Header& h, unsigned w) {
           reinterpret_cast<uint8_t*>(slots + h.slots),
           base + contexts_offset(h.slots),
           reinterpret_cast<EditHold*>(base + holds_offset(h.slots, h.contexts)),
+          reinterpret_cast<char*>(base + heads_offset(geometry_of(h))),
           base + answers_offset(geometry_of(h))};
 }
 
@@ -194,8 +202,9 @@ void read_flows(std::byte* map, const Header& h, FlowFile::Opened& out) {
     out.duplicates += j - i - 1;
     if (agree) {
       const Region r = region_of(map, h, v[i].worker);
-      out.carried.push_back(dataplane::carried_from(
-          v[i].flow, {r.contexts, h.contexts * h.context_bytes}, {r.holds, h.holds}));
+      out.carried.push_back(dataplane::carried_from(v[i].flow, {r.contexts, h.contexts * h.context_bytes},
+                                                    {r.holds, h.holds}, {r.heads, h.contexts * h.head_bytes},
+                                                    h.head_bytes));
       out.carried.back().worker = v[i].worker;
     } else {
       out.left_out.push_back(v[i].flow.key);
@@ -206,8 +215,9 @@ void read_flows(std::byte* map, const Header& h, FlowFile::Opened& out) {
 
 std::string shape(const FlowFile::Geometry& g) {
   return std::to_string(g.workers) + (g.workers == 1 ? " worker" : " workers") + " of " + std::to_string(g.slots) +
-         " slots, " + std::to_string(g.contexts) + " contexts, " + std::to_string(g.holds) + " holds and " +
-         std::to_string(g.answer_bytes) + " answer bytes";
+         " slots, " + std::to_string(g.contexts) + " contexts (" + std::to_string(g.head_bytes) +
+         " bytes of held head each), " + std::to_string(g.holds) + " holds and " + std::to_string(g.answer_bytes) +
+         " answer bytes";
 }
 
 }  // namespace
@@ -225,7 +235,8 @@ FlowFile::Opened FlowFile::open(const std::string& dir, const Geometry& geometry
   const std::string path = dir + "/flows.table";
   if (geometry.workers == 0 || geometry.workers > kMaxWorkers || geometry.slots < 16 || geometry.slots > kMaxSlots ||
       (geometry.slots & (geometry.slots - 1)) != 0 || geometry.contexts > kMaxContexts ||
-      geometry.holds > kMaxContexts || geometry.answer_bytes > kMaxAnswerBytes) {
+      geometry.holds > kMaxContexts || geometry.answer_bytes > kMaxAnswerBytes ||
+      geometry.head_bytes > kMaxHeadBytes) {
     out.error = path + ": cannot lay out " + shape(geometry);
     return out;
   }
@@ -262,7 +273,8 @@ FlowFile::Opened FlowFile::open(const std::string& dir, const Geometry& geometry
       seeds.flow = h.flow_seed;
       seeds.share = h.share_seed;
       reuse = h.workers == geometry.workers && h.slots == geometry.slots && h.contexts == geometry.contexts &&
-              h.holds == geometry.holds && h.answer_bytes == geometry.answer_bytes;
+              h.holds == geometry.holds && h.answer_bytes == geometry.answer_bytes &&
+              h.head_bytes == geometry.head_bytes;
       out.outcome = reuse ? Outcome::kAttached : Outcome::kRelaid;
       if (!reuse) {
         out.note = path + ": made for " + shape(geometry_of(h)) + ", this start has " + shape(geometry) +
@@ -332,6 +344,11 @@ std::span<std::byte> FlowFile::answers(unsigned w) const noexcept {
 
 uint64_t* FlowFile::answers_written(unsigned w) const noexcept {
   return region_of(map_, *reinterpret_cast<const Header*>(map_), w).answers_written;
+}
+
+std::span<char> FlowFile::heads(unsigned w) const noexcept {
+  const Header& h = *reinterpret_cast<const Header*>(map_);
+  return {region_of(map_, h, w).heads, h.contexts * h.head_bytes};
 }
 
 std::span<dataplane::EditHold> FlowFile::holds(unsigned w) const noexcept {

@@ -17,7 +17,8 @@
 //   then     one region per worker, from a page boundary: its work mark
 //            (dataplane/flow_carry.h), its slots (TcpFlow), its used flags,
 //            its parse contexts (the objects, dataplane/parse_context.h;
-//            their buffers are the process's), its edit holds, its answer
+//            their buffers but the held heads' are the process's), its
+//            edit holds, its contexts' held-head buffers, its answer
 //            store's ring (dataplane/answer_store.h; its count of bytes
 //            written is in the cache line after the mark)
 //
@@ -55,7 +56,7 @@ class FlowFile {
   // Bumped whenever the header, a region's layout, or what a TcpFlow's
   // fields mean changes (a change of their sizes is caught anyway): a
   // binary of another layout never carries the flows, it resets them.
-  static constexpr uint32_t kLayout = 3;
+  static constexpr uint32_t kLayout = 4;
 
   struct Geometry {
     uint32_t workers = 1;
@@ -63,6 +64,7 @@ class FlowFile {
     uint64_t contexts = 0;  // per worker
     uint64_t holds = 0;     // per worker
     uint64_t answer_bytes = 0;  // per worker: dataplane::AnswerStore::ring_size
+    uint64_t head_bytes = 0;    // per context: dataplane::ContextPool::head_stride (0: none kept)
   };
   struct Seeds {
     std::array<uint8_t, 32> cookie{};
@@ -110,6 +112,9 @@ class FlowFile {
   // `objects`) and edit holds.
   [[nodiscard]] std::span<std::byte> contexts(unsigned w) const noexcept;
   [[nodiscard]] std::span<dataplane::EditHold> holds(unsigned w) const noexcept;
+  // Worker w's memory for its contexts' held-head buffers (ContextPool's
+  // `heads`).
+  [[nodiscard]] std::span<char> heads(unsigned w) const noexcept;
   // Worker w's answer store ring and its count of bytes written
   // (dataplane::AnswerStore), kept in the file so answers outlive the process.
   [[nodiscard]] std::span<std::byte> answers(unsigned w) const noexcept;

@@ -5,8 +5,8 @@ namespace sluice::dataplane {
 
 ContextLender::ContextLender(size_t contexts, uint32_t max_head_bytes, uint16_t max_fields, size_t holds,
                              size_t stashes, ClientShares& shares, std::span<std::byte> context_memory,
-                             std::span<EditHold> hold_memory)
-    : contexts_(contexts, max_head_bytes, max_fields, context_memory),
+                             std::span<EditHold> hold_memory, std::span<char> head_memory)
+    : contexts_(contexts, max_head_bytes, max_fields, context_memory, head_memory),
       holds_(holds, hold_memory),
       stashes_(stashes, max_head_bytes),
       shares_(shares) {}
@@ -33,10 +33,10 @@ Lent ContextLender::borrow(TcpFlow& flow, const PolicySnapshot& snap) noexcept {
 }
 
 Lent ContextLender::carry_context(TcpFlow& flow, const PolicySnapshot& snap, const ParseContext& dead,
-                                  bool answers) noexcept {
+                                  bool answers, std::span<const char> held_head) noexcept {
   const Lent lent = borrow(flow, snap);
   if (lent != Lent::kYes) return lent;
-  if (!contexts_.at(flow.context).carry_on(dead, answers)) {
+  if (!contexts_.at(flow.context).carry_on(dead, answers, held_head)) {
     give_back(flow);
     return Lent::kCannotCarry;
   }

@@ -35,11 +35,12 @@ enum class Lent : uint8_t {
 
 class ContextLender {
  public:
-  // `context_memory` and `hold_memory`: where the contexts and holds live
-  // (ContextPool, HoldPool), if not in memory of their own.
+  // `context_memory`, `hold_memory` and `head_memory`: where the contexts,
+  // the holds and the contexts' held-head buffers live (ContextPool,
+  // HoldPool), if not in memory of their own.
   ContextLender(size_t contexts, uint32_t max_head_bytes, uint16_t max_fields, size_t holds, size_t stashes,
                 ClientShares& shares, std::span<std::byte> context_memory = {},
-                std::span<EditHold> hold_memory = {});
+                std::span<EditHold> hold_memory = {}, std::span<char> head_memory = {});
 
   // Lends `flow` a context started under `snap`'s policy, its shifts at the
   // flow's bases, with the flow's held edits (if any) moved back into it.
@@ -63,10 +64,11 @@ class ContextLender {
 
   // A flow carried on across a restart (flow_carry.h), which had a context
   // or a hold in the last process: lends it one that goes on where `dead`
-  // stood. kYes, kNoneFree, kShareFull as borrow(), or kCannotCarry (the
-  // dead one is not one that can go on: nothing is lent).
+  // stood, with the head it held (`held_head`, ParseContext::carry_on).
+  // kYes, kNoneFree, kShareFull as borrow(), or kCannotCarry (the dead one
+  // is not one that can go on: nothing is lent).
   [[nodiscard]] Lent carry_context(TcpFlow& flow, const PolicySnapshot& snap, const ParseContext& dead,
-                                   bool answers) noexcept;
+                                   bool answers, std::span<const char> held_head = {}) noexcept;
   [[nodiscard]] Lent carry_hold(TcpFlow& flow, const EditHold& dead) noexcept;
 
   // A stash for a flow accepted unbound; false if none is free.

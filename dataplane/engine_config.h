@@ -41,6 +41,10 @@ struct EngineConfig {
   // request or response; none: the engine's own.
   std::span<std::byte> context_memory{};
   std::span<EditHold> hold_memory{};
+  // The contexts' held-head buffers (contexts * ContextPool::head_stride(
+  // max_head_bytes) bytes), in the flow file too: a head held across
+  // segments was acknowledged to its client, and exists nowhere else.
+  std::span<char> head_memory{};
   // The answer store's ring (AnswerStore::ring_size(answer_bytes) bytes) and
   // its count of bytes written, in the flow file too, so that an answer a
   // client may ask for again outlives the process; none: the engine's own.

@@ -7,14 +7,26 @@
 
 namespace sluice::dataplane {
 
-CarriedFlow carried_from(const TcpFlow& f, std::span<const std::byte> contexts, std::span<const EditHold> holds) {
+CarriedFlow carried_from(const TcpFlow& f, std::span<const std::byte> contexts, std::span<const EditHold> holds,
+                         std::span<const char> heads, size_t head_stride) {
   CarriedFlow c{f, nullptr, std::nullopt};
   const size_t stride = ContextPool::object_stride();
   if (f.context >= 0 && (static_cast<size_t>(f.context) + 1) * stride <= contexts.size()) {
+    const auto index = static_cast<size_t>(f.context);
     auto image = std::make_unique<ContextImage>();
-    std::memcpy(image->bytes, contexts.data() + static_cast<size_t>(f.context) * stride, sizeof image->bytes);
+    std::memcpy(image->bytes, contexts.data() + index * stride, sizeof image->bytes);
     const ParseContext& dead = image->view();
-    if (dead.owner == f.key && dead.owner_hash == f.hash) c.context = std::move(image);
+    if (dead.owner == f.key && dead.owner_hash == f.hash) {
+      // Its held head now, before this process's contexts write over the
+      // buffers (a flow carried on into another context index, or a
+      // new one). A length past the buffer is left for carry_on to refuse.
+      if (http::is_bool_byte(dead.buffering) && dead.buffering && dead.head_len <= head_stride &&
+          (index + 1) * head_stride <= heads.size()) {
+        const char* from = heads.data() + index * head_stride;
+        image->held_head.assign(from, from + dead.head_len);
+      }
+      c.context = std::move(image);
+    }
   }
   if (f.hold >= 0 && static_cast<size_t>(f.hold) < holds.size()) c.hold = holds[static_cast<size_t>(f.hold)];
   return c;

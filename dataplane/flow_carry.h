@@ -31,6 +31,7 @@
 #include <span>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "edit_hold.h"
 #include "flow_key.h"
@@ -97,6 +98,9 @@ enum class CarryVerdict : uint8_t {
 // its pointers and views name the dead process's memory.
 struct ContextImage {
   alignas(ParseContext) std::byte bytes[sizeof(ParseContext)];
+  // The bytes of the head it held across segments (its head_len of them,
+  // from its held-head buffer), if it held one and they came along.
+  std::vector<char> held_head;
   [[nodiscard]] const ParseContext& view() const noexcept {
     return *std::launder(reinterpret_cast<const ParseContext*>(bytes));
   }
@@ -112,12 +116,14 @@ struct CarriedFlow {
 };
 
 // `flow` as the last process left it, with what it borrowed copied out of
-// that process's pools (`contexts`: its ContextPool objects, `holds`): its
+// that process's pools (`contexts`: its ContextPool objects, `holds`;
+// `heads`: its held-head buffers, `head_stride` bytes each, or none): its
 // context if the context still names it as its owner (one lent on to
-// another flow since does not), its hold. Checked whole when taken on
-// (ParseContext::carry_on, EditHold::valid).
+// another flow since does not), with the head it held if any, its hold.
+// Checked whole when taken on (ParseContext::carry_on, EditHold::valid).
 [[nodiscard]] CarriedFlow carried_from(const TcpFlow& flow, std::span<const std::byte> contexts,
-                                       std::span<const EditHold> holds);
+                                       std::span<const EditHold> holds, std::span<const char> heads = {},
+                                       size_t head_stride = 0);
 // `answers`: whether the worker taking it on has the answer store the
 // flow's answers were put in (the same file, the same worker); without it a
 // flow being answered does not carry.

@@ -29,7 +29,7 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
       marker_(config.mark),
       shares_(config.flows, share_caps(config), config.share_seed),
       lender_(config.contexts, config.max_head_bytes, config.max_fields, config.edit_holds, config.bind_stashes,
-              shares_, config.context_memory, config.hold_memory),
+              shares_, config.context_memory, config.hold_memory, config.head_memory),
       answers_(config.answer_bytes, config.answer_memory, config.answers_written),
       proxy_(config.cookie_seed, emitter_, counters),
       adopter_(emitter_),
@@ -68,7 +68,7 @@ FlowEngine::Resumed FlowEngine::resume(const CarriedFlow& carried, uint64_t hash
   }
   Lent lent = Lent::kYes;
   if (carried.context != nullptr) {
-    lent = lender_.carry_context(*flow, snap, carried.context->view(), answers);
+    lent = lender_.carry_context(*flow, snap, carried.context->view(), answers, carried.context->held_head);
   } else if (carried.hold) {
     lent = lender_.carry_hold(*flow, *carried.hold);
   }

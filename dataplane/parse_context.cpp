@@ -62,12 +62,15 @@ void ParseContext::renew_requests(const http::Http1Policy& p, uint64_t g) noexce
                    std::span<char>(spill, spill_bytes));
 }
 
-bool ParseContext::carry_on(const ParseContext& dead, bool answers) noexcept {
+bool ParseContext::carry_on(const ParseContext& dead, bool answers, std::span<const char> held_head) noexcept {
   // A context a start() ran on has its request stream (and its policy
-  // noted); the bools are checked as bytes before any is read.
+  // noted); the bools are checked as bytes before any is read. A held head
+  // must have come along whole, and fit this context's buffer.
   if (dead.policy == nullptr ||
       !http::all_bool_bytes({&dead.buffering, &dead.held_ack_owed, &dead.judging_body, &dead.absorbing}) ||
-      dead.buffering || dead.head_len != 0 || dead.answer_len > sizeof answer || dead.kept_count > kept.size()) {
+      (dead.buffering ? dead.head_len == 0 || dead.head_len != held_head.size() || dead.head_len > head_capacity
+                      : dead.head_len != 0) ||
+      dead.answer_len > sizeof answer || dead.kept_count > kept.size()) {
     return false;
   }
   if (!answers && (dead.answer_len != 0 || dead.kept_count != 0)) return false;
@@ -96,9 +99,25 @@ bool ParseContext::carry_on(const ParseContext& dead, bool answers) noexcept {
     const UsageNote& n = dead.usage_notes[(dead.usage_front + i) % usage_notes.size()];
     if (!http::all_bool_bytes({&n.charge, &n.shared})) return false;
   }
+  // Between segments a head in progress is always held (RequestPath); one
+  // that is not names bytes nobody kept.
+  if (!dead.buffering && dead.requests.in_place().head_in_progress()) return false;
   if (!requests->carry_on(dead.requests.in_place()) || !responses.carry_on(dead.responses) ||
       !judged.carry_on(dead.judged)) {
     return false;
+  }
+  if (dead.buffering) {
+    // The held bytes are fed again, as RequestPath does with every held
+    // head: the fresh stream must read them as the dead one did, a head
+    // begun and not yet ended. Anything else (a head this policy ends or
+    // refuses, a stream that was not at a head) is not where the dead
+    // process stood.
+    if (!requests->idle()) return false;
+    std::memcpy(head, held_head.data(), held_head.size());
+    const http::StreamStep st = requests->next({head, held_head.size()});
+    if (st.event != http::StreamEvent::kNeedMore || !requests->head_in_progress()) return false;
+    head_len = held_head.size();
+    buffering = true;
   }
   head_since = dead.head_since;
   held_ack_owed = dead.held_ack_owed;
@@ -231,18 +250,22 @@ void guard(std::byte* from, std::byte* to) noexcept {
 }  // namespace
 
 size_t ContextPool::object_stride() noexcept { return align_up(sizeof(ParseContext)); }
+size_t ContextPool::head_stride(uint32_t max_head_bytes) noexcept { return align_up(size_t{max_head_bytes} + 1); }
 
-ContextPool::ContextPool(size_t count, uint32_t max_head_bytes, uint16_t max_fields, std::span<std::byte> objects)
+ContextPool::ContextPool(size_t count, uint32_t max_head_bytes, uint16_t max_fields, std::span<std::byte> objects,
+                         std::span<char> heads)
     : held_generation_(count, kNotHeld), max_head_bytes_(max_head_bytes) {
   static_assert(alignof(ParseContext) <= 64 && alignof(http::FieldLine) <= 64);
-  // The context itself in the arena too, unless memory is given for it
-  // (the flow file's, where a restart finds it).
+  // The context itself and its held-head buffer in the arena too, unless
+  // memory is given for them (the flow file's, where a restart finds them).
   const bool own_objects = objects.size() < count * object_stride();
+  const bool own_heads = heads.size() < count * head_stride(max_head_bytes);
   const size_t object = own_objects ? object_stride() + kGuard : 0;
   const size_t fields = align_up(sizeof(http::FieldLine) * max_fields) + kGuard;
   const size_t spill = align_up(max_head_bytes) + kGuard;
   const size_t head = align_up(size_t{max_head_bytes} + 1) + kGuard;
-  stride_ = object + fields + spill + 2 * head;
+  const size_t own_head = own_heads ? head : 0;
+  stride_ = object + fields + spill + own_head + head;
   arena_.emplace(stride_ * count);
   std::byte* const base = arena_->data();
   contexts_.reserve(count);
@@ -251,16 +274,17 @@ ContextPool::ContextPool(size_t count, uint32_t max_head_bytes, uint16_t max_fie
     std::byte* at = base + i * stride_;
     auto* lines = reinterpret_cast<http::FieldLine*>(at + object);
     std::uninitialized_value_construct_n(lines, max_fields);
-    const ParseBuffers b{lines, reinterpret_cast<char*>(at + object + fields),
-                         reinterpret_cast<char*>(at + object + fields + spill),
-                         reinterpret_cast<char*>(at + object + fields + spill + head)};
+    char* const held = own_heads ? reinterpret_cast<char*>(at + object + fields + spill)
+                                 : heads.data() + i * head_stride(max_head_bytes);
+    const ParseBuffers b{lines, reinterpret_cast<char*>(at + object + fields), held,
+                         reinterpret_cast<char*>(at + object + fields + spill + own_head)};
     std::byte* const place = own_objects ? at : objects.data() + i * object_stride();
     contexts_.push_back(new (place) ParseContext(b, max_head_bytes, max_fields));
     const std::pair<size_t, size_t> parts[] = {{0, own_objects ? sizeof(ParseContext) : 0},
                                                {object, sizeof(http::FieldLine) * max_fields},
                                                {object + fields, max_head_bytes},
-                                               {object + fields + spill, size_t{max_head_bytes} + 1},
-                                               {object + fields + spill + head, size_t{max_head_bytes} + 1}};
+                                               {object + fields + spill, own_heads ? size_t{max_head_bytes} + 1 : 0},
+                                               {object + fields + spill + own_head, size_t{max_head_bytes} + 1}};
     for (size_t k = own_objects ? 0 : 1; k < std::size(parts); ++k) {
       const size_t next = k + 1 < std::size(parts) ? parts[k + 1].first : stride_;
       guard(at + parts[k].first + parts[k].second, at + next);

@@ -107,13 +107,16 @@ struct ParseContext {
   // On a context just started: goes on where `dead` stood, a context of
   // the same layout that another process left in memory (a restart that
   // carries its connection on). Everything it kept in its own fields comes
-  // over, its pointers and buffers do not: so only a context with no head
-  // held or being read can, and one that refers to answers in the worker's
-  // answer store (kept or spliced in) only if `answers` (this worker has
-  // that store); judged bytes the origin has not acknowledged are let go of
+  // over, its pointers and buffers do not. A head held across segments
+  // comes over only as `held_head`, the bytes of dead's held-head buffer
+  // (which lives in the flow file): they are copied and fed again to the
+  // fresh request stream, which must stop where the dead one did, short of
+  // the head's end. One that refers to answers in the worker's answer store
+  // (kept or spliced in) only if `answers` (this worker has that store);
+  // judged bytes the origin has not acknowledged are let go of
   // (JudgedBytes::carry_on). False if it cannot, or anything in it is not a
   // value this code writes; the context is then to be given back unused.
-  [[nodiscard]] bool carry_on(const ParseContext& dead, bool answers) noexcept;
+  [[nodiscard]] bool carry_on(const ParseContext& dead, bool answers, std::span<const char> held_head = {}) noexcept;
 
   http::FieldLine* field_store;
   size_t field_capacity;
@@ -243,10 +246,16 @@ class ContextPool {
   // Throws std::bad_alloc if the arena cannot be mapped. `objects`, if it
   // holds count * object_stride() bytes (64-byte aligned), is where the
   // contexts themselves go (the flow file's, so that a restart can carry
-  // them on); their buffers are in the arena either way.
-  ContextPool(size_t count, uint32_t max_head_bytes, uint16_t max_fields, std::span<std::byte> objects = {});
+  // them on); `heads`, if it holds count * head_stride(max_head_bytes)
+  // bytes, is where their held-head buffers go (the flow file's too: the
+  // part of a head that was acknowledged to the client and is not yet the
+  // origin's exists nowhere else). Their other buffers are in the arena.
+  ContextPool(size_t count, uint32_t max_head_bytes, uint16_t max_fields, std::span<std::byte> objects = {},
+              std::span<char> heads = {});
   // Bytes per context in `objects`.
   [[nodiscard]] static size_t object_stride() noexcept;
+  // Bytes per context in `heads`: a held head's buffer, 64-byte aligned.
+  [[nodiscard]] static size_t head_stride(uint32_t max_head_bytes) noexcept;
   ~ContextPool();
   ContextPool(const ContextPool&) = delete;
   ContextPool& operator=(const ContextPool&) = delete;

@@ -583,9 +583,12 @@ Status Appliance::create_workers() {
   // key the workers' client-share tables (a client that cannot predict
   // where its addresses land cannot line them up on one probe run), the SYN
   // cookies and the flow hash, one for all workers.
+  // The contexts' buffers are sized by the first policy (worker_setup).
+  const std::shared_ptr<const dataplane::PolicySnapshot> first = publisher_->current();
   const auto wall = std::chrono::system_clock::now().time_since_epoch();
   const dataplane::EngineConfig pools;  // the pools sluiced has no option for
-  if (std::string err = flows_.open(o_.state_dir, o_.workers, o_.flows, o_.contexts, pools.edit_holds, pools.answer_bytes,
+  if (std::string err = flows_.open(o_.state_dir, o_.workers, o_.flows, o_.contexts,
+                                    first->policy.stream.head.max_head_bytes, pools.edit_holds, pools.answer_bytes,
                                     static_cast<uint64_t>(std::chrono::nanoseconds(wall).count()));
       !err.empty()) {
     return Failure{ExitCode::kState, err};
@@ -594,7 +597,6 @@ Status Appliance::create_workers() {
   share_seed_ = seeds.share;
   cookie_seed_ = seeds.cookie;
   flow_seed_ = seeds.flow;
-  const std::shared_ptr<const dataplane::PolicySnapshot> first = publisher_->current();
   const dataplane::WorkerShared shared{&published_, qsbr_.get(), inboxes_.rings(), &requests_.stop, &*clock_};
   counters_ = std::make_unique<dataplane::WorkerCounters[]>(o_.workers);
   try {
@@ -632,6 +634,7 @@ dataplane::WorkerSetup Appliance::worker_setup(unsigned index, const dataplane::
   ws.engine.mark = flows_.mark(index);
   ws.engine.context_memory = flows_.contexts(index);
   ws.engine.hold_memory = flows_.holds(index);
+  ws.engine.head_memory = flows_.heads(index);
   ws.engine.answer_memory = flows_.answers(index);
   ws.engine.answers_written = flows_.answers_written(index);
   ws.flow_seed = flow_seed_;

@@ -24,17 +24,19 @@ namespace sluice::sluiced {
 class FlowTables {
  public:
   // Opens (or makes) the flow file in `state_dir` for `workers` tables of
-  // `flows` each, with `contexts` parse contexts, `holds` edit holds and an
-  // answer store of `answer_bytes` each; "" or why not. New seeds are drawn here (getrandom) for a new
-  // file; an old file's are kept.
+  // `flows` each, with `contexts` parse contexts (each holding a head of
+  // up to `max_head_bytes`), `holds` edit holds and an answer store of
+  // `answer_bytes` each; "" or why not. New seeds are drawn here
+  // (getrandom) for a new file; an old file's are kept.
   [[nodiscard]] std::string open(const std::string& state_dir, unsigned workers, size_t flows, size_t contexts,
-                                 size_t holds, size_t answer_bytes, uint64_t now);
+                                 uint32_t max_head_bytes, size_t holds, size_t answer_bytes, uint64_t now);
 
   [[nodiscard]] control::FlowFile::Seeds seeds() const noexcept { return file_->seeds(); }
   [[nodiscard]] dataplane::FlowSlots memory(unsigned worker) const noexcept { return file_->slots(worker); }
   [[nodiscard]] dataplane::WorkMark* mark(unsigned worker) const noexcept { return file_->mark(worker); }
   [[nodiscard]] std::span<std::byte> contexts(unsigned worker) const noexcept { return file_->contexts(worker); }
   [[nodiscard]] std::span<dataplane::EditHold> holds(unsigned worker) const noexcept { return file_->holds(worker); }
+  [[nodiscard]] std::span<char> heads(unsigned worker) const noexcept { return file_->heads(worker); }
   [[nodiscard]] std::span<std::byte> answers(unsigned worker) const noexcept { return file_->answers(worker); }
   [[nodiscard]] uint64_t* answers_written(unsigned worker) const noexcept { return file_->answers_written(worker); }
 

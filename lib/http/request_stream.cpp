@@ -108,10 +108,12 @@ void RequestStream::resolve_switch(bool switched) noexcept {
 
 bool RequestStream::carry_on(const RequestStream& dead) noexcept {
   reset();
-  const bool between = dead.state_ == State::kHead && !dead.parser_.started();
-  if (!between && dead.state_ != State::kBody) return false;
+  // A head in progress (an HTTP/2 preface's tail included) starts again
+  // here: its bytes are the caller's to feed again, from its own copy.
+  const bool at_head = dead.state_ == State::kHead || dead.state_ == State::kPrefaceTail;
+  if (!at_head && dead.state_ != State::kBody) return false;
   if (dead.state_ == State::kBody && !body_.carry_on(dead.body_)) return false;
-  state_ = dead.state_;
+  state_ = at_head ? State::kHead : dead.state_;
   completed_ = dead.completed_;
   return true;
 }

@@ -84,10 +84,11 @@ class RequestStream {
 
   // Goes on where `dead` stood: a stream of the same layout that another
   // process left in memory (a restart that carries connections on), read
-  // without its references and views, which point into that process. Only
-  // a stream between heads or inside a body can: a head in progress lives
-  // in buffers the process took with it. False, and this stream reset, if
-  // `dead` is anywhere else.
+  // without its references and views, which point into that process. A
+  // stream between heads or inside a body can; one in the middle of a head
+  // is left at that head's start, as restart_head() would (the caller feeds
+  // the head's bytes again from its copy, or the connection cannot carry).
+  // False, and this stream reset, if `dead` is anywhere else.
   [[nodiscard]] bool carry_on(const RequestStream& dead) noexcept;
 
  private:

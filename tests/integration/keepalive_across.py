@@ -17,6 +17,14 @@ restart (behind a SYN proxy with delayed binding, the origin has not heard
 of them yet); after it, each sends one GET (request 1) on the same socket
 ("unbound": [...], records as the kept connections').
 
+With --split-head N, N more connections each send the first half of a GET
+head (request 1) before the restart and wait until it is acknowledged
+(an appliance that holds a head split across segments acknowledges its
+part); after it, the rest of the head on the same socket, and the answer
+("split": [...], records as the kept connections'). With --split-kept K,
+the first K kept connections do the same with their request 2: its first
+half before the restart.
+
 With --smuggle N, N more connections each send a POST head that announces a
 26-byte body (Content-Length: 26) and none of it, so that they are parked
 inside a body when the appliance restarts; the origin's early answer is read.
@@ -116,17 +124,32 @@ class Kept:
         self.local_port = self.sock.getsockname()[1]
         self.rd = Reader(self.sock, time.monotonic() + args.timeout)
         self.requests = []
+        self.sent_part = {}  # request number -> bytes of its head already sent
+
+    def head(self, i):
+        path = self.args.path.replace("{c}", str(self.index)).replace("{i}", str(i))
+        return path, ("GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: slt-keepalive-across/1\r\n"
+                      "X-Slt-Test: wire-adopt-restart\r\n\r\n" % (path, self.args.host))
+
+    def send_part(self, i):
+        """Sends the first half of request i's head (ending inside a field
+        line) and waits until it is acknowledged; returns what is still not."""
+        _, head = self.head(i)
+        part = head[:len(head) // 2]
+        self.sock.settimeout(self.args.timeout)
+        self.sock.sendall(part.encode())
+        self.sent_part[i] = len(part)
+        return wait_acknowledged(self.sock, 5.0)
 
     def request(self, i):
-        path = self.args.path.replace("{c}", str(self.index)).replace("{i}", str(i))
-        head = ("GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: slt-keepalive-across/1\r\n"
-                "X-Slt-Test: wire-adopt-restart\r\n\r\n" % (path, self.args.host))
+        path, head = self.head(i)
+        head = head[self.sent_part.get(i, 0):]
         try:
             port = self.sock.getsockname()[1]   # the same socket: the same port, whatever became of it
         except OSError:
             port = None
         rec = {"i": i, "path": path, "local_port": port, "status": None, "end": None, "ratelimit": {}, "close_announced": False,
-               "t": round(time.monotonic() - self.t0, 3)}
+               "t": round(time.monotonic() - self.t0, 3), "split": i in self.sent_part}
         self.requests.append(rec)
         self.sock.settimeout(self.args.timeout)
         try:
@@ -183,6 +206,10 @@ def main():
     ap.add_argument("--body-length", type=int, default=100000, help="the POST's Content-Length")
     ap.add_argument("--partial", type=int, default=1000, help="body bytes sent before the restart")
     ap.add_argument("--unbound", type=int, default=0, help="connections opened and left without a request (at most 64)")
+    ap.add_argument("--split-head", type=int, default=0,
+                    help="connections whose first head is split across the restart (at most 64)")
+    ap.add_argument("--split-kept", type=int, default=0,
+                    help="kept connections whose second head is split across the restart")
     ap.add_argument("--smuggle", type=int, default=0, help="connections parked inside a 26-byte body (at most 64)")
     ap.add_argument("--smuggle-path", default="/v1/smug{c}", help="what each tries to smuggle; {c}: its number")
     ap.add_argument("--mid-get", default="", help="a GET sent after the rest of the mid-body POST's body")
@@ -196,6 +223,10 @@ def main():
         sys.exit("keepalive_across.py: --connections must be 1..64")
     if not 0 <= args.unbound <= 64:
         sys.exit("keepalive_across.py: --unbound must be 0..64")
+    if not 0 <= args.split_head <= 64:
+        sys.exit("keepalive_across.py: --split-head must be 0..64")
+    if not 0 <= args.split_kept <= args.connections:
+        sys.exit("keepalive_across.py: --split-kept must be 0..--connections")
     if not 0 <= args.smuggle <= 64:
         sys.exit("keepalive_across.py: --smuggle must be 0..64")
     if not 0 < args.partial < args.body_length:
@@ -210,9 +241,10 @@ def main():
 
     t0 = time.monotonic()
     res = {"pid": os.getpid(), "source": args.source, "connections": [], "mid_body": None,
-           "connects": 0, "phase": "before", "errors": [], "smuggled": [], "unbound": []}
+           "connects": 0, "phase": "before", "errors": [], "smuggled": [], "unbound": [], "split": []}
     kept = []
     unbound = []
+    split = []
     parked = []
     mid = None
     mid_rd = None
@@ -230,6 +262,15 @@ def main():
                 unbound.append(Kept(args.connections + c, args, t0))
                 res["connects"] += 1
             progress("%d unbound connections connected" % args.unbound)
+            for c in range(args.split_head):
+                k = Kept(args.connections + args.unbound + c, args, t0)
+                res["connects"] += 1
+                split.append(k)
+                left = k.send_part(1)
+                progress("split connection %d: half a head sent, unacknowledged after: %s" % (c, left))
+            for k in kept[:args.split_kept]:
+                left = k.send_part(2)
+                progress("kept connection %d: half its second head sent, unacknowledged after: %s" % (k.index, left))
             mid = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             mid.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             mid.bind((args.source, 0))
@@ -240,6 +281,7 @@ def main():
             res["errors"].append("opening the connections: %s" % e)
             res["connections"] = [k.record() for k in kept]
             res["unbound"] = [u.record() for u in unbound]
+            res["split"] = [k.record() for k in split]
             write_json(args.ready, res)
             write_json(args.out, res)
             return 1
@@ -293,6 +335,7 @@ def main():
             wait_acknowledged(ps, 2.0)
         res["connections"] = [k.record() for k in kept]
         res["unbound"] = [u.record() for u in unbound]
+        res["split"] = [k.record() for k in split]
         res["before_s"] = round(time.monotonic() - t0, 3)
         progress("nothing unacknowledged on the mid-body connection: %s" % mb["in_flight_before"])
         write_json(args.ready, res)
@@ -315,6 +358,8 @@ def main():
                 k.request(i)
         for u in unbound:
             u.request(1)
+        for k in split:
+            k.request(1)
         # Whatever the mid-body connection has received since (it should be
         # nothing), then the rest of the body.
         mid.setblocking(False)
@@ -376,6 +421,7 @@ def main():
             rec["status"] = got["status"]
         res["connections"] = [k.record() for k in kept]
         res["unbound"] = [u.record() for u in unbound]
+        res["split"] = [k.record() for k in split]
         res["elapsed_s"] = round(time.monotonic() - t0, 3)
         write_json(args.out, res)
         return 0
@@ -386,7 +432,7 @@ def main():
         return 2
     finally:
         signal.alarm(0)
-        for k in kept + unbound:
+        for k in kept + unbound + split:
             k.sock.close()
         for ps, _, _ in parked:
             ps.close()

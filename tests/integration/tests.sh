@@ -2024,25 +2024,32 @@ t_wire_restart_parked_body() {
 # Connections carried across a crash (the flow file, control/flow_file.h):
 # before sluiced is killed (SIGKILL), keepalive_across.py opens 4 keep-alive
 # connections with a GET on each (200), 3 it sends nothing on (accepted by
-# the SYN proxy, not yet bound to the origin), and one whose POST is
-# mid-body (1000 of 100000 bytes; the origin answers it early). After the
-# restart, on the very same sockets: a 2nd and 3rd GET on each of the 4 and
-# a first GET on each of the 3 are answered 200, none adopted (tb-small
-# leaves adoption off: an unknown connection would be reset), and the
-# budget they are charged to went on from where it was (TB01: 5 of the 20
-# spent before, so no Remaining above 14). The mid-body connection carries
-# on inside its body (its parse context is in the flow file): the other
-# 99000 bytes go through, and a GET after them is answered 200. sluiced
-# says it carried all 8, one inside a request, and reset none. The binary
-# before the flow file reset every one of them.
+# the SYN proxy, not yet bound to the origin), 2 that send half a GET head
+# (held by sluiced, which acknowledges it: the bytes exist nowhere else),
+# one whose POST is mid-body (1000 of 100000 bytes; the origin answers it
+# early), and the first kept connection sends half its second GET's head.
+# After the restart, on the very same sockets: a 2nd and 3rd GET on each of
+# the 4 (the first one's 2nd finishing its head), a first GET on each of
+# the 3, and the rest of the 2 heads are answered 200, none adopted
+# (tb-small leaves adoption off: an unknown connection would be reset), and
+# the budget they are charged to went on from where it was (TB01: 5 of the
+# 20 spent before, so no Remaining above 14). The mid-body connection
+# carries on inside its body (its parse context is in the flow file): the
+# other 99000 bytes go through, and a GET after them is answered 200. The
+# origin serves each request once, the split heads whole. sluiced says it
+# carried all 10, four inside a request, and reset none. The binary before
+# the flow file reset every one of them; the one before held heads were in
+# the file reset the 3 split ones.
 t_wire_restart_carry_before() {
-  across_start wire-restart-carry --connections 4 --unbound 3 --path '/carry/c{c}/r{i}' --post-path /carry/mid-body \
-    --body-length 100000 --partial 1000 --mid-get /carry/mid/after
+  across_start wire-restart-carry --connections 4 --unbound 3 --split-head 2 --split-kept 1 \
+    --path '/carry/c{c}/r{i}' --post-path /carry/mid-body --body-length 100000 --partial 1000 --mid-get /carry/mid/after
   note "before the restart: $(tr -d ' \n' <"$ADOPT_READY" | head -c 1500)"
   check_eq "before the restart: keepalive_across.py's errors" "$(across "$ADOPT_READY" 'D["errors"]')" "[]"
   check_eq "before the restart: the first GET on each of the 4 keep-alive connections" \
     "$(across "$ADOPT_READY" '" ".join(st(r) for c in C for r in c["requests"])')" "200 200 200 200"
   check_eq "before the restart: 3 connections open with nothing sent" "$(across "$ADOPT_READY" 'len(D["unbound"])')" 3
+  check_eq "before the restart: 2 connections with half a head sent, no answer yet" \
+    "$(across "$ADOPT_READY" '" ".join("%d:%s" % (len(c["requests"]), c.get("local_port") is not None) for c in D["split"])')" "0:True 0:True"
   check_eq "before the restart: the POST mid-body" "$(across "$ADOPT_READY" 'M.get("body_sent_before")')" 1000
   failed && adopt_stop
   finish
@@ -2055,17 +2062,19 @@ t_wire_restart_carry() {
   note "after the restart: $(tr -d ' \n' <"$ADOPT_OUT" | head -c 3000)"
   note "sluiced: $(grep -E '^sluiced: (warning: )?carried on' "$SLT_SLUICED_LOG" | tail -n 1)"
   check_eq "keepalive_across.py's errors" "$(across "$ADOPT_OUT" 'D["errors"]')" "[]"
-  check_eq "no connection opened after the restart (4 kept, 3 unbound, the mid-body one, before it)" \
-    "$(across "$ADOPT_OUT" 'D["connects"]')" 8
+  check_eq "no connection opened after the restart (4 kept, 3 unbound, 2 split, the mid-body one, before it)" \
+    "$(across "$ADOPT_OUT" 'D["connects"]')" 10
   check_eq "after the restart: the 2nd and 3rd GET on each of the 4 kept connections, on the same socket" \
     "$(across "$ADOPT_OUT" '" | ".join(" ".join(st(r) for r in c["requests"] if r["i"] > 1) for c in C)')" \
     "200 200 | 200 200 | 200 200 | 200 200"
   check_eq "after the restart: the first GET on each of the 3 connections unbound at the crash" \
     "$(across "$ADOPT_OUT" '" ".join(st(r) for c in D["unbound"] for r in c["requests"])')" "200 200 200"
+  check_eq "after the restart: the GETs whose heads were held at the crash (2 new connections' first, the first kept connection's second), finished and answered on the same socket" \
+    "$(across "$ADOPT_OUT" '" ".join("%s:%s" % (st(r), r["local_port"] == c["local_port"]) for c in D["split"] + C[:1] for r in c["requests"] if r["split"])')" "200:True 200:True 200:True"
   check_eq "after the restart: those 11 from the same local port as their connection's first (no reconnect)" \
     "$(across "$ADOPT_OUT" 'sum(1 for c in C + D["unbound"] for r in c["requests"] if r["end"] == "answered" and r["local_port"] == c["local_port"] and (r["i"] > 1 or c in D["unbound"]))')" 11
   check_eq "TB01 the budget went on from where it was: no RateLimit-Remaining above 14 after the restart (5 of 20 spent before)" \
-    "$(across "$ADOPT_OUT" 'sum(1 for c in C + D["unbound"] for r in c["requests"] if (r["i"] > 1 or c in D["unbound"]) and int(r["ratelimit"].get("ratelimit-remaining", "99")) > 14)')" 0
+    "$(across "$ADOPT_OUT" 'sum(1 for c in C + D["unbound"] + D["split"] for r in c["requests"] if (r["i"] > 1 or c not in C) and int(r["ratelimit"].get("ratelimit-remaining", "99")) > 14)')" 0
   check_eq "stats: flows_adopted (adoption is off: the connections were carried, not adopted)" \
     "$("$SLT_PY" -c 'import json,sys; print(int(json.loads(sys.argv[1])["counters"].get("flows_adopted", 0)))' "$after" 2>&1)" 0
   check_eq "after the restart, the mid-body connection: the rest of its body sent, then a GET answered on the same socket" \
@@ -2073,13 +2082,13 @@ t_wire_restart_carry() {
   # (Other tests' connections may be in the state directory's flow file too.)
   carried="$(grep -oE '^sluiced: (warning: )?carried on [0-9]+ connections? \([0-9]+ inside a request or response\) from .*/flows\.table \(generation [2-9][0-9]*\)' "$SLT_SLUICED_LOG" | tail -n 1 | sed -E 's/.*carried on ([0-9]+) connections? \(([0-9]+) .*/\1 \2/')"
   read -r n inside <<<"$carried"
-  [[ "${n:-}" =~ ^[0-9]+$ ]] && [ "$n" -ge 8 ] && [ "${inside:-0}" -ge 1 ] ||
-    fail "sluiced's log: 'carried on N connections (M inside a request or response) from .../flows.table (generation 2 or more)' with N at least 8, M at least 1: got '$(shown "$carried")'"
+  [[ "${n:-}" =~ ^[0-9]+$ ]] && [ "$n" -ge 10 ] && [ "${inside:-0}" -ge 4 ] ||
+    fail "sluiced's log: 'carried on N connections (M inside a request or response) from .../flows.table (generation 2 or more)' with N at least 10, M at least 4: got '$(shown "$carried")'"
   olog_settle
-  want="$(for c in 0 1 2 3; do printf '/carry/c%d/r2\n/carry/c%d/r3\n' "$c" "$c"; done; for c in 4 5 6; do printf '/carry/c%d/r1\n' "$c"; done; echo /carry/mid/after)"
+  want="$(for c in 0 1 2 3; do printf '/carry/c%d/r2\n/carry/c%d/r3\n' "$c" "$c"; done; for c in 4 5 6 7 8; do printf '/carry/c%d/r1\n' "$c"; done; echo /carry/mid/after)"
   want="$(sort <<<"$want" | tr '\n' ' ' | sed 's/ $//')"
   check_eq "the origin got each request after the restart once" \
-    "$(olog_lines "$s" | awk '$3 ~ /^\/carry\/c[0-9]+\/r[0-9]$/ && $3 !~ /r1$/ || $3 ~ /^\/carry\/c[456]\/r1$/ || $3 == "/carry/mid/after" { print $3 }' | sort | tr '\n' ' ' | sed 's/ $//')" "$want"
+    "$(olog_lines "$s" | awk '$3 ~ /^\/carry\/c[0-9]+\/r[0-9]$/ && $3 !~ /r1$/ || $3 ~ /^\/carry\/c[45678]\/r1$/ || $3 == "/carry/mid/after" { print $3 }' | sort | tr '\n' ' ' | sed 's/ $//')" "$want"
   finish
 }
 

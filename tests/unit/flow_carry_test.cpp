@@ -3,10 +3,12 @@
 // taken on by a new engine on the same pool memory (as a restarted sluiced
 // does from the flow file), continues exactly where it was: unbound,
 // inside a request body, inside a response, with inserted fields
-// unacknowledged. A flow whose head was held in the process's buffers, or
-// whose context is damaged, does not, and its next segment is reset, not
-// dropped as a young cookie connection's early data; the table on given
-// memory marks a slot used only once its flow is whole.
+// unacknowledged, with a head held across segments (its held-head buffer is
+// in the file too). A flow whose context is damaged, or whose held head did
+// not come along or does not read as the dead process read it, does not,
+// and its next segment is reset, not dropped as a young cookie
+// connection's early data; the table on given memory marks a slot used
+// only once its flow is whole.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -26,20 +28,25 @@ using dataplane::FlowEngine;
 const std::string kDelayedKeep = std::string(kKeepPolicy) + "binding: delayed\n";
 
 // What the flow file holds for one worker besides its table: the memory
-// its parse contexts and edit holds live in.
+// its parse contexts, their held heads and edit holds live in. (The test
+// policies' heads are at most 16 KiB.)
+constexpr uint32_t kMaxHead = 16 * 1024;
 struct PoolMemory {
   explicit PoolMemory(const dataplane::EngineConfig& c)
       : contexts(c.contexts * dataplane::ContextPool::object_stride()),
+        heads(c.contexts * dataplane::ContextPool::head_stride(kMaxHead)),
         holds(c.edit_holds),
         answers(dataplane::AnswerStore::ring_size(c.answer_bytes)) {}
   dataplane::EngineConfig on_it(dataplane::EngineConfig c) {
     c.context_memory = contexts;
+    c.head_memory = heads;
     c.hold_memory = holds;
     c.answer_memory = answers;
     c.answers_written = &answers_written;
     return c;
   }
   std::vector<std::byte> contexts;
+  std::vector<char> heads;
   std::vector<dataplane::EditHold> holds;
   std::vector<std::byte> answers;
   uint64_t answers_written = 0;
@@ -52,7 +59,8 @@ std::vector<dataplane::CarriedFlow> flows_of(EngineWorld& w, const PoolMemory& m
   auto& table = const_cast<dataplane::FlowTable&>(w.engine->flows());
   for (size_t i = 0; i < table.capacity(); ++i) {
     if (const dataplane::TcpFlow* f = table.at_slot(i)) {
-      out.push_back(dataplane::carried_from(*f, memory.contexts, memory.holds));
+      out.push_back(dataplane::carried_from(*f, memory.contexts, memory.holds, memory.heads,
+                                            dataplane::ContextPool::head_stride(w.snapshot->policy.stream.head.max_head_bytes)));
     }
   }
   return out;
@@ -118,18 +126,77 @@ TEST(FlowCarry, AnUnboundFlowCarriesOnAndBindsAtItsFirstRequest) {
   EXPECT_EQ(response.view.ack, p.client_isn + 1 + kLoose.size());
 }
 
-TEST(FlowCarry, AFlowWithAHeadInFlightDoesNotCarry) {
+// A head split across segments is held (acknowledged to the client, not
+// yet forwarded) in its context's held-head buffer, which is in the flow
+// file: after a restart the new process feeds it to a fresh stream and the
+// rest of the head completes it. It is judged once, whole, and the origin
+// gets it whole; nothing reached the origin before.
+TEST(FlowCarry, AHeadHeldAcrossSegmentsCarriesOnAndIsJudgedWhole) {
   PoolMemory memory(EngineWorld::small_config());
-  EngineWorld w(kDelayedKeep, on(memory));
+  EngineWorld w(kKeepPolicy, on(memory));
   Peers p(w);
-  p.client_handshake(true);
-  (void)p.client_data("GET /loose HTTP/1.1\r\nHo");  // a head split across segments: held in a context
+  p.client_handshake();
+  (void)p.origin_answer();
+  const std::string head(kLoose);
+  const uint32_t cut = 23;  // "GET /loose HTTP/1.1\r\nHo"
+  const auto first = p.client_data(head.substr(0, cut));
+  EXPECT_EQ(sent_to(w, Side::kOrigin, first.before).size(), 0u) << "held, not forwarded";
+  EXPECT_EQ(w.counters.requests.get(), 0u);
+
   const std::vector<dataplane::CarriedFlow> left = flows_of(w, memory);
   ASSERT_EQ(left.size(), 1u);
-  ASSERT_NE(left[0].context, nullptr) << "its context came along";
-  EXPECT_EQ(restart(w, memory, left), 0u) << "but the held head was in the process's buffers";
-  EXPECT_EQ(w.engine->flows().size(), 0u);
-  EXPECT_EQ(w.engine->contexts().free_count(), EngineWorld::small_config().contexts) << "nothing lent stays lent";
+  ASSERT_NE(left[0].context, nullptr);
+  EXPECT_EQ(std::string(left[0].context->held_head.begin(), left[0].context->held_head.end()), head.substr(0, cut));
+  ASSERT_EQ(restart(w, memory, left), 1u);
+
+  const auto rest = p.client_data(head.substr(cut), cut);
+  EXPECT_EQ(w.counters.requests.get(), 1u) << "judged once, whole";
+  EXPECT_EQ(w.counters.admitted.get(), 1u);
+  StreamView origin_got(p.client_isn + 1);
+  origin_got.add_sent(w, Side::kOrigin, rest.before);
+  if (rest.action == FrameAction::kForward) {
+    origin_got.add(rest.view.seq, std::string_view(reinterpret_cast<const char*>(p.last_frame.data()) +
+                                                       rest.view.payload_offset,
+                                                   rest.view.payload_len));
+  }
+  EXPECT_EQ(origin_got.contiguous(), head) << "the origin gets the head whole";
+}
+
+// A held head that did not come along, or whose bytes the fresh stream
+// does not read as a head still in progress (bytes a damaged file or
+// another policy reads otherwise), is not taken on: the connection is reset
+// at its next segment, and nothing it borrowed stays lent.
+TEST(FlowCarry, AHeldHeadThatDoesNotReadAsTheDeadOneDidDoesNotCarry) {
+  PoolMemory memory(EngineWorld::small_config());
+  EngineWorld w(kKeepPolicy, on(memory));
+  Peers p(w);
+  p.client_handshake();
+  (void)p.origin_answer();
+  (void)p.client_data("GET /loose HTTP/1.1\r\nHo");
+  const std::vector<dataplane::CarriedFlow> left = flows_of(w, memory);
+  ASSERT_EQ(left.size(), 1u);
+  ASSERT_NE(left[0].context, nullptr);
+  ASSERT_EQ(left[0].context->held_head.size(), 23u);
+  // The flow as the file had it, with other held bytes.
+  const auto with = [&](const std::string& bytes) {
+    std::vector<dataplane::CarriedFlow> one;
+    one.push_back({left[0].flow, std::make_unique<dataplane::ContextImage>(*left[0].context), left[0].hold, 0});
+    one[0].context->held_head.assign(bytes.begin(), bytes.end());
+    return one;
+  };
+  for (const std::string& bytes : {
+           std::string(),                               // did not come along
+           std::string("GET /loose HT"),                // not the length the context says
+           std::string("GET / HTTP/1.1\r\nA:b\r\n\r\n"),  // a whole head: the dead stream would have ended it
+           std::string("GET /loose HTTP/9.9\r\nHo"),  // refused by the parser
+       }) {
+    // (A fresh engine on the same memory each time.)
+    EXPECT_EQ(restart(w, memory, with(bytes)), 0u) << bytes;
+    EXPECT_EQ(w.engine->flows().size(), 0u);
+    EXPECT_EQ(w.engine->contexts().free_count(), EngineWorld::small_config().contexts) << "nothing lent stays lent";
+  }
+  // The bytes as they were carry.
+  EXPECT_EQ(restart(w, memory, with("GET /loose HTTP/1.1\r\nHo")), 1u);
 }
 
 // A connection inside a request body carries on: the rest of the body is
@@ -336,8 +403,10 @@ TEST(FlowCarry, AConnectionNotCarriedIsResetAtItsNextSegmentNotDropped) {
     p.client_handshake(true);
     const std::string_view first = "GET /loose HTTP/1.1\r\nHo";
     (void)p.client_data(first);
-    const std::vector<dataplane::CarriedFlow> left = flows_of(w, memory);
+    std::vector<dataplane::CarriedFlow> left = flows_of(w, memory);
     ASSERT_EQ(left.size(), 1u);
+    ASSERT_NE(left[0].context, nullptr);
+    left[0].context->held_head.clear();  // its held head did not come along
     ASSERT_EQ(restart(w, memory, left), 0u);
     if (listed) w.engine->forget({left[0].flow.key});
     const size_t mark = w.sink.sent.size();

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -80,7 +81,8 @@ void poke(const std::string& path, off_t offset, uint8_t byte) {
   ::close(fd);
 }
 
-const FlowFile::Geometry kTwo{2, 64, 4, 4, 8192};
+// Contexts with heads of up to 256 bytes (320-byte held-head buffers).
+const FlowFile::Geometry kTwo{2, 64, 4, 4, 8192, 320};
 
 TEST(FlowFile, FlowsWrittenThroughOneMappingAreCarriedByTheNextButTheMarkedOne) {
   test::ScratchDir dir;
@@ -111,10 +113,10 @@ TEST(FlowFile, FlowsWrittenThroughOneMappingAreCarriedByTheNextButTheMarkedOne) 
   EXPECT_EQ(fresh.size(), 0u) << "the workers' tables start empty: the carried flows go in again";
 }
 
-// The contexts and holds live in the file beside the flows: a flow is
-// carried with the context it names if that context names it as its owner
-// (one given back and lent to another flow does not come along), and with
-// its hold.
+// The contexts, their held heads and the holds live in the file beside the
+// flows: a flow is carried with the context it names if that context names
+// it as its owner (one given back and lent to another flow does not come
+// along), with the head it held, and with its hold.
 TEST(FlowFile, AFlowIsCarriedWithTheContextThatNamesItAndItsHold) {
   test::ScratchDir dir;
   {
@@ -122,7 +124,8 @@ TEST(FlowFile, AFlowIsCarriedWithTheContextThatNamesItAndItsHold) {
     ASSERT_TRUE(o.file) << o.error;
     ASSERT_EQ(o.file->contexts(1).size(), 4 * dataplane::ContextPool::object_stride());
     ASSERT_EQ(o.file->holds(1).size(), 4u);
-    dataplane::ContextPool pool(4, 256, 8, o.file->contexts(1));
+    ASSERT_EQ(o.file->heads(1).size(), 4u * dataplane::ContextPool::head_stride(256));
+    dataplane::ContextPool pool(4, 256, 8, o.file->contexts(1), o.file->heads(1));
     FlowTable t(o.file->slots(1));
     for (uint16_t p = 1; p <= 3; ++p) {
       TcpFlow* f = t.insert(key(p), dataplane::flow_hash(key(p), 99));
@@ -133,6 +136,10 @@ TEST(FlowFile, AFlowIsCarriedWithTheContextThatNamesItAndItsHold) {
       pool.at(p).owner_hash = dataplane::flow_hash(pool.at(p).owner, 99);
       pool.at(p).responses_ended = 40u + p;
     }
+    // Context 2 holds the start of a head, as RequestPath leaves it.
+    std::memcpy(pool.at(2).head, "GET /held", 9);
+    pool.at(2).head_len = 9;
+    pool.at(2).buffering = true;
     TcpFlow* held = t.insert(key(4), dataplane::flow_hash(key(4), 99));
     held->client.next = 4;
     held->hold = 2;
@@ -156,6 +163,9 @@ TEST(FlowFile, AFlowIsCarriedWithTheContextThatNamesItAndItsHold) {
     const uint16_t p = c.flow.key.client_port;
     EXPECT_EQ(c.context != nullptr, p == 1 || p == 2) << p;
     if (c.context != nullptr) EXPECT_EQ(c.context->view().responses_ended, 40u + p);
+    if (c.context != nullptr) {
+      EXPECT_EQ(std::string(c.context->held_head.begin(), c.context->held_head.end()), p == 2 ? "GET /held" : "") << p;
+    }
     EXPECT_EQ(c.hold.has_value(), p == 4) << p;
     EXPECT_EQ(c.worker, 1u);
     if (c.hold) EXPECT_EQ(c.hold->bytes[0].fields.view(), "RateLimit-Remaining: 3\r\n");
@@ -193,11 +203,11 @@ TEST(FlowFile, AnotherGeometryCarriesTheFlowsIntoANewFile) {
     fill(*o.file, 0, 1, 10);
     fill(*o.file, 1, 10, 20);
   }
-  FlowFile::Opened o = FlowFile::open(dir.path(), FlowFile::Geometry{3, 128, 4, 4, 8192}, "boot-a", 2, seeds(2));
+  FlowFile::Opened o = FlowFile::open(dir.path(), FlowFile::Geometry{3, 128, 4, 4, 8192, 320}, "boot-a", 2, seeds(2));
   ASSERT_TRUE(o.file) << o.error;
   EXPECT_EQ(o.outcome, FlowFile::Outcome::kRelaid);
   EXPECT_FALSE(o.answers_kept) << "a new file: answers in the old one cannot be got";
-  EXPECT_NE(o.note.find("made for 2 workers of 64 slots, 4 contexts, 4 holds and 8192 answer bytes, this start has 3 workers of 128 slots, 4 contexts, 4 holds and 8192 answer bytes"), std::string::npos)
+  EXPECT_NE(o.note.find("made for 2 workers of 64 slots, 4 contexts (320 bytes of held head each), 4 holds and 8192 answer bytes, this start has 3 workers of 128 slots, 4 contexts (320 bytes of held head each), 4 holds and 8192 answer bytes"), std::string::npos)
       << o.note;
   EXPECT_EQ(ports_of(o), range(1, 20));
   EXPECT_EQ(o.file->seeds().flow, 3u);
@@ -228,7 +238,7 @@ TEST(FlowFile, AnotherLayoutADamagedHeaderOrAForeignFileIsSetAside) {
     off_t offset;  // -1: the file replaced by text
     const char* says;
   };
-  for (const Case& c : {Case{8, "layout 9, this sluiced reads layout 3"}, Case{30, "damaged (checksum)"},
+  for (const Case& c : {Case{8, "layout 9, this sluiced reads layout 4"}, Case{30, "damaged (checksum)"},
                         Case{0, "not a sluice flow file"}, Case{-1, "too short for a header"}}) {
     test::ScratchDir dir;
     const std::string path = dir.path() + "/flows.table";
