@@ -162,6 +162,44 @@ TEST(FlowCarry, AHeadHeldAcrossSegmentsCarriesOnAndIsJudgedWhole) {
   EXPECT_EQ(origin_got.contiguous(), head) << "the origin gets the head whole";
 }
 
+// After the restart the client sends the held part again with other bytes
+// (a request for the tight path in place of the loose one), then the rest:
+// the held copy is what is judged and what the origin gets, as before a
+// restart (ClientRepeats): the repeat is acknowledged and dropped.
+TEST(FlowCarry, AHeldHeadSentAgainDifferentlyAfterARestartIsJudgedAsHeld) {
+  PoolMemory memory(EngineWorld::small_config());
+  EngineWorld w(kKeepPolicy, on(memory));
+  Peers p(w);
+  p.client_handshake();
+  (void)p.origin_answer();
+  const std::string head(kLoose);
+  const uint32_t cut = 23;
+  (void)p.client_data(head.substr(0, cut));
+  const std::vector<dataplane::CarriedFlow> left = flows_of(w, memory);
+  ASSERT_EQ(restart(w, memory, left), 1u);
+
+  const std::string other = std::string(kTight).substr(0, cut);  // "GET /tight HTTP/1.1\r\nHo"
+  const auto again = p.client_data(other);
+  EXPECT_EQ(again.action, FrameAction::kDrop) << "the held part again: still held";
+  EXPECT_EQ(sent_to(w, Side::kOrigin, again.before).size(), 0u);
+  const auto rest = p.client_data(head.substr(cut), cut);
+  EXPECT_EQ(w.counters.requests.get(), 1u);
+  EXPECT_EQ(w.counters.admitted.get(), 1u) << "/loose admitted, /tight's budget untouched";
+  StreamView origin_got(p.client_isn + 1);
+  origin_got.add_sent(w, Side::kOrigin, rest.before);
+  if (rest.action == FrameAction::kForward) {
+    origin_got.add(rest.view.seq, std::string_view(reinterpret_cast<const char*>(p.last_frame.data()) +
+                                                       rest.view.payload_offset,
+                                                   rest.view.payload_len));
+  }
+  EXPECT_EQ(origin_got.contiguous(), head) << "the origin gets the held head, not the repeat's bytes";
+  // /tight's one request an hour is still whole.
+  p.client_sent = static_cast<uint32_t>(head.size());
+  (void)p.origin_data("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+  EXPECT_EQ(p.client_data(kTight, p.client_sent).action, FrameAction::kForward);
+  EXPECT_EQ(w.counters.admitted.get(), 2u);
+}
+
 // A held head that did not come along, or whose bytes the fresh stream
 // does not read as a head still in progress (bytes a damaged file or
 // another policy reads otherwise), is not taken on: the connection is reset
