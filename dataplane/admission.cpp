@@ -174,6 +174,7 @@ bool Admission::lend_context(TcpFlow& flow, const PolicySnapshot& snap, Nanos no
     case Lent::kYes: return true;
     case Lent::kNoneFree: counters_.contexts_exhausted.add(); return false;
     case Lent::kShareFull: counters_.share_contexts_refused.add(); return false;
+    case Lent::kCannotCarry: return false;  // only a restart's carry_context() says it
   }
   return false;
 }

@@ -35,6 +35,7 @@ test_pkgs=(
   prometheus                 # promtool check metrics; a real server scrapes sluiced in a test
   systemd                    # systemd-analyze verify for the units
   man-db                     # the man pages are checked to render (man -l)
+  valgrind                   # callgrind: the worker loop's instruction counts (perf/instructions.sh)
   debhelper devscripts lintian fakeroot dpkg-dev  # the package check (scripts/package-check.sh)
 )
 

@@ -79,6 +79,9 @@ scripts/build.sh build --buildtype=release
 step "unit tests (build/)"
 meson test -C build --suite lib --print-errorlogs
 
+step "instruction counts of the worker loop against perf/instructions.expected (perf/instructions.sh --check)"
+perf/instructions.sh --check build
+
 step "building build-asan/ (AddressSanitizer + UndefinedBehaviorSanitizer)"
 scripts/build.sh build-asan --suite lib "${sanitizer_build[@]}" -Dperf=false \
   -Db_sanitize=address,undefined -Dcpp_args="-g1 -fno-sanitize-recover=all" -Db_lundef=false

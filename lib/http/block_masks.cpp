@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "http/head_scan.h"
+#include "http/response_scan.h"
 
 namespace sluice::http {
 
@@ -62,6 +63,16 @@ ScanFn scan_for(Isa isa) noexcept {
     case Isa::kScalar: break;
   }
   return scan_scalar;
+}
+
+FieldLineScanFn field_line_scan_for(Isa isa) noexcept {
+  switch (isa) {
+    case Isa::kSse42: return scan_field_lines_sse42;
+    case Isa::kAvx2: return scan_field_lines_avx2;
+    case Isa::kAvx512: return scan_field_lines_avx512;
+    case Isa::kScalar: break;
+  }
+  return scan_field_lines_scalar;
 }
 
 BlockMasks classify_block(Isa isa, const char* p) noexcept {

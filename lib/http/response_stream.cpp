@@ -8,6 +8,7 @@
 
 #include "http/ascii_case.h"
 #include "http/carried_bytes.h"
+#include "http/response_scan.h"
 #include "http/token_chars.h"
 
 namespace sluice::http {
@@ -127,11 +128,21 @@ ResponseStep ResponseStream::fail(ResponseError e) noexcept {
 }
 
 // Which framing field a name is (empty: a name too long to be one).
+// Runs for every field line, so the length picks the one name to compare.
 ResponseStream::Framing ResponseStream::framing_of(std::string_view name) const noexcept {
-  if (iequals_lower(name, "content-length")) return Framing::kContentLength;
-  if (iequals_lower(name, "transfer-encoding")) return Framing::kTransferEncoding;
-  if (iequals_lower(name, "connection")) return Framing::kConnection;
-  if (!usage_field_.empty() && iequals_lower(name, usage_field_)) return Framing::kUsage;
+  switch (name.size()) {
+    case 14:
+      if (iequals_lower(name, "content-length")) return Framing::kContentLength;
+      break;
+    case 17:
+      if (iequals_lower(name, "transfer-encoding")) return Framing::kTransferEncoding;
+      break;
+    case 10:
+      if (iequals_lower(name, "connection")) return Framing::kConnection;
+      break;
+    default: break;
+  }
+  if (!name.empty() && name.size() == usage_field_.size() && iequals_lower(name, usage_field_)) return Framing::kUsage;
   return Framing::kOther;
 }
 
@@ -231,6 +242,20 @@ ResponseError ResponseStream::end_field() noexcept {
   switch (framing_) {
     case Framing::kOther: break;
     case Framing::kContentLength: {
+      // The usual value, one plain number, read straight.
+      if (!value.empty() && value.size() <= 18) {
+        uint64_t n = 0;
+        size_t i = 0;
+        for (; i < value.size() && value[i] >= '0' && value[i] <= '9'; ++i) {
+          n = n * 10 + static_cast<uint64_t>(value[i] - '0');
+        }
+        if (i == value.size()) {
+          if (has_content_length_ && n != content_length_) return ResponseError::kConflictingContentLength;
+          has_content_length_ = true;
+          content_length_ = n;
+          break;
+        }
+      }
       // RFC 9110 8.6: a list of identical values, or repeated identical
       // lines, may be taken as that one value; anything else is no length.
       ResponseError e = ResponseError::kNone;
@@ -288,6 +313,15 @@ ResponseError ResponseStream::end_field() noexcept {
       break;
     }
     case Framing::kConnection:
+      // The usual values, one option, read straight.
+      if (iequals_lower(value, "keep-alive")) {
+        keep_alive_option_ = true;
+        break;
+      }
+      if (iequals_lower(value, "close")) {
+        close_ = true;
+        break;
+      }
       for_each_element(value, [this](std::string_view option) {
         if (iequals_lower(option, "close")) close_ = true;
         else if (iequals_lower(option, "keep-alive")) keep_alive_option_ = true;
@@ -342,38 +376,44 @@ ResponseError ResponseStream::finish_head() noexcept {
   return ResponseError::kNone;
 }
 
-// At the start of a field line: the whole line through its LF, if it lies
-// in p[0, n) and every check step() makes on it passes, with step()'s effects
-// (the field counted, a framing field's value read by end_field()). Returns
-// the bytes taken, or 0 to leave the line to step(), which then finds what is
-// wrong or incomplete (nothing has changed). `error`: what end_field() found
-// wrong with a framing value (step() would find it at this line's LF).
-size_t ResponseStream::whole_field_line(const char* p, size_t n, ResponseError& error) noexcept {
-  size_t colon = 0;
-  while (colon < n && is_tchar(static_cast<unsigned char>(p[colon]))) ++colon;
-  if (colon == 0 || colon == n || p[colon] != ':') return 0;
-  const size_t cr = colon + 1 + first_ctl(p + colon + 1, n - colon - 1);
-  if (cr + 1 >= n || p[cr] != '\r' || p[cr + 1] != '\n') return 0;
-  const size_t line = cr + 2;
-  if (line > limits_.max_head_bytes - head_bytes_ || fields_ >= limits_.max_fields) return 0;
-  framing_ = framing_of(std::string_view(p, colon <= kFramingNameMax ? colon : 0));
-  if (framing_ != Framing::kOther) {
-    size_t v = colon + 1;
-    while (v < cr && is_ows(static_cast<unsigned char>(p[v]))) ++v;
-    if (cr - v > line_.size()) {
-      framing_ = Framing::kOther;
-      return 0;
+// At the start of a field line: the field lines that lie whole in p[0, n)
+// and pass every check step() makes on them, with step()'s effects (the
+// fields counted, each framing field's value read by end_field()), found in
+// bulk by the block scan (http/response_scan.h). Returns the bytes taken;
+// the line after them, if any, is step()'s, which then finds what is wrong
+// or incomplete. A framing value too long to keep ends the taking before its
+// line (step() reports it). `error`: what end_field() found wrong with a
+// framing value (step() would find it at that line's LF).
+size_t ResponseStream::field_lines_in_bulk(const char* p, size_t n, ResponseError& error) noexcept {
+  static const FieldLineScanFn scan = field_line_scan_for(best_isa());
+  // The lengths of the framing fields' names: only those lines are compared.
+  uint64_t lengths = uint64_t{1} << 10 | uint64_t{1} << 14 | uint64_t{1} << 17;
+  if (!usage_field_.empty()) lengths |= uint64_t{1} << usage_field_.size();
+  const FieldLineScan found =
+      scan(p, n, limits_.max_head_bytes - head_bytes_, static_cast<uint32_t>(limits_.max_fields - fields_), lengths);
+  uint32_t bytes = found.bytes;
+  uint16_t lines = found.lines;
+  for (size_t k = 0; k < found.candidates; ++k) {
+    const FieldLineScan::Candidate& c = found.candidate[k];
+    framing_ = framing_of(std::string_view(p + c.line, c.colon - c.line));
+    if (framing_ == Framing::kOther) continue;
+    size_t v = c.colon + 1;
+    while (v < c.cr && is_ows(static_cast<unsigned char>(p[v]))) ++v;
+    if (c.cr - v > line_.size()) {
+      bytes = c.line;
+      lines = c.index;
+      break;
     }
-    std::memcpy(line_.data(), p + v, cr - v);
-    line_len_ = static_cast<uint16_t>(cr - v);
+    std::memcpy(line_.data(), p + v, c.cr - v);
+    line_len_ = static_cast<uint16_t>(c.cr - v);
     error = end_field();
     if (error != ResponseError::kNone) return 0;
   }
   framing_ = Framing::kOther;  // as end_field() leaves them
   line_len_ = 0;
-  ++fields_;
-  head_bytes_ += static_cast<uint32_t>(line);
-  return line;
+  fields_ = static_cast<uint16_t>(fields_ + lines);
+  head_bytes_ += bytes;
+  return bytes;
 }
 
 // At the start of a head: the status line through its LF, if it lies in
@@ -438,7 +478,8 @@ ResponseStep ResponseStream::feed_head(std::span<const char> piece) noexcept {
     }
     if (head_state_ == HeadState::kLineStart) {
       ResponseError e = ResponseError::kNone;
-      const size_t line = whole_field_line(piece.data() + i, n - i, e);
+      // A field line never starts with CR; the empty line is step()'s.
+      const size_t line = piece[i] == '\r' ? 0 : field_lines_in_bulk(piece.data() + i, n - i, e);
       if (e != ResponseError::kNone) return fail(e);
       if (line != 0) {
         i += line;

@@ -9,10 +9,13 @@
 // segments: the head is read by a small state machine that keeps only what
 // framing needs (status, version, and the values of Content-Length,
 // Transfer-Encoding and Connection, in one bounded line buffer); every other
-// field line is checked and skipped. A status or field line that lies whole
-// in the piece, and is plainly valid, is taken in one go (values scanned 16 bytes at
-// a time); anything else goes byte by byte, where every error is found, so
-// both ways end in the same state. Bodies are skipped by BodyFramer without
+// field line is checked and skipped. A status line that lies whole in the
+// piece, and is plainly valid, is taken in one go (its reason scanned 16 bytes
+// at a time); field lines that do are taken in bulk, 64 bytes at a time, by
+// the request head scan's block kernels (http/response_scan.h), and only the
+// lines whose names have a framing field's length are looked at again.
+// Anything else goes byte by byte, where every error is found, so every way
+// ends in the same state. Bodies are skipped by BodyFramer without
 // looking at their data. Strict like the request parser, but an error here
 // only means the flow can no longer be framed: the caller bridges it as is.
 //
@@ -199,7 +202,7 @@ class ResponseStream {
 
   ResponseStep fail(ResponseError e) noexcept;
   ResponseStep feed_head(std::span<const char> piece) noexcept;
-  [[nodiscard]] size_t whole_field_line(const char* p, size_t n, ResponseError& error) noexcept;
+  [[nodiscard]] size_t field_lines_in_bulk(const char* p, size_t n, ResponseError& error) noexcept;
   [[nodiscard]] size_t whole_status_line(const char* p, size_t n) noexcept;
   [[nodiscard]] Framing framing_of(std::string_view name) const noexcept;
   [[nodiscard]] ResponseError step(unsigned char c) noexcept;

@@ -1,6 +1,7 @@
 // The SIMD kernels against the scalar one, byte value by byte value and
-// position by position, and the head parser's result on every instruction
-// set against the scalar build.
+// position by position; the head parser's result on every instruction set
+// against the scalar build; and the response's bulk field-line scan on every
+// instruction set against a plain line-by-line reading of the same rules.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -9,6 +10,8 @@
 
 #include "head_harness.h"
 #include "http/head_scan.h"
+#include "http/response_scan.h"
+#include "http/token_chars.h"
 
 namespace sluice::http {
 namespace {
@@ -96,6 +99,143 @@ TEST(BlockKernel, ParsersAgreeAcrossInstructionSets) {
 TEST(BlockKernel, BestIsaIsSupportedAndRespectsTheOverride) {
   EXPECT_TRUE(isa_supported(best_isa()));
   EXPECT_TRUE(isa_supported(Isa::kScalar));
+}
+
+
+// The bulk field-line scan's rules, read line by line: a name of token bytes,
+// ':', a value without control bytes but the CR of its CRLF.
+FieldLineScan lines_one_by_one(std::string_view s, uint32_t max_bytes, uint32_t max_lines, uint64_t lengths) {
+  FieldLineScan r;
+  size_t line = 0;
+  for (;;) {
+    size_t colon = line;
+    while (colon < s.size() && is_tchar(static_cast<unsigned char>(s[colon]))) ++colon;
+    if (colon == line || colon >= s.size() || s[colon] != ':') return r;
+    size_t cr = colon + 1;
+    while (cr < s.size() && !is_ctl(static_cast<unsigned char>(s[cr]))) ++cr;
+    if (cr + 1 >= s.size() || s[cr] != '\r' || s[cr + 1] != '\n') return r;
+    const size_t end = cr + 2;
+    if (r.lines == max_lines || end > max_bytes) return r;
+    const size_t name = colon - line;
+    if (name < 64 && ((lengths >> name) & 1) != 0) {
+      if (r.candidates == FieldLineScan::kMaxCandidates) return r;
+      r.candidate[r.candidates++] = {static_cast<uint32_t>(line), static_cast<uint32_t>(colon),
+                                     static_cast<uint32_t>(cr), r.lines};
+    }
+    ++r.lines;
+    r.bytes = static_cast<uint32_t>(end);
+    line = end;
+  }
+}
+
+std::string describe(const FieldLineScan& r) {
+  std::string out = std::to_string(r.bytes) + " bytes, " + std::to_string(r.lines) + " lines, candidates";
+  for (size_t k = 0; k < r.candidates; ++k) {
+    const FieldLineScan::Candidate& c = r.candidate[k];
+    out += " [" + std::to_string(c.line) + " " + std::to_string(c.colon) + " " + std::to_string(c.cr) + " #" +
+           std::to_string(c.index) + "]";
+  }
+  return out;
+}
+
+// Every supported instruction set's scan of `in`, as described.
+std::vector<std::pair<Isa, std::string>> scans(std::string_view in, uint32_t max_bytes, uint32_t max_lines,
+                                               uint64_t lengths) {
+  std::vector<std::pair<Isa, std::string>> out;
+  for (Isa isa : kAllIsas) {
+    if (!isa_supported(isa)) continue;
+    out.emplace_back(isa, describe(field_line_scan_for(isa)(in.data(), in.size(), max_bytes, max_lines, lengths)));
+  }
+  return out;
+}
+
+constexpr uint64_t kFramingLengths = uint64_t{1} << 10 | uint64_t{1} << 14 | uint64_t{1} << 17;
+
+TEST(FieldLineScan, TakesAResponsesFieldLinesAndPointsAtTheFramingOnes) {
+  // The second line's CRLF straddles the first block boundary (CR at 63).
+  const std::string first = "Date: Mon, 30 Nov 2026 12:00:00 GMT\r\n";
+  const std::string filler = "X-Pad: " + std::string(63 - first.size() - 7, 'p') + "\r\n";
+  const std::string in = first + filler + "Content-Length: 17\r\nServer: t\r\nConnection: \tclose \r\n\r\n{}";
+  ASSERT_EQ(first.size() + filler.size() - 2, 63u);
+  const size_t cl = first.size() + filler.size();
+  const size_t conn = cl + 20 + 11;
+  const std::string expected = std::to_string(conn + 21) + " bytes, 5 lines, candidates [" + std::to_string(cl) +
+                               " " + std::to_string(cl + 14) + " " + std::to_string(cl + 18) + " #2] [" +
+                               std::to_string(conn) + " " + std::to_string(conn + 10) + " " +
+                               std::to_string(conn + 19) + " #4]";
+  for (const auto& [isa, got] : scans(in, 65536, 256, kFramingLengths)) EXPECT_EQ(got, expected) << to_string(isa);
+}
+
+TEST(FieldLineScan, StopsBeforeTheFirstLineItCannotTake) {
+  const std::string good = "A: b\r\n";
+  struct Case {
+    std::string rest;
+    const char* why;
+  };
+  const std::vector<Case> cases = {
+      {"\r\n", "the empty line"},
+      {" folded: x\r\n", "obs-fold"},
+      {"No colon\r\n", "a space in the name"},
+      {": empty name\r\n", "an empty name"},
+      {"Bare: lf\n", "an LF without its CR"},
+      {"Lone: cr\rX\r\n", "a CR without its LF"},
+      {"Ctl: a\x01b\r\n", "a control byte in the value"},
+      {"Del: a\x7f\r\n", "DEL in the value"},
+      {"Cut: in the midd", "the bytes end mid-line"},
+      {"Cut: at the CR\r", "the bytes end at the CR"},
+      {"\xc3\xa9: x\r\n", "a byte above 0x7f in the name"},
+  };
+  for (const Case& c : cases) {
+    for (const auto& [isa, got] : scans(good + c.rest, 65536, 256, 0)) {
+      EXPECT_EQ(got, "6 bytes, 1 lines, candidates") << c.why << " on " << to_string(isa);
+    }
+  }
+  // A value with HTAB and bytes above 0x7f (obs-text) is taken.
+  for (const auto& [isa, got] : scans("V: a\tb\xc3\xa9\r\nW: \r\n", 65536, 256, 0)) {
+    EXPECT_EQ(got, "15 bytes, 2 lines, candidates") << to_string(isa);
+  }
+  // The limits: no more lines, no more bytes than allowed.
+  const std::string three = good + good + good;
+  for (const auto& [isa, got] : scans(three, 65536, 2, 0)) EXPECT_EQ(got, "12 bytes, 2 lines, candidates");
+  for (const auto& [isa, got] : scans(three, 17, 256, 0)) EXPECT_EQ(got, "12 bytes, 2 lines, candidates");
+  for (const auto& [isa, got] : scans(three, 18, 256, 0)) EXPECT_EQ(got, "18 bytes, 3 lines, candidates");
+  // A ninth candidate ends the scan before its line.
+  std::string nine;
+  for (int k = 0; k < 9; ++k) nine += "Connection: x\r\n";
+  for (const auto& [isa, got] : scans(nine, 65536, 256, kFramingLengths)) {
+    EXPECT_EQ(got.substr(0, got.find(',', got.find("lines"))), "120 bytes, 8 lines") << to_string(isa);
+  }
+}
+
+TEST(FieldLineScan, EveryInstructionSetReadsRandomHeadsAsTheLineByLineReference) {
+  std::mt19937 rng(20261206);
+  const std::string tchars = "abcXYZ019-_!#$%&'*+.^`|~";
+  const std::string others = std::string("\r\n\t :\x01\x7f\x80\xff\"(),/;<=>?@[]{}", 23);
+  auto pick = [&](const std::string& from) { return from[rng() % from.size()]; };
+  for (int round = 0; round < 4000; ++round) {
+    std::string in;
+    const int lines = static_cast<int>(rng() % 12);
+    for (int l = 0; l < lines; ++l) {
+      // Names of every length around the framing ones and across 64.
+      const size_t name = rng() % 4 == 0 ? (rng() % 2 ? 10 : 14 + rng() % 4) : 1 + rng() % 70;
+      for (size_t k = 0; k < name; ++k) in += pick(tchars);
+      in += ':';
+      const size_t value = rng() % 4 == 0 ? 50 + rng() % 150 : rng() % 30;
+      for (size_t k = 0; k < value; ++k) in += rng() % 16 == 0 ? '\t' : static_cast<char>(' ' + rng() % 95);
+      in += "\r\n";
+    }
+    in += "\r\nbody";
+    // Now and then a byte that breaks a rule, anywhere; now and then cut short.
+    if (rng() % 3 == 0 && !in.empty()) in[rng() % in.size()] = pick(others);
+    if (rng() % 4 == 0) in.resize(rng() % (in.size() + 1));
+    const uint32_t max_bytes = rng() % 4 == 0 ? static_cast<uint32_t>(rng() % (in.size() + 8)) : 65536;
+    const uint32_t max_lines = rng() % 4 == 0 ? static_cast<uint32_t>(rng() % 10) : 256;
+    const uint64_t lengths = rng() % 2 ? kFramingLengths : uint64_t{rng()} << 32 | rng();
+    const std::string expected = describe(lines_one_by_one(in, max_bytes, max_lines, lengths));
+    for (const auto& [isa, got] : scans(in, max_bytes, max_lines, lengths)) {
+      ASSERT_EQ(got, expected) << to_string(isa) << " round " << round << ": " << testing::PrintToString(in);
+    }
+  }
 }
 
 }  // namespace

@@ -162,13 +162,15 @@ TEST(FlowFile, AFlowIsCarriedWithTheContextThatNamesItAndItsHold) {
   for (const dataplane::CarriedFlow& c : o.carried) {
     const uint16_t p = c.flow.key.client_port;
     EXPECT_EQ(c.context != nullptr, p == 1 || p == 2) << p;
-    if (c.context != nullptr) EXPECT_EQ(c.context->view().responses_ended, 40u + p);
     if (c.context != nullptr) {
+      EXPECT_EQ(c.context->view().responses_ended, 40u + p);
       EXPECT_EQ(std::string(c.context->held_head.begin(), c.context->held_head.end()), p == 2 ? "GET /held" : "") << p;
     }
     EXPECT_EQ(c.hold.has_value(), p == 4) << p;
     EXPECT_EQ(c.worker, 1u);
-    if (c.hold) EXPECT_EQ(c.hold->bytes[0].fields.view(), "RateLimit-Remaining: 3\r\n");
+    if (c.hold) {
+      EXPECT_EQ(c.hold->bytes[0].fields.view(), "RateLimit-Remaining: 3\r\n");
+    }
     EXPECT_EQ(dataplane::carry_verdict(c, o.answers_kept),
               p == 3 ? dataplane::CarryVerdict::kInFlight : dataplane::CarryVerdict::kCarries) << p;
   }

@@ -191,6 +191,29 @@ TEST(ResponseStream, ContentLengthBodyEndsExactly) {
   EXPECT_EQ(events_every_way({K::kOrdinary}, in), one_response(head.size(), 200, in.size()));
 }
 
+// Names of a framing field's length (Set-Cookie and Keep-Alive have
+// Connection's) are looked at again after the bulk scan, at most eight a scan:
+// the framing fields after a dozen of them, and a value too long to keep
+// among them, read the same as byte by byte.
+TEST(ResponseStream, FramingFieldsAfterManyNamesOfTheirLengthsReadTheSame) {
+  std::string head = "HTTP/1.1 200 OK\r\n";
+  for (int k = 0; k < 12; ++k) head += "Set-Cookie: c" + std::to_string(k) + "=v; Path=/\r\nKeep-Alive: timeout=5\r\n";
+  head += "Content-Length: 5\r\nConnection: close\r\n\r\n";
+  const std::string in = head + "hello";
+  ResponseStream s;
+  ASSERT_TRUE(s.expect(K::kOrdinary));
+  EXPECT_EQ(feed(s, in, {}, false), one_response(head.size(), 200, in.size()));
+  EXPECT_EQ(s.head().content_length, 5u);
+  EXPECT_TRUE(s.head().connection_close);
+  EXPECT_EQ(events_every_way({K::kOrdinary}, in), one_response(head.size(), 200, in.size()));
+
+  const std::string too_long = "HTTP/1.1 200 OK\r\nSet-Cookie: a\r\nConnection: " +
+                               std::string(ResponseStream::kMaxFramingValue + 1, 'x') + "\r\n\r\n";
+  const std::vector<Record> events = events_every_way({K::kOrdinary}, too_long);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), error_of(ResponseError::kFramingFieldTooLong, 1));
+}
+
 TEST(ResponseStream, ChunkedBodyWithExtensionsAndTrailers) {
   const std::string head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\n\r\n";
   const std::string body =
