@@ -3,10 +3,15 @@
 // drifts touch both alike. picohttpparser is not part of sluice:
 // this program is built only when meson is given -Dpicohttpparser=PATH, a
 // checkout of github.com/h2o/picohttpparser, compiled with -O3 -march=native
-// (its SSE4.2 path). For each of parser_bench's three heads: R repetitions,
-// each timing N parses by sluice (its best instruction set, tracked fields
-// located, framing checked) and then N by phr_parse_request (every field
-// line located); the median ns per head of each and their ratio.
+// (its SSE4.2 path). For each of parser_bench's three request heads: R
+// repetitions, each timing N parses by sluice (its best instruction set,
+// tracked fields located, framing checked) and then N by phr_parse_request
+// (every field line located); the median ns per head of each and their
+// ratio. Then the same for four response heads, as the origins behind sluice
+// send them (nginx serving a file, an API behind Envoy, a chunked API answer,
+// a page with the usual security and cookie fields), framed by sluice's
+// ResponseStream (status, framing fields, every line checked) against
+// phr_parse_response.
 //
 //   ./build/perf/parser_vs_pico [--repetitions R] [--parses N]
 #include <algorithm>
@@ -18,6 +23,7 @@
 #include <vector>
 
 #include "http/head_parser.h"
+#include "http/response_stream.h"
 #include "median.h"
 
 extern "C" {
@@ -48,6 +54,39 @@ const char* const kHeads[] = {
     "Accept-Language: en-US,en;q=0.9\r\n"
     "Cookie: session_id=8f14e45fceea167a5a36dedd4bea2543; csrftoken=c9f0f895fb98ab9159f51fd0297e236d; "
     "theme=dark\r\n\r\n",
+};
+
+// Response heads of 150-1200 bytes, with the fields these servers send.
+const char* const kResponses[] = {
+    // nginx 1.22 serving a static file.
+    "HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Sun, 06 Dec 2026 12:00:00 GMT\r\n"
+    "Content-Type: application/json\r\nContent-Length: 1432\r\nLast-Modified: Fri, 04 Dec 2026 09:12:44 GMT\r\n"
+    "Connection: keep-alive\r\nETag: \"6571a2cc-598\"\r\nAccept-Ranges: bytes\r\n\r\n",
+    // An API answer through Envoy.
+    "HTTP/1.1 200 OK\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: 2318\r\n"
+    "x-request-id: 5f0c8f3e-9a47-4b1e-8d6a-2f1b7c3e9d10\r\nx-ratelimit-limit-requests: 10000\r\n"
+    "x-ratelimit-remaining-requests: 9998\r\nx-ratelimit-reset-requests: 8.64s\r\n"
+    "date: Sun, 06 Dec 2026 12:00:00 GMT\r\nx-envoy-upstream-service-time: 412\r\nserver: envoy\r\n\r\n",
+    // A chunked API answer from an application server.
+    "HTTP/1.1 200 OK\r\nX-Powered-By: Express\r\nAccess-Control-Allow-Origin: *\r\n"
+    "Content-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\n"
+    "Date: Sun, 06 Dec 2026 12:00:00 GMT\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\n"
+    "Transfer-Encoding: chunked\r\n\r\n",
+    // A page behind a CDN: security fields and cookies.
+    "HTTP/1.1 200 OK\r\nDate: Sun, 06 Dec 2026 12:00:00 GMT\r\nContent-Type: text/html; charset=utf-8\r\n"
+    "Content-Length: 48213\r\nConnection: keep-alive\r\nCache-Control: private, max-age=0, must-revalidate\r\n"
+    "Vary: Accept-Encoding, Cookie\r\n"
+    "Set-Cookie: __cf_bm=Qx8kS2vB1o.f3Yl9mZ0wJ4aT6nR7pE5uH2cD8gK1iL0-1796558400-1.0.1.1-aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1v"
+    "W3xY5zA7bC9dE1fG3hI5jK7lM9nO1pQ3rS5tU7vW9xY1zA3bC5dE7fG9h; path=/; expires=Sun, 06-Dec-26 12:30:00 GMT; "
+    "domain=.example.com; HttpOnly; Secure; SameSite=None\r\n"
+    "Set-Cookie: session=8f14e45fceea167a5a36dedd4bea2543; Path=/; HttpOnly; Secure; SameSite=Lax\r\n"
+    "Strict-Transport-Security: max-age=31536000; includeSubDomains; preload\r\n"
+    "Content-Security-Policy: default-src 'self'; script-src 'self' 'nonce-r4nd0m' https://cdn.example.com; "
+    "style-src 'self' 'unsafe-inline'; img-src 'self' data: https:; connect-src 'self' https://api.example.com; "
+    "frame-ancestors 'none'; base-uri 'self'; form-action 'self'\r\n"
+    "X-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\nReferrer-Policy: strict-origin-when-cross-origin\r\n"
+    "Permissions-Policy: camera=(), microphone=(), geolocation=()\r\nServer: cloudflare\r\n"
+    "CF-RAY: 8f2a6c1d9e3b4a5f-FRA\r\nalt-svc: h3=\":443\"; ma=86400\r\n\r\n",
 };
 
 template <typename Parse>
@@ -99,6 +138,36 @@ int main(int argc, char** argv) {
                                         headers, &num_headers, 0);
         if (n != static_cast<int>(head.size())) std::abort();
         sink = sink + num_headers;
+      }));
+    }
+    const double a = median(ours), b = median(theirs);
+    std::printf("%-8s %12.1f %12.1f %7.2fx\n", (std::to_string(head.size()) + "B").c_str(), a, b, a / b);
+  }
+
+  std::printf("\n%-8s %12s %12s %8s   (response heads: ResponseStream against phr_parse_response)\n", "response",
+              "sluice ns", "pico ns", "ratio");
+  ResponseStream stream;
+  for (const char* text : kResponses) {
+    const std::string head(text);
+    std::vector<double> ours, theirs;
+    volatile size_t sink = 0;
+    for (int r = 0; r < repetitions; ++r) {
+      ours.push_back(ns_per_parse(parses, [&] {
+        stream.reset();
+        if (!stream.expect(RequestKind::kOrdinary)) std::abort();
+        const ResponseStep step = stream.next(head);
+        if (step.event != ResponseEvent::kHead || step.consumed != head.size()) std::abort();
+        sink = sink + stream.head().status;
+      }));
+      theirs.push_back(ns_per_parse(parses, [&] {
+        const char* msg;
+        size_t msg_len, num_headers = 100;
+        int minor, status;
+        phr_header headers[100];
+        const int n = phr_parse_response(head.data(), head.size(), &minor, &status, &msg, &msg_len, headers,
+                                         &num_headers, 0);
+        if (n != static_cast<int>(head.size())) std::abort();
+        sink = sink + static_cast<size_t>(status) + num_headers;
       }));
     }
     const double a = median(ours), b = median(theirs);
