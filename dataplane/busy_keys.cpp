@@ -21,23 +21,39 @@ constexpr uint16_t rule_of(uint64_t meta) noexcept {
 
 }  // namespace
 
-void BusyKeys::record(uint16_t rule, const limiter::KeyLabel& label, uint64_t weight) noexcept {
-  size_t smallest = 0;
-  uint64_t smallest_count = UINT64_MAX;
+// Built for AVX2 and for the baseline, picked once at load time (an ifunc):
+// the searches below are loops over plain words that AVX2 does 4 at a time.
+[[gnu::target_clones("avx2", "default")]] void BusyKeys::record(uint16_t rule, const limiter::KeyLabel& label,
+                                                                uint64_t weight) noexcept {
+  // Its entry, if it has one: every entry compared, no early exit and no
+  // branch, so the loop vectorises.
+  const uint64_t hash = label.key_hash;
+  const uint64_t rule_word = rule;
+  uint32_t match = 0;
   for (size_t i = 0; i < kEntries; ++i) {
-    const uint64_t c = count_[i].load(kRelaxed);
-    if (c != 0 && key_hash_[i].load(kRelaxed) == label.key_hash && rule_of(meta_[i].load(kRelaxed)) == rule) {
-      count_[i].store(c + weight, kRelaxed);
-      return;
-    }
-    if (c < smallest_count) {
-      smallest = i;
-      smallest_count = c;
-    }
+    const uint32_t same = static_cast<uint32_t>(own_.count[i] != 0) & static_cast<uint32_t>(own_.key_hash[i] == hash) &
+                          static_cast<uint32_t>(own_.rule[i] == rule_word);
+    match |= same << i;
   }
-  // Not present: it takes the smallest entry's place and count. Its true
-  // weight could be anything up to that count (the evicted key's weight may
-  // have been its own, unseen), so the count stays an upper bound.
+  static_assert(kEntries <= 32, "the match mask is 32 bits");
+  if (match != 0) {
+    const size_t i = static_cast<size_t>(__builtin_ctz(match));
+    own_.count[i] += weight;
+    count_[i].store(own_.count[i], kRelaxed);
+    return;
+  }
+  // Not present: it takes the smallest entry's place and count (the first
+  // of the smallest, free ones counting 0). Its true weight could be
+  // anything up to that count (the evicted key's weight may have been its
+  // own, unseen), so the count stays an upper bound.
+  uint64_t smallest_count = UINT64_MAX;
+  for (size_t i = 0; i < kEntries; ++i) smallest_count = std::min(smallest_count, own_.count[i]);
+  uint32_t smallest_mask = 0;
+  for (size_t i = 0; i < kEntries; ++i) smallest_mask |= static_cast<uint32_t>(own_.count[i] == smallest_count) << i;
+  const size_t smallest = static_cast<size_t>(__builtin_ctz(smallest_mask));
+  own_.key_hash[smallest] = label.key_hash;
+  own_.rule[smallest] = rule;
+  own_.count[smallest] = smallest_count + weight;
   key_hash_[smallest].store(label.key_hash, kRelaxed);
   meta_[smallest].store(pack_meta(rule, label), kRelaxed);
   error_[smallest].store(smallest_count, kRelaxed);
@@ -46,7 +62,7 @@ void BusyKeys::record(uint16_t rule, const limiter::KeyLabel& label, uint64_t we
     std::memcpy(&word, label.bytes.data() + w * sizeof word, sizeof word);
     bytes_[smallest][w].store(word, kRelaxed);
   }
-  count_[smallest].store(smallest_count + weight, kRelaxed);
+  count_[smallest].store(own_.count[smallest], kRelaxed);
 }
 
 std::vector<BusyKeys::Entry> BusyKeys::snapshot() const {

@@ -50,8 +50,18 @@ class BusyKeys {
   static constexpr size_t kLabelWords = sizeof(limiter::KeyLabel::bytes) / sizeof(uint64_t);
   using Word = std::atomic<uint64_t>;
 
-  // Laid out by field, not by entry: the search for a key or for the
-  // smallest count reads only the hashes and counts (8 cache lines).
+  // The worker's own copy of what record() searches, in plain words: it is
+  // their only writer, so it never needs to read the shared ones back, and
+  // loops over plain words vectorise (the match and the smallest count are
+  // found with no branch per entry).
+  struct Searched {
+    std::array<uint64_t, kEntries> key_hash{};
+    std::array<uint64_t, kEntries> count{};  // 0: a free entry
+    std::array<uint64_t, kEntries> rule{};
+  };
+  Searched own_;
+
+  // What the control thread reads. Laid out by field, not by entry.
   std::array<Word, kEntries> key_hash_{};
   std::array<Word, kEntries> count_{};  // 0: a free entry
   std::array<Word, kEntries> meta_{};   // rule (bits 0-15), label kind (16-23), label length (24-31)
