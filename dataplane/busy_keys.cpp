@@ -21,21 +21,54 @@ constexpr uint16_t rule_of(uint64_t meta) noexcept {
 
 }  // namespace
 
-// Built for AVX2 and for the baseline, picked once at load time (an ifunc):
-// the searches below are loops over plain words that AVX2 does 4 at a time.
-[[gnu::target_clones("avx2", "default")]] void BusyKeys::record(uint16_t rule, const limiter::KeyLabel& label,
-                                                                uint64_t weight) noexcept {
-  // Its entry, if it has one: every entry compared, no early exit and no
-  // branch, so the loop vectorises.
-  const uint64_t hash = label.key_hash;
-  const uint64_t rule_word = rule;
+namespace {
+
+// Which of the worker's searched entries are (rule, hash) in use, as a mask,
+// and the smallest count: every entry compared, no early exit and no branch,
+// so the loops vectorise. Built twice below, for AVX2 and for the baseline.
+struct Search {
+  uint32_t match;     // the entries of (rule, hash)
+  uint32_t smallest;  // the entries with the smallest count (free ones count 0)
+  uint64_t smallest_count;
+};
+
+template <size_t N>
+[[gnu::always_inline]] inline Search search_entries(const std::array<uint64_t, N>& hashes,
+                                                    const std::array<uint64_t, N>& counts,
+                                                    const std::array<uint64_t, N>& rules, uint64_t hash,
+                                                    uint64_t rule) noexcept {
+  static_assert(N <= 32, "the match mask is 32 bits");
   uint32_t match = 0;
-  for (size_t i = 0; i < kEntries; ++i) {
-    const uint32_t same = static_cast<uint32_t>(own_.count[i] != 0) & static_cast<uint32_t>(own_.key_hash[i] == hash) &
-                          static_cast<uint32_t>(own_.rule[i] == rule_word);
+  uint64_t smallest = UINT64_MAX;
+  for (size_t i = 0; i < N; ++i) {
+    const uint32_t same = static_cast<uint32_t>(counts[i] != 0) & static_cast<uint32_t>(hashes[i] == hash) &
+                          static_cast<uint32_t>(rules[i] == rule);
     match |= same << i;
+    smallest = std::min(smallest, counts[i]);
   }
-  static_assert(kEntries <= 32, "the match mask is 32 bits");
+  uint32_t smallest_mask = 0;
+  for (size_t i = 0; i < N; ++i) smallest_mask |= static_cast<uint32_t>(counts[i] == smallest) << i;
+  return {match, smallest_mask, smallest};
+}
+
+using Entries = std::array<uint64_t, BusyKeys::kEntries>;
+using SearchFn = Search (*)(const Entries&, const Entries&, const Entries&, uint64_t, uint64_t) noexcept;
+
+[[gnu::target("avx2")]] Search search_avx2(const Entries& h, const Entries& c, const Entries& r, uint64_t hash,
+                                           uint64_t rule) noexcept {
+  return search_entries(h, c, r, hash, rule);
+}
+Search search_baseline(const Entries& h, const Entries& c, const Entries& r, uint64_t hash, uint64_t rule) noexcept {
+  return search_entries(h, c, r, hash, rule);
+}
+
+}  // namespace
+
+void BusyKeys::record(uint16_t rule, const limiter::KeyLabel& label, uint64_t weight) noexcept {
+  // Chosen once per process.
+  static const SearchFn search = __builtin_cpu_supports("avx2") ? search_avx2 : search_baseline;
+  const Search found = search(own_.key_hash, own_.count, own_.rule, label.key_hash, rule);
+  const uint32_t match = found.match;
   if (match != 0) {
     const size_t i = static_cast<size_t>(__builtin_ctz(match));
     own_.count[i] += weight;
@@ -46,11 +79,8 @@ constexpr uint16_t rule_of(uint64_t meta) noexcept {
   // of the smallest, free ones counting 0). Its true weight could be
   // anything up to that count (the evicted key's weight may have been its
   // own, unseen), so the count stays an upper bound.
-  uint64_t smallest_count = UINT64_MAX;
-  for (size_t i = 0; i < kEntries; ++i) smallest_count = std::min(smallest_count, own_.count[i]);
-  uint32_t smallest_mask = 0;
-  for (size_t i = 0; i < kEntries; ++i) smallest_mask |= static_cast<uint32_t>(own_.count[i] == smallest_count) << i;
-  const size_t smallest = static_cast<size_t>(__builtin_ctz(smallest_mask));
+  const uint64_t smallest_count = found.smallest_count;
+  const size_t smallest = static_cast<size_t>(__builtin_ctz(found.smallest));
   own_.key_hash[smallest] = label.key_hash;
   own_.rule[smallest] = rule;
   own_.count[smallest] = smallest_count + weight;

@@ -6,9 +6,7 @@
 
 namespace sluice::dataplane {
 
-// Built twice, for AVX2 and for the baseline, and picked once at load time
-// (an ifunc): the 8-byte loop below vectorises to 32 bytes a step with AVX2.
-[[gnu::target_clones("avx2", "default")]] uint64_t checksum_add(uint64_t sum, const uint8_t* p, size_t n) noexcept {
+uint64_t checksum_add(uint64_t sum, const uint8_t* p, size_t n) noexcept {
   // The one's-complement sum does not depend on byte order: sum the words as
   // the CPU loads them, eight bytes at a time (as two 32-bit halves, so a
   // 64-bit accumulator cannot overflow for any frame), fold, and swap the two
