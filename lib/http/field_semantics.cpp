@@ -2,33 +2,11 @@
 #include "http/field_semantics.h"
 
 #include "http/ascii_case.h"
+#include "http/field_values.h"
 #include "http/host_name.h"
 #include "http/token_chars.h"
 
 namespace sluice::http {
-
-namespace {
-
-std::string_view trim_ows(std::string_view s) noexcept {
-  while (!s.empty() && is_ows(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && is_ows(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-// Calls f(element) for each non-empty element of a comma-separated list
-// (RFC 9110 5.6.1), with surrounding whitespace removed.
-template <typename F>
-void for_each_element(std::string_view list, F&& f) noexcept {
-  while (!list.empty()) {
-    const size_t comma = list.find(',');
-    const std::string_view element = trim_ows(list.substr(0, comma));
-    if (!element.empty()) f(element);
-    if (comma == std::string_view::npos) break;
-    list.remove_prefix(comma + 1);
-  }
-}
-
-}  // namespace
 
 ParseError FieldSemantics::on_field(KnownField field, std::string_view value) noexcept {
   switch (field) {
@@ -46,14 +24,9 @@ ParseError FieldSemantics::on_field(KnownField field, std::string_view value) no
 }
 
 ParseError FieldSemantics::on_content_length(std::string_view value) noexcept {
-  // 1*DIGIT only: no sign, no list, no inner whitespace. 18 digits keep the
-  // value below 10^18, far beyond any body and clear of overflow.
-  if (value.empty() || value.size() > 18) return ParseError::kBadContentLength;
+  // 1*DIGIT only: no sign, no list, no inner whitespace.
   uint64_t n = 0;
-  for (char c : value) {
-    if (c < '0' || c > '9') return ParseError::kBadContentLength;
-    n = n * 10 + static_cast<uint64_t>(c - '0');
-  }
+  if (!read_decimal(value, n)) return ParseError::kBadContentLength;
   if (has_content_length_ && n != content_length_) return ParseError::kConflictingContentLength;
   has_content_length_ = true;
   content_length_ = n;
@@ -78,20 +51,10 @@ ParseError FieldSemantics::on_transfer_encoding(std::string_view value) noexcept
 }
 
 void FieldSemantics::on_connection(std::string_view value) noexcept {
-  // The two values nearly every client sends, without splitting a list.
-  if (iequals_lower(value, "keep-alive")) {
-    keep_alive_ = true;
-    return;
-  }
-  if (iequals_lower(value, "close")) {
-    close_ = true;
-    return;
-  }
-  for_each_element(value, [this](std::string_view option) {
-    if (iequals_lower(option, "close")) close_ = true;
-    else if (iequals_lower(option, "keep-alive")) keep_alive_ = true;
-    else if (iequals_lower(option, "upgrade")) upgrade_token_ = true;
-  });
+  const ConnectionOptions o = connection_options(value);
+  close_ = close_ || o.close;
+  keep_alive_ = keep_alive_ || o.keep_alive;
+  upgrade_token_ = upgrade_token_ || o.upgrade;
 }
 
 ParseError FieldSemantics::finish(RequestHead& h) const noexcept {

@@ -8,6 +8,7 @@
 
 #include "http/ascii_case.h"
 #include "http/carried_bytes.h"
+#include "http/field_values.h"
 #include "http/response_scan.h"
 #include "http/token_chars.h"
 
@@ -25,17 +26,11 @@ namespace {
 // name is none of them, so no more of it is kept.
 constexpr uint16_t kFramingNameMax = 32;  // the framing fields, and a usage field of up to 32
 
-std::string_view trim_ows(std::string_view s) noexcept {
-  while (!s.empty() && is_ows(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && is_ows(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-// Calls f(element) for each element of a comma-separated list (RFC 9110
-// 5.6.1), surrounding whitespace removed, empty ones included (the caller
-// decides whether they matter); stops at the first f that returns false.
+// Whether f(element) holds for every element of a comma-separated list
+// (RFC 9110 5.6.1), surrounding whitespace removed, empty ones included (f
+// decides whether they matter); stops at the first that does not.
 template <typename F>
-bool for_each_element(std::string_view list, F&& f) noexcept {
+bool every_element(std::string_view list, F&& f) noexcept {
   for (;;) {
     const size_t comma = list.find(',');
     if (!f(trim_ows(list.substr(0, comma)))) return false;
@@ -188,7 +183,7 @@ ResponseError ResponseStream::step(unsigned char c) noexcept {
     case HeadState::kFieldLF:
       if (c != '\n') return ResponseError::kBadLineEnding;
       if (head_state_ == HeadState::kFieldLF) {
-        const ResponseError e = end_field();
+        const ResponseError e = end_field(std::string_view(line_.data(), line_len_));
         if (e != ResponseError::kNone) return e;
       }
       head_state_ = HeadState::kLineStart;
@@ -236,50 +231,31 @@ ResponseError ResponseStream::step(unsigned char c) noexcept {
   return ResponseError::kBadField;
 }
 
-// A field line of a framing field is complete in line_.
-ResponseError ResponseStream::end_field() noexcept {
-  const std::string_view value = trim_ows(std::string_view(line_.data(), line_len_));
+// A field line of a framing field is complete: its value is `raw` (in line_
+// when read byte by byte, in the piece when taken in bulk).
+ResponseError ResponseStream::end_field(std::string_view raw) noexcept {
+  const std::string_view value = trim_ows(raw);
   switch (framing_) {
     case Framing::kOther: break;
     case Framing::kContentLength: {
-      // The usual value, one plain number, read straight.
-      if (!value.empty() && value.size() <= 18) {
-        uint64_t n = 0;
-        size_t i = 0;
-        for (; i < value.size() && value[i] >= '0' && value[i] <= '9'; ++i) {
-          n = n * 10 + static_cast<uint64_t>(value[i] - '0');
-        }
-        if (i == value.size()) {
-          if (has_content_length_ && n != content_length_) return ResponseError::kConflictingContentLength;
-          has_content_length_ = true;
-          content_length_ = n;
-          break;
-        }
+      const auto take = [this](uint64_t n) {
+        if (has_content_length_ && n != content_length_) return ResponseError::kConflictingContentLength;
+        has_content_length_ = true;
+        content_length_ = n;
+        return ResponseError::kNone;
+      };
+      uint64_t n = 0;
+      if (read_decimal(value, n)) {  // the usual value, one number: no list walk
+        if (const ResponseError e = take(n); e != ResponseError::kNone) return e;
+        break;
       }
       // RFC 9110 8.6: a list of identical values, or repeated identical
       // lines, may be taken as that one value; anything else is no length.
       ResponseError e = ResponseError::kNone;
-      for_each_element(value, [&](std::string_view element) {
-        // 18 digits keep the value below 10^18: far beyond any body and clear of overflow.
-        if (element.empty() || element.size() > 18) {
-          e = ResponseError::kBadContentLength;
-          return false;
-        }
-        uint64_t n = 0;
-        for (char d : element) {
-          if (d < '0' || d > '9') {
-            e = ResponseError::kBadContentLength;
-            return false;
-          }
-          n = n * 10 + static_cast<uint64_t>(d - '0');
-        }
-        if (has_content_length_ && n != content_length_) {
-          e = ResponseError::kConflictingContentLength;
-          return false;
-        }
-        has_content_length_ = true;
-        content_length_ = n;
-        return true;
+      every_element(value, [&](std::string_view element) {
+        uint64_t m = 0;
+        e = read_decimal(element, m) ? take(m) : ResponseError::kBadContentLength;
+        return e == ResponseError::kNone;
       });
       if (e != ResponseError::kNone) return e;
       break;
@@ -287,47 +263,30 @@ ResponseError ResponseStream::end_field() noexcept {
     case Framing::kTransferEncoding:
       has_transfer_encoding_ = true;
       for_each_element(value, [this](std::string_view coding) {
-        if (coding.empty()) return true;
         // Only the last coding decides where the body ends (RFC 9112 6.3);
         // parameters make a coding other than "chunked".
         const bool chunked = iequals_lower(coding, "chunked");
         if (chunked && chunked_seen_) chunked_repeated_ = true;
         chunked_seen_ = chunked_seen_ || chunked;
         chunked_last_ = chunked;
-        return true;
       });
       break;
     case Framing::kUsage: {
       // A number, or nothing: a value the origin got wrong charges nothing
       // rather than breaking the stream's framing.
       uint64_t n = 0;
-      bool digits = !value.empty() && value.size() <= 18;
-      for (char d : value) {
-        if (d < '0' || d > '9') digits = false;
-        else n = n * 10 + static_cast<uint64_t>(d - '0');
-      }
-      if (digits) {
+      if (read_decimal(value, n)) {
         has_usage_ = true;
         usage_ = n;
       }
       break;
     }
-    case Framing::kConnection:
-      // The usual values, one option, read straight.
-      if (iequals_lower(value, "keep-alive")) {
-        keep_alive_option_ = true;
-        break;
-      }
-      if (iequals_lower(value, "close")) {
-        close_ = true;
-        break;
-      }
-      for_each_element(value, [this](std::string_view option) {
-        if (iequals_lower(option, "close")) close_ = true;
-        else if (iequals_lower(option, "keep-alive")) keep_alive_option_ = true;
-        return true;
-      });
+    case Framing::kConnection: {
+      const ConnectionOptions o = connection_options(value);
+      close_ = close_ || o.close;
+      keep_alive_option_ = keep_alive_option_ || o.keep_alive;
       break;
+    }
   }
   framing_ = Framing::kOther;
   line_len_ = 0;
@@ -399,14 +358,12 @@ size_t ResponseStream::field_lines_in_bulk(const char* p, size_t n, ResponseErro
     if (framing_ == Framing::kOther) continue;
     size_t v = c.colon + 1;
     while (v < c.cr && is_ows(static_cast<unsigned char>(p[v]))) ++v;
-    if (c.cr - v > line_.size()) {
+    if (c.cr - v > line_.size()) {  // what step() could not keep: it reports it
       bytes = c.line;
       lines = c.index;
       break;
     }
-    std::memcpy(line_.data(), p + v, c.cr - v);
-    line_len_ = static_cast<uint16_t>(c.cr - v);
-    error = end_field();
+    error = end_field(std::string_view(p + v, c.cr - v));
     if (error != ResponseError::kNone) return 0;
   }
   framing_ = Framing::kOther;  // as end_field() leaves them

@@ -206,7 +206,7 @@ class ResponseStream {
   [[nodiscard]] size_t whole_status_line(const char* p, size_t n) noexcept;
   [[nodiscard]] Framing framing_of(std::string_view name) const noexcept;
   [[nodiscard]] ResponseError step(unsigned char c) noexcept;
-  [[nodiscard]] ResponseError end_field() noexcept;
+  [[nodiscard]] ResponseError end_field(std::string_view raw) noexcept;
   [[nodiscard]] ResponseError finish_head() noexcept;
   ResponseStep end_response(size_t consumed) noexcept;
   void start_head() noexcept;
