@@ -83,6 +83,19 @@ size_t restart(EngineWorld& w, PoolMemory& memory, const std::vector<dataplane::
   return carried;
 }
 
+// The client's stream as the origin got it up to and including `last`: what
+// the engine sent to the origin while handling it, and `last` itself when
+// it was forwarded as it came.
+std::string origin_stream(EngineWorld& w, const Peers& p, const Peers::Sent& last) {
+  StreamView got(p.client_isn + 1);
+  got.add_sent(w, Side::kOrigin, last.before);
+  if (last.action == FrameAction::kForward) {
+    got.add(last.view.seq, std::string_view(reinterpret_cast<const char*>(p.last_frame.data()) + last.view.payload_offset,
+                                            last.view.payload_len));
+  }
+  return got.contiguous();
+}
+
 // A world whose engine's contexts and holds are on `memory`.
 dataplane::EngineConfig on(PoolMemory& memory, dataplane::EngineConfig c = EngineWorld::small_config()) {
   return memory.on_it(c);
@@ -152,14 +165,7 @@ TEST(FlowCarry, AHeadHeldAcrossSegmentsCarriesOnAndIsJudgedWhole) {
   const auto rest = p.client_data(head.substr(cut), cut);
   EXPECT_EQ(w.counters.requests.get(), 1u) << "judged once, whole";
   EXPECT_EQ(w.counters.admitted.get(), 1u);
-  StreamView origin_got(p.client_isn + 1);
-  origin_got.add_sent(w, Side::kOrigin, rest.before);
-  if (rest.action == FrameAction::kForward) {
-    origin_got.add(rest.view.seq, std::string_view(reinterpret_cast<const char*>(p.last_frame.data()) +
-                                                       rest.view.payload_offset,
-                                                   rest.view.payload_len));
-  }
-  EXPECT_EQ(origin_got.contiguous(), head) << "the origin gets the head whole";
+  EXPECT_EQ(origin_stream(w, p, rest), head) << "the origin gets the head whole";
 }
 
 // After the restart the client sends the held part again with other bytes
@@ -185,14 +191,7 @@ TEST(FlowCarry, AHeldHeadSentAgainDifferentlyAfterARestartIsJudgedAsHeld) {
   const auto rest = p.client_data(head.substr(cut), cut);
   EXPECT_EQ(w.counters.requests.get(), 1u);
   EXPECT_EQ(w.counters.admitted.get(), 1u) << "/loose admitted, /tight's budget untouched";
-  StreamView origin_got(p.client_isn + 1);
-  origin_got.add_sent(w, Side::kOrigin, rest.before);
-  if (rest.action == FrameAction::kForward) {
-    origin_got.add(rest.view.seq, std::string_view(reinterpret_cast<const char*>(p.last_frame.data()) +
-                                                       rest.view.payload_offset,
-                                                   rest.view.payload_len));
-  }
-  EXPECT_EQ(origin_got.contiguous(), head) << "the origin gets the held head, not the repeat's bytes";
+  EXPECT_EQ(origin_stream(w, p, rest), head) << "the origin gets the held head, not the repeat's bytes";
   // /tight's one request an hour is still whole.
   p.client_sent = static_cast<uint32_t>(head.size());
   (void)p.origin_data("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
