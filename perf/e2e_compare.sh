@@ -63,14 +63,7 @@ SLUICE_APPLIANCE=sluiced
 SLUICED="$root/$build/src/sluiced"
 PROXY4=198.18.0.30
 
-case "$attach" in
-  auto) if slt_have_af_xdp; then attach="af-packet af-xdp"; else attach=af-packet
-          echo "e2e_compare.sh: this kernel has no AF_XDP sockets: sluiced on AF_PACKET only" >&2; fi ;;
-  both) attach="af-packet af-xdp" ;;
-esac
-if [[ "$attach" == *af-xdp* ]] && ! slt_have_af_xdp; then
-  echo "e2e_compare.sh: --attach $attach: this kernel has no AF_XDP sockets" >&2; exit 3
-fi
+attach="$(slt_attach_modes e2e_compare.sh "$attach")" || exit 3
 
 slt_clean_stale
 slt_init "slt-$$"

@@ -56,14 +56,7 @@ command -v nginx >/dev/null || { echo "latency.sh: nginx missing (scripts/instal
 . tests/integration/origin.sh
 SLUICED="$root/$build/src/sluiced"
 
-case "$attach" in
-  auto) if slt_have_af_xdp; then attach="af-packet af-xdp"; else attach=af-packet
-          echo "latency.sh: this kernel has no AF_XDP sockets: sluiced on AF_PACKET only" >&2; fi ;;
-  both) attach="af-packet af-xdp" ;;
-esac
-if [[ "$attach" == *af-xdp* ]] && ! slt_have_af_xdp; then
-  echo "latency.sh: --attach $attach: this kernel has no AF_XDP sockets" >&2; exit 3
-fi
+attach="$(slt_attach_modes latency.sh "$attach")" || exit 3
 
 slt_clean_stale
 slt_init "slt-$$"

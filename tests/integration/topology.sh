@@ -211,6 +211,28 @@ slt_have_af_xdp() {
   "$SLT_PY" -c 'import socket; socket.socket(44, socket.SOCK_RAW).close()' 2>/dev/null
 }
 
+# The attachments a perf script runs sluiced on, from its --attach
+# (af-packet, af-xdp, both, or auto: AF_XDP too where the kernel has AF_XDP
+# sockets), printed as a list. Says why, on stderr as PROGRAM, and returns 1
+# when AF_XDP is asked for and the kernel has none.
+slt_attach_modes() {  # PROGRAM ATTACH
+  local prog="$1" attach="$2"
+  case "$attach" in
+    auto)
+      if slt_have_af_xdp; then echo "af-packet af-xdp"; return 0; fi
+      echo "$prog: this kernel has no AF_XDP sockets: sluiced on AF_PACKET only" >&2
+      echo af-packet
+      return 0
+      ;;
+    both) attach="af-packet af-xdp" ;;
+  esac
+  if [[ "$attach" == *af-xdp* ]] && ! slt_have_af_xdp; then
+    echo "$prog: --attach $attach: this kernel has no AF_XDP sockets" >&2
+    return 1
+  fi
+  echo "$attach"
+}
+
 slt_probe_origin() {  # one readiness probe, from the client, through the appliance
   local code
   code="$(in_cli curl --noproxy '*' -sS -o /dev/null -w '%{http_code}' --connect-timeout 1 --max-time 1 \
