@@ -21,6 +21,7 @@ struct PortInfo {
   bool link_up = false;
   uint32_t speed_mbps = 0;
   bool rss = false;     // symmetric RSS configured (false: one queue, or the device has none)
+  bool rx_checksum = false;  // the device verifies TCP checksums on receipt (else the workers sum them)
 };
 
 struct PortSetup {

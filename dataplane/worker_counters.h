@@ -39,6 +39,7 @@ class Counter {
   X(bridged_tcp_other, "TCP frames to other ports bridged")                                   \
   X(dropped_opaque, "frames that could hide TCP the appliance cannot read dropped (ESP, AH, tunnels, ...)") \
   X(dropped_malformed, "frames with broken headers dropped")                                   \
+  X(dropped_bad_checksum, "service-port segments with a wrong IPv4 header or TCP checksum dropped") \
   X(service_frames, "TCP frames of service-port flows handled")                                \
   X(handed_off, "frames passed to the worker that owns their flow")                           \
   X(handoff_dropped, "frames dropped because the owner's hand-off ring was full")             \
@@ -168,6 +169,7 @@ inline constexpr CounterExposition kCounterExposition[] = {
     {"bridged_tcp_other", "sluice_frames_bridged_total", R"(kind="tcp_other_port")"},
     {"dropped_opaque", "sluice_frames_dropped_total", R"(reason="opaque")"},
     {"dropped_malformed", "sluice_frames_dropped_total", R"(reason="malformed")"},
+    {"dropped_bad_checksum", "sluice_frames_dropped_total", R"(reason="bad_checksum")"},
     {"service_frames", "sluice_service_frames_total", ""},
     {"handed_off", "sluice_frames_handed_off_total", ""},
     {"handoff_dropped", "sluice_frames_dropped_total", R"(reason="handoff_ring_full")"},

@@ -28,6 +28,7 @@ case "${1:-}" in
   -*) echo "instructions.sh: unknown option '$1' (--check, --update or none)" >&2; exit 2 ;;
 esac
 build="${1:-build}"
+[ $# -le 1 ] || { echo "instructions.sh: unexpected '$2' (options come before BUILD_DIR)" >&2; exit 2; }
 here="$(cd "$(dirname "$0")" && pwd)"
 expected="$here/instructions.expected"
 bin="$build/perf/packet_rate"

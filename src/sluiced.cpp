@@ -861,10 +861,12 @@ void Appliance::print_summary() const {
   std::printf("sluiced %s\n", SLUICE_VERSION);
   for (int i = 0; i < 2; ++i) {
     const dataplane::PortInfo& p = ports_.info()[i];
-    std::printf("  %s port %u: %s (%s) mac %s link %s%s, %u queue%s%s\n", i == 0 ? "client" : "origin", p.id,
-                p.name.c_str(), p.driver.c_str(), p.mac.c_str(), p.link_up ? "up" : "down",
+    std::printf("  %s port %u: %s (%s) mac %s link %s%s, %u queue%s%s, checksums verified by %s\n",
+                i == 0 ? "client" : "origin", p.id, p.name.c_str(), p.driver.c_str(), p.mac.c_str(),
+                p.link_up ? "up" : "down",
                 p.speed_mbps != 0 && p.link_up ? (" " + std::to_string(p.speed_mbps) + " Mb/s").c_str() : "",
-                o_.workers, o_.workers == 1 ? "" : "s", p.rss ? ", symmetric RSS (a flow's owner is its queue)" : "");
+                o_.workers, o_.workers == 1 ? "" : "s", p.rss ? ", symmetric RSS (a flow's owner is its queue)" : "",
+                p.rx_checksum ? "the device" : "the workers");
   }
   std::printf("  workers: %u (flows %zu, contexts %zu each), buckets %zu\n", o_.workers, o_.flows, o_.contexts,
               buckets_->capacity());

@@ -17,6 +17,12 @@ in count and time and stops by itself; spoofed sources must lie inside
       may be negative), with 16 bytes of payload if --payload; then up to K
       GETs on the same socket, stopping at the first that is not answered
       200. Prints {"statuses": [...], "end": how the last ended, ...}.
+
+  forge.py badsum --iface c0 --dst IP --source ADDR --bad tcp|ip --path P --decoy D
+      A real connection from ADDR to IP:80. At its next sequence number, a
+      forged GET of --decoy (as long as --path) whose TCP checksum (or IPv4
+      header checksum) is wrong; then the socket's own GET of --path, which
+      the kernel sends at the same number. Prints {"statuses": [...], ...}.
 """
 
 import argparse
@@ -206,6 +212,51 @@ def rst(args):
     return 0
 
 
+def badsum(args):
+    if not allowed(args.source) or not allowed(args.dst):
+        sys.exit("forge.py: addresses must lie inside 198.18.0.0/15")
+    if len(args.decoy) != len(args.path):
+        sys.exit("forge.py: --decoy must be as long as --path (the two heads take the same sequence numbers)")
+    sn = Sniffer(args.iface)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind((args.source, 0))
+    sock.settimeout(args.timeout)
+    out = {"statuses": [], "end": None, "forged": None}
+    try:
+        sock.connect((args.dst, args.port))
+        rd = Reader(sock, time.monotonic() + args.timeout)
+        src, sport = socket.inet_aton(args.source), sock.getsockname()[1]
+        dst = socket.inet_aton(args.dst)
+        time.sleep(0.2)  # the handshake's last ACK out on the wire
+        sn.drain(src, sport, dst, args.port)
+        if sn.next_seq is None or sn.dst_mac is None:
+            out["end"] = "no-numbers"
+            print(json.dumps(out))
+            return 1
+        # The head get() sends, with the decoy's path: byte for byte as long.
+        head = ("GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: slt-forge/1\r\n\r\n" % (args.decoy, args.dst)).encode()
+        frame = bytearray(tcp_frame(sn.dst_mac, sn.src_mac, src, dst, sport, args.port, sn.next_seq, sn.ack or 0, 0x18,
+                                    head))
+        at = 14 + 20 + 16 if args.bad == "tcp" else 14 + 10  # the TCP checksum, or the IPv4 header's
+        frame[at] ^= 0x5A
+        raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+        raw.bind((args.iface, 0))
+        raw.send(bytes(frame))
+        raw.close()
+        out["forged"] = {"seq": sn.next_seq, "bad": args.bad, "bytes": len(head)}
+        time.sleep(0.2)
+        status, end = get(sock, rd, args.dst, args.path, args.timeout)
+        out["statuses"].append(status)
+        out["end"] = end
+    except OSError as e:
+        out["end"] = "error: %s" % e
+    finally:
+        sock.close()
+    print(json.dumps(out))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="mode", required=True)
@@ -233,8 +284,17 @@ def main():
     r.add_argument("--requests", type=int, default=1, help="at most 200")
     r.add_argument("--path", default="/rst/{i}")
     r.add_argument("--timeout", type=float, default=5.0)
+    b = sub.add_parser("badsum")
+    b.add_argument("--iface", required=True)
+    b.add_argument("--dst", required=True)
+    b.add_argument("--port", type=int, default=80)
+    b.add_argument("--source", required=True)
+    b.add_argument("--bad", choices=("tcp", "ip"), required=True)
+    b.add_argument("--path", required=True)
+    b.add_argument("--decoy", required=True)
+    b.add_argument("--timeout", type=float, default=5.0)
     args = ap.parse_args()
-    return adopt(args) if args.mode == "adopt" else rst(args)
+    return {"adopt": adopt, "rst": rst, "badsum": badsum}[args.mode](args)
 
 
 if __name__ == "__main__":

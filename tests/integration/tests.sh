@@ -64,6 +64,7 @@ wire-forged-adoption         limiting  tb-small           1
 wire-forged-flood            limiting  tb-small           1
 wire-blind-rst-new           limiting  tb-small           1
 wire-blind-rst-judged        limiting  tb-small           1
+wire-bad-checksum            limiting  tb-small           1
 wire-ipv6-extension-chain    limiting  tb-small           1
 wire-ipv4-options            limiting  tb-small           1
 wire-unframable-response     limiting  tb-small           1
@@ -2255,6 +2256,37 @@ t_wire_blind_rst_judged() {
   check_eq "requests the appliance judged on the connection" "$(delta_of "$before" "$after" requests)" 21
   olog_settle
   check_olog "the connection's address" "$s" 20
+  finish
+}
+
+# A segment with a wrong checksum is not the client's: a host drops it, so
+# the appliance must too, before judging it. Here a forged GET of a decoy
+# path, its TCP checksum (then, on a second connection, its IPv4 header
+# checksum) wrong, at a connection's next sequence number; then the client's
+# own GET of another path, as long, at the same number. The origin must
+# serve the client's path. (Before, the appliance judged and recorded the
+# decoy, the origin dropped it, and the client's segment was rewritten to
+# the judged decoy with a fresh checksum: the origin served the decoy.)
+t_wire_bad_checksum() {
+  local s before after bad got
+  s="$(src4)"
+  before="$(SLT_CTL --json stats)"
+  for bad in tcp ip; do
+    ip netns exec "$NS_CLI" timeout -k 2 20 "$SLT_PY" "$SLT_HERE/forge.py" badsum --iface c0 --dst "$ORIGIN4" \
+      --source "$s" --bad "$bad" --path "/badsum/real-$bad" --decoy "/badsum/lure-$bad" \
+      >"$SLT_OUT/badsum-$bad.json" 2>"$SLT_OUT/badsum-$bad.stderr"
+    got="$("$SLT_PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(" ".join(str(x) for x in d["statuses"]), d["end"])' \
+      "$SLT_OUT/badsum-$bad.json" 2>/dev/null || echo "no result: $(tail -c 200 "$SLT_OUT/badsum-$bad.stderr")")"
+    check_eq "the client's GET after a forged one with a wrong $bad checksum at the same number" "$got" "200 answered"
+  done
+  after="$(SLT_CTL --json stats)"
+  note "appliance: dropped_bad_checksum $(delta_of "$before" "$after" dropped_bad_checksum), repeats_rewritten $(delta_of "$before" "$after" repeats_rewritten)"
+  check_eq "segments with a wrong checksum dropped" "$(delta_of "$before" "$after" dropped_bad_checksum)" 2
+  check_eq "requests judged: the clients' two, not the decoys" "$(delta_of "$before" "$after" requests)" 2
+  olog_settle
+  check_olog "the connections' address" "$s" 2
+  check_eq "paths the origin served" "$(olog_lines "$s" | awk '{ print $3 }' | sort | tr '\n' ' ')" \
+    "/badsum/real-ip /badsum/real-tcp "
   finish
 }
 
