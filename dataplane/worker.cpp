@@ -15,7 +15,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "checksum.h"
+#include "receive_checksum.h"
 
 namespace sluice::dataplane {
 namespace {
@@ -97,17 +97,6 @@ void Worker::forward(rte_mbuf* m, Side from) noexcept {
   tx_[static_cast<int>(to)].push(m, sent, counters_.tx_dropped);
 }
 
-bool Worker::checksums_right(const rte_mbuf* m, const FrameView& v) noexcept {
-  // The port's verdict where it verified (RX checksum offload); the sum in
-  // software where it did not (AF_PACKET, AF_XDP) or could not tell.
-  const uint64_t l4 = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
-  const uint64_t ip = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
-  if (l4 == RTE_MBUF_F_RX_L4_CKSUM_BAD || (v.ip_version == 4 && ip == RTE_MBUF_F_RX_IP_CKSUM_BAD)) return false;
-  const uint8_t* frame = rte_pktmbuf_mtod(m, const uint8_t*);
-  if (v.ip_version == 4 && ip != RTE_MBUF_F_RX_IP_CKSUM_GOOD && !ipv4_checksum_ok(frame, v)) return false;
-  return l4 == RTE_MBUF_F_RX_L4_CKSUM_GOOD || tcp_checksum_ok(frame, v);
-}
-
 bool Worker::receive(rte_mbuf* m, Side from, const PolicySnapshot& snap, Owned& owned) noexcept {
   if (m->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED) {
     // Put the tag back where it was on the wire: the frame is forwarded as
@@ -158,7 +147,7 @@ bool Worker::receive(rte_mbuf* m, Side from, const PolicySnapshot& snap, Owned& 
     forward(m, from);
     return false;
   }
-  if (v.kind == FrameKind::kTcp && !checksums_right(m, v)) {
+  if (v.kind == FrameKind::kTcp && !received_checksums_right(m->ol_flags, rte_pktmbuf_mtod(m, const uint8_t*), v)) {
     // A host drops it; so does the appliance, before anything is judged or
     // recorded: its bytes are not the client's, and an edit would have given
     // them a checksum of the appliance's own.

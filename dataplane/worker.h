@@ -124,9 +124,6 @@ class Worker {
     return setup_.rss != nullptr ? setup_.rss->owner(sf.key)
                                  : address_owner(sf.key, setup_.flow_seed, setup_.workers);
   }
-  // False if the segment's IPv4 header or TCP checksum is wrong, by the
-  // port's receive verification or by summing it.
-  [[nodiscard]] static bool checksums_right(const rte_mbuf* m, const FrameView& v) noexcept;
   // The frame may grow into its buffer's tailroom (it is one buffer).
   [[nodiscard]] static uint32_t room_of(const rte_mbuf* m) noexcept;
   void forward(rte_mbuf* m, Side from) noexcept;

@@ -1,7 +1,8 @@
 // The one's-complement sum against RFC 1071's slow reading: every length and
 // alignment a frame can have, the AVX2 and the 8-byte sums against each
-// other, a buffer long enough to fill the vector lanes, and the verdicts of
-// the receive checks on a segment with one bit flipped.
+// other, a buffer long enough to fill the vector lanes, the verdicts of the
+// receive checks on a segment with one bit flipped, and which verdict wins
+// where the port verified the segment itself.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -11,6 +12,7 @@
 
 #include "dataplane/checksum.h"
 #include "dataplane/frame.h"
+#include "dataplane/receive_checksum.h"
 #include "dataplane/segment_writer.h"
 #include "reference_checksum.h"
 
@@ -119,6 +121,36 @@ TEST(Checksum, AnyFlippedBitOfASegmentFailsItsCheck) {
           f[at] ^= 0x10;
         }
       }
+    }
+  }
+}
+
+TEST(ReceivedChecksums, ThePortsVerdictWinsWhereItGaveOneAndTheSumDecidesElsewhere) {
+  for (int version : {4, 6}) {
+    std::vector<uint8_t> good = request_segment(version, 87);
+    std::vector<uint8_t> bad_tcp = good;
+    bad_tcp.back() ^= 0x01;  // a payload byte: the TCP checksum no longer holds
+    const FrameView v = parse_frame(good);
+    ASSERT_EQ(v.kind, FrameKind::kTcp);
+    const uint64_t ip_good = version == 4 ? RTE_MBUF_F_RX_IP_CKSUM_GOOD : 0;
+    // No verdict (AF_PACKET, AF_XDP, a port without the offload): summed.
+    EXPECT_TRUE(received_checksums_right(0, good.data(), v));
+    EXPECT_FALSE(received_checksums_right(0, bad_tcp.data(), v));
+    // "Intact but not filled in" cannot be forwarded as it is: summed, and
+    // the stale field fails.
+    EXPECT_FALSE(received_checksums_right(RTE_MBUF_F_RX_L4_CKSUM_NONE | ip_good, bad_tcp.data(), v));
+    // The port said bad: dropped even where the bytes sum right.
+    EXPECT_FALSE(received_checksums_right(RTE_MBUF_F_RX_L4_CKSUM_BAD | ip_good, good.data(), v));
+    // The port said good: not summed again.
+    EXPECT_TRUE(received_checksums_right(RTE_MBUF_F_RX_L4_CKSUM_GOOD | ip_good, bad_tcp.data(), v));
+    if (version == 4) {
+      std::vector<uint8_t> bad_ip = good;
+      bad_ip[v.l3_offset + 8] ^= 0x01;  // the TTL: only the header checksum covers it
+      EXPECT_FALSE(received_checksums_right(0, bad_ip.data(), v));
+      EXPECT_FALSE(received_checksums_right(RTE_MBUF_F_RX_L4_CKSUM_GOOD, bad_ip.data(), v))
+          << "the port verified only the TCP checksum: the header's is summed";
+      EXPECT_FALSE(received_checksums_right(RTE_MBUF_F_RX_L4_CKSUM_GOOD | RTE_MBUF_F_RX_IP_CKSUM_BAD, good.data(), v));
+      EXPECT_TRUE(received_checksums_right(RTE_MBUF_F_RX_L4_CKSUM_GOOD | RTE_MBUF_F_RX_IP_CKSUM_GOOD, bad_ip.data(), v));
     }
   }
 }
