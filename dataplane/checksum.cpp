@@ -19,16 +19,26 @@ namespace sluice::dataplane {
 namespace {
 
 [[gnu::always_inline]] inline uint64_t words_sum(const uint8_t* p, size_t n) noexcept {
-  // 64-bit words with their carries kept (add, adc): a frame of any length
-  // cannot overflow 128 bits.
-  __extension__ using Wide = unsigned __int128;
-  Wide acc = 0;
-  while (n >= 8) {
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    acc += w;
+  // 64-bit words, their carries counted apart (add, adc), two a step: a
+  // frame of any length cannot overflow the count.
+  uint64_t sum = 0, carries = 0;
+  while (n >= 16) {
+    uint64_t a, b;
+    std::memcpy(&a, p, 8);
+    std::memcpy(&b, p + 8, 8);
+    sum += a;
+    carries += sum < a;
+    sum += b;
+    carries += sum < b;
+    p += 16;
+    n -= 16;
+  }
+  if (n & 8) {
+    uint64_t a;
+    std::memcpy(&a, p, 8);
+    sum += a;
+    carries += sum < a;
     p += 8;
-    n -= 8;
   }
   // The last 0-7 bytes, zero-padded, in their places in a 64-bit word: an
   // odd last byte is the high byte of a big-endian word, the low one loaded.
@@ -49,11 +59,13 @@ namespace {
     shift += 16;
   }
   if (n & 1) tail |= uint64_t{p[0]} << shift;
-  acc += tail;
-  uint64_t lo = static_cast<uint64_t>(acc);
-  const uint64_t hi = static_cast<uint64_t>(acc >> 64);
-  lo += hi;
-  return (lo < hi ? 1 : 0) + (lo & 0xffffffffu) + (lo >> 32);  // the end-around carry, and 64 bits into 33
+  sum += tail;
+  carries += sum < tail;
+  // Each carry out of bit 63 is worth 2^64, which is 1 modulo 0xffff: add
+  // them back, then fold 64 bits into 33.
+  sum += carries;
+  carries = sum < carries;
+  return carries + (sum & 0xffffffffu) + (sum >> 32);
 }
 
 }  // namespace
