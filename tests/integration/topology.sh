@@ -244,6 +244,42 @@ slt_probe_origin() {  # one readiness probe, from the client, through the applia
 # ARGS, words, added to its command line) and waits until a
 # request from the client reaches the origin through it. On failure prints
 # why (and sluiced's log) and returns 1.
+# Waits (up to 20 s, while PID lives) for sluiced's tap ports slt-t0 and
+# slt-t1 in the appliance's namespace, then joins each to its side's veth
+# with a bridge: client c0 - c1 - br-tc - slt-t0 = sluiced = slt-t1 - br-to
+# - o1 - o0 origin. The taps go when sluiced does; slt_tap_unwire removes
+# the bridges.
+slt_tap_wire() {
+  local pid="$1" i
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "$pid" 2>/dev/null || return 1
+    ip -n "$NS_BOX" link show slt-t1 >/dev/null 2>&1 && ip -n "$NS_BOX" link show slt-t0 >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+  [ "$i" -lt 100 ] || return 1
+  # br_netfilter, where the host has it loaded, would run the IP hooks on
+  # bridged frames and drop a bad IPv4 header checksum before the appliance
+  # sees it (the sysctls are per namespace).
+  local k
+  for k in iptables ip6tables arptables; do
+    ip netns exec "$NS_BOX" sysctl -qw "net.bridge.bridge-nf-call-$k=0" 2>/dev/null
+  done
+  local br side
+  for side in c o; do
+    br="br-t$side"
+    ip -n "$NS_BOX" link add "$br" type bridge stp_state 0 forward_delay 0 mcast_snooping 0 \
+      nf_call_iptables 0 nf_call_ip6tables 0 nf_call_arptables 0 || return 1
+    ip -n "$NS_BOX" link set "${side}1" master "$br" || return 1
+    ip -n "$NS_BOX" link set "slt-t$([ "$side" = c ] && echo 0 || echo 1)" master "$br" || return 1
+    ip -n "$NS_BOX" link set "$br" up || return 1
+  done
+}
+slt_tap_unwire() {
+  ip -n "$NS_BOX" link del br-tc 2>/dev/null
+  ip -n "$NS_BOX" link del br-to 2>/dev/null
+  return 0
+}
+
 appliance_start() {
   local policy="$1" workers="${2:-1}" args="${3:-}" deadline
   SLT_APPLIANCE_N=$((SLT_APPLIANCE_N + 1))
@@ -272,8 +308,21 @@ appliance_start() {
       # copy mode, needs the full checksums slt_offloads_off asks the
       # client's and origin's stacks for: a veth otherwise hands on partial
       # ones).
-      local attach="--af-packet c1:o1"
+      local attach="--af-packet c1:o1" eal=""
       case " $args " in *" --af-xdp "*) attach="" ;; esac
+      # --ports-tap (the harness's word, not sluiced's): --ports mode on two
+      # DPDK tap ports (net_tap), whose kernel ends slt_tap_wire bridges to
+      # c1 and o1 once sluiced has made them. A port with receive and
+      # transmit checksum offload (the tap driver does both in software),
+      # where AF_PACKET has neither.
+      case " $args " in
+        *" --ports-tap "*)
+          args="${args/--ports-tap/}"
+          attach="--ports 0:1"
+          eal="-- --no-huge --no-shconf --no-pci -m 256 --file-prefix slt-tap"
+          eal+=" --vdev=net_tap0,iface=slt-t0 --vdev=net_tap1,iface=slt-t1"
+          ;;
+      esac
       # An AF_XDP sluiced that was killed leaves its XDP program on the
       # interfaces (it passes what no socket takes, but nothing should sit
       # in front of the next appliance).
@@ -281,9 +330,15 @@ appliance_start() {
       in_box ip link set dev o1 xdp off 2>/dev/null
       # shellcheck disable=SC2086  # attach is a list of words
       ip netns exec "$NS_BOX" "$SLUICED" --config "$policy" $attach --workers "$workers" \
-        --control-socket "$SLT_CONTROL_SOCKET" --metrics 127.0.0.1:9464 --state-dir "$SLT_TMP/state" $args ${SLUICED_EXTRA_ARGS:-} >"$SLT_APPLIANCE_LOG" 2>&1 </dev/null &
+        --control-socket "$SLT_CONTROL_SOCKET" --metrics 127.0.0.1:9464 --state-dir "$SLT_TMP/state" $args ${SLUICED_EXTRA_ARGS:-} $eal >"$SLT_APPLIANCE_LOG" 2>&1 </dev/null &
       SLT_APPLIANCE_PID=$!   # `ip netns exec` execs in place: this is sluiced's pid
       slt_track_pid "$SLT_APPLIANCE_PID"
+      if [ -n "$eal" ] && ! slt_tap_wire "$SLT_APPLIANCE_PID"; then
+        echo "the tap ports never appeared in $NS_BOX; sluiced's log ($SLT_APPLIANCE_LOG):"
+        tail -n 30 "$SLT_APPLIANCE_LOG" | sed 's/^/  | /'
+        appliance_stop >/dev/null
+        return 1
+      fi
       ;;
     *)
       echo "unknown SLUICE_APPLIANCE='$SLUICE_APPLIANCE' (sluiced or kernel-bridge)"
@@ -325,6 +380,7 @@ appliance_kill() {
   kill -KILL "$pid" 2>/dev/null
   date +%s.%N >"$SLT_TMP/killed_at"  # what a fallback gave back is measured to here
   wait "$pid" 2>/dev/null
+  slt_tap_unwire
   return 0
 }
 
@@ -360,6 +416,7 @@ appliance_stop() {
     fi
   fi
   rm -f "$SLT_TMP/pids/$pid"
+  slt_tap_unwire
   return $rc
 }
 
