@@ -61,6 +61,10 @@ size_t write_answer(const limiter::CompiledPolicy& policy, const limiter::Decisi
   const limiter::Answer& a = d.answer;
   if (a.response == nullptr) return 0;
   const policy::TemplateValues v = values_of(d);
+  // The usual refusal: its rule's bucket, no CORS grant, framed at load.
+  if (a.framed != nullptr && a.charged && a.cors == limiter::CorsGrant::kNone && a.framed->fits(d.fields.style, v)) {
+    return a.framed->render(v, out, keep_alive);
+  }
   size_t pos = a.response->render_head(v, out);
   if (pos == SIZE_MAX) return 0;
   if (a.charged) {

@@ -286,6 +286,10 @@ class PolicyCompiler {
     cr.style = r.header_style.value_or(p_.header_style);
     // The styles' templates are made on first use: here, off the hot path.
     (void)policy::ratelimit_fields(cr.style);
+    const CompiledBucket* b = c_.bucket_named(r.bucket);
+    if (cr.refusal != nullptr && b != nullptr && !b->calendar) {
+      cr.framed_refusal.emplace(*cr.refusal, cr.style, b->header_limit, b->header_window_s, b->name);
+    }
     cr.shadow = r.shadow;
   }
 

@@ -91,6 +91,9 @@ struct CompiledRule {
   const policy::ResponseTemplate* answer = nullptr;
   const policy::ResponseTemplate* refusal = nullptr;
   policy::HeaderStyle style = policy::HeaderStyle::kSeed;  // of its rate-limit fields (policy::ratelimit_fields)
+  // Its refusal framed for its own bucket (a GCRA bucket's: a calendar
+  // window's limit is each key's own).
+  std::optional<policy::FramedAnswer> framed_refusal;
   bool shadow = false;
 };
 

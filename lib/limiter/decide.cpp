@@ -525,6 +525,7 @@ void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge
   d.answer.trace_id = next_trace_id(scratch);
   d.answer.origin = request.value(field::kOrigin);
   d.answer.cors = cors_grant(policy, request);
+  if (rule.framed_refusal) d.answer.framed = &*rule.framed_refusal;
   respond(d, Verdict::kRefuse, *rule.refusal);
 }
 

@@ -95,6 +95,7 @@ enum class CorsGrant : uint8_t { kNone, kAnyOrigin, kThisOrigin };
 // rate-limit fields are the decision's.
 struct Answer {
   const policy::ResponseTemplate* response = nullptr;  // the policy's; valid while the policy is
+  const policy::FramedAnswer* framed = nullptr;        // a refusal's, framed for its rule's bucket (the same)
   std::string_view body;           // as the template renders it (its text, valid while the policy is)
   bool charged = false;            // a bucket was charged: the rate-limit fields and values go in
   CorsGrant cors = CorsGrant::kNone;

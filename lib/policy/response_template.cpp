@@ -152,17 +152,82 @@ std::optional<TextTemplate> TextTemplate::compile(std::string_view text, std::st
     i = close;
   }
   flush();
-  t.text_.resize(t.text_.size() + 16, '\0');
-  for (const Piece& p : t.pieces_) {
+  t.finish();
+  return t;
+}
+
+void TextTemplate::add_literal(std::string_view text) {
+  if (text.empty()) return;
+  // Joined to the literal before it, so that a run of text is one copy.
+  if (!pieces_.empty() && pieces_.back().slot == Slot::kLiteral &&
+      pieces_.back().offset + pieces_.back().length == text_.size()) {
+    pieces_.back().length += static_cast<uint32_t>(text.size());
+  } else {
+    pieces_.push_back({Slot::kLiteral, static_cast<uint32_t>(text_.size()), static_cast<uint32_t>(text.size())});
+  }
+  text_.insert(text_.end(), text.begin(), text.end());
+}
+
+void TextTemplate::finish() {
+  text_.resize(text_.size() + 16, '\0');
+  most_ = 0;
+  policy_slots_ = origin_slots_ = 0;
+  for (const Piece& p : pieces_) {
     switch (p.slot) {
-      case Slot::kLiteral: t.most_ += (p.length + 15) / 16 * 16; break;
-      case Slot::kPolicy: ++t.policy_slots_; break;
-      case Slot::kOrigin: ++t.origin_slots_; break;
-      case Slot::kTraceId: t.most_ += 16; break;
-      default: t.most_ += 20; break;  // a number
+      case Slot::kLiteral: most_ += (p.length + 15) / 16 * 16; break;
+      case Slot::kPolicy: ++policy_slots_; break;
+      case Slot::kOrigin: ++origin_slots_; break;
+      case Slot::kTraceId: most_ += 16; break;
+      default: most_ += 20; break;  // a number
     }
   }
+}
+
+TextTemplate TextTemplate::joined(std::span<const TextTemplate* const> parts, std::string_view tail,
+                                  const TemplateValues& v, Bound bound) {
+  TextTemplate t;
+  char digits_buf[20];
+  auto number = [&](uint64_t n) {
+    const size_t len = digits(n);
+    write_number(digits_buf, n, len);
+    return std::string_view(digits_buf, len);
+  };
+  for (const TextTemplate* part : parts) {
+    for (const Piece& p : part->pieces_) {
+      if (p.slot == Slot::kLiteral) {
+        t.add_literal(std::string_view(part->text_.data() + p.offset, p.length));
+      } else if (p.slot == Slot::kLimit && bound.limit) {
+        t.add_literal(number(v.limit));
+      } else if (p.slot == Slot::kWindow && bound.window) {
+        t.add_literal(number(v.window));
+      } else if (p.slot == Slot::kPolicy && bound.policy) {
+        t.add_literal(v.policy);
+      } else {
+        t.pieces_.push_back(p);
+      }
+    }
+  }
+  t.add_literal(tail);
+  t.finish();
   return t;
+}
+
+FramedAnswer::FramedAnswer(const ResponseTemplate& response, HeaderStyle style, uint32_t limit, uint32_t window,
+                           std::string_view policy)
+    : style_(style), limit_(limit), window_(window), policy_(policy) {
+  TemplateValues v;
+  v.limit = limit_;
+  v.window = window_;
+  v.policy = policy_;
+  const TextTemplate* parts[] = {&response.head(), &ratelimit_fields(style)};
+  for (bool keep_alive : {false, true}) {
+    text_[keep_alive ? 1 : 0] = TextTemplate::joined(parts, response.tail(keep_alive), v, {true, true, true});
+  }
+}
+
+size_t FramedAnswer::render(const TemplateValues& v, std::span<char> out, bool keep_alive) const noexcept {
+  const size_t n = text_[keep_alive ? 1 : 0].render(v, out, 0);
+  return n == SIZE_MAX ? 0 : n;
 }
 
 size_t TextTemplate::render(const TemplateValues& v, std::span<char> out, size_t pos) const noexcept {
@@ -172,10 +237,15 @@ size_t TextTemplate::render(const TemplateValues& v, std::span<char> out, size_t
     char* d = out.data() + pos;
     for (const Piece& p : pieces_) {
       switch (p.slot) {
-        case Slot::kLiteral:
-          for (size_t i = 0; i < p.length; i += 16) std::memcpy(d + i, text_.data() + p.offset + i, 16);
-          d += p.length;
+        case Slot::kLiteral: {
+          // Held in locals: a store through `d` could alias the template's
+          // own fields, which the loop would otherwise load again each move.
+          const char* src = text_.data() + p.offset;
+          const size_t n = p.length;
+          for (size_t i = 0; i < n; i += 16) std::memcpy(d + i, src + i, 16);
+          d += n;
           break;
+        }
         case Slot::kRetryAfter: d = write_number(d, v.retry_after, digits(v.retry_after)); break;
         case Slot::kLimit: d = write_number(d, v.limit, digits(v.limit)); break;
         case Slot::kRemaining: d = write_number(d, v.remaining, digits(v.remaining)); break;

@@ -36,6 +36,17 @@ class TextTemplate {
   [[nodiscard]] size_t render(const TemplateValues& v, std::span<char> out, size_t pos) const noexcept;
   [[nodiscard]] bool empty() const noexcept { return pieces_.empty(); }
 
+  // The slots a joined template may write in as text.
+  struct Bound {
+    bool limit = false;
+    bool window = false;
+    bool policy = false;
+  };
+  // `parts` one after another, then the literal `tail`; the slots `bound`
+  // names written as their values in `v`, the rest left as slots.
+  [[nodiscard]] static TextTemplate joined(std::span<const TextTemplate* const> parts, std::string_view tail,
+                                           const TemplateValues& v, Bound bound);
+
  private:
   enum class Slot : uint8_t { kLiteral, kRetryAfter, kLimit, kRemaining, kReset, kWindow, kPolicy, kOrigin, kTraceId };
   struct Piece {
@@ -43,6 +54,9 @@ class TextTemplate {
     uint32_t offset;  // of a literal in text_
     uint32_t length;
   };
+  void add_literal(std::string_view text);
+  void finish();
+
   std::vector<Piece> pieces_;
   std::vector<char> text_;  // every literal, then 16 bytes of padding so copies can run in whole vectors
   // The most render() writes, whole 16-byte literal moves and 20-digit
@@ -75,6 +89,7 @@ class ResponseTemplate {
     return head_.render(v, out, 0);
   }
   [[nodiscard]] std::string_view tail(bool keep_alive) const noexcept { return keep_alive ? tail_keep_alive_ : tail_; }
+  [[nodiscard]] const TextTemplate& head() const noexcept { return head_; }
   [[nodiscard]] uint16_t status() const noexcept { return status_; }
   // The body, as written in the policy (it has no placeholders).
   [[nodiscard]] std::string_view body() const noexcept {
@@ -94,6 +109,32 @@ class ResponseTemplate {
 // for the life of the process (a decision may refer to it after its policy
 // is gone).
 [[nodiscard]] const TextTemplate& ratelimit_fields(HeaderStyle style);
+
+// A refusal's whole text for one bucket, framed when the policy loads: the
+// response's head, the rate-limit fields of a style and the tail in one
+// template, with the bucket's constant values (limit, window, name) written
+// in as text. A refusal then costs one run of copies and three numbers
+// instead of three templates and eight numbers. It serves only values that
+// carry exactly those constants (fits()): a live run's own budget, or a
+// refusal counted in an overflow bucket, takes the general path.
+class FramedAnswer {
+ public:
+  FramedAnswer(const ResponseTemplate& response, HeaderStyle style, uint32_t limit, uint32_t window,
+               std::string_view policy);
+  [[nodiscard]] bool fits(HeaderStyle style, const TemplateValues& v) const noexcept {
+    return style == style_ && v.limit == limit_ && v.window == window_ && v.policy == policy_;
+  }
+  // Writes the answer at the start of `out`; its length, or 0 if it does
+  // not fit (as the general path).
+  [[nodiscard]] size_t render(const TemplateValues& v, std::span<char> out, bool keep_alive) const noexcept;
+
+ private:
+  TextTemplate text_[2];  // closing, keep-alive
+  HeaderStyle style_;
+  uint32_t limit_;
+  uint32_t window_;
+  std::string policy_;
+};
 
 [[nodiscard]] std::string_view reason_phrase(uint16_t status) noexcept;
 

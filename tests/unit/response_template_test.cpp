@@ -1,12 +1,14 @@
 // The templates answers and rate-limit fields are rendered from: numbers of
 // every length written exactly, with room to spare (written unchecked) and
 // with just enough (checked piece by piece), a buffer
-// too small refused rather than overrun, and an answer that keeps the
-// connection open says nothing of closing.
+// too small refused rather than overrun, an answer that keeps the
+// connection open says nothing of closing, and a refusal framed at load
+// writes the same bytes as the three templates it joins.
 #include <gtest/gtest.h>
 
 #include <array>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -76,6 +78,82 @@ TEST(ResponseTemplate, AKeptOpenAnswerSaysNothingOfClosing) {
   const size_t open = t->render(tv, {}, out, true);
   EXPECT_EQ(std::string(out.data(), open),
             "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 7\r\nContent-Length: 9\r\n\r\nslow down");
+}
+
+// What the general path writes: the head, the style's fields, the tail.
+std::string general(const ResponseTemplate& t, HeaderStyle style, const TemplateValues& v, bool keep_alive) {
+  std::array<char, 1024> fields{};
+  const size_t n = ratelimit_fields(style).render(v, fields, 0);
+  const std::string_view f(fields.data(), n);
+  std::array<char, 2048> out{};
+  return std::string(out.data(), t.render(v, std::span<const std::string_view>(&f, 1), out, keep_alive));
+}
+
+TEST(FramedAnswer, WritesWhatTheHeadFieldsAndTailWriteForEveryStyleAndValue) {
+  ResponseSpec spec;
+  spec.status = 429;
+  // Every placeholder, the bound ones too, in the policy's own fields.
+  spec.headers = {{"Retry-After", "{retry_after}"},
+                  {"X-Quota", "{limit} per {window} s in {policy}, {remaining} left, {reset} s"},
+                  {"X-Trace", "{trace_id} for {origin}"}};
+  spec.body = R"({"error":"rate_limited"})";
+  const auto t = ResponseTemplate::compile(spec, nullptr);
+  ASSERT_TRUE(t.has_value());
+  std::mt19937_64 rng(5);
+  for (HeaderStyle style : {HeaderStyle::kSeed, HeaderStyle::kIetf, HeaderStyle::kNone}) {
+    for (int round = 0; round < 200; ++round) {
+      const uint32_t limit = static_cast<uint32_t>(rng() >> (32 + rng() % 32));
+      const uint32_t window = static_cast<uint32_t>(1 + rng() % 86400);
+      const std::string name = "bucket-" + std::to_string(round);
+      const FramedAnswer framed(*t, style, limit, window, name);
+      TemplateValues v;
+      v.limit = limit;
+      v.window = window;
+      v.policy = name;
+      v.retry_after = static_cast<uint32_t>(rng() >> (32 + rng() % 32));
+      v.remaining = static_cast<uint32_t>(rng() >> (32 + rng() % 32));
+      v.reset = static_cast<uint32_t>(rng() >> (32 + rng() % 32));
+      v.trace_id = rng();
+      v.origin = round % 2 ? "https://app.example" : "";
+      ASSERT_TRUE(framed.fits(style, v));
+      for (bool keep_alive : {false, true}) {
+        const std::string want = general(*t, style, v, keep_alive);
+        std::array<char, 2048> out{};
+        const size_t n = framed.render(v, out, keep_alive);
+        ASSERT_EQ(std::string(out.data(), n), want) << "style " << static_cast<int>(style) << " round " << round;
+        // Exactly as long as the answer: still written (checked piece by
+        // piece); a byte less: refused, nothing overrun.
+        std::vector<char> exact(want.size() + 1, '#');
+        EXPECT_EQ(framed.render(v, std::span<char>(exact.data(), want.size()), keep_alive), want.size());
+        EXPECT_EQ(exact.back(), '#');
+        EXPECT_EQ(framed.render(v, std::span<char>(exact.data(), want.size() - 1), keep_alive), 0u);
+        EXPECT_EQ(exact.back(), '#');
+      }
+    }
+  }
+}
+
+TEST(FramedAnswer, FitsOnlyTheValuesItWasFramedFor) {
+  ResponseSpec spec;
+  spec.status = 429;
+  const auto t = ResponseTemplate::compile(spec, nullptr);
+  ASSERT_TRUE(t.has_value());
+  const FramedAnswer framed(*t, HeaderStyle::kSeed, 60, 60, "bare");
+  TemplateValues v;
+  v.limit = 60;
+  v.window = 60;
+  v.policy = "bare";
+  EXPECT_TRUE(framed.fits(HeaderStyle::kSeed, v));
+  EXPECT_FALSE(framed.fits(HeaderStyle::kIetf, v));
+  TemplateValues run = v;
+  run.limit = 30;  // a live run's own budget
+  EXPECT_FALSE(framed.fits(HeaderStyle::kSeed, run));
+  TemplateValues other = v;
+  other.policy = "credential";  // an overflow bucket's refusal
+  EXPECT_FALSE(framed.fits(HeaderStyle::kSeed, other));
+  TemplateValues window = v;
+  window.window = 3600;
+  EXPECT_FALSE(framed.fits(HeaderStyle::kSeed, window));
 }
 
 }  // namespace
