@@ -39,8 +39,10 @@ struct Setup {
   std::unique_ptr<LimiterState> state;
   std::unique_ptr<DecisionScratch> scratch = std::make_unique<DecisionScratch>();
 
-  Setup(const std::string& profile, size_t capacity) {
-    auto loaded = policy::load_policy_file(std::string(SLUICE_CONFIG_DIR) + "/" + profile);
+  Setup(const std::string& profile, size_t capacity)
+      : Setup(policy::load_policy_file(std::string(SLUICE_CONFIG_DIR) + "/" + profile), capacity) {}
+  Setup(const policy::LoadResult& loaded, size_t capacity) {
+    if (!loaded.policy) std::abort();
     std::vector<policy::PolicyError> errors;
     policy = std::make_unique<http::Http1Policy>(*http::compile_http1_policy(*loaded.policy, credential_hasher, errors));
     buckets = std::make_unique<BucketTable>(BucketTable::Options{
@@ -106,6 +108,37 @@ void BM_DecideWarmKey(benchmark::State& state) {
   state.SetLabel(kLabels[static_cast<size_t>(state.range(0))]);
 }
 BENCHMARK(BM_DecideWarmKey)->DenseRange(0, 4)->ArgName("case");
+
+// A policy of 64 routes (/svc0/* ... /svc63/*, each its own bucket) and a
+// catch-all; a request for the last route, on a warm key: with the rules
+// dispatched on the path's first segment, and with every rule tried in
+// order (dispatch:0).
+void BM_DecideManyRoutes(benchmark::State& state) {
+  std::string text = "sluice: 1\nname: routes\nheader_style: seed\nservice_ports: [80]\nbuckets:\n";
+  for (int i = 0; i < 64; ++i) text += "  b" + std::to_string(i) + ": { rate: 6000/min, burst: 6000 }\n";
+  text += "  rest: { rate: 6000/min, burst: 6000 }\nrules:\n";
+  for (int i = 0; i < 64; ++i) {
+    text += "  - name: r" + std::to_string(i) + "\n    path: \"/svc" + std::to_string(i) +
+            "/*\"\n    key: client_ip\n    bucket: b" + std::to_string(i) + "\n";
+  }
+  text += "  - name: rest\n    key: client_ip\n    bucket: rest\n";
+  Setup s(policy::load_policy_text(text, "routes.yaml"), 1 << 16);
+  if (state.range(0) == 0) {
+    std::vector<const std::vector<policy::PathPattern>*> patterns;
+    for (const CompiledRule& r : s.policy->rules) patterns.push_back(&r.paths);
+    s.policy->dispatch.build(patterns, SIZE_MAX);
+  }
+  ParsedHead h(s.policy->fields, "GET /svc63/items/7 HTTP/1.1\r\nHost: api\r\n\r\n");
+  const ConnectionFacts conn = conn_from(7);
+  time::Nanos now = kT0;
+  for (auto _ : state) {
+    const Decision d =
+        decide(*s.policy, *s.state, http::limiter_request(h.head(), conn), now += 1'000'000, *s.scratch);
+    benchmark::DoNotOptimize(d.verdict);
+  }
+  state.SetLabel(state.range(0) ? "65 rules, dispatched" : "65 rules, each tried");
+}
+BENCHMARK(BM_DecideManyRoutes)->Arg(1)->Arg(0)->ArgName("dispatch");
 
 // The bare class across `live` client addresses, all in the table: single
 // decisions on random clients, and bursts of 32.

@@ -150,6 +150,9 @@ class PolicyCompiler {
       rule_answers(r, cr);
       c_.rules.push_back(std::move(cr));
     }
+    std::vector<const std::vector<policy::PathPattern>*> patterns;
+    for (const CompiledRule& cr : c_.rules) patterns.push_back(&cr.paths);
+    c_.dispatch.build(patterns);
   }
 
  private:

@@ -17,6 +17,7 @@
 #include "limiter/field_registry.h"
 #include "limiter/gcra.h"
 #include "limiter/request.h"
+#include "limiter/rule_dispatch.h"
 #include "policy/path_pattern.h"
 #include "policy/policy.h"
 #include "policy/policy_loader.h"
@@ -124,6 +125,7 @@ struct CompiledPolicy {
   std::vector<Exemption> exemptions;
   std::vector<CompiledBucket> buckets;
   std::vector<CompiledRule> rules;
+  RuleDispatch dispatch;  // which rules a request's first path segment may match
   bool shadow = false;
   bool keep_alive_answers = true;  // policy::AfterAnswer::kKeepAlive
   policy::AmbiguousPaths ambiguous_paths = policy::AmbiguousPaths::kRefuse;

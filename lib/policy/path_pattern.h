@@ -28,6 +28,13 @@ class PathPattern {
   // False if `path` cannot match: it does not begin as every match does.
   // Inline, for the many patterns a request is not for.
   [[nodiscard]] bool may_match(std::string_view path) const noexcept { return path.starts_with(lead_); }
+  // The literal every matching path's first segment equals (between the
+  // leading '/' and the next '/' or the end), if the pattern begins with one;
+  // nullopt for a pattern that begins with a {param}, or "/*".
+  [[nodiscard]] std::optional<std::string_view> first_segment() const noexcept {
+    if (segments_.empty() || segments_.front().param >= 0) return std::nullopt;
+    return std::string_view(segments_.front().literal);
+  }
   [[nodiscard]] int param_index(std::string_view name) const noexcept;
   [[nodiscard]] const std::string& text() const noexcept { return text_; }
 
