@@ -161,34 +161,51 @@ def get(sock, rd, host, path, timeout):
     return resp["status"], "closed" if resp["close_announced"] else "answered"
 
 
-def rst(args):
+def real_connection(args):
+    """A socket from --source, and the Sniffer that will read its numbers."""
     if not allowed(args.source) or not allowed(args.dst):
         sys.exit("forge.py: addresses must lie inside 198.18.0.0/15")
-    requests = min(args.requests, 200)
     sn = Sniffer(args.iface)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((args.source, 0))
     sock.settimeout(args.timeout)
+    return sock, sn
+
+
+def connect_numbered(args, sock, sn, out, first=False):
+    """Connects `sock` to --dst:--port (and, with `first`, has GET --path
+    {i}=0 answered), then reads the connection's next sequence number off the
+    interface. Returns (reader, src, sport, dst), or None with out["end"]
+    saying why (and the exit status in out["rc"])."""
+    sock.connect((args.dst, args.port))
+    rd = Reader(sock, time.monotonic() + args.timeout)
+    src, sport = socket.inet_aton(args.source), sock.getsockname()[1]
+    dst = socket.inet_aton(args.dst)
+    if first:
+        status, end = get(sock, rd, args.dst, args.path.replace("{i}", "0"), args.timeout)
+        out["statuses"].append(status)
+        if status != 200:
+            out["end"], out["rc"] = end, 0
+            return None
+    time.sleep(0.2)  # the last ACK out on the wire
+    sn.drain(src, sport, dst, args.port)
+    if sn.next_seq is None or sn.dst_mac is None:
+        out["end"], out["rc"] = "no-numbers", 1
+        return None
+    return rd, src, sport, dst
+
+
+def rst(args):
+    requests = min(args.requests, 200)
+    sock, sn = real_connection(args)
     out = {"statuses": [], "end": None, "forged": None}
     try:
-        sock.connect((args.dst, args.port))
-        rd = Reader(sock, time.monotonic() + args.timeout)
-        src, sport = socket.inet_aton(args.source), sock.getsockname()[1]
-        dst = socket.inet_aton(args.dst)
-        if args.first:
-            status, end = get(sock, rd, args.dst, args.path.replace("{i}", "0"), args.timeout)
-            out["statuses"].append(status)
-            if status != 200:
-                out["end"] = end
-                print(json.dumps(out))
-                return 0
-        time.sleep(0.2)  # the last ACK out on the wire
-        sn.drain(src, sport, dst, args.port)
-        if sn.next_seq is None or sn.dst_mac is None:
-            out["end"] = "no-numbers"
+        numbered = connect_numbered(args, sock, sn, out, first=args.first)
+        if numbered is None:
             print(json.dumps(out))
-            return 1
+            return out.pop("rc")
+        rd, src, sport, dst = numbered
         seq = (sn.next_seq + args.offset) & 0xFFFFFFFF
         flags = 0x04 | (0x10 if args.ack else 0)
         payload = b"x" * 16 if args.payload else b""
@@ -213,27 +230,16 @@ def rst(args):
 
 
 def badsum(args):
-    if not allowed(args.source) or not allowed(args.dst):
-        sys.exit("forge.py: addresses must lie inside 198.18.0.0/15")
     if len(args.decoy) != len(args.path):
         sys.exit("forge.py: --decoy must be as long as --path (the two heads take the same sequence numbers)")
-    sn = Sniffer(args.iface)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((args.source, 0))
-    sock.settimeout(args.timeout)
+    sock, sn = real_connection(args)
     out = {"statuses": [], "end": None, "forged": None}
     try:
-        sock.connect((args.dst, args.port))
-        rd = Reader(sock, time.monotonic() + args.timeout)
-        src, sport = socket.inet_aton(args.source), sock.getsockname()[1]
-        dst = socket.inet_aton(args.dst)
-        time.sleep(0.2)  # the handshake's last ACK out on the wire
-        sn.drain(src, sport, dst, args.port)
-        if sn.next_seq is None or sn.dst_mac is None:
-            out["end"] = "no-numbers"
+        numbered = connect_numbered(args, sock, sn, out)
+        if numbered is None:
             print(json.dumps(out))
-            return 1
+            return out.pop("rc")
+        rd, src, sport, dst = numbered
         # The head get() sends, with the decoy's path: byte for byte as long.
         head = ("GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: slt-forge/1\r\n\r\n" % (args.decoy, args.dst)).encode()
         frame = bytearray(tcp_frame(sn.dst_mac, sn.src_mac, src, dst, sport, args.port, sn.next_seq, sn.ack or 0, 0x18,

@@ -1440,7 +1440,7 @@ t_wire_af_xdp() {
 # SYN-ACK, the 429) must reach the client with checksums its stack accepts;
 # a segment the port found bad is dropped before it is judged.
 t_wire_ports_tap() {
-  local s0 s1 code before after bad
+  local s0 s1 code
   s0="$(src4 0)" s1="$(src4 1)"
   check_eq "the ports are tap ports whose device verifies checksums" \
     "$(grep -cE '^  (client|origin) port [0-9]+: net_tap[01] \(net_tap\) .*checksums verified by the device$' "$SLT_SLUICED_LOG")" 2
@@ -1450,13 +1450,7 @@ t_wire_ports_tap() {
   client pipe --source "$s0" --count 26 --mode pipeline --path '/echo?tap={i}'
   check_eq "TB01 pipelined across the budget: 20, then the appliance's 429" "$(res statuses pipe)" "200x20 429."
   check_olog "pipelined: the 20 admitted only" "$s0" 20
-  before="$(SLT_CTL --json stats)"
-  for bad in tcp ip; do
-    check_eq "the client's GET after a forged one with a wrong $bad checksum at the same number" \
-      "$(forged_bad_checksum "$s1" "$bad")" "200 answered"
-  done
-  after="$(SLT_CTL --json stats)"
-  check_eq "segments with a wrong checksum dropped" "$(delta_of "$before" "$after" dropped_bad_checksum)" 2
+  check_bad_checksums "$s1"
   olog_settle
   check_eq "paths the origin served" "$(olog_lines "$s1" | awk '{ print $3 }' | sort | tr '\n' ' ')" \
     "/badsum/real-ip /badsum/real-tcp /tap/curl "
@@ -2299,17 +2293,9 @@ t_wire_blind_rst_judged() {
 # decoy, the origin dropped it, and the client's segment was rewritten to
 # the judged decoy with a fresh checksum: the origin served the decoy.)
 t_wire_bad_checksum() {
-  local s before after bad
+  local s
   s="$(src4)"
-  before="$(SLT_CTL --json stats)"
-  for bad in tcp ip; do
-    check_eq "the client's GET after a forged one with a wrong $bad checksum at the same number" \
-      "$(forged_bad_checksum "$s" "$bad")" "200 answered"
-  done
-  after="$(SLT_CTL --json stats)"
-  note "appliance: dropped_bad_checksum $(delta_of "$before" "$after" dropped_bad_checksum), repeats_rewritten $(delta_of "$before" "$after" repeats_rewritten)"
-  check_eq "segments with a wrong checksum dropped" "$(delta_of "$before" "$after" dropped_bad_checksum)" 2
-  check_eq "requests judged: the clients' two, not the decoys" "$(delta_of "$before" "$after" requests)" 2
+  check_bad_checksums "$s"
   olog_settle
   check_olog "the connections' address" "$s" 2
   check_eq "paths the origin served" "$(olog_lines "$s" | awk '{ print $3 }' | sort | tr '\n' ' ')" \
@@ -2317,16 +2303,24 @@ t_wire_bad_checksum() {
   finish
 }
 
-# forged_bad_checksum SOURCE tcp|ip: forge.py badsum from SOURCE (the
-# client's path /badsum/real-KIND, the decoy's /badsum/lure-KIND); prints
-# the client's status and how its connection ended.
-forged_bad_checksum() {
-  local s="$1" bad="$2"
-  ip netns exec "$NS_CLI" timeout -k 2 20 "$SLT_PY" "$SLT_HERE/forge.py" badsum --iface c0 --dst "$ORIGIN4" \
-    --source "$s" --bad "$bad" --path "/badsum/real-$bad" --decoy "/badsum/lure-$bad" \
-    >"$SLT_OUT/badsum-$bad.json" 2>"$SLT_OUT/badsum-$bad.stderr"
-  "$SLT_PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(" ".join(str(x) for x in d["statuses"]), d["end"])' \
-    "$SLT_OUT/badsum-$bad.json" 2>/dev/null || echo "no result: $(tail -c 200 "$SLT_OUT/badsum-$bad.stderr")"
+# check_bad_checksums SOURCE: forge.py badsum from SOURCE, once with a wrong
+# TCP checksum and once with a wrong IPv4 header checksum (the client's path
+# /badsum/real-KIND, the decoy's /badsum/lure-KIND). Each client GET must be
+# answered, both forgeries dropped, and only the clients' two requests judged.
+check_bad_checksums() {
+  local s="$1" before after bad got
+  before="$(SLT_CTL --json stats)"
+  for bad in tcp ip; do
+    ip netns exec "$NS_CLI" timeout -k 2 20 "$SLT_PY" "$SLT_HERE/forge.py" badsum --iface c0 --dst "$ORIGIN4" \
+      --source "$s" --bad "$bad" --path "/badsum/real-$bad" --decoy "/badsum/lure-$bad" \
+      >"$SLT_OUT/badsum-$bad.json" 2>"$SLT_OUT/badsum-$bad.stderr"
+    got="$("$SLT_PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(" ".join(str(x) for x in d["statuses"]), d["end"])' \
+      "$SLT_OUT/badsum-$bad.json" 2>/dev/null || echo "no result: $(tail -c 200 "$SLT_OUT/badsum-$bad.stderr")")"
+    check_eq "the client's GET after a forged one with a wrong $bad checksum at the same number" "$got" "200 answered"
+  done
+  after="$(SLT_CTL --json stats)"
+  check_eq "segments with a wrong checksum dropped" "$(delta_of "$before" "$after" dropped_bad_checksum)" 2
+  check_eq "requests judged: the clients' two, not the decoys" "$(delta_of "$before" "$after" requests)" 2
 }
 
 # TB07's credential slots across a crash: one address uses 8 credentials

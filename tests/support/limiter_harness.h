@@ -50,6 +50,10 @@ struct Result {
   std::string response;  // the answer as the data plane writes it in HTTP/1 (http::write_answer), if any
   std::string fields;    // an admission's rate-limit fields, as field lines
   bool keep_alive = false;  // the answer leaves the connection open (http::answer_keeps_connection)
+  // The answer for each ending (closing, kept open), written while the
+  // request's bytes (an Origin the answer quotes) are alive: as the data
+  // plane writes it, and through the general path with no framed refusal.
+  std::string written[2], written_general[2];
 
   [[nodiscard]] limiter::Verdict verdict() const { return decision.verdict; }
   [[nodiscard]] uint16_t status() const { return decision.status; }
@@ -162,6 +166,12 @@ class Limiter {
       out.keep_alive = out.decision.answer.response != nullptr && http::answer_keeps_connection(*policy_, parser.head());
     }
     out.response = written(out.decision, out.keep_alive);
+    limiter::Decision general = out.decision;
+    general.answer.framed = nullptr;
+    for (bool keep_alive : {false, true}) {
+      out.written[keep_alive] = written(out.decision, keep_alive);
+      out.written_general[keep_alive] = written(general, keep_alive);
+    }
     char fields[512];
     const size_t n = out.decision.verdict == limiter::Verdict::kAdmit ? http::write_ratelimit_fields(out.decision.fields, fields) : 0;
     EXPECT_NE(n, SIZE_MAX) << "the admitted fields fit 512 bytes";
