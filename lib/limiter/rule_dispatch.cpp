@@ -20,7 +20,7 @@ std::string_view first_segment(std::string_view path) noexcept {
 // A segment's hash: its first eight bytes and its length, multiplied.
 uint64_t segment_hash(std::string_view s) noexcept {
   uint64_t w = 0;
-  std::memcpy(&w, s.data(), std::min<size_t>(s.size(), 8));
+  if (!s.empty()) std::memcpy(&w, s.data(), std::min<size_t>(s.size(), 8));
   return (w ^ (s.size() * 0x9e3779b97f4a7c15ull)) * 0xbf58476d1ce4e5b9ull;
 }
 
