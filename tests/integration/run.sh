@@ -236,6 +236,11 @@ for entry in "${plan[@]}"; do
     skipped=$((skipped + 1))
     continue
   fi
+  if [[ " $args " == *" --ports-tap "* ]] && [ "$SLUICE_APPLIANCE" = sluiced ] && ! slt_have_tun; then
+    echo "SKIP $name (no /dev/net/tun for DPDK's tap ports)"
+    skipped=$((skipped + 1))
+    continue
+  fi
   want="$(policy_file "$policy") $workers $args"
   if [ "$SLT_APPLIANCE_CONF" != "$want" ]; then
     if [ -n "$SLT_APPLIANCE_CONF" ]; then

@@ -211,6 +211,11 @@ slt_have_af_xdp() {
   "$SLT_PY" -c 'import socket; socket.socket(44, socket.SOCK_RAW).close()' 2>/dev/null
 }
 
+# Whether DPDK's tap driver can make its ports here (--ports-tap).
+slt_have_tun() {
+  [ -c /dev/net/tun ] && [ -r /dev/net/tun ] && [ -w /dev/net/tun ]
+}
+
 # The attachments a perf script runs sluiced on, from its --attach
 # (af-packet, af-xdp, both, or auto: AF_XDP too where the kernel has AF_XDP
 # sockets), printed as a list. Says why, on stderr as PROGRAM, and returns 1
