@@ -11,23 +11,13 @@
 #include <cstdio>
 #include <cstring>
 
+#include "unique_fd.h"
+
 namespace sluice::control {
 
 namespace {
 
 std::string errno_text(int e) { return std::strerror(e); }
-
-// Closes on every return path, so error paths need not.
-struct Fd {
-  int fd = -1;
-  Fd() = default;
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 // A write() may be cut short by a signal or a full disk: go on until every
 // byte is down or the kernel says why not (errno).
@@ -121,7 +111,7 @@ Secret read_secret(int fd, const std::string& path) {
 }  // namespace
 
 std::string sync_dir(const std::string& dir) {
-  Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (d.fd < 0) return "cannot open " + dir + " to fsync it: " + errno_text(errno);
   if (::fsync(d.fd) != 0) return "cannot fsync " + dir + ": " + errno_text(errno);
   return "";
@@ -177,7 +167,7 @@ std::string write_file_atomically(const std::string& dir, const std::string& nam
   // A tmp file left by a crash may have another mode or owner: start afresh
   // (O_EXCL) rather than truncate it.
   if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) return "cannot remove the stale " + tmp + ": " + errno_text(errno);
-  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (fd.fd < 0) return "cannot create " + tmp + ": " + errno_text(errno);
 
   const auto fail = [&](const std::string& what) {
@@ -203,7 +193,7 @@ Secret load_or_create_secret(const std::string& dir, const std::string& name) {
     return s;
   }
   const std::string path = dir + "/" + name;
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd >= 0) return read_secret(fd.fd, path);
   if (errno != ENOENT) {
     Secret s;
@@ -215,7 +205,7 @@ Secret load_or_create_secret(const std::string& dir, const std::string& name) {
 
 Secret load_secret(const std::string& dir, const std::string& name) {
   const std::string path = dir + "/" + name;
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (fd.fd >= 0) return read_secret(fd.fd, path);
   Secret s;
   s.error = "cannot open the secret " + path + ": " + errno_text(errno);

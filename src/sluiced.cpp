@@ -62,6 +62,7 @@
 #include "sluiced_credential_commands.h"
 #include "sluiced_flows.h"
 #include "sluiced_guards.h"
+#include "sluiced_interfaces.h"
 #include "sluiced_metrics.h"
 #include "sluiced_notify.h"
 #include "sluiced_options.h"
@@ -157,17 +158,6 @@ int check_config(const sluiced::Options& o) {
   return 0;
 }
 
-// The receive queues a Linux interface has (its /sys/class/net/IF/queues/rx-N
-// entries), or 0 where that cannot be read.
-[[nodiscard]] unsigned receive_queues(const std::string& ifname) {
-  std::error_code ec;
-  unsigned n = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/sys/class/net/" + ifname + "/queues", ec)) {
-    n += entry.path().filename().string().starts_with("rx-");
-  }
-  return ec ? 0 : n;
-}
-
 // The cheap checks first, so a typo costs nothing and touches no state: the
 // policy (compiled here with a throw-away secret), the interfaces.
 [[nodiscard]] Status preflight(const sluiced::Options& o) {
@@ -184,10 +174,24 @@ int check_config(const sluiced::Options& o) {
       return Failure{ExitCode::kInterface, "interface '" + ifname + "' does not exist in this network namespace"};
     }
   }
+  if (o.af_packet) {
+    // A packet socket reads after GRO and LRO: what they merged would be
+    // dropped by the receipt checks (XDP runs before them).
+    for (const std::string& ifname : {o.client_if, o.origin_if}) {
+      const sluiced::MergingOffloads m = sluiced::merging_offloads(ifname);
+      if (m.gro || m.lro) {
+        const std::string what = m.gro ? "generic-receive-offload" : "large-receive-offload";
+        return Failure{ExitCode::kInterface,
+                       "interface '" + ifname + "' merges received segments (" + what +
+                           " on): a merged segment's checksum is stale, so sluiced would drop it; turn it off first: "
+                           "ethtool -K " + ifname + (m.gro ? " gro off" : "") + (m.lro ? " lro off" : "")};
+      }
+    }
+  }
   if (o.af_xdp) {
     // AF_XDP binds a socket to each queue: the interface needs one per worker.
     for (const std::string& ifname : {o.client_if, o.origin_if}) {
-      const unsigned queues = receive_queues(ifname);
+      const unsigned queues = sluiced::receive_queues(ifname);
       if (queues != 0 && queues < o.workers) {
         return Failure{ExitCode::kInterface, "interface '" + ifname + "' has " + std::to_string(queues) +
                                                  " receive queue" + (queues == 1 ? "" : "s") + "; --workers " +
