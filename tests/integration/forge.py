@@ -141,10 +141,20 @@ class Sniffer:
             self.dst_mac, self.src_mac = frame[0:6], frame[6:12]
 
 
+def request_head(host, path):
+    return ("GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: slt-forge/1\r\n\r\n" % (path, host)).encode()
+
+
+def send_raw(iface, frame):
+    raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    raw.bind((iface, 0))
+    raw.send(bytes(frame))
+    raw.close()
+
+
 def get(sock, rd, host, path, timeout):
-    head = "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: slt-forge/1\r\n\r\n" % (path, host)
     try:
-        sock.sendall(head.encode())
+        sock.sendall(request_head(host, path))
     except OSError as e:
         return None, "send-reset" if isinstance(e, ConnectionResetError) else "send-closed"
     rd.deadline = time.monotonic() + timeout
@@ -209,10 +219,7 @@ def rst(args):
         seq = (sn.next_seq + args.offset) & 0xFFFFFFFF
         flags = 0x04 | (0x10 if args.ack else 0)
         payload = b"x" * 16 if args.payload else b""
-        raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-        raw.bind((args.iface, 0))
-        raw.send(tcp_frame(sn.dst_mac, sn.src_mac, src, dst, sport, args.port, seq, sn.ack or 0, flags, payload))
-        raw.close()
+        send_raw(args.iface, tcp_frame(sn.dst_mac, sn.src_mac, src, dst, sport, args.port, seq, sn.ack or 0, flags, payload))
         out["forged"] = {"next_seq": sn.next_seq, "seq": seq, "offset": args.offset, "payload": len(payload)}
         time.sleep(0.2)
         for i in range(1, requests + 1):
@@ -241,15 +248,12 @@ def badsum(args):
             return out.pop("rc")
         rd, src, sport, dst = numbered
         # The head get() sends, with the decoy's path: byte for byte as long.
-        head = ("GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: slt-forge/1\r\n\r\n" % (args.decoy, args.dst)).encode()
+        head = request_head(args.dst, args.decoy)
         frame = bytearray(tcp_frame(sn.dst_mac, sn.src_mac, src, dst, sport, args.port, sn.next_seq, sn.ack or 0, 0x18,
                                     head))
         at = 14 + 20 + 16 if args.bad == "tcp" else 14 + 10  # the TCP checksum, or the IPv4 header's
         frame[at] ^= 0x5A
-        raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-        raw.bind((args.iface, 0))
-        raw.send(bytes(frame))
-        raw.close()
+        send_raw(args.iface, frame)
         out["forged"] = {"seq": sn.next_seq, "bad": args.bad, "bytes": len(head)}
         time.sleep(0.2)
         status, end = get(sock, rd, args.dst, args.path, args.timeout)
