@@ -21,6 +21,7 @@ namespace {
 using dataplane::ContextPool;
 using dataplane::EditHold;
 using dataplane::TcpFlow;
+using dataplane::UndoArea;
 using dataplane::WorkMark;
 
 constexpr char kMagic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'F', 'L'};
@@ -64,15 +65,21 @@ uint32_t header_crc(Header h) {
   return crc32c({reinterpret_cast<const char*>(&h), sizeof h});
 }
 
-// A worker's region: its mark, its slots and used flags, its contexts (from
-// a 64-byte boundary), its holds.
-size_t contexts_offset(uint64_t slots) { return (kLinesBytes + slots * sizeof(TcpFlow) + slots + 63) / 64 * 64; }
-size_t holds_offset(uint64_t slots, uint64_t contexts) {
-  return contexts_offset(slots) + contexts * ContextPool::object_stride();
+// A worker's region: its mark, its undo area (a flow, a context, a hold and
+// a held head, each from a 64-byte boundary), its slots and used flags, its
+// contexts (from a 64-byte boundary), its holds.
+constexpr size_t lines(size_t bytes) { return (bytes + 63) / 64 * 64; }
+size_t undo_context_offset() { return kLinesBytes + lines(sizeof(TcpFlow)); }
+size_t undo_hold_offset() { return undo_context_offset() + lines(ContextPool::object_stride()); }
+size_t undo_head_offset() { return undo_hold_offset() + lines(sizeof(EditHold)); }
+size_t slots_offset(uint64_t head_bytes) { return undo_head_offset() + lines(head_bytes); }
+size_t contexts_offset(const FlowFile::Geometry& g) {
+  return lines(slots_offset(g.head_bytes) + g.slots * sizeof(TcpFlow) + g.slots);
 }
-size_t heads_offset(const FlowFile::Geometry& g) {
-  return (holds_offset(g.slots, g.contexts) + g.holds * sizeof(EditHold) + 63) / 64 * 64;
+size_t holds_offset(const FlowFile::Geometry& g) {
+  return contexts_offset(g) + g.contexts * ContextPool::object_stride();
 }
+size_t heads_offset(const FlowFile::Geometry& g) { return lines(holds_offset(g) + g.holds * sizeof(EditHold)); }
 size_t answers_offset(const FlowFile::Geometry& g) { return round_to_page(heads_offset(g) + g.contexts * g.head_bytes); }
 size_t region_bytes_for(const FlowFile::Geometry& g) { return answers_offset(g) + round_to_page(g.answer_bytes); }
 FlowFile::Geometry geometry_of(const Header& h) {
@@ -143,6 +150,7 @@ bool same_boot(const Header& h, std::string_view boot) {
 struct Region {
   WorkMark* mark;
   uint64_t* answers_written;
+  UndoArea undo;
   TcpFlow* slots;
   uint8_t* used;
   std::byte* contexts;
@@ -152,13 +160,17 @@ struct Region {
 };
 Region region_of(std::byte* map, const Header& h, unsigned w) {
   std::byte* base = map + kFilePage + h.region_bytes * w;
-  auto* slots = reinterpret_cast<TcpFlow*>(base + kLinesBytes);
+  const FlowFile::Geometry g = geometry_of(h);
+  auto* slots = reinterpret_cast<TcpFlow*>(base + slots_offset(h.head_bytes));
   return {reinterpret_cast<WorkMark*>(base),
           reinterpret_cast<uint64_t*>(base + kMarkBytes),
+          {reinterpret_cast<TcpFlow*>(base + kLinesBytes), base + undo_context_offset(),
+           reinterpret_cast<EditHold*>(base + undo_hold_offset()),
+           {reinterpret_cast<char*>(base + undo_head_offset()), h.head_bytes}},
           slots,
           reinterpret_cast<uint8_t*>(slots + h.slots),
-          base + contexts_offset(h.slots),
-          reinterpret_cast<EditHold*>(base + holds_offset(h.slots, h.contexts)),
+          base + contexts_offset(g),
+          reinterpret_cast<EditHold*>(base + holds_offset(g)),
           reinterpret_cast<char*>(base + heads_offset(geometry_of(h))),
           base + answers_offset(geometry_of(h))};
 }
@@ -172,23 +184,57 @@ bool key_equal(const Found& a, const Found& b) {
   return std::memcmp(&a.flow.key, &b.flow.key, sizeof a.flow.key) == 0;
 }
 
+// What a worker's mark says of the flow it names (flow_carry.h).
+enum class Marked : uint8_t {
+  kNone,      // no flow is marked, or its change had not begun: all carried as they are
+  kUndone,    // carried as it was before the change, from the undo area
+  kDropped,   // made by the change: as if its segment had been lost
+  kReset,     // cannot be undone (something of it was sent, a sweep's, or the undo area is not its)
+};
+Marked judge_mark(const WorkMark& mark, const UndoArea& undo, const Header& h) {
+  if (mark.what == WorkMark::kSlot) return Marked::kReset;
+  if (mark.what != WorkMark::kFlow) return Marked::kNone;
+  if (mark.escaped != 0) return Marked::kReset;
+  switch (mark.before) {
+    case WorkMark::kUntouched:
+      return Marked::kNone;
+    case WorkMark::kWasAbsent:
+      return Marked::kDropped;
+    case WorkMark::kSaved:
+      return undo.flow->hash == mark.hash && mark.head_len <= h.head_bytes ? Marked::kUndone : Marked::kReset;
+    default:
+      return Marked::kReset;
+  }
+}
+
 // Every used slot's flow but those a mark names, with what it borrowed; a
 // key in two slots kept once if both copies agree (a crash inside a
-// backward shift), else not.
+// backward shift), else not. A marked flow whose change can be undone is
+// carried as the undo area kept it.
 void read_flows(std::byte* map, const Header& h, FlowFile::Opened& out) {
   std::vector<Found> v;
+  std::vector<dataplane::CarriedFlow> undone;
   for (unsigned w = 0; w < h.workers; ++w) {
     const Region r = region_of(map, h, w);
     const WorkMark mark = *r.mark;
+    const Marked marked = judge_mark(mark, r.undo, h);
     for (uint64_t i = 0; i < h.slots; ++i) {
       if (r.used[i] == 0) continue;
       const TcpFlow& f = r.slots[i];
-      if ((mark.what == WorkMark::kFlow && f.hash == mark.hash) || (mark.what == WorkMark::kSlot && mark.slot == i)) {
-        ++out.marked;
-        out.left_out.push_back(f.key);
+      const bool named = mark.what == WorkMark::kFlow ? f.hash == mark.hash : mark.slot == i;
+      if (marked != Marked::kNone && named) {
+        if (marked == Marked::kReset) {
+          ++out.marked;
+          out.left_out.push_back(f.key);
+        }
         continue;
       }
       v.push_back({f, w});
+    }
+    if (marked == Marked::kUndone || marked == Marked::kDropped) ++out.undone;
+    if (marked == Marked::kUndone) {
+      undone.push_back(dataplane::carried_from_undo(r.undo, mark.head_len));
+      undone.back().worker = w;
     }
   }
   std::stable_sort(v.begin(), v.end(), key_less);
@@ -211,6 +257,7 @@ void read_flows(std::byte* map, const Header& h, FlowFile::Opened& out) {
     }
     i = j;
   }
+  for (dataplane::CarriedFlow& c : undone) out.carried.push_back(std::move(c));
 }
 
 std::string shape(const FlowFile::Geometry& g) {
@@ -358,6 +405,10 @@ std::span<dataplane::EditHold> FlowFile::holds(unsigned w) const noexcept {
 
 dataplane::WorkMark* FlowFile::mark(unsigned w) const noexcept {
   return region_of(map_, *reinterpret_cast<const Header*>(map_), w).mark;
+}
+
+dataplane::UndoArea FlowFile::undo(unsigned w) const noexcept {
+  return region_of(map_, *reinterpret_cast<const Header*>(map_), w).undo;
 }
 
 FlowFile::Seeds FlowFile::seeds() const noexcept {

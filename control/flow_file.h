@@ -15,12 +15,13 @@
 //            and each one's slots, contexts and holds, the file's size, a generation (one more at every
 //            attach), when it was made, the boot it was made in, the seeds
 //   then     one region per worker, from a page boundary: its work mark
-//            (dataplane/flow_carry.h), its slots (TcpFlow), its used flags,
+//            (dataplane/flow_carry.h), its answer store's count of bytes
+//            written, its undo area (the flow being changed as it was
+//            before: dataplane/change_undo.h), its slots (TcpFlow), its used flags,
 //            its parse contexts (the objects, dataplane/parse_context.h;
 //            their buffers but the held heads' are the process's), its
 //            edit holds, its contexts' held-head buffers, its answer
-//            store's ring (dataplane/answer_store.h; its count of bytes
-//            written is in the cache line after the mark)
+//            store's ring (dataplane/answer_store.h)
 //
 // Open reads the flows the last process left out of the file and hands
 // them to the caller, each with the context (if the context still names it
@@ -56,7 +57,7 @@ class FlowFile {
   // Bumped whenever the header, a region's layout, or what a TcpFlow's
   // fields mean changes (a change of their sizes is caught anyway): a
   // binary of another layout never carries the flows, it resets them.
-  static constexpr uint32_t kLayout = 4;
+  static constexpr uint32_t kLayout = 5;
 
   struct Geometry {
     uint32_t workers = 1;
@@ -88,6 +89,9 @@ class FlowFile {
     // named (half-changed when it died) left out and counted.
     std::vector<dataplane::CarriedFlow> carried;
     size_t marked = 0;
+    // Marked flows whose change was undone: carried as they were before it
+    // (in `carried`), or left out where the change was making them.
+    size_t undone = 0;
     size_t duplicates = 0;  // a key in two slots (a crash inside a shift): one kept if they agree, else none
     // The keys of the flows left out (marked, or in two slots that disagree).
     std::vector<dataplane::FlowKey> left_out;
@@ -120,6 +124,8 @@ class FlowFile {
   [[nodiscard]] std::span<std::byte> answers(unsigned w) const noexcept;
   [[nodiscard]] uint64_t* answers_written(unsigned w) const noexcept;
   [[nodiscard]] dataplane::WorkMark* mark(unsigned w) const noexcept;
+  // Worker w's undo area (dataplane/change_undo.h).
+  [[nodiscard]] dataplane::UndoArea undo(unsigned w) const noexcept;
   [[nodiscard]] Seeds seeds() const noexcept;
   [[nodiscard]] uint64_t generation() const noexcept;
   [[nodiscard]] const std::string& path() const noexcept { return mapping_.path(); }

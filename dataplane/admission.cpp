@@ -1,4 +1,6 @@
 // Admission's steps: see admission.h.
+#include <utility>
+
 #include "admission.h"
 
 namespace sluice::dataplane {
@@ -190,6 +192,14 @@ void Admission::end_slow(TcpFlow& flow, Owes what, PacketSink& out) noexcept {
   } else {
     sender_.abort(flow, out);
   }
+}
+
+bool Admission::deadline_due(const TcpFlow& flow, const PolicySnapshot& snap, Nanos now) const noexcept {
+  if (flow.proxy.active && flow.state == FlowState::kSynSent) {
+    return now - flow.client.progress > SynProxy::kOriginAnswerDeadline;
+  }
+  const ParseContext* ctx = flow.context >= 0 ? &std::as_const(lender_).context(flow) : nullptr;
+  return overdue(flow, ctx, snap.policy.deadlines, now) != Overdue::kNone;
 }
 
 void Admission::keep_deadlines(TcpFlow& flow, const PolicySnapshot& snap, Nanos now, PacketSink& out) noexcept {

@@ -77,6 +77,8 @@ class Admission {
   // connection, resets to a stalled body; a proxied handshake the origin
   // never answered, with a reset to the client.
   void keep_deadlines(TcpFlow& flow, const PolicySnapshot& snap, time::Nanos now, PacketSink& out) noexcept;
+  // Whether keep_deadlines() would act on it now (it only reads).
+  [[nodiscard]] bool deadline_due(const TcpFlow& flow, const PolicySnapshot& snap, time::Nanos now) const noexcept;
   // A flow about to be forgotten, idle past its timeout: one inside a
   // request body (deadlines.body off) is reset both ways, so that no
   // connection the appliance forgets is mid-body, where adopting it

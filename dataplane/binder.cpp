@@ -129,6 +129,11 @@ void Binder::failed(TcpFlow& flow, PacketSink& out) noexcept {
   tracker_.reset(flow);
 }
 
+bool Binder::due(const TcpFlow& flow, Nanos now) noexcept {
+  return flow.state != FlowState::kClosed &&
+         (now - flow.bind.since > SynProxy::kOriginAnswerDeadline || now - flow.bind.syn_sent_at >= kResendOnSweep);
+}
+
 void Binder::keep(TcpFlow& flow, Nanos now, PacketSink& out) noexcept {
   // One that failed stays binding, closed, until it is forgotten.
   if (flow.state == FlowState::kClosed) return;

@@ -55,6 +55,8 @@ class Binder {
   // The sweep's look at a binding flow: its SYN (or probe) sent again after
   // a second without an answer, the client reset after the deadline.
   void keep(TcpFlow& flow, time::Nanos now, PacketSink& out) noexcept;
+  // Whether keep() would act on it now (it only reads).
+  [[nodiscard]] static bool due(const TcpFlow& flow, time::Nanos now) noexcept;
 
  private:
   // The origin's SYN-ACK: the flow renumbered to the origin's numbers and

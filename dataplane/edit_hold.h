@@ -53,6 +53,7 @@ class HoldPool {
   [[nodiscard]] int32_t acquire() noexcept;  // -1 if none is free
   void release(int32_t index) noexcept;
   [[nodiscard]] EditHold& at(int32_t index) noexcept { return holds_[static_cast<size_t>(index)]; }
+  [[nodiscard]] const EditHold& at(int32_t index) const noexcept { return holds_[static_cast<size_t>(index)]; }
   [[nodiscard]] size_t free_count() const noexcept { return free_.size(); }
   [[nodiscard]] size_t size() const noexcept { return holds_.size(); }
 

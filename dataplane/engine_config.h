@@ -35,6 +35,9 @@ struct EngineConfig {
   // engine's own (tests, benchmarks).
   FlowSlots flow_memory{};
   WorkMark* mark = nullptr;
+  // Where the worker copies a flow before it changes it (change_undo.h), in
+  // the flow file too; none: the engine's own.
+  UndoArea undo{};
   // Where the parse contexts themselves (contexts * ContextPool::object_stride()
   // bytes; their buffers stay the worker's) and the edit holds live, in the
   // flow file too, so that a restart carries on a connection inside a

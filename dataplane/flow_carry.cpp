@@ -7,29 +7,50 @@
 
 namespace sluice::dataplane {
 
-CarriedFlow carried_from(const TcpFlow& f, std::span<const std::byte> contexts, std::span<const EditHold> holds,
-                         std::span<const char> heads, size_t head_stride) {
+namespace {
+
+// `f` with its context's object (if it borrowed one: `object`, one
+// object_stride), held-head buffer (`head`) and hold (`hold`, or null).
+CarriedFlow carried_with(const TcpFlow& f, std::span<const std::byte> object, std::span<const char> head,
+                         const EditHold* hold) {
   CarriedFlow c{f, nullptr, std::nullopt};
-  const size_t stride = ContextPool::object_stride();
-  if (f.context >= 0 && (static_cast<size_t>(f.context) + 1) * stride <= contexts.size()) {
-    const auto index = static_cast<size_t>(f.context);
+  if (f.context >= 0 && object.size() >= sizeof(ContextImage::bytes)) {
     auto image = std::make_unique<ContextImage>();
-    std::memcpy(image->bytes, contexts.data() + index * stride, sizeof image->bytes);
+    std::memcpy(image->bytes, object.data(), sizeof image->bytes);
     const ParseContext& dead = image->view();
     if (dead.owner == f.key && dead.owner_hash == f.hash) {
       // Its held head now, before this process's contexts write over the
       // buffers (a flow carried on into another context index, or a
       // new one). A length past the buffer is left for carry_on to refuse.
-      if (http::is_bool_byte(dead.buffering) && dead.buffering && dead.head_len <= head_stride &&
-          (index + 1) * head_stride <= heads.size()) {
-        const char* from = heads.data() + index * head_stride;
-        image->held_head.assign(from, from + dead.head_len);
+      if (http::is_bool_byte(dead.buffering) && dead.buffering && dead.head_len <= head.size()) {
+        image->held_head.assign(head.data(), head.data() + dead.head_len);
       }
       c.context = std::move(image);
     }
   }
-  if (f.hold >= 0 && static_cast<size_t>(f.hold) < holds.size()) c.hold = holds[static_cast<size_t>(f.hold)];
+  if (f.hold >= 0 && hold != nullptr) c.hold = *hold;
   return c;
+}
+
+}  // namespace
+
+CarriedFlow carried_from(const TcpFlow& f, std::span<const std::byte> contexts, std::span<const EditHold> holds,
+                         std::span<const char> heads, size_t head_stride) {
+  const size_t stride = ContextPool::object_stride();
+  std::span<const std::byte> object;
+  std::span<const char> head;
+  if (f.context >= 0 && (static_cast<size_t>(f.context) + 1) * stride <= contexts.size()) {
+    const auto index = static_cast<size_t>(f.context);
+    object = contexts.subspan(index * stride, stride);
+    if ((index + 1) * head_stride <= heads.size()) head = heads.subspan(index * head_stride, head_stride);
+  }
+  const EditHold* hold = f.hold >= 0 && static_cast<size_t>(f.hold) < holds.size() ? &holds[static_cast<size_t>(f.hold)] : nullptr;
+  return carried_with(f, object, head, hold);
+}
+
+CarriedFlow carried_from_undo(const UndoArea& undo, uint32_t head_len) {
+  const std::span<const char> head = head_len <= undo.head.size() ? undo.head.first(head_len) : std::span<const char>{};
+  return carried_with(*undo.flow, {undo.context, ContextPool::object_stride()}, head, undo.hold);
 }
 
 CarryVerdict carry_verdict(const CarriedFlow& carried, bool answers) noexcept {

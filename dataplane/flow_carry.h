@@ -16,10 +16,16 @@
 // repeat of one cannot be checked against what was judged, and is dropped.
 //
 // The work mark: before the worker changes a flow it writes which one
-// (its hash, one store, or its slot while the sweep visits it) and clears
-// the mark after; the stores are kept in that order (WorkMarker). A flow
-// named by the mark of a killed worker may be half-changed, and is not
-// carried (nor is another with the same 64-bit hash, once in 2^64).
+// (its hash, or its slot while the sweep ends it) and clears the mark
+// after; the stores are kept in that order (WorkMarker). Before its first
+// change to a segment's flow the worker copies the flow as it was into the
+// file's undo area (ChangeUndo, change_undo.h) and says so in the mark. A
+// killed worker's marked flow is then carried on as it was before that
+// segment, which its sender repeats: the segment is lost, nothing else.
+// What cannot be undone is reset instead (nor is another flow with the
+// same 64-bit hash carried, once in 2^64): a change something of which
+// already left the appliance (a frame sent before the mark was cleared),
+// and a flow the sweep was ending at a deadline, which ends either way.
 #pragma once
 
 #include <atomic>
@@ -47,9 +53,16 @@ struct WorkMark {
   static constexpr uint32_t kIdle = 0;
   static constexpr uint32_t kFlow = 1;  // the flow whose TcpFlow::hash is `hash`
   static constexpr uint32_t kSlot = 2;  // the flow in `slot` of the worker's table
+  // What the undo area holds of a kFlow mark's flow.
+  static constexpr uint8_t kUntouched = 0;  // nothing yet: the flow is as it was
+  static constexpr uint8_t kWasAbsent = 1;  // there was no such flow before the change
+  static constexpr uint8_t kSaved = 2;      // the flow as it was, with what it borrowed
   uint32_t what = kIdle;
   uint32_t slot = 0;
   uint64_t hash = 0;
+  uint32_t head_len = 0;  // kSaved: the bytes of its context's held head in the undo area
+  uint8_t before = kUntouched;
+  uint8_t escaped = 0;  // 1: a frame the change wrote was sent before the change ended
 };
 static_assert(std::is_trivially_copyable_v<WorkMark>);
 
@@ -61,6 +74,8 @@ class WorkMarker {
 
   void flow(uint64_t hash) noexcept {
     mark_->hash = hash;
+    mark_->before = WorkMark::kUntouched;
+    mark_->escaped = 0;
     in_order();
     mark_->what = WorkMark::kFlow;
     in_order();
@@ -69,6 +84,26 @@ class WorkMarker {
     mark_->slot = static_cast<uint32_t>(slot);
     in_order();
     mark_->what = WorkMark::kSlot;
+    in_order();
+  }
+  // The flow did not exist before this change (ChangeUndo).
+  void was_absent() noexcept {
+    mark_->before = WorkMark::kWasAbsent;
+    in_order();
+  }
+  // The undo area holds the flow as it was (ChangeUndo), `head_len` bytes
+  // of held head with it: after the copy's stores, before any change's.
+  void saved(uint32_t head_len) noexcept {
+    in_order();
+    mark_->head_len = head_len;
+    mark_->before = WorkMark::kSaved;
+    in_order();
+  }
+  // Frames are leaving the appliance: if a change is under way, something
+  // of it is out, and it can no longer be undone.
+  void sending() noexcept {
+    if (mark_->what == WorkMark::kIdle) return;
+    mark_->escaped = 1;
     in_order();
   }
   void done() noexcept {
@@ -83,6 +118,15 @@ class WorkMarker {
 
   WorkMark own_;  // where none is given (tests, benchmarks)
   WorkMark* mark_;
+};
+
+// Where a worker copies the flow it is about to change (ChangeUndo): in the
+// flow file, beside its work mark.
+struct UndoArea {
+  TcpFlow* flow = nullptr;
+  std::byte* context = nullptr;  // ContextPool::object_stride() bytes: the live parts of its context
+  EditHold* hold = nullptr;
+  std::span<char> head{};        // its context's held head
 };
 
 enum class CarryVerdict : uint8_t {
@@ -124,6 +168,10 @@ struct CarriedFlow {
 [[nodiscard]] CarriedFlow carried_from(const TcpFlow& flow, std::span<const std::byte> contexts,
                                        std::span<const EditHold> holds, std::span<const char> heads = {},
                                        size_t head_stride = 0);
+// `flow` as the undo area kept it (the flow a killed worker was changing,
+// as it was before the change), with the `head_len` bytes of held head the
+// mark says came with it. Checked whole when taken on, as any other.
+[[nodiscard]] CarriedFlow carried_from_undo(const UndoArea& undo, uint32_t head_len);
 // `answers`: whether the worker taking it on has the answer store the
 // flow's answers were put in (the same file, the same worker); without it a
 // flow being answered does not carry.

@@ -27,6 +27,7 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
                        uint64_t trace_seed)
     : counters_(counters),
       marker_(config.mark),
+      undo_(config.undo, config.max_head_bytes),
       shares_(config.flows, share_caps(config), config.share_seed),
       lender_(config.contexts, config.max_head_bytes, config.max_fields, config.edit_holds, config.bind_stashes,
               shares_, config.context_memory, config.hold_memory, config.head_memory),
@@ -101,6 +102,13 @@ FrameResult FlowEngine::on_frame(const ServiceFrame& sf, uint8_t* frame, FrameVi
     return drop_frame(v);
   }
   TcpFlow* flow = tracker_.find(sf.key, sf.hash);
+  if (flow == nullptr) {
+    undo_.save(nullptr, nullptr, nullptr, marker_);
+  } else {
+    const ContextLender& lent = lender_;
+    undo_.save(flow, flow->context >= 0 ? &lent.context(*flow) : nullptr,
+               flow->hold >= 0 ? &lent.holds().at(flow->hold) : nullptr, marker_);
+  }
   if (flow != nullptr && flow->hold >= 0 && !lender_.settle_hold(*flow, sf.from, v, snap)) {
     // Its held edits need a context to act on; the sender tries again.
     counters_.contexts_exhausted.add();

@@ -24,6 +24,7 @@
 #include "answer_sender.h"
 #include "answer_store.h"
 #include "binder.h"
+#include "change_undo.h"
 #include "client_repeats.h"
 #include "client_resets.h"
 #include "client_shares.h"
@@ -92,8 +93,12 @@ class FlowEngine {
           marker_.done();
         },
         [&](TcpFlow& flow) {
+          // Most flows it visits are within their deadlines: those it only
+          // reads, unmarked.
+          const bool binding = flow.bind.state == Binding::kBinding;
+          if (binding ? !binder_.due(flow, now) : !admission_.deadline_due(flow, snap, now)) return;
           marker_.slot(tracker_.flows().slot_of(flow));
-          if (flow.bind.state == Binding::kBinding) {
+          if (binding) {
             binder_.keep(flow, now, out);
           } else {
             admission_.keep_deadlines(flow, snap, now, out);
@@ -150,6 +155,7 @@ class FlowEngine {
   // The tools, in the order they are built (each takes those above it).
   WorkerCounters& counters_;
   WorkMarker marker_;
+  ChangeUndo undo_;
   ForgottenFlows forgotten_;
   ClientShares shares_;
   ContextLender lender_;

@@ -148,6 +148,28 @@ bool ParseContext::carry_on(const ParseContext& dead, bool answers, std::span<co
   return true;
 }
 
+void ParseContext::save_live(std::byte* image) const noexcept {
+  const auto* self = reinterpret_cast<const std::byte*>(this);
+  const auto put = [&](const void* part, size_t n) noexcept {
+    const auto* from = static_cast<const std::byte*>(part);
+    std::memcpy(image + (from - self), from, n);
+  };
+  const auto at = [self](const void* part) noexcept {
+    return static_cast<size_t>(static_cast<const std::byte*>(part) - self);
+  };
+  // Everything before the rings: the scalars, the judged record, both streams.
+  put(self, at(&response_fields));
+  for (unsigned i = 0; i < response_fields_count; ++i) {
+    put(&response_fields[(response_fields_front + i) % response_fields.size()], sizeof(limiter::RateLimitFields));
+  }
+  for (unsigned i = 0; i < usage_count; ++i) put(&usage_notes[(usage_front + i) % usage_notes.size()], sizeof(UsageNote));
+  put(&to_client, to_client.live_bytes());
+  put(edit_bytes.data(), to_client.pending() * sizeof(EditBytes));
+  put(&to_origin, to_origin.live_bytes());
+  for (unsigned i = 0; i < kept_count; ++i) put(&kept[(kept_front + i) % kept.size()], sizeof(KeptAnswer));
+  put(&answer_len, at(answer) - at(&answer_len) + answer_len);
+}
+
 void ParseContext::push_response_fields(const limiter::RateLimitFields& fields) noexcept {
   if (response_fields_count == response_fields.size()) return;  // expect() refuses first
   limiter::RateLimitFields& to = response_fields[(response_fields_front + response_fields_count) % response_fields.size()];

@@ -117,6 +117,12 @@ struct ParseContext {
   // (JudgedBytes::carry_on). False if it cannot, or anything in it is not a
   // value this code writes; the context is then to be given back unused.
   [[nodiscard]] bool carry_on(const ParseContext& dead, bool answers, std::span<const char> held_head = {}) noexcept;
+  // Copies what is in use of this context into `image` (object_stride()
+  // bytes), each part at its own offset: everything carry_on() reads of a
+  // dead context (the rings' live slots, the pending edits, the answer's
+  // length of bytes), nothing it does not (a ring's free slots, the rest of
+  // the answer buffer). About 3 KB where a request is outstanding, of 18.
+  void save_live(std::byte* image) const noexcept;
 
   http::FieldLine* field_store;
   size_t field_capacity;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
 namespace sluice::dataplane {
@@ -78,6 +79,12 @@ class SeqShift {
   // Whether its count is one this code writes (a shift another process
   // left in memory is checked before it is taken on).
   [[nodiscard]] bool valid() const noexcept { return count_ <= kMaxEdits; }
+  // The object's bytes that are in use: the count, the base and the pending
+  // edits (a copy of these reads as the whole, ChangeUndo).
+  [[nodiscard]] size_t live_bytes() const noexcept {
+    return static_cast<size_t>(reinterpret_cast<const std::byte*>(edits_.data() + count_) -
+                               reinterpret_cast<const std::byte*>(this));
+  }
 
  private:
   // The count and base first: a shift with an edit or two in use touches

@@ -13,6 +13,7 @@
 #include <rte_ring.h>
 
 #include <sys/prctl.h>
+#include <csignal>
 #include <unistd.h>
 
 #include "receive_checksum.h"
@@ -38,13 +39,17 @@ Worker::Worker(const WorkerSetup& setup, const WorkerShared& shared, limiter::Li
                 RefusalSampler::interval_for(setup.refusal_rate, setup.workers)),
       engine_(with_refusals(setup.engine, refusals_), limiter, counters,
               0x9e3779b97f4a7c15ull ^ (uint64_t{setup.index} << 32) ^ rte_rdtsc()),
-      sink_(*this) {
+      sink_(*this),
+      die_countdown_(setup.test_die_in_change) {
   tx_[static_cast<int>(Side::kClient)].init(setup.client_port, queue());
   tx_[static_cast<int>(Side::kOrigin)].init(setup.origin_port, queue());
 }
 
-void Worker::TxQueue::push(rte_mbuf* m, Counter& sent, Counter& dropped) noexcept {
-  if (count_ == sizeof frames_ / sizeof frames_[0]) flush(sent, dropped);
+void Worker::TxQueue::push(rte_mbuf* m, Counter& sent, Counter& dropped, WorkMarker& marker) noexcept {
+  if (count_ == sizeof frames_ / sizeof frames_[0]) {
+    marker.sending();
+    flush(sent, dropped);
+  }
   frames_[count_++] = m;
 }
 
@@ -84,7 +89,7 @@ void Worker::Sink::send(Side to, size_t len) noexcept {
   }
   if (len < rte_pktmbuf_data_len(m)) rte_pktmbuf_trim(m, static_cast<uint16_t>(rte_pktmbuf_data_len(m) - len));
   Counter& sent = to == Side::kClient ? w_.counters_.tx_client : w_.counters_.tx_origin;
-  w_.tx_[static_cast<int>(to)].push(m, sent, w_.counters_.tx_dropped);
+  w_.tx_[static_cast<int>(to)].push(m, sent, w_.counters_.tx_dropped, w_.engine_.marker());
 }
 
 Side Worker::side_of(const rte_mbuf* m) const noexcept {
@@ -94,7 +99,7 @@ Side Worker::side_of(const rte_mbuf* m) const noexcept {
 void Worker::forward(rte_mbuf* m, Side from) noexcept {
   const Side to = other(from);
   Counter& sent = to == Side::kClient ? counters_.tx_client : counters_.tx_origin;
-  tx_[static_cast<int>(to)].push(m, sent, counters_.tx_dropped);
+  tx_[static_cast<int>(to)].push(m, sent, counters_.tx_dropped, engine_.marker());
 }
 
 bool Worker::receive(rte_mbuf* m, Side from, const PolicySnapshot& snap, Owned& owned) noexcept {
@@ -196,8 +201,19 @@ void Worker::handle_owned(rte_mbuf* m, Side from, FrameView& v, const ServiceFra
                           time::Nanos now) noexcept {
   uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
   const uint32_t before = v.frame_len;
+  // Nothing of a change leaves before it ends, so that a kill in its middle
+  // can be undone (change_undo.h): the queues are sent first if they are
+  // fuller than a burst's frames.
+  if (!tx_[0].room_for_a_change() || !tx_[1].room_for_a_change()) {
+    tx_[0].flush(counters_.tx_client, counters_.tx_dropped);
+    tx_[1].flush(counters_.tx_origin, counters_.tx_dropped);
+  }
   engine_.marker().flow(sf.hash);
+  const bool client_payload = from == Side::kClient && v.payload_len != 0;
   const FrameResult r = engine_.on_frame(sf, frame, v, snap, now, sink_);
+  if (die_countdown_ != 0 && client_payload && --die_countdown_ == 0) [[unlikely]] {
+    (void)raise(SIGKILL);  // test-only (WorkerSetup::test_die_in_change)
+  }
   if (r.action == FrameAction::kDrop) {
     rte_pktmbuf_free(m);
   } else {

@@ -59,6 +59,10 @@ struct WorkerSetup {
   // after run() begins, the worker stops passing through its loop, as a
   // stuck one would. 0: never.
   time::Nanos test_stall_after = 0;
+  // Test-only: the worker kills the process (SIGKILL) in the middle of its
+  // change number N for a client segment with payload, after the engine
+  // changed the flow, before the segment goes on (change_undo.h). 0: never.
+  uint32_t test_die_in_change = 0;
 };
 
 class Worker {
@@ -85,12 +89,18 @@ class Worker {
       port_ = port;
       queue_ = queue;
     }
-    void push(rte_mbuf* m, Counter& sent, Counter& dropped) noexcept;
+    // Queues `m`; sends the queue first if it is full, telling `marker`
+    // (a change under way can then no longer be undone).
+    void push(rte_mbuf* m, Counter& sent, Counter& dropped, WorkMarker& marker) noexcept;
     void flush(Counter& sent, Counter& dropped) noexcept;
+    // Before a change: room for the frames one change writes without a send
+    // in its middle (a refusal's answer split at a small MSS may still need
+    // one).
+    [[nodiscard]] bool room_for_a_change() const noexcept { return count_ <= kBurst * 2; }
 
    private:
     uint16_t port_ = 0, queue_ = 0, count_ = 0;
-    rte_mbuf* frames_[kBurst * 2];
+    rte_mbuf* frames_[kBurst * 3];
   };
 
   // The PacketSink the engine writes answers into: mbufs from the worker's
@@ -143,6 +153,7 @@ class Worker {
   Sink sink_;
   TxQueue tx_[2];
   uint32_t empty_polls_ = 0;
+  uint32_t die_countdown_ = 0;  // WorkerSetup::test_die_in_change, counted down
 };
 
 }  // namespace sluice::dataplane

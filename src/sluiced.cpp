@@ -165,6 +165,9 @@ int check_config(const sluiced::Options& o) {
   if (const sluiced::WorkerStallSetting stall = sluiced::worker_stall_from_env(o.workers); !stall.error.empty()) {
     return Failure{ExitCode::kUsage, stall.error};
   }
+  if (const sluiced::DieInChangeSetting die = sluiced::die_in_change_from_env(); !die.error.empty()) {
+    return Failure{ExitCode::kUsage, die.error};
+  }
   const LoadedPolicy checked = load_with_ports(o, o.config, limiter::KeyHasher::random());
   if (!checked.snapshot) return policy_unusable(checked, o.config);
   if (Status failed = cluster_secret_usable(*checked.snapshot)) return failed;
@@ -636,6 +639,7 @@ dataplane::WorkerSetup Appliance::worker_setup(unsigned index, const dataplane::
   ws.engine.cookie_seed = cookie_seed_;
   ws.engine.flow_memory = flows_.memory(index);
   ws.engine.mark = flows_.mark(index);
+  ws.engine.undo = flows_.undo(index);
   ws.engine.context_memory = flows_.contexts(index);
   ws.engine.hold_memory = flows_.holds(index);
   ws.engine.head_memory = flows_.heads(index);
@@ -655,6 +659,13 @@ dataplane::WorkerSetup Appliance::worker_setup(unsigned index, const dataplane::
     control::log(control::LogLevel::kWarning, control::LogEvent::kWatchdog,
                  std::string(sluiced::kWorkerStallVariable) + " (test-only): worker " + std::to_string(index) +
                      " stops looping " + std::to_string(stall.stall->seconds) + " s after it starts");
+  }
+  if (const sluiced::DieInChangeSetting die = sluiced::die_in_change_from_env(); die.change != 0) {
+    ws.test_die_in_change = die.change;
+    control::log(control::LogLevel::kWarning, control::LogEvent::kState,
+                 std::string(sluiced::kDieInChangeVariable) + " (test-only): worker " + std::to_string(index) +
+                     " kills the process in the middle of its change number " + std::to_string(die.change) +
+                     " for a client segment with payload");
   }
   return ws;
 }

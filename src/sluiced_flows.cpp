@@ -124,6 +124,11 @@ void FlowTables::resume(const std::vector<std::unique_ptr<dataplane::Worker>>& w
   std::string line = "carried on " + std::to_string(carried) + " connection" + (carried == 1 ? "" : "s") + " (" +
                      std::to_string(inside) + " inside a request or response) from " + path + " (generation " +
                      std::to_string(file_->generation()) + ")";
+  // The flow a worker was changing at the kill, as it was before that change.
+  if (opened_.undone != 0) {
+    line += "; " + std::to_string(opened_.undone) + " taken back to before the segment the process died in (its "
+            "sender repeats it)";
+  }
   line += reset == 0 ? "; none reset"
                      : "; " + std::to_string(reset) + " reset at their next segment (or adopted, where the policy "
                                                      "turns adoption on): " + why;

@@ -34,6 +34,7 @@ class FlowTables {
   [[nodiscard]] control::FlowFile::Seeds seeds() const noexcept { return file_->seeds(); }
   [[nodiscard]] dataplane::FlowSlots memory(unsigned worker) const noexcept { return file_->slots(worker); }
   [[nodiscard]] dataplane::WorkMark* mark(unsigned worker) const noexcept { return file_->mark(worker); }
+  [[nodiscard]] dataplane::UndoArea undo(unsigned worker) const noexcept { return file_->undo(worker); }
   [[nodiscard]] std::span<std::byte> contexts(unsigned worker) const noexcept { return file_->contexts(worker); }
   [[nodiscard]] std::span<dataplane::EditHold> holds(unsigned worker) const noexcept { return file_->holds(worker); }
   [[nodiscard]] std::span<char> heads(unsigned worker) const noexcept { return file_->heads(worker); }

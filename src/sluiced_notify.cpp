@@ -167,4 +167,15 @@ WorkerStallSetting worker_stall_from_env(unsigned workers) {
   return parse_worker_stall(std::getenv(kWorkerStallVariable), workers);
 }
 
+DieInChangeSetting parse_die_in_change(const char* value) {
+  if (value == nullptr) return {};
+  unsigned n = 0;
+  if (!parse_unsigned(value, 1000000, n) || n == 0) {
+    return {0, std::string(kDieInChangeVariable) + " wants a count from 1 to 1000000 (test-only), got '" + value + "'"};
+  }
+  return {n, {}};
+}
+
+DieInChangeSetting die_in_change_from_env() { return parse_die_in_change(std::getenv(kDieInChangeVariable)); }
+
 }  // namespace sluice::sluiced

@@ -128,4 +128,21 @@ struct WorkerStallSetting {
 // The same, read from the environment.
 [[nodiscard]] WorkerStallSetting worker_stall_from_env(unsigned workers);
 
+// Test-only (tests/integration, wire-restart-mid-change): with
+// SLUICE_TEST_DIE_IN_CHANGE=N each worker kills the process (SIGKILL) in
+// the middle of its Nth change of a flow for a client segment with payload:
+// after the flow engine has changed the flow, before the segment is
+// forwarded and the work mark cleared (dataplane/change_undo.h), the
+// moment a kill -9 hits least often and costs most. Off unless set; sluiced
+// says so on stderr when it is.
+inline constexpr const char* kDieInChangeVariable = "SLUICE_TEST_DIE_IN_CHANGE";
+
+struct DieInChangeSetting {
+  uint32_t change = 0;  // 0: unset
+  std::string error;    // non-empty: a one-line reason it is refused
+};
+// `value` (null: unset) as N, from 1 to 1000000.
+[[nodiscard]] DieInChangeSetting parse_die_in_change(const char* value);
+[[nodiscard]] DieInChangeSetting die_in_change_from_env();
+
 }  // namespace sluice::sluiced

@@ -213,6 +213,9 @@ def main():
     ap.add_argument("--smuggle", type=int, default=0, help="connections parked inside a 26-byte body (at most 64)")
     ap.add_argument("--smuggle-path", default="/v1/smug{c}", help="what each tries to smuggle; {c}: its number")
     ap.add_argument("--mid-get", default="", help="a GET sent after the rest of the mid-body POST's body")
+    ap.add_argument("--no-post", action="store_true",
+                    help="no mid-body POST connection (for a test whose appliance is gone by then: one that "
+                         "dies in the middle of a change)")
     ap.add_argument("--go", required=True, help="the file whose appearance starts the second part")
     ap.add_argument("--wait-go", type=float, default=120.0, help="seconds to wait for it (at most 300)")
     ap.add_argument("--timeout", type=float, default=5.0, help="seconds per socket operation")
@@ -271,12 +274,13 @@ def main():
             for k in kept[:args.split_kept]:
                 left = k.send_part(2)
                 progress("kept connection %d: half its second head sent, unacknowledged after: %s" % (k.index, left))
-            mid = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            mid.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            mid.bind((args.source, 0))
-            mid.settimeout(args.timeout)
-            mid.connect((args.host, args.port))
-            res["connects"] += 1
+            if not args.no_post:
+                mid = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                mid.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                mid.bind((args.source, 0))
+                mid.settimeout(args.timeout)
+                mid.connect((args.host, args.port))
+                res["connects"] += 1
         except OSError as e:
             res["errors"].append("opening the connections: %s" % e)
             res["connections"] = [k.record() for k in kept]
@@ -285,26 +289,27 @@ def main():
             write_json(args.ready, res)
             write_json(args.out, res)
             return 1
-        mb = {"local_port": mid.getsockname()[1], "path": args.post_path, "content_length": args.body_length,
-              "body_sent_before": 0, "early": None, "drained_after": 0, "rest_sent": 0, "rest_send": None,
-              "status": None, "end": None}
-        res["mid_body"] = mb
-        head = ("POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: slt-keepalive-across/1\r\n"
-                "X-Slt-Test: wire-adopt-restart\r\nContent-Type: application/octet-stream\r\n"
-                "Content-Length: %d\r\n\r\n" % (args.post_path, args.host, args.body_length))
-        try:
-            mid.sendall(head.encode() + b"x" * args.partial)
-            mb["body_sent_before"] = args.partial
-        except OSError as e:
-            res["errors"].append("sending the POST head: %s" % e)
-        # The origin answers a POST it discards before the body is in: read
-        # that answer now, so that it is not taken for one after the restart.
-        mid_rd = Reader(mid, time.monotonic() + 2.0)
-        early = {"method": "POST", "status": None, "ratelimit": {}}
-        early_end = read_one(mid_rd, 2.0, early)
-        mb["early"] = {"end": early_end, "status": early["status"], "ratelimit": early["ratelimit"]}
-        progress("mid-body POST from port %d: %d body bytes sent, early answer %s %s"
-                 % (mb["local_port"], mb["body_sent_before"], early_end, early["status"]))
+        if mid is not None:
+            mb = {"local_port": mid.getsockname()[1], "path": args.post_path, "content_length": args.body_length,
+                  "body_sent_before": 0, "early": None, "drained_after": 0, "rest_sent": 0, "rest_send": None,
+                  "status": None, "end": None}
+            res["mid_body"] = mb
+            head = ("POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: slt-keepalive-across/1\r\n"
+                    "X-Slt-Test: wire-adopt-restart\r\nContent-Type: application/octet-stream\r\n"
+                    "Content-Length: %d\r\n\r\n" % (args.post_path, args.host, args.body_length))
+            try:
+                mid.sendall(head.encode() + b"x" * args.partial)
+                mb["body_sent_before"] = args.partial
+            except OSError as e:
+                res["errors"].append("sending the POST head: %s" % e)
+            # The origin answers a POST it discards before the body is in: read
+            # that answer now, so that it is not taken for one after the restart.
+            mid_rd = Reader(mid, time.monotonic() + 2.0)
+            early = {"method": "POST", "status": None, "ratelimit": {}}
+            early_end = read_one(mid_rd, 2.0, early)
+            mb["early"] = {"end": early_end, "status": early["status"], "ratelimit": early["ratelimit"]}
+            progress("mid-body POST from port %d: %d body bytes sent, early answer %s %s"
+                     % (mb["local_port"], mb["body_sent_before"], early_end, early["status"]))
         for c in range(args.smuggle):
             ps = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             ps.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -330,14 +335,16 @@ def main():
             res["smuggled"].append(rec)
         # Nothing of it in flight when sluiced is killed: a segment lost with
         # it would be retransmitted on a backed-off timer, seconds later.
-        mb["in_flight_before"] = wait_acknowledged(mid, 5.0)
+        if mid is not None:
+            mb["in_flight_before"] = wait_acknowledged(mid, 5.0)
         for ps, _, _ in parked:
             wait_acknowledged(ps, 2.0)
         res["connections"] = [k.record() for k in kept]
         res["unbound"] = [u.record() for u in unbound]
         res["split"] = [k.record() for k in split]
         res["before_s"] = round(time.monotonic() - t0, 3)
-        progress("nothing unacknowledged on the mid-body connection: %s" % mb["in_flight_before"])
+        if mid is not None:
+            progress("nothing unacknowledged on the mid-body connection: %s" % mb["in_flight_before"])
         write_json(args.ready, res)
 
         # ---- wait for the go file
@@ -360,54 +367,55 @@ def main():
             u.request(1)
         for k in split:
             k.request(1)
-        # Whatever the mid-body connection has received since (it should be
-        # nothing), then the rest of the body.
-        mid.setblocking(False)
-        try:
-            while True:
-                b = mid.recv(65536)
-                if not b:
-                    break
-                mb["drained_after"] += len(b)
-        except (BlockingIOError, InterruptedError):
-            pass
-        except OSError:
-            pass
-        mid.setblocking(True)
-        # Long enough for a retransmission after a backed-off timer.
-        mid.settimeout(3 * args.timeout)
-        mb["tcp_before_rest"] = tcp_state(mid)
-        rest = b"x" * (args.body_length - args.partial)
-        try:
-            mid.sendall(rest)
-            mb["rest_sent"] = len(rest)
-            mb["rest_send"] = "sent"
-        except ConnectionResetError:
-            mb["rest_send"] = "reset"
-        except (BrokenPipeError, ConnectionAbortedError):
-            mb["rest_send"] = "closed"
-        except socket.timeout:
-            mb["rest_send"] = "timeout"
-        except OSError as e:
-            mb["rest_send"] = "error: %s" % e
-        rec = {"method": "POST", "status": None, "ratelimit": {}}
-        if args.mid_get and mb["rest_send"] == "sent":
-            rec["method"] = "GET"
-            mb["get_path"] = args.mid_get
+        if mid is not None:
+            # Whatever the mid-body connection has received since (it should be
+            # nothing), then the rest of the body.
+            mid.setblocking(False)
             try:
-                mid.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: slt-keepalive-across/1\r\n\r\n"
-                             % (args.mid_get, args.host)).encode())
+                while True:
+                    b = mid.recv(65536)
+                    if not b:
+                        break
+                    mb["drained_after"] += len(b)
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:
+                pass
+            mid.setblocking(True)
+            # Long enough for a retransmission after a backed-off timer.
+            mid.settimeout(3 * args.timeout)
+            mb["tcp_before_rest"] = tcp_state(mid)
+            rest = b"x" * (args.body_length - args.partial)
+            try:
+                mid.sendall(rest)
+                mb["rest_sent"] = len(rest)
+                mb["rest_send"] = "sent"
+            except ConnectionResetError:
+                mb["rest_send"] = "reset"
+            except (BrokenPipeError, ConnectionAbortedError):
+                mb["rest_send"] = "closed"
+            except socket.timeout:
+                mb["rest_send"] = "timeout"
             except OSError as e:
-                mb["get_send"] = "error: %s" % e
-        mb["end"] = read_one(mid_rd, 3 * args.timeout, rec)
-        mb["tcp_after_rest"] = tcp_state(mid)
-        mb["status"] = rec["status"]
-        if mb["end"] != "answered":   # a reset seen on the send is the way it ended
-            if "reset" in (mb["end"], mb["rest_send"]):
-                mb["end"] = "reset"
-            elif mb["end"] == "timeout" and mb["rest_send"] == "closed":
-                mb["end"] = "closed"
-        mb["ratelimit"] = rec["ratelimit"]
+                mb["rest_send"] = "error: %s" % e
+            rec = {"method": "POST", "status": None, "ratelimit": {}}
+            if args.mid_get and mb["rest_send"] == "sent":
+                rec["method"] = "GET"
+                mb["get_path"] = args.mid_get
+                try:
+                    mid.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: slt-keepalive-across/1\r\n\r\n"
+                                 % (args.mid_get, args.host)).encode())
+                except OSError as e:
+                    mb["get_send"] = "error: %s" % e
+            mb["end"] = read_one(mid_rd, 3 * args.timeout, rec)
+            mb["tcp_after_rest"] = tcp_state(mid)
+            mb["status"] = rec["status"]
+            if mb["end"] != "answered":   # a reset seen on the send is the way it ended
+                if "reset" in (mb["end"], mb["rest_send"]):
+                    mb["end"] = "reset"
+                elif mb["end"] == "timeout" and mb["rest_send"] == "closed":
+                    mb["end"] = "closed"
+            mb["ratelimit"] = rec["ratelimit"]
         for ps, prd, rec in parked:
             smuggle = ("GET /healthz HTTP/1.1\r\nX: GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (rec["path"], args.host))
             try:

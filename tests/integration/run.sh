@@ -283,8 +283,21 @@ for entry in "${plan[@]}"; do
   # "crash-edit=[FILE:]OFFSET": killed, then the byte at OFFSET of FILE in
   # the state directory (buckets.table if none is named) made 0x09 (a
   # layout it does not read, or a damaged header).
-  if { [ "$extra" = restart ] || [ "$extra" = crash ] || [[ "$extra" == crash-edit=* ]]; } &&
-    [ "$SLUICE_APPLIANCE" = sluiced ]; then
+  # "crash-in-change=N": sluiced is started again for the first phase with
+  # SLUICE_TEST_DIE_IN_CHANGE=N (src/sluiced_notify.h), and must have killed
+  # itself in the middle of a change by the phase's end.
+  if { [ "$extra" = restart ] || [ "$extra" = crash ] || [[ "$extra" == crash-edit=* ]] ||
+    [[ "$extra" == crash-in-change=* ]]; } && [ "$SLUICE_APPLIANCE" = sluiced ]; then
+    if [[ "$extra" == crash-in-change=* ]]; then
+      stop_appliance_checked
+      if ! SLUICE_TEST_DIE_IN_CHANGE="${extra#crash-in-change=}" appliance_start "$(policy_file "$policy")" \
+        "$workers" "$args" >"$SLT_TMP/appliance-start.msg" 2>&1; then
+        mapfile -t lines <"$SLT_TMP/appliance-start.msg"
+        report_fail "$name" "$kind" "the appliance did not start with SLUICE_TEST_DIE_IN_CHANGE:" "${lines[@]}"
+        continue
+      fi
+      export SLT_SLUICED_LOG="$SLT_APPLIANCE_LOG"
+    fi
     if ! timeout -k 5 "${SLUICE_TEST_TIMEOUT:-150}" bash "$HERE/tests.sh" run "$name" before >"$SLT_OUT/before.log" 2>&1; then
       mapfile -t why <"$SLT_WHY" 2>/dev/null
       report_fail "$name" "$kind" "before the restart: ${why[0]:-see $SLT_OUT/before.log}" "${why[@]:1}"
@@ -292,6 +305,26 @@ for entry in "${plan[@]}"; do
     fi
     case "$extra" in
       crash) appliance_kill ;;
+      crash-in-change=*)
+        pid="$SLT_APPLIANCE_PID"
+        for ((i = 0; i < 100; i++)); do
+          kill -0 "$pid" 2>/dev/null || break
+          sleep 0.1
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+          appliance_kill
+          report_fail "$name" "$kind" "sluiced did not kill itself in its change ${extra#crash-in-change=} (SLUICE_TEST_DIE_IN_CHANGE) within 10 s of the phase before the restart"
+          continue
+        fi
+        wait "$pid" 2>/dev/null
+        status=$?
+        SLT_APPLIANCE_PID="" SLT_APPLIANCE_CONF=""
+        echo "sluiced (pid $pid) ended with status $status in the phase before the restart" >>"$SLT_OUT/before.log"
+        if [ "$status" -ne 137 ]; then
+          report_fail "$name" "$kind" "sluiced ended with status $status in the phase before the restart, not killed (137) in its change"
+          continue
+        fi
+        ;;
       crash-edit=*)
         appliance_kill
         edit="${extra#crash-edit=}" edit_file=buckets.table

@@ -60,6 +60,7 @@ ctl-buckets-relayout         limiting  tb-small           1  crash-edit=8
 ctl-buckets-damaged          limiting  tb-small           1  crash-edit=16
 wire-restart-parked-body     limiting  tb-small           1  crash
 wire-restart-carry           limiting  tb-small           1  crash
+wire-restart-mid-change      limiting  tb-small           1  crash-in-change=3
 wire-forged-adoption         limiting  tb-small           1
 wire-forged-flood            limiting  tb-small           1
 wire-blind-rst-new           limiting  tb-small           1
@@ -2132,6 +2133,49 @@ t_wire_restart_carry() {
   want="$(sort <<<"$want" | tr '\n' ' ' | sed 's/ $//')"
   check_eq "the origin got each request after the restart once" \
     "$(olog_lines "$s" | awk '$3 ~ /^\/carry\/c[0-9]+\/r[0-9]$/ && $3 !~ /r1$/ || $3 ~ /^\/carry\/c[45678]\/r1$/ || $3 == "/carry/mid/after" { print $3 }' | sort | tr '\n' ' ' | sed 's/ $//')" "$want"
+  finish
+}
+
+# A kill in the middle of a change (dataplane/change_undo.h). sluiced runs
+# with SLUICE_TEST_DIE_IN_CHANGE=3: its worker kills the process (SIGKILL)
+# in its third change for a client segment with payload, after the flow
+# engine changed the flow, before the segment went on: the moment a kill -9
+# under load hits least often and costs most. The harness's probe through
+# the new sluiced is change 1 (slt_probe_origin); then keepalive_across.py
+# opens one keep-alive connection, GETs /midchange/c0/r1 (change 2: 200),
+# and sends the first half of its second GET's head (change 3: sluiced
+# holds it, and dies before its acknowledgement leaves). The restarted
+# sluiced carries the flow on as it was before that segment, the client's
+# stack sends the half head again, and after the restart the rest of it and
+# a third GET are answered 200 on the same socket; the origin serves each
+# request once. The binary before the undo copy reset that connection (it
+# was the marked flow).
+t_wire_restart_mid_change_before() {
+  across_start wire-restart-mid-change --connections 1 --split-kept 1 --no-post --path '/midchange/c{c}/r{i}'
+  note "before the restart: $(tr -d ' \n' <"$ADOPT_READY" | head -c 1500)"
+  check_eq "before the restart: keepalive_across.py's errors" "$(across "$ADOPT_READY" 'D["errors"]')" "[]"
+  check_eq "before the restart: the first GET" "$(across "$ADOPT_READY" '" ".join(st(r) for c in C for r in c["requests"])')" 200
+  failed && adopt_stop
+  finish
+}
+t_wire_restart_mid_change() {
+  local s
+  s="$(src4)"
+  across_go wire-restart-mid-change
+  note "after the restart: $(tr -d ' \n' <"$ADOPT_OUT" | head -c 3000)"
+  note "sluiced: $(grep -E '^sluiced: (warning: )?carried on' "$SLT_SLUICED_LOG" | tail -n 1)"
+  check_eq "keepalive_across.py's errors" "$(across "$ADOPT_OUT" 'D["errors"]')" "[]"
+  check_eq "no connection opened after the restart" "$(across "$ADOPT_OUT" 'D["connects"]')" 1
+  check_eq "after the restart: the GET whose half head the dead process was taking in, then a third, answered on the same socket" \
+    "$(across "$ADOPT_OUT" '" ".join("%s:%s" % (st(r), r["local_port"] == c["local_port"]) for c in C for r in c["requests"] if r["i"] > 1)')" \
+    "200:True 200:True"
+  check_re "sluiced's log: the flow taken back to before the segment the process died in" \
+    "$(grep -E '^sluiced: (warning: )?carried on' "$SLT_SLUICED_LOG" | tail -n 1)" \
+    '; 1 taken back to before the segment the process died in \(its sender repeats it\)'
+  olog_settle
+  check_eq "the origin served each request once" \
+    "$(olog_lines "$s" | awk '$3 ~ /^\/midchange\// { print $3 }' | sort | tr '\n' ' ' | sed 's/ $//')" \
+    "/midchange/c0/r1 /midchange/c0/r2 /midchange/c0/r3"
   finish
 }
 

@@ -11,6 +11,9 @@
 // only once its flow is whole.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,6 +41,11 @@ struct PoolMemory {
         holds(c.edit_holds),
         answers(dataplane::AnswerStore::ring_size(c.answer_bytes)) {}
   dataplane::EngineConfig on_it(dataplane::EngineConfig c) {
+    c.mark = &mark;
+    // The undo area filled with a pattern, as a file's would hold an older
+    // copy: a part the copy missed reads as garbage.
+    std::fill(undo.begin(), undo.end(), std::byte{0x5a});
+    c.undo = undo_area();
     c.context_memory = contexts;
     c.head_memory = heads;
     c.hold_memory = holds;
@@ -50,6 +58,18 @@ struct PoolMemory {
   std::vector<dataplane::EditHold> holds;
   std::vector<std::byte> answers;
   uint64_t answers_written = 0;
+  dataplane::WorkMark mark;
+  // The flow, context, hold and head of the undo area, one after another (aligned for each).
+  static constexpr size_t kUndoContext = (sizeof(dataplane::TcpFlow) + 63) / 64 * 64;
+  static size_t undo_hold() { return kUndoContext + (dataplane::ContextPool::object_stride() + 63) / 64 * 64; }
+  static size_t undo_head() { return undo_hold() + (sizeof(dataplane::EditHold) + 63) / 64 * 64; }
+  alignas(64) std::array<std::byte, 64 * 1024> undo_bytes{};
+  std::span<std::byte> undo{undo_bytes.data(), undo_head() + kMaxHead};
+  dataplane::UndoArea undo_area() {
+    return {reinterpret_cast<dataplane::TcpFlow*>(undo.data()), undo.data() + kUndoContext,
+            reinterpret_cast<dataplane::EditHold*>(undo.data() + undo_hold()),
+            {reinterpret_cast<char*>(undo.data() + undo_head()), kMaxHead}};
+  }
 };
 
 // Every flow of the world's engine, copied as the flow file keeps them,
@@ -63,6 +83,19 @@ std::vector<dataplane::CarriedFlow> flows_of(EngineWorld& w, const PoolMemory& m
                                             dataplane::ContextPool::head_stride(w.snapshot->policy.stream.head.max_head_bytes)));
     }
   }
+  return out;
+}
+
+// flows_of(), where the worker was killed in the middle of a change: the
+// marked flow as the undo area kept it (control/flow_file.cpp reads a
+// file's the same way).
+std::vector<dataplane::CarriedFlow> flows_at_kill(EngineWorld& w, PoolMemory& memory) {
+  std::vector<dataplane::CarriedFlow> out = flows_of(w, memory);
+  EXPECT_EQ(memory.mark.what, dataplane::WorkMark::kFlow);
+  EXPECT_EQ(memory.mark.before, dataplane::WorkMark::kSaved);
+  EXPECT_EQ(memory.mark.escaped, 0);
+  std::erase_if(out, [&](const dataplane::CarriedFlow& c) { return c.flow.hash == memory.mark.hash; });
+  out.push_back(dataplane::carried_from_undo(memory.undo_area(), memory.mark.head_len));
   return out;
 }
 
@@ -349,6 +382,73 @@ TEST(FlowCarry, InsertedFieldsTheClientHasNotAcknowledgedCarryOn) {
   const auto next = sent_to(w, Side::kClient, next_at);
   ASSERT_EQ(next.size(), 1u);
   EXPECT_EQ(next[0].view.seq, first[0].view.seq + response.size() + inserted);
+}
+
+// The flow a worker is killed changing (dataplane/change_undo.h): the
+// engine copied it before the change, and carried from that copy the
+// segment is as good as lost on the wire. Here the origin's response to
+// the first of two pipelined requests, fields inserted into it (two
+// outstanding requests' fields, usage notes and an edit in the copy): after
+// the restart the origin sends it again and the client gets the very bytes
+// the dead process wrote for it, at the same place, and the second
+// response follows shifted by the fields as before.
+TEST(FlowCarry, AFlowKilledMidChangeCarriesOnAsItWasBeforeTheSegment) {
+  PoolMemory memory(EngineWorld::with_fields());
+  EngineWorld w(kKeepPolicy, on(memory, EngineWorld::with_fields()));
+  Peers p(w);
+  p.client_handshake();
+  (void)p.origin_answer();
+  const std::string two = std::string(kLoose) + std::string(kLoose);
+  ASSERT_EQ(p.client_data(two).action, FrameAction::kForward);
+  p.client_sent = static_cast<uint32_t>(two.size());
+  const std::string response = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+  // The worker names the flow; the engine copies it and changes it; the
+  // process dies before the worker clears the mark.
+  ASSERT_EQ(flows_of(w, memory).size(), 1u);
+  w.engine->marker().flow(flows_of(w, memory)[0].flow.hash);
+  const size_t before = w.sink.sent.size();
+  (void)p.origin_data(response);
+  const auto first = sent_to(w, Side::kClient, before);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_GT(first[0].payload().size(), response.size()) << "fields were inserted";
+
+  const std::vector<dataplane::CarriedFlow> left = flows_at_kill(w, memory);
+  ASSERT_EQ(left.size(), 1u);
+  ASSERT_NE(left[0].context, nullptr);
+  EXPECT_EQ(left[0].context->view().response_fields_count, 2u) << "as before the response: two outstanding";
+  ASSERT_EQ(restart(w, memory, left, EngineWorld::with_fields()), 1u);
+
+  // The origin sends it again: its first copy is, to the new process, lost.
+  p.origin_sent = 0;
+  const size_t again_at = w.sink.sent.size();
+  (void)p.origin_data(response);
+  const auto again = sent_to(w, Side::kClient, again_at);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].payload(), first[0].payload());
+  EXPECT_EQ(again[0].view.seq, first[0].view.seq);
+  const uint32_t inserted = static_cast<uint32_t>(first[0].payload().size() - response.size());
+
+  // Killed again in the middle of the second response, with the first's
+  // inserted fields not yet acknowledged by the client (a pending edit).
+  w.engine->marker().flow(left[0].flow.hash);
+  const size_t next_at = w.sink.sent.size();
+  (void)p.origin_data(response);
+  const auto next = sent_to(w, Side::kClient, next_at);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].view.seq, first[0].view.seq + response.size() + inserted);
+  EXPECT_GT(next[0].payload().size(), response.size()) << "the second response's fields, from the copy's ring";
+  const std::vector<dataplane::CarriedFlow> left2 = flows_at_kill(w, memory);
+  ASSERT_EQ(left2.size(), 1u);
+  ASSERT_NE(left2[0].context, nullptr);
+  EXPECT_EQ(left2[0].context->view().to_client.pending(), 1u) << "the first response's fields, unacknowledged";
+  ASSERT_EQ(restart(w, memory, left2, EngineWorld::with_fields()), 1u);
+  p.origin_sent = static_cast<uint32_t>(response.size());
+  const size_t again2_at = w.sink.sent.size();
+  (void)p.origin_data(response);
+  const auto again2 = sent_to(w, Side::kClient, again2_at);
+  ASSERT_EQ(again2.size(), 1u);
+  EXPECT_EQ(again2[0].payload(), next[0].payload());
+  EXPECT_EQ(again2[0].view.seq, next[0].view.seq);
 }
 
 // A refusal answered on the open connection (keep-alive answers): its

@@ -1,5 +1,7 @@
 // Flows that outlive the process (control/flow_file.h): flows written
-// through one mapping are carried by the next, but those a work mark names;
+// through one mapping are carried by the next; the flow a work mark names
+// as it was before its change (the undo area), or not at all where the
+// change cannot be undone;
 // a change of geometry carries them into a new file; a file from another
 // boot carries nothing; another layout, a damaged header or a foreign file
 // is set aside with its reason; a key in two slots (a crash inside a
@@ -17,6 +19,7 @@
 
 #include "control/flow_file.h"
 #include "dataplane/answer_store.h"
+#include "dataplane/change_undo.h"
 #include "dataplane/flow_key.h"
 #include "dataplane/flow_table.h"
 #include "dataplane/parse_context.h"
@@ -84,7 +87,7 @@ void poke(const std::string& path, off_t offset, uint8_t byte) {
 // Contexts with heads of up to 256 bytes (320-byte held-head buffers).
 const FlowFile::Geometry kTwo{2, 64, 4, 4, 8192, 320};
 
-TEST(FlowFile, FlowsWrittenThroughOneMappingAreCarriedByTheNextButTheMarkedOne) {
+TEST(FlowFile, FlowsWrittenThroughOneMappingAreCarriedByTheNextButOneWhoseChangeWasSent) {
   test::ScratchDir dir;
   {
     FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 1, seeds(1));
@@ -94,8 +97,12 @@ TEST(FlowFile, FlowsWrittenThroughOneMappingAreCarriedByTheNextButTheMarkedOne) 
     EXPECT_EQ(o.file->seeds().flow, 3u);
     fill(*o.file, 0, 1, 20);
     fill(*o.file, 1, 100, 130);
-    // Worker 1 died changing the flow of port 105.
-    dataplane::WorkMarker(o.file->mark(1)).flow(dataplane::flow_hash(key(105), 99));
+    // Worker 1 died changing the flow of port 105, after a frame of the
+    // change was sent: it cannot be undone.
+    dataplane::WorkMarker marker(o.file->mark(1));
+    marker.flow(dataplane::flow_hash(key(105), 99));
+    marker.saved(0);
+    marker.sending();
   }
   FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 2, seeds(2));
   ASSERT_TRUE(o.file) << o.error;
@@ -103,6 +110,8 @@ TEST(FlowFile, FlowsWrittenThroughOneMappingAreCarriedByTheNextButTheMarkedOne) 
   EXPECT_EQ(o.file->generation(), 2u);
   EXPECT_EQ(o.file->seeds().flow, 3u) << "the old file's seeds, not the fresh ones";
   EXPECT_EQ(o.marked, 1u);
+  EXPECT_EQ(o.undone, 0u);
+  EXPECT_EQ(o.left_out.size(), 1u);
   std::vector<uint16_t> want = range(1, 20);
   for (uint16_t p : range(100, 130)) {
     if (p != 105) want.push_back(p);
@@ -176,6 +185,108 @@ TEST(FlowFile, AFlowIsCarriedWithTheContextThatNamesItAndItsHold) {
   }
 }
 
+// The worker copies a flow before it changes it (dataplane/change_undo.h):
+// the flow a worker was killed changing is carried as it was before, with
+// its context's live parts, its held head and its hold, whatever the
+// change had done to them; the segment is as good as lost on the wire.
+TEST(FlowFile, AFlowKilledMidChangeIsCarriedAsItWasBeforeTheChange) {
+  test::ScratchDir dir;
+  {
+    FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 1, seeds(1));
+    ASSERT_TRUE(o.file) << o.error;
+    dataplane::ContextPool pool(4, 256, 8, o.file->contexts(1), o.file->heads(1));
+    FlowTable t(o.file->slots(1));
+    for (uint16_t p = 1; p <= 3; ++p) {
+      TcpFlow* f = t.insert(key(p), dataplane::flow_hash(key(p), 99));
+      ASSERT_NE(f, nullptr);
+      f->client.next = p;
+    }
+    TcpFlow* f = t.find(key(2), dataplane::flow_hash(key(2), 99));
+    f->context = 1;
+    f->hold = 3;
+    dataplane::ParseContext& c = pool.at(1);
+    c.owner = key(2);
+    c.owner_hash = f->hash;
+    c.responses_ended = 7;
+    std::memcpy(c.head, "GET /before", 11);
+    c.head_len = 11;
+    c.buffering = true;
+    o.file->holds(1)[3].count = 1;
+    o.file->holds(1)[3].bytes[0].fields.assign("RateLimit-Remaining: 3\r\n");
+
+    dataplane::WorkMarker marker(o.file->mark(1));
+    dataplane::ChangeUndo undo(o.file->undo(1), 256);
+    marker.flow(f->hash);
+    undo.save(f, &c, &o.file->holds(1)[3], marker);
+    // The change, half done when the worker is killed: the flow, its
+    // context, its held head and its hold all written over.
+    f->client.next = 9999;
+    c.responses_ended = 8;
+    std::memcpy(c.head, "PUT /during", 11);
+    c.head_len = 5;
+    o.file->holds(1)[3].count = 0;
+  }
+  FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 2, seeds(2));
+  ASSERT_TRUE(o.file) << o.error;
+  EXPECT_EQ(o.marked, 0u) << "nothing reset";
+  EXPECT_EQ(o.undone, 1u);
+  EXPECT_TRUE(o.left_out.empty());
+  ASSERT_EQ(ports_of(o), (std::vector<uint16_t>{1, 2, 3})) << "port 2's client.next as it was before the change";
+  for (const dataplane::CarriedFlow& c : o.carried) {
+    if (c.flow.key.client_port != 2) continue;
+    ASSERT_NE(c.context, nullptr);
+    EXPECT_EQ(c.context->view().responses_ended, 7u);
+    EXPECT_EQ(std::string(c.context->held_head.begin(), c.context->held_head.end()), "GET /before");
+    ASSERT_TRUE(c.hold.has_value());
+    EXPECT_EQ(c.hold->count, 1u);
+    EXPECT_EQ(c.worker, 1u);
+    EXPECT_EQ(dataplane::carry_verdict(c, o.answers_kept), dataplane::CarryVerdict::kCarries);
+  }
+}
+
+// A mark whose change has not begun carries the flow as it is; one whose
+// change was making the flow (a SYN, a handshake completing) drops it, as
+// if the segment had been lost; an undo area that is not the marked flow's
+// (damaged) resets it.
+TEST(FlowFile, AMarkBeforeTheChangeCarriesTheFlowAMadeFlowIsDroppedAForeignUndoResets) {
+  for (const int what : {0, 1, 2}) {
+    test::ScratchDir dir;
+    {
+      FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 1, seeds(1));
+      ASSERT_TRUE(o.file);
+      fill(*o.file, 0, 1, 5);
+      dataplane::WorkMarker marker(o.file->mark(0));
+      dataplane::ChangeUndo undo(o.file->undo(0), 256);
+      marker.flow(dataplane::flow_hash(key(3), 99));
+      if (what == 1) undo.save(nullptr, nullptr, nullptr, marker);
+      if (what == 2) {
+        TcpFlow other{};
+        other.key = key(77);
+        other.hash = dataplane::flow_hash(key(77), 99);
+        undo.save(&other, nullptr, nullptr, marker);
+      }
+    }
+    FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 2, seeds(2));
+    ASSERT_TRUE(o.file);
+    switch (what) {
+      case 0:
+        EXPECT_EQ(ports_of(o), range(1, 5));
+        EXPECT_EQ(o.marked + o.undone, 0u);
+        break;
+      case 1:
+        EXPECT_EQ(ports_of(o), (std::vector<uint16_t>{1, 2, 4}));
+        EXPECT_EQ(o.undone, 1u);
+        EXPECT_TRUE(o.left_out.empty()) << "not reset: its sender repeats what made it";
+        break;
+      default:
+        EXPECT_EQ(ports_of(o), (std::vector<uint16_t>{1, 2, 4}));
+        EXPECT_EQ(o.marked, 1u);
+        EXPECT_EQ(o.undone, 0u);
+        break;
+    }
+  }
+}
+
 TEST(FlowFile, ASlotMarkNamesTheFlowTheSweepWasChanging) {
   test::ScratchDir dir;
   size_t slot = 0;
@@ -240,7 +351,7 @@ TEST(FlowFile, AnotherLayoutADamagedHeaderOrAForeignFileIsSetAside) {
     off_t offset;  // -1: the file replaced by text
     const char* says;
   };
-  for (const Case& c : {Case{8, "layout 9, this sluiced reads layout 4"}, Case{30, "damaged (checksum)"},
+  for (const Case& c : {Case{8, "layout 9, this sluiced reads layout 5"}, Case{30, "damaged (checksum)"},
                         Case{0, "not a sluice flow file"}, Case{-1, "too short for a header"}}) {
     test::ScratchDir dir;
     const std::string path = dir.path() + "/flows.table";

@@ -194,5 +194,17 @@ TEST(WorkerStall, EveryMistakeIsNamed) {
   EXPECT_EQ(parse_worker_stall("2:3", 2).error, "SLUICE_TEST_STALL_WORKER: there is no worker 2 (--workers 2)");
 }
 
+TEST(DieInChange, UnsetIsOffACountIsTakenAMistakeIsNamed) {
+  EXPECT_EQ(parse_die_in_change(nullptr).change, 0u);
+  EXPECT_EQ(parse_die_in_change(nullptr).error, "");
+  EXPECT_EQ(parse_die_in_change("2").change, 2u);
+  EXPECT_EQ(parse_die_in_change("2").error, "");
+  for (const char* bad : {"", "0", "x", "2s", "-1", "1000001"}) {
+    EXPECT_EQ(parse_die_in_change(bad).error,
+              std::string("SLUICE_TEST_DIE_IN_CHANGE wants a count from 1 to 1000000 (test-only), got '") + bad + "'")
+        << bad;
+  }
+}
+
 }  // namespace
 }  // namespace sluice::sluiced
