@@ -25,6 +25,9 @@ part); after it, the rest of the head on the same socket, and the answer
 the first K kept connections do the same with their request 2: its first
 half before the restart.
 
+With --no-post there is no mid-body POST connection (for a test whose
+appliance kills itself before then: wire-restart-mid-change).
+
 With --smuggle N, N more connections each send a POST head that announces a
 26-byte body (Content-Length: 26) and none of it, so that they are parked
 inside a body when the appliance restarts; the origin's early answer is read.
