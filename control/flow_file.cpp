@@ -257,7 +257,22 @@ void read_flows(std::byte* map, const Header& h, FlowFile::Opened& out) {
     }
     i = j;
   }
-  for (dataplane::CarriedFlow& c : undone) out.carried.push_back(std::move(c));
+  // An undo copy whose key another slot holds too is not the flow the mark
+  // named (a damaged area): neither is trusted over the other.
+  std::vector<Found> kept;
+  kept.reserve(out.carried.size());
+  for (const dataplane::CarriedFlow& c : out.carried) kept.push_back({c.flow, c.worker});
+  std::sort(kept.begin(), kept.end(), key_less);
+  for (dataplane::CarriedFlow& c : undone) {
+    const Found probe{c.flow, c.worker};
+    if (std::binary_search(kept.begin(), kept.end(), probe, key_less)) {
+      --out.undone;
+      ++out.marked;
+      out.left_out.push_back(c.flow.key);
+      continue;
+    }
+    out.carried.push_back(std::move(c));
+  }
 }
 
 std::string shape(const FlowFile::Geometry& g) {

@@ -32,6 +32,7 @@
 #include "control/flow_file.h"
 #include "control/table_file.h"
 #include "dataplane/answer_store.h"
+#include "dataplane/change_undo.h"
 #include "dataplane/flow_carry.h"
 #include "dataplane/flow_key.h"
 #include "dataplane/flow_table.h"
@@ -207,6 +208,15 @@ void fuzz_flow_file(const std::string& dir, const uint8_t* data, size_t size) {
           ctx.owner_hash = p;
           leave_context(ctx, p);
           f->context = c;
+          if (w == 0 && (p == 2 || p == 4)) {
+            // Worker 0 was killed in the middle of a change to this flow:
+            // its copy in the undo area (dataplane/change_undo.h), the
+            // second one (a held head) over the first.
+            dp::WorkMarker marker(made.file->mark(0));
+            dp::ChangeUndo undo(made.file->undo(0), policy.stream.head.max_head_bytes);
+            marker.flow(f->hash);
+            undo.save(f, &ctx, nullptr, marker);
+          }
         } else if (p <= kContexts + 4) {  // the next ones holds
           f->hold = p - kContexts - 1;
           dp::EditHold& h = made.file->holds(w)[static_cast<size_t>(f->hold)];

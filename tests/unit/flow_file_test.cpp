@@ -247,9 +247,9 @@ TEST(FlowFile, AFlowKilledMidChangeIsCarriedAsItWasBeforeTheChange) {
 // A mark whose change has not begun carries the flow as it is; one whose
 // change was making the flow (a SYN, a handshake completing) drops it, as
 // if the segment had been lost; an undo area that is not the marked flow's
-// (damaged) resets it.
+// (damaged: another hash, or the key of a flow in another slot) resets it.
 TEST(FlowFile, AMarkBeforeTheChangeCarriesTheFlowAMadeFlowIsDroppedAForeignUndoResets) {
-  for (const int what : {0, 1, 2}) {
+  for (const int what : {0, 1, 2, 3}) {
     test::ScratchDir dir;
     {
       FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 1, seeds(1));
@@ -259,10 +259,11 @@ TEST(FlowFile, AMarkBeforeTheChangeCarriesTheFlowAMadeFlowIsDroppedAForeignUndoR
       dataplane::ChangeUndo undo(o.file->undo(0), 256);
       marker.flow(dataplane::flow_hash(key(3), 99));
       if (what == 1) undo.save(nullptr, nullptr, nullptr, marker);
-      if (what == 2) {
+      if (what >= 2) {
         TcpFlow other{};
-        other.key = key(77);
-        other.hash = dataplane::flow_hash(key(77), 99);
+        other.key = key(what == 2 ? 77 : 1);
+        other.hash = dataplane::flow_hash(what == 2 ? key(77) : key(3), 99);
+        other.client.next = 1;
         undo.save(&other, nullptr, nullptr, marker);
       }
     }
