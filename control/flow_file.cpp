@@ -20,6 +20,7 @@ namespace {
 
 using dataplane::ContextPool;
 using dataplane::EditHold;
+using dataplane::StashSlot;
 using dataplane::TcpFlow;
 using dataplane::UndoArea;
 using dataplane::WorkMark;
@@ -57,6 +58,8 @@ struct Header {
   uint64_t holds;         // per worker
   uint64_t answer_bytes;  // per worker: the answer store's ring
   uint64_t head_bytes;    // per context: its held-head buffer
+  uint64_t stashes;       // per worker
+  uint64_t stash_bytes;   // per stash: its buffer
 };
 static_assert(sizeof(Header) <= kFilePage);
 
@@ -71,7 +74,8 @@ uint32_t header_crc(Header h) {
 constexpr size_t lines(size_t bytes) { return (bytes + 63) / 64 * 64; }
 size_t undo_context_offset() { return kLinesBytes + lines(sizeof(TcpFlow)); }
 size_t undo_hold_offset() { return undo_context_offset() + lines(ContextPool::object_stride()); }
-size_t undo_head_offset() { return undo_hold_offset() + lines(sizeof(EditHold)); }
+size_t undo_stash_offset() { return undo_hold_offset() + lines(sizeof(EditHold)); }
+size_t undo_head_offset() { return undo_stash_offset() + lines(sizeof(StashSlot)); }
 size_t slots_offset(uint64_t head_bytes) { return undo_head_offset() + lines(head_bytes); }
 size_t contexts_offset(const FlowFile::Geometry& g) {
   return lines(slots_offset(g.head_bytes) + g.slots * sizeof(TcpFlow) + g.slots);
@@ -80,10 +84,14 @@ size_t holds_offset(const FlowFile::Geometry& g) {
   return contexts_offset(g) + g.contexts * ContextPool::object_stride();
 }
 size_t heads_offset(const FlowFile::Geometry& g) { return lines(holds_offset(g) + g.holds * sizeof(EditHold)); }
-size_t answers_offset(const FlowFile::Geometry& g) { return round_to_page(heads_offset(g) + g.contexts * g.head_bytes); }
+size_t stash_slots_offset(const FlowFile::Geometry& g) { return lines(heads_offset(g) + g.contexts * g.head_bytes); }
+size_t stashes_offset(const FlowFile::Geometry& g) {
+  return round_to_page(stash_slots_offset(g) + g.stashes * sizeof(StashSlot));
+}
+size_t answers_offset(const FlowFile::Geometry& g) { return round_to_page(stashes_offset(g) + g.stashes * g.stash_bytes); }
 size_t region_bytes_for(const FlowFile::Geometry& g) { return answers_offset(g) + round_to_page(g.answer_bytes); }
 FlowFile::Geometry geometry_of(const Header& h) {
-  return {h.workers, h.slots, h.contexts, h.holds, h.answer_bytes, h.head_bytes};
+  return {h.workers, h.slots, h.contexts, h.holds, h.answer_bytes, h.head_bytes, h.stashes, h.stash_bytes};
 }
 
 Header header_for(const FlowFile::Geometry& g, std::string_view boot, uint64_t now, const FlowFile::Seeds& s) {
@@ -100,6 +108,8 @@ Header header_for(const FlowFile::Geometry& g, std::string_view boot, uint64_t n
   h.holds = g.holds;
   h.answer_bytes = g.answer_bytes;
   h.head_bytes = g.head_bytes;
+  h.stashes = g.stashes;
+  h.stash_bytes = g.stash_bytes;
   h.region_bytes = region_bytes_for(g);
   h.file_bytes = kFilePage + h.region_bytes * g.workers;
   h.generation = 1;
@@ -130,7 +140,8 @@ std::string check(const Header& h, uint64_t size) {
   }
   if (h.workers == 0 || h.workers > kMaxWorkers || h.slots < 16 || h.slots > kMaxSlots ||
       (h.slots & (h.slots - 1)) != 0 || h.contexts > kMaxContexts || h.holds > kMaxContexts ||
-      h.answer_bytes > kMaxAnswerBytes || h.head_bytes > kMaxHeadBytes ||
+      h.answer_bytes > kMaxAnswerBytes || h.head_bytes > kMaxHeadBytes || h.stashes > kMaxContexts ||
+      h.stash_bytes > kMaxHeadBytes + dataplane::BindStash::kWindow ||
       h.region_bytes != region_bytes_for(geometry_of(h)) ||
       h.file_bytes != kFilePage + h.region_bytes * h.workers) {
     return "its geometry is not one sluiced makes (" + std::to_string(h.workers) + " workers of " +
@@ -156,8 +167,19 @@ struct Region {
   std::byte* contexts;
   EditHold* holds;
   char* heads;
+  StashSlot* stash_slots;
+  uint8_t* stashes;
   std::byte* answers;
 };
+dataplane::PoolImages pools_of(const Region& r, const Header& h) {
+  return {{r.contexts, h.contexts * h.context_bytes},
+          {r.holds, h.holds},
+          {r.heads, h.contexts * h.head_bytes},
+          h.head_bytes,
+          {r.stashes, h.stashes * h.stash_bytes},
+          {r.stash_slots, h.stashes},
+          h.stash_bytes};
+}
 Region region_of(std::byte* map, const Header& h, unsigned w) {
   std::byte* base = map + kFilePage + h.region_bytes * w;
   const FlowFile::Geometry g = geometry_of(h);
@@ -166,12 +188,15 @@ Region region_of(std::byte* map, const Header& h, unsigned w) {
           reinterpret_cast<uint64_t*>(base + kMarkBytes),
           {reinterpret_cast<TcpFlow*>(base + kLinesBytes), base + undo_context_offset(),
            reinterpret_cast<EditHold*>(base + undo_hold_offset()),
+           reinterpret_cast<StashSlot*>(base + undo_stash_offset()),
            {reinterpret_cast<char*>(base + undo_head_offset()), h.head_bytes}},
           slots,
           reinterpret_cast<uint8_t*>(slots + h.slots),
           base + contexts_offset(g),
           reinterpret_cast<EditHold*>(base + holds_offset(g)),
           reinterpret_cast<char*>(base + heads_offset(geometry_of(h))),
+          reinterpret_cast<StashSlot*>(base + stash_slots_offset(g)),
+          reinterpret_cast<uint8_t*>(base + stashes_offset(g)),
           base + answers_offset(geometry_of(h))};
 }
 
@@ -233,7 +258,7 @@ void read_flows(std::byte* map, const Header& h, FlowFile::Opened& out) {
     }
     if (marked == Marked::kUndone || marked == Marked::kDropped) ++out.undone;
     if (marked == Marked::kUndone) {
-      undone.push_back(dataplane::carried_from_undo(r.undo, mark.head_len));
+      undone.push_back(dataplane::carried_from_undo(r.undo, mark.head_len, pools_of(r, h)));
       undone.back().worker = w;
     }
   }
@@ -248,9 +273,7 @@ void read_flows(std::byte* map, const Header& h, FlowFile::Opened& out) {
     out.duplicates += j - i - 1;
     if (agree) {
       const Region r = region_of(map, h, v[i].worker);
-      out.carried.push_back(dataplane::carried_from(v[i].flow, {r.contexts, h.contexts * h.context_bytes},
-                                                    {r.holds, h.holds}, {r.heads, h.contexts * h.head_bytes},
-                                                    h.head_bytes));
+      out.carried.push_back(dataplane::carried_from(v[i].flow, pools_of(r, h)));
       out.carried.back().worker = v[i].worker;
     } else {
       out.left_out.push_back(v[i].flow.key);
@@ -278,7 +301,8 @@ void read_flows(std::byte* map, const Header& h, FlowFile::Opened& out) {
 std::string shape(const FlowFile::Geometry& g) {
   return std::to_string(g.workers) + (g.workers == 1 ? " worker" : " workers") + " of " + std::to_string(g.slots) +
          " slots, " + std::to_string(g.contexts) + " contexts (" + std::to_string(g.head_bytes) +
-         " bytes of held head each), " + std::to_string(g.holds) + " holds and " + std::to_string(g.answer_bytes) +
+         " bytes of held head each), " + std::to_string(g.holds) + " holds, " + std::to_string(g.stashes) +
+         " bind stashes of " + std::to_string(g.stash_bytes) + " bytes and " + std::to_string(g.answer_bytes) +
          " answer bytes";
 }
 
@@ -298,7 +322,8 @@ FlowFile::Opened FlowFile::open(const std::string& dir, const Geometry& geometry
   if (geometry.workers == 0 || geometry.workers > kMaxWorkers || geometry.slots < 16 || geometry.slots > kMaxSlots ||
       (geometry.slots & (geometry.slots - 1)) != 0 || geometry.contexts > kMaxContexts ||
       geometry.holds > kMaxContexts || geometry.answer_bytes > kMaxAnswerBytes ||
-      geometry.head_bytes > kMaxHeadBytes) {
+      geometry.head_bytes > kMaxHeadBytes || geometry.stashes > kMaxContexts ||
+      geometry.stash_bytes > kMaxHeadBytes + dataplane::BindStash::kWindow) {
     out.error = path + ": cannot lay out " + shape(geometry);
     return out;
   }
@@ -336,7 +361,8 @@ FlowFile::Opened FlowFile::open(const std::string& dir, const Geometry& geometry
       seeds.share = h.share_seed;
       reuse = h.workers == geometry.workers && h.slots == geometry.slots && h.contexts == geometry.contexts &&
               h.holds == geometry.holds && h.answer_bytes == geometry.answer_bytes &&
-              h.head_bytes == geometry.head_bytes;
+              h.head_bytes == geometry.head_bytes && h.stashes == geometry.stashes &&
+              h.stash_bytes == geometry.stash_bytes;
       out.outcome = reuse ? Outcome::kAttached : Outcome::kRelaid;
       if (!reuse) {
         out.note = path + ": made for " + shape(geometry_of(h)) + ", this start has " + shape(geometry) +
@@ -411,6 +437,16 @@ uint64_t* FlowFile::answers_written(unsigned w) const noexcept {
 std::span<char> FlowFile::heads(unsigned w) const noexcept {
   const Header& h = *reinterpret_cast<const Header*>(map_);
   return {region_of(map_, h, w).heads, h.contexts * h.head_bytes};
+}
+
+std::span<uint8_t> FlowFile::stashes(unsigned w) const noexcept {
+  const Header& h = *reinterpret_cast<const Header*>(map_);
+  return {region_of(map_, h, w).stashes, h.stashes * h.stash_bytes};
+}
+
+std::span<dataplane::StashSlot> FlowFile::stash_slots(unsigned w) const noexcept {
+  const Header& h = *reinterpret_cast<const Header*>(map_);
+  return {region_of(map_, h, w).stash_slots, h.stashes};
 }
 
 std::span<dataplane::EditHold> FlowFile::holds(unsigned w) const noexcept {

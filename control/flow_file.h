@@ -20,7 +20,8 @@
 //            before: dataplane/change_undo.h), its slots (TcpFlow), its used flags,
 //            its parse contexts (the objects, dataplane/parse_context.h;
 //            their buffers but the held heads' are the process's), its
-//            edit holds, its contexts' held-head buffers, its answer
+//            edit holds, its contexts' held-head buffers, its bind
+//            stashes' slots and buffers, its answer
 //            store's ring (dataplane/answer_store.h)
 //
 // Open reads the flows the last process left out of the file and hands
@@ -66,6 +67,8 @@ class FlowFile {
     uint64_t holds = 0;     // per worker
     uint64_t answer_bytes = 0;  // per worker: dataplane::AnswerStore::ring_size
     uint64_t head_bytes = 0;    // per context: dataplane::ContextPool::head_stride (0: none kept)
+    uint64_t stashes = 0;       // per worker
+    uint64_t stash_bytes = 0;   // per stash: dataplane::BindStash::buffer_bytes
   };
   struct Seeds {
     std::array<uint8_t, 32> cookie{};
@@ -119,6 +122,9 @@ class FlowFile {
   // Worker w's memory for its contexts' held-head buffers (ContextPool's
   // `heads`).
   [[nodiscard]] std::span<char> heads(unsigned w) const noexcept;
+  // Worker w's bind stashes: their buffers and slots (dataplane::BindStash).
+  [[nodiscard]] std::span<uint8_t> stashes(unsigned w) const noexcept;
+  [[nodiscard]] std::span<dataplane::StashSlot> stash_slots(unsigned w) const noexcept;
   // Worker w's answer store ring and its count of bytes written
   // (dataplane::AnswerStore), kept in the file so answers outlive the process.
   [[nodiscard]] std::span<std::byte> answers(unsigned w) const noexcept;

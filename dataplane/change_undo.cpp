@@ -18,7 +18,8 @@ constexpr size_t lines(size_t bytes) { return (bytes + kLine - 1) / kLine * kLin
 ChangeUndo::ChangeUndo(const UndoArea& area, uint32_t max_head_bytes) : area_(area) {
   if (area_.flow != nullptr) return;
   const size_t context = ContextPool::object_stride();
-  const size_t bytes = lines(sizeof(TcpFlow)) + lines(context) + lines(sizeof(EditHold)) + max_head_bytes;
+  const size_t bytes =
+      lines(sizeof(TcpFlow)) + lines(context) + lines(sizeof(EditHold)) + lines(sizeof(StashSlot)) + max_head_bytes;
   own_.resize(bytes + kLine);
   std::byte* p = own_.data() + (kLine - reinterpret_cast<uintptr_t>(own_.data()) % kLine) % kLine;
   area_.flow = new (p) TcpFlow;
@@ -27,11 +28,13 @@ ChangeUndo::ChangeUndo(const UndoArea& area, uint32_t max_head_bytes) : area_(ar
   p += lines(context);
   area_.hold = new (p) EditHold;
   p += lines(sizeof(EditHold));
+  area_.stash = new (p) StashSlot;
+  p += lines(sizeof(StashSlot));
   area_.head = {reinterpret_cast<char*>(p), max_head_bytes};
 }
 
 void ChangeUndo::save(const TcpFlow* flow, const ParseContext* context, const EditHold* hold,
-                      WorkMarker& marker) noexcept {
+                      const StashSlot* stash, WorkMarker& marker) noexcept {
   if (flow == nullptr) {
     marker.was_absent();
     return;
@@ -46,6 +49,7 @@ void ChangeUndo::save(const TcpFlow* flow, const ParseContext* context, const Ed
     }
   }
   if (hold != nullptr) *area_.hold = *hold;
+  if (stash != nullptr) *area_.stash = *stash;
   marker.saved(head_len);
 }
 

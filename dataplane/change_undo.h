@@ -5,8 +5,9 @@
 // if the segment had been lost on the wire, and its sender repeats it.
 //
 // What is copied is what a restart reads: the TcpFlow, the live parts of
-// its parse context (ParseContext::save_live), its edit hold and its held
-// head. Nothing else a change touches needs it: the pools are rebuilt from
+// its parse context (ParseContext::save_live), its edit hold, its held head
+// and its bind stash's slot (the stash's bytes only grow, so those the slot
+// counts stay as they were). Nothing else a change touches needs it: the pools are rebuilt from
 // the carried flows, an answer appended to the answer store is never read
 // by the flow as it was, and a bucket the change charged stays charged (a
 // repeat is judged and charged again: the limiter's favour, once per kill).
@@ -32,9 +33,10 @@ class ChangeUndo {
   ChangeUndo& operator=(const ChangeUndo&) = delete;
 
   // Before the first change to the segment's flow (null: it has none yet),
-  // once `marker` names it: the flow, and the context and hold it has
-  // borrowed (null where it has none).
-  void save(const TcpFlow* flow, const ParseContext* context, const EditHold* hold, WorkMarker& marker) noexcept;
+  // once `marker` names it: the flow, and the context, hold and stash slot
+  // it has borrowed (null where it has none).
+  void save(const TcpFlow* flow, const ParseContext* context, const EditHold* hold, const StashSlot* stash,
+            WorkMarker& marker) noexcept;
 
  private:
   std::vector<std::byte> own_;

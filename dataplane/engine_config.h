@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 
+#include "bind_stash.h"
 #include "client_shares.h"
 #include "edit_hold.h"
 #include "flow_carry.h"
@@ -48,6 +49,11 @@ struct EngineConfig {
   // max_head_bytes) bytes), in the flow file too: a head held across
   // segments was acknowledged to its client, and exists nowhere else.
   std::span<char> head_memory{};
+  // The bind stashes' buffers (bind_stashes * BindStash::buffer_bytes(
+  // max_head_bytes) bytes) and slots, in the flow file too: a flow being
+  // bound to its origin at a kill carries on with what it stashed.
+  std::span<uint8_t> stash_memory{};
+  std::span<StashSlot> stash_slots{};
   // The answer store's ring (AnswerStore::ring_size(answer_bytes) bytes) and
   // its count of bytes written, in the flow file too, so that an answer a
   // client may ask for again outlives the process; none: the engine's own.

@@ -10,10 +10,11 @@ namespace sluice::dataplane {
 namespace {
 
 // `f` with its context's object (if it borrowed one: `object`, one
-// object_stride), held-head buffer (`head`) and hold (`hold`, or null).
+// object_stride), held-head buffer (`head`), hold (`hold`, or null) and
+// stash (`slot` and its buffer `buffer`, or null).
 CarriedFlow carried_with(const TcpFlow& f, std::span<const std::byte> object, std::span<const char> head,
-                         const EditHold* hold) {
-  CarriedFlow c{f, nullptr, std::nullopt};
+                         const EditHold* hold, const StashSlot* slot, std::span<const uint8_t> buffer) {
+  CarriedFlow c{f, nullptr, std::nullopt, std::nullopt};
   if (f.context >= 0 && object.size() >= sizeof(ContextImage::bytes)) {
     auto image = std::make_unique<ContextImage>();
     std::memcpy(image->bytes, object.data(), sizeof image->bytes);
@@ -29,28 +30,43 @@ CarriedFlow carried_with(const TcpFlow& f, std::span<const std::byte> object, st
     }
   }
   if (f.hold >= 0 && hold != nullptr) c.hold = *hold;
+  // A slot that does not read whole (a length past its buffer, a FIN that
+  // is not a bool) does not come along: the flow is then in flight.
+  if (f.stash >= 0 && slot != nullptr && slot->len <= buffer.size() && slot->fin <= 1) {
+    c.stash = CarriedStash{slot->start, slot->fin != 0, {buffer.begin(), buffer.begin() + slot->len}};
+  }
   return c;
+}
+
+// Pool `index`'s `stride` bytes of `all`, or none.
+template <class T>
+std::span<const T> member(std::span<const T> all, int32_t index, size_t stride) {
+  if (index < 0 || stride == 0 || (static_cast<size_t>(index) + 1) * stride > all.size()) return {};
+  return all.subspan(static_cast<size_t>(index) * stride, stride);
+}
+
+const StashSlot* stash_slot(const PoolImages& pools, int32_t index) {
+  return index >= 0 && static_cast<size_t>(index) < pools.stash_slots.size()
+             ? &pools.stash_slots[static_cast<size_t>(index)]
+             : nullptr;
 }
 
 }  // namespace
 
-CarriedFlow carried_from(const TcpFlow& f, std::span<const std::byte> contexts, std::span<const EditHold> holds,
-                         std::span<const char> heads, size_t head_stride) {
-  const size_t stride = ContextPool::object_stride();
-  std::span<const std::byte> object;
-  std::span<const char> head;
-  if (f.context >= 0 && (static_cast<size_t>(f.context) + 1) * stride <= contexts.size()) {
-    const auto index = static_cast<size_t>(f.context);
-    object = contexts.subspan(index * stride, stride);
-    if ((index + 1) * head_stride <= heads.size()) head = heads.subspan(index * head_stride, head_stride);
-  }
-  const EditHold* hold = f.hold >= 0 && static_cast<size_t>(f.hold) < holds.size() ? &holds[static_cast<size_t>(f.hold)] : nullptr;
-  return carried_with(f, object, head, hold);
+CarriedFlow carried_from(const TcpFlow& f, const PoolImages& pools) {
+  const EditHold* hold =
+      f.hold >= 0 && static_cast<size_t>(f.hold) < pools.holds.size() ? &pools.holds[static_cast<size_t>(f.hold)] : nullptr;
+  return carried_with(f, member(pools.contexts, f.context, ContextPool::object_stride()),
+                      member(pools.heads, f.context, pools.head_stride), hold, stash_slot(pools, f.stash),
+                      member(pools.stashes, f.stash, pools.stash_stride));
 }
 
-CarriedFlow carried_from_undo(const UndoArea& undo, uint32_t head_len) {
+CarriedFlow carried_from_undo(const UndoArea& undo, uint32_t head_len, const PoolImages& pools) {
+  const TcpFlow& f = *undo.flow;
   const std::span<const char> head = head_len <= undo.head.size() ? undo.head.first(head_len) : std::span<const char>{};
-  return carried_with(*undo.flow, {undo.context, ContextPool::object_stride()}, head, undo.hold);
+  return carried_with(f, {undo.context, ContextPool::object_stride()}, head, undo.hold,
+                      member(pools.stashes, f.stash, pools.stash_stride).empty() ? nullptr : undo.stash,
+                      member(pools.stashes, f.stash, pools.stash_stride));
 }
 
 CarryVerdict carry_verdict(const CarriedFlow& carried, bool answers) noexcept {
@@ -65,7 +81,8 @@ CarryVerdict carry_verdict(const CarriedFlow& carried, bool answers) noexcept {
   }
   if (!answers && (f.state == FlowState::kRefusing || f.state == FlowState::kAnswered)) return CarryVerdict::kAnswering;
   if ((f.context >= 0 && carried.context == nullptr) || (f.hold >= 0 && !carried.hold)) return CarryVerdict::kInFlight;
-  if (f.bind.state == Binding::kBinding) return CarryVerdict::kBinding;
+  // Being bound: its stash (the bytes that wait for the origin) must have come along.
+  if (f.bind.state == Binding::kBinding && f.stash >= 0 && !carried.stash) return CarryVerdict::kBinding;
   return CarryVerdict::kCarries;
 }
 

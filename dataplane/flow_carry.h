@@ -39,6 +39,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "bind_stash.h"
 #include "edit_hold.h"
 #include "flow_key.h"
 #include "parse_context.h"
@@ -126,6 +127,7 @@ struct UndoArea {
   TcpFlow* flow = nullptr;
   std::byte* context = nullptr;  // ContextPool::object_stride() bytes: the live parts of its context
   EditHold* hold = nullptr;
+  StashSlot* stash = nullptr;    // its stash's slot (the bytes only grow: those it counts stay)
   std::span<char> head{};        // its context's held head
 };
 
@@ -152,26 +154,43 @@ struct ContextImage {
 
 // A flow the last process left, with the context or hold it had borrowed
 // (copied out of the flow file before the new process's pools take it over).
+// What a flow being bound to its origin had stashed for it (bind_stash.h).
+struct CarriedStash {
+  uint32_t start = 0;
+  bool fin = false;
+  std::vector<uint8_t> bytes;
+};
+
 struct CarriedFlow {
   TcpFlow flow;
   std::unique_ptr<ContextImage> context;  // when flow.context named one it owned
   std::optional<EditHold> hold;           // when flow.hold named one
+  std::optional<CarriedStash> stash;      // when flow.stash named one whose slot reads whole
   unsigned worker = 0;                    // the worker whose table, pools and answer store it was in
 };
 
+// A dead process's pools, as the flow file keeps them for one worker.
+struct PoolImages {
+  std::span<const std::byte> contexts;  // its ContextPool objects
+  std::span<const EditHold> holds;
+  std::span<const char> heads;          // its held-head buffers, head_stride bytes each (or none)
+  size_t head_stride = 0;
+  std::span<const uint8_t> stashes;     // its bind stashes' buffers, stash_stride bytes each (or none)
+  std::span<const StashSlot> stash_slots;
+  size_t stash_stride = 0;
+};
+
 // `flow` as the last process left it, with what it borrowed copied out of
-// that process's pools (`contexts`: its ContextPool objects, `holds`;
-// `heads`: its held-head buffers, `head_stride` bytes each, or none): its
-// context if the context still names it as its owner (one lent on to
-// another flow since does not), with the head it held if any, its hold.
-// Checked whole when taken on (ParseContext::carry_on, EditHold::valid).
-[[nodiscard]] CarriedFlow carried_from(const TcpFlow& flow, std::span<const std::byte> contexts,
-                                       std::span<const EditHold> holds, std::span<const char> heads = {},
-                                       size_t head_stride = 0);
+// that process's pools: its context if the context still names it as its
+// owner (one lent on to another flow since does not), with the head it held
+// if any; its hold; its stash. Checked whole when taken on
+// (ParseContext::carry_on, EditHold::valid, carry_verdict).
+[[nodiscard]] CarriedFlow carried_from(const TcpFlow& flow, const PoolImages& pools);
 // `flow` as the undo area kept it (the flow a killed worker was changing,
 // as it was before the change), with the `head_len` bytes of held head the
-// mark says came with it. Checked whole when taken on, as any other.
-[[nodiscard]] CarriedFlow carried_from_undo(const UndoArea& undo, uint32_t head_len);
+// mark says came with it, and its stash's bytes from `pools` (a stash only
+// grows). Checked whole when taken on, as any other.
+[[nodiscard]] CarriedFlow carried_from_undo(const UndoArea& undo, uint32_t head_len, const PoolImages& pools);
 // `answers`: whether the worker taking it on has the answer store the
 // flow's answers were put in (the same file, the same worker); without it a
 // flow being answered does not carry.

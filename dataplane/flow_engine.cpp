@@ -30,7 +30,8 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
       undo_(config.undo, config.max_head_bytes),
       shares_(config.flows, share_caps(config), config.share_seed),
       lender_(config.contexts, config.max_head_bytes, config.max_fields, config.edit_holds, config.bind_stashes,
-              shares_, config.context_memory, config.hold_memory, config.head_memory),
+              shares_, config.context_memory, config.hold_memory, config.head_memory, config.stash_memory,
+              config.stash_slots),
       answers_(config.answer_bytes, config.answer_memory, config.answers_written),
       proxy_(config.cookie_seed, emitter_, counters),
       adopter_(emitter_),
@@ -62,11 +63,21 @@ FlowEngine::Resumed FlowEngine::resume(const CarriedFlow& carried, uint64_t hash
   TcpFlow* flow = tracker_.resume(was, hash, o);
   if (flow == nullptr) return o == TcpTracker::SynOutcome::kShareFull ? Resumed::kShareFull : Resumed::kTableFull;
   // Unbound behind the SYN proxy, with nothing stashed yet (flow_carry.h):
-  // a stash waits for its first request again.
-  if (flow->bind.state == Binding::kUnbound && !lender_.take_stash(*flow)) {
-    tracker_.erase(*flow);
-    return Resumed::kNoStash;
+  // a stash waits for its first request again. Being bound: a stash takes
+  // what the dead process had stashed, and the SYN goes to the origin again
+  // at the sweep's first look (an answer to the last one may have come while
+  // no process listened).
+  if (flow->bind.state == Binding::kUnbound || (flow->bind.state == Binding::kBinding && was.stash >= 0)) {
+    if (!lender_.take_stash(*flow)) {
+      tracker_.erase(*flow);
+      return Resumed::kNoStash;
+    }
+    if (carried.stash && !restash(*flow, *carried.stash)) {
+      tracker_.erase(*flow);
+      return Resumed::kCannotCarry;
+    }
   }
+  if (flow->bind.state == Binding::kBinding) flow->bind.syn_sent_at = 0;
   Lent lent = Lent::kYes;
   if (carried.context != nullptr) {
     lent = lender_.carry_context(*flow, snap, carried.context->view(), answers, carried.context->held_head);
@@ -89,6 +100,12 @@ FlowEngine::Resumed FlowEngine::resume(const CarriedFlow& carried, uint64_t hash
   return Resumed::kCannotCarry;
 }
 
+bool FlowEngine::restash(TcpFlow& flow, const CarriedStash& stash) noexcept {
+  if (stash.bytes.empty()) return !stash.fin;
+  return lender_.stash(flow, stash.start, stash.bytes) &&
+         (!stash.fin || lender_.stash_fin(flow, stash.start + static_cast<uint32_t>(stash.bytes.size())));
+}
+
 void FlowEngine::set_insert_fields(bool on) noexcept {
   requests_.set_insert_fields(on);
   lender_.set_report_status_lines(on);
@@ -103,11 +120,12 @@ FrameResult FlowEngine::on_frame(const ServiceFrame& sf, uint8_t* frame, FrameVi
   }
   TcpFlow* flow = tracker_.find(sf.key, sf.hash);
   if (flow == nullptr) {
-    undo_.save(nullptr, nullptr, nullptr, marker_);
+    undo_.save(nullptr, nullptr, nullptr, nullptr, marker_);
   } else {
     const ContextLender& lent = lender_;
     undo_.save(flow, flow->context >= 0 ? &lent.context(*flow) : nullptr,
-               flow->hold >= 0 ? &lent.holds().at(flow->hold) : nullptr, marker_);
+               flow->hold >= 0 ? &lent.holds().at(flow->hold) : nullptr,
+               flow->stash >= 0 ? &lent.stashes().slot(flow->stash) : nullptr, marker_);
   }
   if (flow != nullptr && flow->hold >= 0 && !lender_.settle_hold(*flow, sf.from, v, snap)) {
     // Its held edits need a context to act on; the sender tries again.

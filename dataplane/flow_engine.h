@@ -128,6 +128,9 @@ class FlowEngine {
   }
 
  private:
+  // A carried flow's stash filled again with what the dead process had
+  // stashed; false if it does not fit this process's stash.
+  [[nodiscard]] bool restash(TcpFlow& flow, const CarriedStash& stash) noexcept;
   FrameResult from_client(TcpFlow* flow, const ServiceFrame& sf, uint8_t* frame, FrameView& v,
                           const PolicySnapshot& snap, time::Nanos now, PacketSink& out) noexcept;
   // The steps every segment of a flow takes, forced inline into from_client

@@ -595,7 +595,8 @@ Status Appliance::create_workers() {
   const auto wall = std::chrono::system_clock::now().time_since_epoch();
   const dataplane::EngineConfig pools;  // the pools sluiced has no option for
   if (std::string err = flows_.open(o_.state_dir, o_.workers, o_.flows, o_.contexts,
-                                    first->policy.stream.head.max_head_bytes, pools.edit_holds, pools.answer_bytes,
+                                    first->policy.stream.head.max_head_bytes, pools.edit_holds, pools.bind_stashes,
+                                    pools.answer_bytes,
                                     static_cast<uint64_t>(std::chrono::nanoseconds(wall).count()));
       !err.empty()) {
     return Failure{ExitCode::kState, err};
@@ -643,6 +644,8 @@ dataplane::WorkerSetup Appliance::worker_setup(unsigned index, const dataplane::
   ws.engine.context_memory = flows_.contexts(index);
   ws.engine.hold_memory = flows_.holds(index);
   ws.engine.head_memory = flows_.heads(index);
+  ws.engine.stash_memory = flows_.stashes(index);
+  ws.engine.stash_slots = flows_.stash_slots(index);
   ws.engine.answer_memory = flows_.answers(index);
   ws.engine.answers_written = flows_.answers_written(index);
   ws.flow_seed = flow_seed_;

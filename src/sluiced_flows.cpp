@@ -20,7 +20,8 @@ bool draw(void* p, size_t n) { return ::getrandom(p, n, 0) == static_cast<ssize_
 }  // namespace
 
 std::string FlowTables::open(const std::string& state_dir, unsigned workers, size_t flows, size_t contexts,
-                             uint32_t max_head_bytes, size_t holds, size_t answer_bytes, uint64_t now) {
+                             uint32_t max_head_bytes, size_t holds, size_t stashes, size_t answer_bytes,
+                             uint64_t now) {
   control::FlowFile::Seeds fresh;
   if (!draw(fresh.cookie.data(), fresh.cookie.size()) || !draw(&fresh.flow, sizeof fresh.flow) ||
       !draw(&fresh.share, sizeof fresh.share)) {
@@ -31,7 +32,9 @@ std::string FlowTables::open(const std::string& state_dir, unsigned workers, siz
                                       contexts,
                                       holds,
                                       dataplane::AnswerStore::ring_size(answer_bytes),
-                                      dataplane::ContextPool::head_stride(max_head_bytes)};
+                                      dataplane::ContextPool::head_stride(max_head_bytes),
+                                      stashes,
+                                      dataplane::BindStash::buffer_bytes(max_head_bytes)};
   opened_ = control::FlowFile::open(state_dir, g, control::boot_id(), now, fresh);
   if (!opened_.file) return opened_.error;
   file_ = std::move(opened_.file);

@@ -25,11 +25,12 @@ class FlowTables {
  public:
   // Opens (or makes) the flow file in `state_dir` for `workers` tables of
   // `flows` each, with `contexts` parse contexts (each holding a head of
-  // up to `max_head_bytes`), `holds` edit holds and an answer store of
-  // `answer_bytes` each; "" or why not. New seeds are drawn here
+  // up to `max_head_bytes`), `holds` edit holds, `stashes` bind stashes and
+  // an answer store of `answer_bytes` each; "" or why not. New seeds are drawn here
   // (getrandom) for a new file; an old file's are kept.
   [[nodiscard]] std::string open(const std::string& state_dir, unsigned workers, size_t flows, size_t contexts,
-                                 uint32_t max_head_bytes, size_t holds, size_t answer_bytes, uint64_t now);
+                                 uint32_t max_head_bytes, size_t holds, size_t stashes, size_t answer_bytes,
+                                 uint64_t now);
 
   [[nodiscard]] control::FlowFile::Seeds seeds() const noexcept { return file_->seeds(); }
   [[nodiscard]] dataplane::FlowSlots memory(unsigned worker) const noexcept { return file_->slots(worker); }
@@ -38,6 +39,10 @@ class FlowTables {
   [[nodiscard]] std::span<std::byte> contexts(unsigned worker) const noexcept { return file_->contexts(worker); }
   [[nodiscard]] std::span<dataplane::EditHold> holds(unsigned worker) const noexcept { return file_->holds(worker); }
   [[nodiscard]] std::span<char> heads(unsigned worker) const noexcept { return file_->heads(worker); }
+  [[nodiscard]] std::span<uint8_t> stashes(unsigned worker) const noexcept { return file_->stashes(worker); }
+  [[nodiscard]] std::span<dataplane::StashSlot> stash_slots(unsigned worker) const noexcept {
+    return file_->stash_slots(worker);
+  }
   [[nodiscard]] std::span<std::byte> answers(unsigned worker) const noexcept { return file_->answers(worker); }
   [[nodiscard]] uint64_t* answers_written(unsigned worker) const noexcept { return file_->answers_written(worker); }
 

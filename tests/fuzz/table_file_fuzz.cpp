@@ -175,8 +175,14 @@ void fuzz_flow_file(const std::string& dir, const uint8_t* data, size_t size) {
   namespace dp = sluice::dataplane;
   const sluice::http::Http1Policy& policy = fuzz_policy();
   constexpr unsigned kContexts = 6;
-  const FlowFile::Geometry g{2, 64, kContexts, 4, 8192,
-                             dp::ContextPool::head_stride(policy.stream.head.max_head_bytes)};
+  const FlowFile::Geometry g{2,
+                             64,
+                             kContexts,
+                             4,
+                             8192,
+                             dp::ContextPool::head_stride(policy.stream.head.max_head_bytes),
+                             2,
+                             dp::BindStash::buffer_bytes(policy.stream.head.max_head_bytes)};
   FlowFile::Seeds seeds;
   seeds.flow = 7;
   const std::string path = dir + "/flows.table";
@@ -194,6 +200,15 @@ void fuzz_flow_file(const std::string& dir, const uint8_t* data, size_t size) {
         if (f == nullptr) fail("flow table full");
         f->state = dp::FlowState::kEstablished;
         f->ip_version = 4;
+        if (p == kContexts + 6) {  // one being bound, its first request stashed
+          dp::BindStash stashes(2, policy.stream.head.max_head_bytes, made.file->stashes(w), made.file->stash_slots(w));
+          f->bind.state = dp::Binding::kBinding;
+          f->stash = stashes.acquire();
+          const std::string_view req = "GET /stashed HTTP/1.1\r\nHost: a\r\n\r\n";
+          if (!stashes.append(f->stash, 100, std::span(reinterpret_cast<const uint8_t*>(req.data()), req.size()))) {
+            fail("stash append");
+          }
+        }
         if (p == kContexts + 5) {  // one refused, its answer in the store
           dp::AnswerStore store(8192, made.file->answers(w), made.file->answers_written(w));
           f->state = dp::FlowState::kAnswered;
@@ -215,7 +230,7 @@ void fuzz_flow_file(const std::string& dir, const uint8_t* data, size_t size) {
             dp::WorkMarker marker(made.file->mark(0));
             dp::ChangeUndo undo(made.file->undo(0), policy.stream.head.max_head_bytes);
             marker.flow(f->hash);
-            undo.save(f, &ctx, nullptr, marker);
+            undo.save(f, &ctx, nullptr, nullptr, marker);
           }
         } else if (p <= kContexts + 4) {  // the next ones holds
           f->hold = p - kContexts - 1;
@@ -272,6 +287,14 @@ void fuzz_flow_file(const std::string& dir, const uint8_t* data, size_t size) {
       fresh.release(i);
     }
     if (c.hold && !c.hold->valid()) continue;
+    if (c.stash) {  // into a stash of this process, as FlowEngine::resume puts it
+      dp::BindStash stash(1, policy.stream.head.max_head_bytes);
+      const int32_t s = stash.acquire();
+      if (!c.stash->bytes.empty() && stash.append(s, c.stash->start, c.stash->bytes) && c.stash->fin) {
+        (void)stash.close(s, c.stash->start + static_cast<uint32_t>(c.stash->bytes.size()));
+      }
+      if (stash.bytes(s).size() > c.stash->bytes.size()) fail("a stash holds more than was carried");
+    }
     if (t.find(f.key, dp::flow_hash(f.key, 7)) != nullptr) fail("a carried key found before it was inserted");
     dp::TcpFlow* in = t.insert(f.key, dp::flow_hash(f.key, 7));
     if (in == nullptr) break;  // the table's 7/8

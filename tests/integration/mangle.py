@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Rewrites the client's frames on their way into the appliance, the way an
 attacker's own stack would send them, for the wire-* tests ("nothing walks
-past the limiter"). The frames come from the real client (curl, http_client.py)
+past the limiter"); on the origin's side, holds back what a test needs
+held back. The frames come from the real client (curl, http_client.py)
 through the same plumbing as impair.py: tc mirred redirects what leaves c0 to
 a veth this reads (--in), and it sends the result on --out with
 PACKET_QDISC_BYPASS. Standard library only; root, in the client namespace.
@@ -22,6 +23,9 @@ Modes (TCP frames to --port only; everything else passes unchanged):
                  decoy: the same segment cut to len(--decoy) bytes that are
                  --decoy instead. The appliance sees the decoy's bytes first;
                  a receiver that took the later copy would get the real ones.
+  drop-synack    (on the origin's side) every IPv4 SYN-ACK from --port to
+                 --to is dropped: the appliance's SYN to the origin goes
+                 unanswered, and the flow stays being bound.
 
 Writes JSON counters to --stats at start (the readiness signal), every
 second, and at exit; stops on SIGTERM.
@@ -29,6 +33,7 @@ second, and at exit; stops on SIGTERM.
 
 import argparse
 import os
+import socket
 import struct
 import sys
 
@@ -68,6 +73,16 @@ def ip_end(f, v, l3):
     if v == 4:
         return l3 + struct.unpack_from("!H", f, l3 + 2)[0]
     return l3 + 40 + struct.unpack_from("!H", f, l3 + 4)[0]
+
+
+def synack_to(frame, port, dst):
+    """Whether the untagged IPv4 frame is a SYN-ACK from `port` to address `dst` (4 bytes)."""
+    if len(frame) < 34 or struct.unpack_from("!H", frame, 12)[0] != 0x0800 or frame[23] != 6:
+        return False
+    l4 = 14 + (frame[14] & 0x0F) * 4
+    if len(frame) < l4 + 20 or frame[30:34] != dst:
+        return False
+    return struct.unpack_from("!H", frame, l4)[0] == port and frame[l4 + 13] & 0x12 == 0x12
 
 
 def with_dstopts(frame, l3, count):
@@ -131,23 +146,35 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--in", dest="inp", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--mode", choices=["ipv6-dstopts", "ipv4-options", "ipv4-fragments", "overlap-decoy"],
-                    required=True)
+    ap.add_argument("--mode", choices=["ipv6-dstopts", "ipv4-options", "ipv4-fragments", "overlap-decoy",
+                                       "drop-synack"], required=True)
     ap.add_argument("--port", type=int, default=80)
     ap.add_argument("--count", type=int, default=9, help="ipv6-dstopts: headers per segment")
     ap.add_argument("--match", default="", help="overlap-decoy: payload prefix of the segments to precede")
     ap.add_argument("--decoy", default="", help="overlap-decoy: the decoy's payload")
+    ap.add_argument("--to", default="", help="drop-synack: the IPv4 address the dropped SYN-ACKs go to")
     ap.add_argument("--stats", required=True)
     a = ap.parse_args()
     if a.mode == "overlap-decoy" and (not a.match or not a.decoy):
         ap.error("overlap-decoy needs --match and --decoy")
+    if a.mode == "drop-synack":
+        try:
+            to = socket.inet_aton(a.to)
+        except OSError:
+            ap.error("drop-synack needs --to with an IPv4 address")
 
-    st = {"mode": a.mode, "frames": 0, "rewritten": 0, "decoys": 0}
+    st = {"mode": a.mode, "frames": 0, "rewritten": 0, "decoys": 0, "dropped": 0}
     shim = Shim(a.inp, a.out, a.stats, st)
     match, decoy = a.match.encode(), a.decoy.encode()
 
     def on_frame(frame):
         st["frames"] += 1
+        if a.mode == "drop-synack":
+            if synack_to(frame, a.port, to):
+                st["dropped"] += 1
+            else:
+                shim.send(frame)
+            return
         p = parse(frame, a.port)
         if p is not None:
             v, l3, l4 = p

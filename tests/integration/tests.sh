@@ -61,6 +61,7 @@ ctl-buckets-damaged          limiting  tb-small           1  crash-edit=16
 wire-restart-parked-body     limiting  tb-small           1  crash
 wire-restart-carry           limiting  tb-small           1  crash
 wire-restart-mid-change      limiting  tb-small           1  crash-in-change=3
+wire-restart-binding         limiting  tb-small           1  crash
 wire-forged-adoption         limiting  tb-small           1
 wire-forged-flood            limiting  tb-small           1
 wire-blind-rst-new           limiting  tb-small           1
@@ -2176,6 +2177,60 @@ t_wire_restart_mid_change() {
   check_eq "the origin served each request once" \
     "$(olog_lines "$s" | awk '$3 ~ /^\/midchange\// { print $3 }' | sort | tr '\n' ' ' | sed 's/ $//')" \
     "/midchange/c0/r1 /midchange/c0/r2 /midchange/c0/r3"
+  finish
+}
+
+# A crash while a connection is being bound to its origin (delayed binding,
+# the default: the first request judged, charged and stashed, the SYN sent
+# in the client's name, the origin's SYN-ACK not yet in). mangle.py on the
+# origin's side drops its SYN-ACKs to this test's address, so curl's
+# connection stays being bound; sluiced is killed. After the restart the
+# SYN-ACKs go through again: the new sluiced carries the flow with its
+# stash (the flow file keeps the stashes), sends the SYN again, and the
+# stashed request reaches the origin: curl gets 200 on its one connection,
+# the origin serves the request once, and it was charged once (TB01: 19
+# more of the 20 admitted). Before, the flow was not carried: the
+# connection's next segment made it anew through the SYN cookie, and the
+# request was judged and charged again.
+t_wire_restart_binding_before() {
+  local s
+  s="$(src4)"
+  origin_mangle_on drop-synack --to "$s" || { fail "mangle.py did not start on the origin's side"; finish; }
+  ip netns exec "$NS_CLI" timeout -k 2 40 curl -s -o /dev/null -w '%{http_code} %{num_connects}' --interface "$s" \
+    --max-time 30 "http://$ORIGIN4/binding/r1" >"$SLT_TMP/binding-curl.out" 2>&1 &
+  echo $! >"$SLT_TMP/binding-curl.pid"
+  slt_track_pid $!
+  sleep 1.5
+  note "appliance: $(SLT_CTL --json stats 2>&1 | "$SLT_PY" -c 'import json,sys; c=json.load(sys.stdin)["counters"]; print(", ".join("%s %s" % (k, int(c.get(k, 0))) for k in ("flows_unbound", "syn_proxy_bound", "admitted")))' 2>&1)"
+  check_eq "before the kill: the origin's SYN-ACKs to the client dropped (at least one)" \
+    "$([ "$(mangle_stat_of o0 dropped)" -ge 1 ] 2>/dev/null && echo yes || echo "no: $(mangle_stat_of o0 dropped)")" yes
+  check_eq "before the kill: curl still waits" "$(kill -0 "$(cat "$SLT_TMP/binding-curl.pid")" 2>/dev/null && echo waiting || echo "ended: $(cat "$SLT_TMP/binding-curl.out")")" waiting
+  olog_settle
+  check_eq "before the kill: the origin served nothing of it" "$(olog_lines "$s" | awk '$3 == "/binding/r1"' | wc -l)" 0
+  failed && origin_mangle_off
+  finish
+}
+t_wire_restart_binding() {
+  local s pid i
+  s="$(src4)"
+  origin_mangle_off
+  pid="$(cat "$SLT_TMP/binding-curl.pid" 2>/dev/null)"
+  for ((i = 0; i < 200; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  note "sluiced: $(grep -E '^sluiced: (warning: )?carried on' "$SLT_SLUICED_LOG" | tail -n 1)"
+  note "curl: $(cat "$SLT_TMP/binding-curl.out" 2>&1); the origin's SYN-ACKs dropped: $(mangle_stat_of o0 dropped)"
+  check_eq "curl: 200 on the one connection it opened before the kill" "$(cat "$SLT_TMP/binding-curl.out" 2>&1)" "200 1"
+  check_re "sluiced's log: nothing reset" "$(grep -E '^sluiced: (warning: )?carried on' "$SLT_SLUICED_LOG" | tail -n 1)" \
+    '; none reset$'
+  olog_settle
+  check_eq "the origin served the request once" "$(olog_lines "$s" | awk '$3 == "/binding/r1"' | wc -l)" 1
+  # (The binary before carried no stash: the connection's next segment,
+  # its request sent again, completed a new handshake with the same SYN
+  # cookie and was judged and charged a second time.)
+  client after --source "$s" --count 25 --path '/binding/after/{i}'
+  check_eq "TB01 it was charged once: 19 more of the budget of 20 admitted, then the 429" "$(res statuses after)" "200x19 429."
   finish
 }
 

@@ -599,6 +599,18 @@ mangle_on() {
   slt_shim_start "$NS_CLI" c0 mangle mangle.py --mode "$mode" "$@"
 }
 mangle_off() { slt_shim_stop "$NS_CLI" c0 mangle; }
+# The same on the origin's side (what leaves o0): origin_mangle_on MODE [ARGS...].
+origin_mangle_on() {
+  local mode="$1"
+  shift
+  slt_shim_start "$NS_ORG" o0 mangle mangle.py --mode "$mode" "$@"
+}
+origin_mangle_off() { slt_shim_stop "$NS_ORG" o0 mangle; }
+# mangle_stat_of IFC KEY: a counter of the mangle.py on IFC (c0 or o0).
+mangle_stat_of() {
+  "$SLT_PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], "?"))' \
+    "$SLT_TMP/mangle-$1.stats" "$2" 2>/dev/null || echo "?"
+}
 mangle_count() {
   "$SLT_PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], "?"))' \
     "$SLT_TMP/mangle-c0.stats" "$1" 2>/dev/null || echo "?"

@@ -84,7 +84,7 @@ TEST(ChangeUndo, TheFlowItsHoldAndItsHeldHeadAreCopiedAndTheMarkSaysSo) {
   ChangeUndo undo({}, 256);
   marker.flow(77);
   EXPECT_EQ(mark.before, WorkMark::kUntouched);
-  undo.save(&flow, c.ctx, &hold, marker);
+  undo.save(&flow, c.ctx, &hold, nullptr, marker);
   EXPECT_EQ(mark.what, WorkMark::kFlow);
   EXPECT_EQ(mark.before, WorkMark::kSaved);
   EXPECT_EQ(mark.head_len, 9u);
@@ -95,7 +95,7 @@ TEST(ChangeUndo, TheFlowItsHoldAndItsHeldHeadAreCopiedAndTheMarkSaysSo) {
   marker.sending();
   marker.flow(78);
   EXPECT_EQ(mark.escaped, 0) << "a new change starts with nothing sent";
-  undo.save(nullptr, nullptr, nullptr, marker);
+  undo.save(nullptr, nullptr, nullptr, nullptr, marker);
   EXPECT_EQ(mark.before, WorkMark::kWasAbsent);
 }
 

@@ -31,14 +31,16 @@ using dataplane::FlowEngine;
 const std::string kDelayedKeep = std::string(kKeepPolicy) + "binding: delayed\n";
 
 // What the flow file holds for one worker besides its table: the memory
-// its parse contexts, their held heads and edit holds live in. (The test
-// policies' heads are at most 16 KiB.)
+// its parse contexts, their held heads, edit holds and bind stashes live
+// in. (The test policies' heads are at most 16 KiB.)
 constexpr uint32_t kMaxHead = 16 * 1024;
 struct PoolMemory {
   explicit PoolMemory(const dataplane::EngineConfig& c)
       : contexts(c.contexts * dataplane::ContextPool::object_stride()),
         heads(c.contexts * dataplane::ContextPool::head_stride(kMaxHead)),
         holds(c.edit_holds),
+        stashes(c.bind_stashes * dataplane::BindStash::buffer_bytes(kMaxHead)),
+        stash_slots(c.bind_stashes),
         answers(dataplane::AnswerStore::ring_size(c.answer_bytes)) {}
   dataplane::EngineConfig on_it(dataplane::EngineConfig c) {
     c.mark = &mark;
@@ -49,6 +51,8 @@ struct PoolMemory {
     c.context_memory = contexts;
     c.head_memory = heads;
     c.hold_memory = holds;
+    c.stash_memory = stashes;
+    c.stash_slots = stash_slots;
     c.answer_memory = answers;
     c.answers_written = &answers_written;
     return c;
@@ -56,19 +60,28 @@ struct PoolMemory {
   std::vector<std::byte> contexts;
   std::vector<char> heads;
   std::vector<dataplane::EditHold> holds;
+  std::vector<uint8_t> stashes;
+  std::vector<dataplane::StashSlot> stash_slots;
   std::vector<std::byte> answers;
   uint64_t answers_written = 0;
   dataplane::WorkMark mark;
-  // The flow, context, hold and head of the undo area, one after another (aligned for each).
+  // The flow, context, hold, stash slot and head of the undo area, one
+  // after another (aligned for each).
   static constexpr size_t kUndoContext = (sizeof(dataplane::TcpFlow) + 63) / 64 * 64;
   static size_t undo_hold() { return kUndoContext + (dataplane::ContextPool::object_stride() + 63) / 64 * 64; }
-  static size_t undo_head() { return undo_hold() + (sizeof(dataplane::EditHold) + 63) / 64 * 64; }
+  static size_t undo_stash() { return undo_hold() + (sizeof(dataplane::EditHold) + 63) / 64 * 64; }
+  static size_t undo_head() { return undo_stash() + 64; }
   alignas(64) std::array<std::byte, 64 * 1024> undo_bytes{};
   std::span<std::byte> undo{undo_bytes.data(), undo_head() + kMaxHead};
   dataplane::UndoArea undo_area() {
     return {reinterpret_cast<dataplane::TcpFlow*>(undo.data()), undo.data() + kUndoContext,
             reinterpret_cast<dataplane::EditHold*>(undo.data() + undo_hold()),
+            reinterpret_cast<dataplane::StashSlot*>(undo.data() + undo_stash()),
             {reinterpret_cast<char*>(undo.data() + undo_head()), kMaxHead}};
+  }
+  dataplane::PoolImages images(uint32_t max_head_bytes) const {
+    return {contexts, holds, heads, dataplane::ContextPool::head_stride(max_head_bytes),
+            stashes, stash_slots, dataplane::BindStash::buffer_bytes(max_head_bytes)};
   }
 };
 
@@ -79,8 +92,7 @@ std::vector<dataplane::CarriedFlow> flows_of(EngineWorld& w, const PoolMemory& m
   auto& table = const_cast<dataplane::FlowTable&>(w.engine->flows());
   for (size_t i = 0; i < table.capacity(); ++i) {
     if (const dataplane::TcpFlow* f = table.at_slot(i)) {
-      out.push_back(dataplane::carried_from(*f, memory.contexts, memory.holds, memory.heads,
-                                            dataplane::ContextPool::head_stride(w.snapshot->policy.stream.head.max_head_bytes)));
+      out.push_back(dataplane::carried_from(*f, memory.images(w.snapshot->policy.stream.head.max_head_bytes)));
     }
   }
   return out;
@@ -95,7 +107,8 @@ std::vector<dataplane::CarriedFlow> flows_at_kill(EngineWorld& w, PoolMemory& me
   EXPECT_EQ(memory.mark.before, dataplane::WorkMark::kSaved);
   EXPECT_EQ(memory.mark.escaped, 0);
   std::erase_if(out, [&](const dataplane::CarriedFlow& c) { return c.flow.hash == memory.mark.hash; });
-  out.push_back(dataplane::carried_from_undo(memory.undo_area(), memory.mark.head_len));
+  out.push_back(dataplane::carried_from_undo(memory.undo_area(), memory.mark.head_len,
+                                             memory.images(w.snapshot->policy.stream.head.max_head_bytes)));
   return out;
 }
 
@@ -170,6 +183,48 @@ TEST(FlowCarry, AnUnboundFlowCarriesOnAndBindsAtItsFirstRequest) {
   ASSERT_EQ(response.action, FrameAction::kForward);
   EXPECT_EQ(response.view.seq, p.cookie + 1);
   EXPECT_EQ(response.view.ack, p.client_isn + 1 + kLoose.size());
+}
+
+// A flow being bound to its origin at the kill (delayed binding: its first
+// request stashed, the SYN sent, no answer yet) carries on with its stash,
+// which is in the flow file: the new process sends the SYN again at the
+// sweep's first look (an answer to the first may have come while no
+// process listened), and once the origin answers, the stashed request goes
+// to it whole, judged and charged once.
+TEST(FlowCarry, AFlowBeingBoundCarriesOnWithItsStash) {
+  PoolMemory memory(EngineWorld::small_config());
+  EngineWorld w(kDelayedKeep, on(memory));
+  Peers p(w);
+  p.client_handshake(/*bound_later=*/true);
+  const auto stashed = p.client_data(kLoose);
+  ASSERT_EQ(stashed.action, FrameAction::kDrop);
+  ASSERT_EQ(sent_to(w, Side::kOrigin, stashed.before).size(), 1u) << "the SYN to the origin";
+  const std::vector<dataplane::CarriedFlow> left = flows_of(w, memory);
+  ASSERT_EQ(left.size(), 1u);
+  ASSERT_EQ(left[0].flow.bind.state, dataplane::Binding::kBinding);
+  ASSERT_TRUE(left[0].stash.has_value());
+  EXPECT_EQ(std::string(left[0].stash->bytes.begin(), left[0].stash->bytes.end()), kLoose);
+  EXPECT_EQ(dataplane::carry_verdict(left[0], true), CarryVerdict::kCarries);
+  const uint64_t admitted = w.counters.admitted.get();
+
+  ASSERT_EQ(restart(w, memory, left), 1u);
+  w.now += 2 * time::kNanosPerSecond;
+  const size_t swept = w.sink.sent.size();
+  w.engine->sweep(w.now, 64, *w.snapshot, w.sink);
+  const auto syn = sent_to(w, Side::kOrigin, swept);
+  ASSERT_EQ(syn.size(), 1u);
+  ASSERT_TRUE(syn[0].view.has(flag::kSyn));
+  EXPECT_EQ(syn[0].view.seq, p.client_isn);
+  p.origin_syn = syn[0].view;
+  const auto bound = p.origin_answer();
+  StreamView origin_got(p.client_isn + 1);
+  origin_got.add_sent(w, Side::kOrigin, bound.before);
+  EXPECT_EQ(origin_got.contiguous(), kLoose);
+  EXPECT_EQ(w.counters.admitted.get(), admitted) << "judged and charged once, before the kill";
+  p.client_sent = static_cast<uint32_t>(kLoose.size());
+  const auto response = p.origin_data("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+  ASSERT_EQ(response.action, FrameAction::kForward);
+  EXPECT_EQ(response.view.seq, p.cookie + 1);
 }
 
 // A head split across segments is held (acknowledged to the client, not
@@ -250,7 +305,8 @@ TEST(FlowCarry, AHeldHeadThatDoesNotReadAsTheDeadOneDidDoesNotCarry) {
   // The flow as the file had it, with other held bytes.
   const auto with = [&](const std::string& bytes) {
     std::vector<dataplane::CarriedFlow> one;
-    one.push_back({left[0].flow, std::make_unique<dataplane::ContextImage>(*left[0].context), left[0].hold, 0});
+    one.push_back({left[0].flow, std::make_unique<dataplane::ContextImage>(*left[0].context), left[0].hold,
+                   std::nullopt, 0});
     one[0].context->held_head.assign(bytes.begin(), bytes.end());
     return one;
   };
@@ -589,7 +645,11 @@ TEST(FlowCarry, StatesThisBinaryNeverWritesAreDamaged) {
   EXPECT_EQ(verdict(bad), CarryVerdict::kInFlight) << "a context that did not come along";
   bad = f;
   bad.bind.state = dataplane::Binding::kBinding;
-  EXPECT_EQ(verdict(bad), CarryVerdict::kBinding);
+  EXPECT_EQ(verdict(bad), CarryVerdict::kCarries) << "being bound without a stash: the SYN is sent again";
+  bad.stash = 1;
+  EXPECT_EQ(verdict(bad), CarryVerdict::kBinding) << "a stash that did not come along";
+  dataplane::CarriedFlow with_stash{bad, nullptr, std::nullopt, dataplane::CarriedStash{7, false, {1, 2, 3}}};
+  EXPECT_EQ(dataplane::carry_verdict(with_stash, false), CarryVerdict::kCarries);
 }
 
 TEST(FlowCarry, ATableOnGivenMemoryStartsEmptyAndKeepsItsFlowsThere) {

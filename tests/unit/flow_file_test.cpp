@@ -84,8 +84,9 @@ void poke(const std::string& path, off_t offset, uint8_t byte) {
   ::close(fd);
 }
 
-// Contexts with heads of up to 256 bytes (320-byte held-head buffers).
-const FlowFile::Geometry kTwo{2, 64, 4, 4, 8192, 320};
+// Contexts with heads of up to 256 bytes (320-byte held-head buffers), two
+// bind stashes of 1 KiB.
+const FlowFile::Geometry kTwo{2, 64, 4, 4, 8192, 320, 2, 1024};
 
 TEST(FlowFile, FlowsWrittenThroughOneMappingAreCarriedByTheNextButOneWhoseChangeWasSent) {
   test::ScratchDir dir;
@@ -217,7 +218,7 @@ TEST(FlowFile, AFlowKilledMidChangeIsCarriedAsItWasBeforeTheChange) {
     dataplane::WorkMarker marker(o.file->mark(1));
     dataplane::ChangeUndo undo(o.file->undo(1), 256);
     marker.flow(f->hash);
-    undo.save(f, &c, &o.file->holds(1)[3], marker);
+    undo.save(f, &c, &o.file->holds(1)[3], nullptr, marker);
     // The change, half done when the worker is killed: the flow, its
     // context, its held head and its hold all written over.
     f->client.next = 9999;
@@ -258,13 +259,13 @@ TEST(FlowFile, AMarkBeforeTheChangeCarriesTheFlowAMadeFlowIsDroppedAForeignUndoR
       dataplane::WorkMarker marker(o.file->mark(0));
       dataplane::ChangeUndo undo(o.file->undo(0), 256);
       marker.flow(dataplane::flow_hash(key(3), 99));
-      if (what == 1) undo.save(nullptr, nullptr, nullptr, marker);
+      if (what == 1) undo.save(nullptr, nullptr, nullptr, nullptr, marker);
       if (what >= 2) {
         TcpFlow other{};
         other.key = key(what == 2 ? 77 : 1);
         other.hash = dataplane::flow_hash(what == 2 ? key(77) : key(3), 99);
         other.client.next = 1;
-        undo.save(&other, nullptr, nullptr, marker);
+        undo.save(&other, nullptr, nullptr, nullptr, marker);
       }
     }
     FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 2, seeds(2));
@@ -284,6 +285,45 @@ TEST(FlowFile, AMarkBeforeTheChangeCarriesTheFlowAMadeFlowIsDroppedAForeignUndoR
         EXPECT_EQ(o.marked, 1u);
         EXPECT_EQ(o.undone, 0u);
         break;
+    }
+  }
+}
+
+// A flow being bound to its origin (delayed binding) comes along with what
+// it stashed for the origin (dataplane/bind_stash.h): the bytes, where they
+// start, whether the client's FIN follows; a slot that does not read whole
+// does not, and the flow is then not carried.
+TEST(FlowFile, AFlowBeingBoundIsCarriedWithItsStash) {
+  test::ScratchDir dir;
+  {
+    FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 1, seeds(1));
+    ASSERT_TRUE(o.file) << o.error;
+    ASSERT_EQ(o.file->stashes(0).size(), 2u * 1024);
+    ASSERT_EQ(o.file->stash_slots(0).size(), 2u);
+    FlowTable t(o.file->slots(0));
+    for (uint16_t p = 1; p <= 2; ++p) {
+      TcpFlow* f = t.insert(key(p), dataplane::flow_hash(key(p), 99));
+      f->client.next = p;
+      f->bind.state = dataplane::Binding::kBinding;
+      f->stash = p - 1;
+    }
+    std::memcpy(o.file->stashes(0).data(), "GET /stashed", 12);
+    o.file->stash_slots(0)[0] = {5000, 12, 1};
+    o.file->stash_slots(0)[1] = {6000, 2000, 0};  // longer than its buffer
+  }
+  FlowFile::Opened o = FlowFile::open(dir.path(), kTwo, "boot-a", 2, seeds(2));
+  ASSERT_TRUE(o.file);
+  ASSERT_EQ(ports_of(o), (std::vector<uint16_t>{1, 2}));
+  for (const dataplane::CarriedFlow& c : o.carried) {
+    if (c.flow.key.client_port == 1) {
+      ASSERT_TRUE(c.stash.has_value());
+      EXPECT_EQ(c.stash->start, 5000u);
+      EXPECT_TRUE(c.stash->fin);
+      EXPECT_EQ(std::string(c.stash->bytes.begin(), c.stash->bytes.end()), "GET /stashed");
+      EXPECT_EQ(dataplane::carry_verdict(c, true), dataplane::CarryVerdict::kCarries);
+    } else {
+      EXPECT_FALSE(c.stash.has_value());
+      EXPECT_EQ(dataplane::carry_verdict(c, true), dataplane::CarryVerdict::kBinding);
     }
   }
 }
@@ -317,11 +357,12 @@ TEST(FlowFile, AnotherGeometryCarriesTheFlowsIntoANewFile) {
     fill(*o.file, 0, 1, 10);
     fill(*o.file, 1, 10, 20);
   }
-  FlowFile::Opened o = FlowFile::open(dir.path(), FlowFile::Geometry{3, 128, 4, 4, 8192, 320}, "boot-a", 2, seeds(2));
+  FlowFile::Opened o =
+      FlowFile::open(dir.path(), FlowFile::Geometry{3, 128, 4, 4, 8192, 320, 2, 1024}, "boot-a", 2, seeds(2));
   ASSERT_TRUE(o.file) << o.error;
   EXPECT_EQ(o.outcome, FlowFile::Outcome::kRelaid);
   EXPECT_FALSE(o.answers_kept) << "a new file: answers in the old one cannot be got";
-  EXPECT_NE(o.note.find("made for 2 workers of 64 slots, 4 contexts (320 bytes of held head each), 4 holds and 8192 answer bytes, this start has 3 workers of 128 slots, 4 contexts (320 bytes of held head each), 4 holds and 8192 answer bytes"), std::string::npos)
+  EXPECT_NE(o.note.find("made for 2 workers of 64 slots, 4 contexts (320 bytes of held head each), 4 holds, 2 bind stashes of 1024 bytes and 8192 answer bytes, this start has 3 workers of 128 slots, 4 contexts (320 bytes of held head each), 4 holds, 2 bind stashes of 1024 bytes and 8192 answer bytes"), std::string::npos)
       << o.note;
   EXPECT_EQ(ports_of(o), range(1, 20));
   EXPECT_EQ(o.file->seeds().flow, 3u);
