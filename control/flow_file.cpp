@@ -122,9 +122,9 @@ Header header_for(const FlowFile::Geometry& g, std::string_view boot, uint64_t n
   return h;
 }
 
-// "" if `h`, read from a file of `size` bytes, is a flow file this binary
-// reads, else why not.
-std::string check(const Header& h, uint64_t size) {
+// "" if `h`, read from a file of `size` bytes sized in `unit`s
+// (file_unit), is a flow file this binary reads, else why not.
+std::string check(const Header& h, uint64_t size, size_t unit) {
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) return "not a sluice flow file (no SLUICEFL at its start)";
   if (h.layout != FlowFile::kLayout) {
     return "layout " + std::to_string(h.layout) + ", this sluiced reads layout " + std::to_string(FlowFile::kLayout);
@@ -147,7 +147,7 @@ std::string check(const Header& h, uint64_t size) {
     return "its geometry is not one sluiced makes (" + std::to_string(h.workers) + " workers of " +
            std::to_string(h.slots) + " slots)";
   }
-  if (size != h.file_bytes) {
+  if (size != (h.file_bytes + unit - 1) / unit * unit) {
     return "it is " + std::to_string(size) + " bytes, its header says " + std::to_string(h.file_bytes);
   }
   return {};
@@ -339,10 +339,10 @@ FlowFile::Opened FlowFile::open(const std::string& dir, const Geometry& geometry
     } else if (!S_ISREG(st.st_mode)) {
       why = "not a regular file";
     } else if (static_cast<size_t>(st.st_size) < sizeof h ||
-               pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) {
+               !read_start(fd, &h, sizeof h)) {
       why = "too short for a header (" + std::to_string(st.st_size) + " bytes)";
     } else {
-      why = check(h, static_cast<uint64_t>(st.st_size));
+      why = check(h, static_cast<uint64_t>(st.st_size), file_unit(fd));
     }
     if (why.empty() && !same_boot(h, boot)) {
       out.outcome = Outcome::kRebooted;

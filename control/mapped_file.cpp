@@ -2,13 +2,61 @@
 #include "control/mapped_file.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
 namespace sluice::control {
+
+namespace {
+
+size_t rounded(size_t n, size_t unit) { return (n + unit - 1) / unit * unit; }
+
+// Writes `bytes` at the start of `fd` through a mapping (hugetlbfs has no write()).
+bool write_start_mapped(int fd, std::span<const std::byte> bytes, size_t unit) {
+  const size_t len = rounded(bytes.size(), unit);
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return false;
+  std::memcpy(p, bytes.data(), bytes.size());
+  munmap(p, len);
+  return true;
+}
+
+}  // namespace
+
+size_t file_unit(int fd) noexcept {
+  struct statfs fs {};
+  if (fstatfs(fd, &fs) == 0 && static_cast<unsigned long>(fs.f_type) == HUGETLBFS_MAGIC && fs.f_bsize > 0) {
+    return static_cast<size_t>(fs.f_bsize);
+  }
+  return kFilePage;
+}
+
+size_t stored_size(int fd, size_t bytes) noexcept { return rounded(bytes, file_unit(fd)); }
+
+bool read_start(int fd, void* out, size_t size) noexcept {
+  const size_t unit = file_unit(fd);
+  if (unit == kFilePage) return ::pread(fd, out, size, 0) == static_cast<ssize_t>(size);
+  const size_t len = rounded(size, unit);
+  void* p = mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return false;
+  std::memcpy(out, p, size);
+  munmap(p, len);
+  return true;
+}
+
+std::string store_of(const std::string& dir) {
+  struct statfs fs {};
+  if (statfs(dir.c_str(), &fs) != 0) return "an unknown filesystem";
+  const auto type = static_cast<unsigned long>(fs.f_type);
+  if (type == HUGETLBFS_MAGIC) return "hugetlbfs (" + std::to_string(fs.f_bsize / 1024) + " kB pages)";
+  if (type == TMPFS_MAGIC || type == RAMFS_MAGIC) return "a tmpfs";
+  return "a disk (the kernel writes the pages back)";
+}
 
 MadeFile make_file(const std::string& path, size_t bytes, std::span<const std::byte> header) {
   MadeFile out;
@@ -19,8 +67,12 @@ MadeFile make_file(const std::string& path, size_t bytes, std::span<const std::b
     out.error = tmp + ": cannot create it: " + std::strerror(errno);
     return out;
   }
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
-      ::pwrite(fd, header.data(), header.size(), 0) != static_cast<ssize_t>(header.size())) {
+  const size_t unit = file_unit(fd);
+  const bool header_written =
+      ::ftruncate(fd, static_cast<off_t>(rounded(bytes, unit))) == 0 &&
+      (unit == kFilePage ? ::pwrite(fd, header.data(), header.size(), 0) == static_cast<ssize_t>(header.size())
+                         : write_start_mapped(fd, header, unit));
+  if (!header_written) {
     out.error = tmp + ": cannot size it to " + std::to_string(bytes) + " bytes: " + std::strerror(errno);
     ::close(fd);
     (void)::unlink(tmp.c_str());
@@ -37,12 +89,12 @@ MadeFile make_file(const std::string& path, size_t bytes, std::span<const std::b
 }
 
 std::byte* map_shared(int fd, size_t bytes) noexcept {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  void* p = mmap(nullptr, stored_size(fd, bytes), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   return p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
 }
 
 Mapping::~Mapping() {
-  if (map_ != nullptr) munmap(map_, bytes_);
+  if (map_ != nullptr) munmap(map_, fd_ >= 0 ? stored_size(fd_, bytes_) : bytes_);
   if (fd_ >= 0) ::close(fd_);
 }
 

@@ -2,6 +2,11 @@
 // file) share: a new file made whole before it has its name, a shared
 // mapping faulted in at once, and an unusable file set aside for an
 // operator to look at. Control plane only: at start.
+//
+// The files may be on a disk, a tmpfs or a hugetlbfs mount (--table-dir).
+// hugetlbfs has no read() or write() and sizes files in huge pages, so a
+// file is sized and mapped in its filesystem's unit (file_unit), and its
+// header read and written through a mapping there.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +29,17 @@ struct MadeFile {
 // (none on a worker's path later); nullptr (errno set) if it cannot be.
 [[nodiscard]] std::byte* map_shared(int fd, size_t bytes) noexcept;
 
+// The unit `fd`'s filesystem sizes and maps files in: its huge page on
+// hugetlbfs, else kFilePage.
+[[nodiscard]] size_t file_unit(int fd) noexcept;
+// The size a file of `bytes` has there.
+[[nodiscard]] size_t stored_size(int fd, size_t bytes) noexcept;
+// The first `size` bytes of `fd` into `out`: false if it has fewer.
+[[nodiscard]] bool read_start(int fd, void* out, size_t size) noexcept;
+// What `dir` is on, for the start-up summary: "a tmpfs", "hugetlbfs (2048 kB
+// pages)", or "a disk (the kernel writes the pages back)".
+[[nodiscard]] std::string store_of(const std::string& dir);
+
 // Renames `path`, unusable for reason `why`, to PATH.set-aside (replacing
 // an older one). `note` says so ("PATH: WHY; set aside as ..."), or
 // `error` why it could not be done.
@@ -39,7 +55,7 @@ class Mapping {
  public:
   Mapping(std::string path, int fd, std::byte* map, size_t bytes) noexcept
       : path_(std::move(path)), fd_(fd), map_(map), bytes_(bytes) {}
-  ~Mapping();
+  ~Mapping();  // unmaps what map_shared mapped: `bytes` in the file's unit
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
 

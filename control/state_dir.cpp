@@ -228,12 +228,15 @@ std::string StateDirLock::acquire(const std::string& dir) {
     if (e == EWOULDBLOCK) {
       std::string pid = n > 0 ? std::string(holder, static_cast<size_t>(n)) : std::string("?");
       while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
-      return dir + " is in use by another sluiced (pid " + pid + "); give each its own --state-dir";
+      return dir + " is in use by another sluiced (pid " + pid + "); give each a directory of its own";
     }
     return "cannot lock " + path + ": " + std::strerror(e);
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+  // The pid is for the message above only: a filesystem without write()
+  // (hugetlbfs, for --table-dir) keeps the lock without it.
+  if (::ftruncate(fd, 0) != 0 ||
+      (::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size()) && errno != EINVAL)) {
     const int e = errno;
     ::close(fd);
     return "cannot write " + path + ": " + std::strerror(e);

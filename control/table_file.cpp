@@ -99,7 +99,7 @@ std::string check(int fd, const Header& want) {
   if (fstat(fd, &st) != 0) return std::string("cannot stat it: ") + std::strerror(errno);
   if (!S_ISREG(st.st_mode)) return "not a regular file";
   Header h{};
-  if (static_cast<size_t>(st.st_size) < sizeof h || pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) {
+  if (static_cast<size_t>(st.st_size) < sizeof h || !read_start(fd, &h, sizeof h)) {
     return "too short for a header (" + std::to_string(st.st_size) + " bytes)";
   }
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) return "not a sluice table file (no SLUICETB at its start)";
@@ -113,7 +113,7 @@ std::string check(int fd, const Header& want) {
     return "made for " + shape(h.capacity, h.words, h.regions, h.max_probe, h.bucket_kinds) + ", this start asks for " +
            shape(want.capacity, want.words, want.regions, want.max_probe, want.bucket_kinds);
   }
-  if (h.file_bytes != want.file_bytes || static_cast<uint64_t>(st.st_size) != h.file_bytes) {
+  if (h.file_bytes != want.file_bytes || static_cast<uint64_t>(st.st_size) != stored_size(fd, h.file_bytes)) {
     return "it is " + std::to_string(st.st_size) + " bytes, its header says " + std::to_string(h.file_bytes);
   }
   return {};

@@ -49,6 +49,7 @@
 #include "control/reclaimer.h"
 #include "control/run_journal.h"
 #include "control/run_registry.h"
+#include "control/mapped_file.h"
 #include "control/state_dir.h"
 #include "control/telemetry.h"
 #include "dataplane/policy_snapshot.h"
@@ -363,6 +364,7 @@ class Appliance final : private sluiced::PolicyLoading {
 
   // Acquired by open_state_dir() and load_running_policy().
   control::StateDirLock state_lock_;
+  control::StateDirLock table_lock_;  // --table-dir's, when it is not the state directory
   std::optional<limiter::KeyHasher> credential_hasher_;  // keyed with the state directory's secret
   control::RunJournal journal_;
   std::vector<control::LiveRun> replayed_runs_;
@@ -470,6 +472,16 @@ Status Appliance::open_state_dir() {
   if (const std::string err = state_lock_.acquire(o_.state_dir); !err.empty()) {
     return Failure{ExitCode::kState, "--state-dir: " + err};
   }
+  // Two processes must never map the same tables: their directory is
+  // locked too when it is not the state directory.
+  if (!o_.table_dir.empty() && o_.table_dir != o_.state_dir) {
+    if (const std::string err = control::prepare_state_dir(o_.table_dir); !err.empty()) {
+      return Failure{ExitCode::kState, "--table-dir " + o_.table_dir + ": " + err};
+    }
+    if (const std::string err = table_lock_.acquire(o_.table_dir); !err.empty()) {
+      return Failure{ExitCode::kState, "--table-dir: " + err};
+    }
+  }
   const control::Secret secret = control::load_or_create_secret(o_.state_dir, "credential.secret");
   if (!secret.error.empty()) return Failure{ExitCode::kState, secret.error};
   credential_hasher_.emplace(std::span<const uint8_t, limiter::KeyHasher::kSecretSize>(secret.bytes));
@@ -537,7 +549,7 @@ Status Appliance::create_tables() {
                                               .words = record_words(loaded_.snapshot->policy)};
   try {
     const auto wall = std::chrono::system_clock::now().time_since_epoch();
-    if (std::string err = tables_.open(o_.state_dir, buckets, records,
+    if (std::string err = tables_.open(o_.tables_in(), buckets, records,
                                        static_cast<uint64_t>(std::chrono::nanoseconds(wall).count()));
         !err.empty()) {
       return Failure{ExitCode::kState, err};
@@ -594,7 +606,7 @@ Status Appliance::create_workers() {
   const std::shared_ptr<const dataplane::PolicySnapshot> first = publisher_->current();
   const auto wall = std::chrono::system_clock::now().time_since_epoch();
   const dataplane::EngineConfig pools;  // the pools sluiced has no option for
-  if (std::string err = flows_.open(o_.state_dir, o_.workers, o_.flows, o_.contexts,
+  if (std::string err = flows_.open(o_.tables_in(), o_.workers, o_.flows, o_.contexts,
                                     first->policy.stream.head.max_head_bytes, pools.edit_holds, pools.bind_stashes,
                                     pools.answer_bytes,
                                     static_cast<uint64_t>(std::chrono::nanoseconds(wall).count()));
@@ -901,6 +913,7 @@ void Appliance::print_summary() const {
               rte_eal_get_runtime_dir());
   std::printf("  state: %s (%zu live runs restored, %zu credentials)\n", o_.state_dir.c_str(), run_registry_->size(),
               credential_registry_->summary().credentials);
+  std::printf("  tables: %s, on %s\n", o_.tables_in().c_str(), control::store_of(o_.tables_in()).c_str());
   double total = 0;
   std::string steps;
   for (const auto& [step, ms] : start_steps_) {

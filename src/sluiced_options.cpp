@@ -180,6 +180,14 @@ void describe_operation(CLI::App& app, Options& o) {
                  "snapshot (default /var/lib/sluice; made 0700; an existing one must be sluiced's user's and "
                  "0700, else exit 8)")
       ->type_name("DIR")->check(non_empty("needs a directory"))->group(group);
+  app.add_option("--table-dir", o.table_dir,
+                 "where the tables the workers use in place live: buckets.table, credential-slots.table and "
+                 "flows.table (default: the state directory; the same rules, exit 8). On a tmpfs (the package's "
+                 "unit uses /run/sluice/NAME/tables) their pages stay out of the disk's writeback, whose next "
+                 "write to each page faults on the workers' path; on a hugetlbfs mount they are on huge pages "
+                 "(reserve enough: vm.nr_hugepages). Either is lost at a reboot, which carries no connection "
+                 "anyway: the buckets then come from the snapshot in the state directory")
+      ->type_name("DIR")->check(non_empty("needs a directory"))->group(group);
   app.add_flag("-q,--quiet", o.quiet, "no start-up summary")->group(group);
 }
 

@@ -39,6 +39,9 @@ struct Options {
   std::string control_group;  // may also use the socket (besides root)
   std::string metrics;        // ADDR:PORT for Prometheus, or empty
   std::string state_dir = "/var/lib/sluice";
+  std::string table_dir;  // "": the state directory
+  // Where the tables the workers use in place live (--table-dir).
+  [[nodiscard]] const std::string& tables_in() const noexcept { return table_dir.empty() ? state_dir : table_dir; }
   size_t runs = 65536;         // live runs at once
   size_t credentials = 65536;  // credential-to-user entries
   size_t flows = 65536;      // per worker
