@@ -34,6 +34,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -294,6 +295,7 @@ class Appliance final : private sluiced::PolicyLoading {
   [[nodiscard]] Status load_running_policy();
   [[nodiscard]] Status start_eal();
   [[nodiscard]] Status start_ports();
+  [[nodiscard]] Status open_table_files();
   [[nodiscard]] Status create_tables();
   [[nodiscard]] Status create_rcu_and_rings();
   void start_publisher();
@@ -430,8 +432,14 @@ Status Appliance::start() {
   };
   if (Status failed = timed("state", [&] { return open_state_dir(); })) return failed;
   if (Status failed = timed("policy", [&] { return load_running_policy(); })) return failed;
+  // The tables' files are opened and their pages faulted in while DPDK
+  // starts, beside it: a third of EAL's start is a 100 ms sleep (its
+  // TSC-frequency estimate), and the files need nothing of DPDK. "files"
+  // is what is left to wait for once the ports are up.
+  std::future<Status> files = std::async(std::launch::async, [this] { return open_table_files(); });
   if (Status failed = timed("EAL", [&] { return start_eal(); })) return failed;
   if (Status failed = timed("ports", [&] { return start_ports(); })) return failed;
+  if (Status failed = timed("files", [&] { return files.get(); })) return failed;
   if (Status failed = timed("tables", [&] { return create_tables(); })) return failed;
   if (Status failed = timed("rings", [&] { return create_rcu_and_rings(); })) return failed;
   (void)timed("buckets", [&] {
@@ -542,24 +550,42 @@ Status Appliance::start_ports() {
 
 // The limiter's shared state, and the clock the workers and the reclaimer
 // read.
-Status Appliance::create_tables() {
+// The mapped files: the bucket and credential-slot tables, the flow file
+// (with the flows the last process left read out). Runs beside start_eal()
+// and start_ports(): it touches none of what they do.
+Status Appliance::open_table_files() {
   const limiter::BucketTable::Options buckets{.capacity = o_.buckets, .bucket_kinds = kMaxBucketKinds};
   const limiter::BucketTable::Options records{.capacity = std::max<size_t>(o_.buckets / 16, 4096),
                                               .bucket_kinds = 1,
                                               .words = record_words(loaded_.snapshot->policy)};
+  const auto wall = std::chrono::system_clock::now().time_since_epoch();
+  const auto now = static_cast<uint64_t>(std::chrono::nanoseconds(wall).count());
   try {
-    const auto wall = std::chrono::system_clock::now().time_since_epoch();
-    if (std::string err = tables_.open(o_.tables_in(), buckets, records,
-                                       static_cast<uint64_t>(std::chrono::nanoseconds(wall).count()));
-        !err.empty()) {
+    if (std::string err = tables_.open(o_.tables_in(), buckets, records, now); !err.empty()) {
       return Failure{ExitCode::kState, err};
     }
-    buckets_ = &tables_.buckets();
-    records_ = &tables_.records();
+  } catch (const std::bad_alloc&) {
+    return Failure{ExitCode::kNoMemory, "no memory for " + std::to_string(o_.buckets) + " buckets; lower --buckets"};
+  }
+  // The contexts' buffers are sized by the first policy (worker_setup).
+  const dataplane::EngineConfig pools;  // the pools sluiced has no option for
+  if (std::string err = flows_.open(o_.tables_in(), o_.workers, o_.flows, o_.contexts,
+                                    loaded_.snapshot->policy.stream.head.max_head_bytes, pools.edit_holds,
+                                    pools.bind_stashes, pools.answer_bytes, now);
+      !err.empty()) {
+    return Failure{ExitCode::kState, err};
+  }
+  return std::nullopt;
+}
+
+Status Appliance::create_tables() {
+  buckets_ = &tables_.buckets();
+  records_ = &tables_.records();
+  try {
     runs_ = std::make_unique<limiter::DigestMap>(o_.runs);
     users_ = std::make_unique<limiter::DigestMap>(o_.credentials);
   } catch (const std::bad_alloc&) {
-    return Failure{ExitCode::kNoMemory, "no memory for " + std::to_string(o_.buckets) + " buckets; lower --buckets"};
+    return Failure{ExitCode::kNoMemory, "no memory for the run and credential maps; lower --runs or --credentials"};
   }
   limiter_.emplace(limiter::LimiterState{*buckets_, *records_, *runs_, *users_, *bucket_hasher_, *credential_hasher_,
                                          cluster_.hasher()});
@@ -602,17 +628,8 @@ Status Appliance::create_workers() {
   // key the workers' client-share tables (a client that cannot predict
   // where its addresses land cannot line them up on one probe run), the SYN
   // cookies and the flow hash, one for all workers.
-  // The contexts' buffers are sized by the first policy (worker_setup).
+  // (The file was opened beside EAL's start: open_table_files.)
   const std::shared_ptr<const dataplane::PolicySnapshot> first = publisher_->current();
-  const auto wall = std::chrono::system_clock::now().time_since_epoch();
-  const dataplane::EngineConfig pools;  // the pools sluiced has no option for
-  if (std::string err = flows_.open(o_.tables_in(), o_.workers, o_.flows, o_.contexts,
-                                    first->policy.stream.head.max_head_bytes, pools.edit_holds, pools.bind_stashes,
-                                    pools.answer_bytes,
-                                    static_cast<uint64_t>(std::chrono::nanoseconds(wall).count()));
-      !err.empty()) {
-    return Failure{ExitCode::kState, err};
-  }
   const control::FlowFile::Seeds seeds = flows_.seeds();
   share_seed_ = seeds.share;
   cookie_seed_ = seeds.cookie;
