@@ -301,6 +301,8 @@ for entry in "${plan[@]}"; do
     if ! timeout -k 5 "${SLUICE_TEST_TIMEOUT:-150}" bash "$HERE/tests.sh" run "$name" before >"$SLT_OUT/before.log" 2>&1; then
       mapfile -t why <"$SLT_WHY" 2>/dev/null
       report_fail "$name" "$kind" "before the restart: ${why[0]:-see $SLT_OUT/before.log}" "${why[@]:1}"
+      # A sluiced set to kill itself must not serve the next test.
+      [[ "$extra" == crash-in-change=* ]] && appliance_kill
       continue
     fi
     case "$extra" in

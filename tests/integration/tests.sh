@@ -1794,6 +1794,12 @@ adopt_files() {  # [TEST] the helper's files: pid and go file under $SLT_TMP, it
   ADOPT_PID="$SLT_TMP/$t.pid" ADOPT_GO="$SLT_TMP/$t.go"
   ADOPT_READY="$SLT_OUT/across-before.json" ADOPT_OUT="$SLT_OUT/across.json"
 }
+# adopt_alive PID: that process is alive (not a zombie).
+adopt_alive() {
+  local state
+  state="$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)"
+  [ -n "$state" ] && [ "$state" != Z ]
+}
 # adopt_running PID: that process is alive (not a zombie) and is keepalive_across.py.
 adopt_running() {
   local state
@@ -1837,7 +1843,10 @@ across_start() {
   slt_track_pid "$pid"
   for ((i = 0; i < 300; i++)); do
     [ -s "$ADOPT_READY" ] && break
-    adopt_running "$pid" || break
+    # (Alive, not yet necessarily keepalive_across.py: `ip netns exec` may
+    # not have exec'ed it yet, and adopt_running's name check would stop
+    # the wait at once.)
+    adopt_alive "$pid" || break
     sleep 0.1
   done
   if [ ! -s "$ADOPT_READY" ]; then
