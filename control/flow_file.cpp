@@ -370,7 +370,7 @@ FlowFile::Opened FlowFile::open(const std::string& dir, const Geometry& geometry
       }
     }
     if (reuse) {
-      std::byte* map = map_shared(fd, h.file_bytes);
+      std::byte* map = map_shared(fd, h.file_bytes, Populate::kForWriting);
       if (map == nullptr) {
         out.error = path + ": cannot map it: " + std::strerror(errno);
         ::close(fd);
@@ -404,7 +404,7 @@ FlowFile::Opened FlowFile::open(const std::string& dir, const Geometry& geometry
     out.error = made.error;
     return out;
   }
-  std::byte* map = map_shared(made.fd, want.file_bytes);
+  std::byte* map = map_shared(made.fd, want.file_bytes, Populate::kForWriting);
   if (map == nullptr) {
     out.error = path + ": cannot map it: " + std::strerror(errno);
     ::close(made.fd);

@@ -10,6 +10,10 @@
 #include <cerrno>
 #include <cstring>
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14 (older C library headers lack it)
+#endif
+
 namespace sluice::control {
 
 namespace {
@@ -88,9 +92,23 @@ MadeFile make_file(const std::string& path, size_t bytes, std::span<const std::b
   return out;
 }
 
-std::byte* map_shared(int fd, size_t bytes) noexcept {
-  void* p = mmap(nullptr, stored_size(fd, bytes), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  return p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
+std::byte* map_shared(int fd, size_t bytes, Populate populate) noexcept {
+  const size_t len = stored_size(fd, bytes);
+  if (populate == Populate::kForReading) {
+    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    return p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
+  }
+  // MAP_POPULATE maps a disk file's pages read-only (the kernel tracks their
+  // dirtying), so each one's first write would fault again.
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return nullptr;
+  if (madvise(p, len, MADV_POPULATE_WRITE) != 0) {
+    // A kernel before 5.14: faulted in for reading, as MAP_POPULATE does.
+    munmap(p, len);
+    p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED) return nullptr;
+  }
+  return static_cast<std::byte*>(p);
 }
 
 Mapping::~Mapping() {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <utility>
@@ -25,9 +26,17 @@ struct MadeFile {
 // start, through PATH.new and a rename: a crash leaves no half-made one.
 [[nodiscard]] MadeFile make_file(const std::string& path, size_t bytes, std::span<const std::byte> header);
 
-// `bytes` of `fd` mapped shared and read-write, every page faulted in now
-// (none on a worker's path later); nullptr (errno set) if it cannot be.
-[[nodiscard]] std::byte* map_shared(int fd, size_t bytes) noexcept;
+// `bytes` of `fd` mapped shared and read-write, every page faulted in now;
+// nullptr (errno set) if it cannot be. For writing: a disk file's pages are
+// then writable at once too (MAP_POPULATE maps them read-only, for the
+// kernel to see their first write, which faults); worth it where the
+// start writes them anyway (the flow file's contexts), not where it only
+// reads them (the bucket tables' re-attach: measured 35 ms slower). On a
+// disk's filesystem the kernel's writeback makes a page fault again at its
+// next write, now and then on a worker's path: --table-dir on a tmpfs,
+// whose pages are writable either way, avoids it.
+enum class Populate : uint8_t { kForReading, kForWriting };
+[[nodiscard]] std::byte* map_shared(int fd, size_t bytes, Populate populate) noexcept;
 
 // The unit `fd`'s filesystem sizes and maps files in: its huge page on
 // hugetlbfs, else kFilePage.

@@ -140,7 +140,7 @@ TableFile::Opened TableFile::open(const std::string& dir, const std::string& nam
   if (fd >= 0) {
     const std::string why = check(fd, want);
     if (why.empty()) {
-      std::byte* map = map_shared(fd, want.file_bytes);
+      std::byte* map = map_shared(fd, want.file_bytes, Populate::kForReading);
       if (map == nullptr) {
         out.error = path + ": cannot map it: " + std::strerror(errno);
         ::close(fd);
@@ -171,7 +171,7 @@ TableFile::Opened TableFile::open(const std::string& dir, const std::string& nam
     return out;
   }
   fd = made.fd;
-  std::byte* map = map_shared(fd, want.file_bytes);
+  std::byte* map = map_shared(fd, want.file_bytes, Populate::kForReading);
   if (map == nullptr) {
     out.error = path + ": cannot map it: " + std::strerror(errno);
     ::close(fd);

@@ -6,8 +6,9 @@ namespace sluice::dataplane {
 ContextLender::ContextLender(size_t contexts, uint32_t max_head_bytes, uint16_t max_fields, size_t holds,
                              size_t stashes, ClientShares& shares, std::span<std::byte> context_memory,
                              std::span<EditHold> hold_memory, std::span<char> head_memory,
-                             std::span<uint8_t> stash_memory, std::span<StashSlot> stash_slots)
-    : contexts_(contexts, max_head_bytes, max_fields, context_memory, head_memory),
+                             std::span<uint8_t> stash_memory, std::span<StashSlot> stash_slots,
+                             std::span<std::byte> context_arena)
+    : contexts_(contexts, max_head_bytes, max_fields, context_memory, head_memory, context_arena),
       holds_(holds, hold_memory),
       stashes_(stashes, max_head_bytes, stash_memory, stash_slots),
       shares_(shares) {}

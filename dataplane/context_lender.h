@@ -35,14 +35,16 @@ enum class Lent : uint8_t {
 
 class ContextLender {
  public:
-  // `context_memory`, `hold_memory`, `head_memory`, `stash_memory` and
-  // `stash_slots`: where the contexts, the holds, the contexts' held-head
-  // buffers and the bind stashes live (ContextPool, HoldPool, BindStash), if
-  // not in memory of their own.
+  // `context_memory`, `hold_memory`, `head_memory`, `stash_memory`,
+  // `stash_slots` and `context_arena`: where the contexts, the holds, the
+  // contexts' held-head buffers, the bind stashes and the contexts' other
+  // buffers live (ContextPool, HoldPool, BindStash), if not in memory of
+  // their own.
   ContextLender(size_t contexts, uint32_t max_head_bytes, uint16_t max_fields, size_t holds, size_t stashes,
                 ClientShares& shares, std::span<std::byte> context_memory = {},
                 std::span<EditHold> hold_memory = {}, std::span<char> head_memory = {},
-                std::span<uint8_t> stash_memory = {}, std::span<StashSlot> stash_slots = {});
+                std::span<uint8_t> stash_memory = {}, std::span<StashSlot> stash_slots = {},
+                std::span<std::byte> context_arena = {});
 
   // Lends `flow` a context started under `snap`'s policy, its shifts at the
   // flow's bases, with the flow's held edits (if any) moved back into it.

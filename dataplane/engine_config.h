@@ -54,6 +54,9 @@ struct EngineConfig {
   // bound to its origin at a kill carries on with what it stashed.
   std::span<uint8_t> stash_memory{};
   std::span<StashSlot> stash_slots{};
+  // The contexts' other buffers (ContextPool::arena_bytes), faulted in
+  // beforehand (sluiced makes it while DPDK starts); none: the pool's own.
+  std::span<std::byte> context_arena{};
   // The answer store's ring (AnswerStore::ring_size(answer_bytes) bytes) and
   // its count of bytes written, in the flow file too, so that an answer a
   // client may ask for again outlives the process; none: the engine's own.

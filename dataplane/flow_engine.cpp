@@ -31,7 +31,7 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
       shares_(config.flows, share_caps(config), config.share_seed),
       lender_(config.contexts, config.max_head_bytes, config.max_fields, config.edit_holds, config.bind_stashes,
               shares_, config.context_memory, config.hold_memory, config.head_memory, config.stash_memory,
-              config.stash_slots),
+              config.stash_slots, config.context_arena),
       answers_(config.answer_bytes, config.answer_memory, config.answers_written),
       proxy_(config.cookie_seed, emitter_, counters),
       adopter_(emitter_),

@@ -274,8 +274,17 @@ void guard(std::byte* from, std::byte* to) noexcept {
 size_t ContextPool::object_stride() noexcept { return align_up(sizeof(ParseContext)); }
 size_t ContextPool::head_stride(uint32_t max_head_bytes) noexcept { return align_up(size_t{max_head_bytes} + 1); }
 
+size_t ContextPool::arena_bytes(size_t count, uint32_t max_head_bytes, uint16_t max_fields, bool own_objects,
+                                bool own_heads) noexcept {
+  const size_t object = own_objects ? object_stride() + kGuard : 0;
+  const size_t fields = align_up(sizeof(http::FieldLine) * max_fields) + kGuard;
+  const size_t spill = align_up(max_head_bytes) + kGuard;
+  const size_t head = align_up(size_t{max_head_bytes} + 1) + kGuard;
+  return (object + fields + spill + (own_heads ? head : 0) + head) * count;
+}
+
 ContextPool::ContextPool(size_t count, uint32_t max_head_bytes, uint16_t max_fields, std::span<std::byte> objects,
-                         std::span<char> heads)
+                         std::span<char> heads, std::span<std::byte> arena)
     : held_generation_(count, kNotHeld), max_head_bytes_(max_head_bytes) {
   static_assert(alignof(ParseContext) <= 64 && alignof(http::FieldLine) <= 64);
   // The context itself and its held-head buffer in the arena too, unless
@@ -288,8 +297,13 @@ ContextPool::ContextPool(size_t count, uint32_t max_head_bytes, uint16_t max_fie
   const size_t head = align_up(size_t{max_head_bytes} + 1) + kGuard;
   const size_t own_head = own_heads ? head : 0;
   stride_ = object + fields + spill + own_head + head;
-  arena_.emplace(stride_ * count);
-  std::byte* const base = arena_->data();
+  if (arena.size() >= stride_ * count && reinterpret_cast<uintptr_t>(arena.data()) % 64 == 0) {
+    arena_ = arena.first(stride_ * count);
+  } else {
+    own_arena_.emplace(stride_ * count);
+    arena_ = {own_arena_->data(), own_arena_->size()};
+  }
+  std::byte* const base = arena_.data();
   contexts_.reserve(count);
   free_.reserve(count);
   for (size_t i = 0; i < count; ++i) {
@@ -318,7 +332,7 @@ ContextPool::ContextPool(size_t count, uint32_t max_head_bytes, uint16_t max_fie
 ContextPool::~ContextPool() {
   for (ParseContext* c : contexts_) c->~ParseContext();
 #ifdef SLUICE_ASAN
-  ASAN_UNPOISON_MEMORY_REGION(arena_->data(), arena_->size());
+  ASAN_UNPOISON_MEMORY_REGION(arena_.data(), arena_.size());
 #endif
 }
 

@@ -255,9 +255,16 @@ class ContextPool {
   // them on); `heads`, if it holds count * head_stride(max_head_bytes)
   // bytes, is where their held-head buffers go (the flow file's too: the
   // part of a head that was acknowledged to the client and is not yet the
-  // origin's exists nowhere else). Their other buffers are in the arena.
+  // origin's exists nowhere else). Their other buffers are in the arena:
+  // `arena` if it holds arena_bytes() for these (64-byte aligned, zero:
+  // a PopulatedMemory made beforehand, while DPDK starts), else one of its
+  // own.
   ContextPool(size_t count, uint32_t max_head_bytes, uint16_t max_fields, std::span<std::byte> objects = {},
-              std::span<char> heads = {});
+              std::span<char> heads = {}, std::span<std::byte> arena = {});
+  // The arena `count` contexts need, their objects and held heads given
+  // (`own_objects`, `own_heads`: in the arena instead).
+  [[nodiscard]] static size_t arena_bytes(size_t count, uint32_t max_head_bytes, uint16_t max_fields,
+                                          bool own_objects, bool own_heads) noexcept;
   // Bytes per context in `objects`.
   [[nodiscard]] static size_t object_stride() noexcept;
   // Bytes per context in `heads`: a held head's buffer, 64-byte aligned.
@@ -295,7 +302,8 @@ class ContextPool {
   [[nodiscard]] uint32_t max_head_bytes() const noexcept { return max_head_bytes_; }
 
  private:
-  std::optional<PopulatedMemory> arena_;
+  std::optional<PopulatedMemory> own_arena_;  // when none is given
+  std::span<std::byte> arena_;
   size_t stride_ = 0;
   std::vector<ParseContext*> contexts_;  // into the arena
   std::vector<int32_t> free_;  // reserved at construction: push and pop never allocate

@@ -56,6 +56,7 @@
 #include "dataplane/policy_snapshot.h"
 #include "dataplane/ports.h"
 #include "dataplane/refusal_sampler.h"
+#include "dataplane/populated_memory.h"
 #include "dataplane/worker.h"
 #include "limiter/compiled_policy.h"
 #include "limiter/credential_slots.h"
@@ -367,6 +368,8 @@ class Appliance final : private sluiced::PolicyLoading {
   // Acquired by open_state_dir() and load_running_policy().
   control::StateDirLock state_lock_;
   control::StateDirLock table_lock_;  // --table-dir's, when it is not the state directory
+  // By open_table_files(): each worker's parse contexts' buffers.
+  std::vector<std::unique_ptr<dataplane::PopulatedMemory>> context_arenas_;
   std::optional<limiter::KeyHasher> credential_hasher_;  // keyed with the state directory's secret
   control::RunJournal journal_;
   std::vector<control::LiveRun> replayed_runs_;
@@ -378,8 +381,9 @@ class Appliance final : private sluiced::PolicyLoading {
   sluiced::Eal eal_;
   sluiced::Mempool pool_;
   sluiced::StartedPorts ports_;
-  // By create_tables(): the limiter's shared state.
-  // The buckets and TB07 records, on table files that outlive the process.
+  // The limiter's shared state: the tables and maps by open_table_files(),
+  // the rest by create_tables(). The buckets and TB07 records are on table
+  // files that outlive the process.
   sluiced::LimiterTables tables_;
   limiter::BucketTable* buckets_ = nullptr;
   limiter::BucketTable* records_ = nullptr;
@@ -575,18 +579,27 @@ Status Appliance::open_table_files() {
       !err.empty()) {
     return Failure{ExitCode::kState, err};
   }
+  // The contexts' buffers too (their objects and held heads are in the flow
+  // file), and the run and credential maps: memory faulted in beside DPDK.
+  const auto& head = loaded_.snapshot->policy.stream.head;
+  try {
+    runs_ = std::make_unique<limiter::DigestMap>(o_.runs);
+    users_ = std::make_unique<limiter::DigestMap>(o_.credentials);
+    for (unsigned i = 0; i < o_.workers; ++i) {
+      context_arenas_.emplace_back(std::make_unique<dataplane::PopulatedMemory>(
+          dataplane::ContextPool::arena_bytes(o_.contexts, head.max_head_bytes, head.max_fields, false, false)));
+    }
+  } catch (const std::bad_alloc&) {
+    return Failure{ExitCode::kNoMemory,
+                   "no memory for the parse contexts' buffers or the run and credential maps; lower --contexts, "
+                   "--runs or --credentials"};
+  }
   return std::nullopt;
 }
 
 Status Appliance::create_tables() {
   buckets_ = &tables_.buckets();
   records_ = &tables_.records();
-  try {
-    runs_ = std::make_unique<limiter::DigestMap>(o_.runs);
-    users_ = std::make_unique<limiter::DigestMap>(o_.credentials);
-  } catch (const std::bad_alloc&) {
-    return Failure{ExitCode::kNoMemory, "no memory for the run and credential maps; lower --runs or --credentials"};
-  }
   limiter_.emplace(limiter::LimiterState{*buckets_, *records_, *runs_, *users_, *bucket_hasher_, *credential_hasher_,
                                          cluster_.hasher()});
   cluster_.make_logs(o_.workers);
@@ -674,6 +687,7 @@ dataplane::WorkerSetup Appliance::worker_setup(unsigned index, const dataplane::
   ws.engine.hold_memory = flows_.holds(index);
   ws.engine.head_memory = flows_.heads(index);
   ws.engine.stash_memory = flows_.stashes(index);
+  ws.engine.context_arena = {context_arenas_[index]->data(), context_arenas_[index]->size()};
   ws.engine.stash_slots = flows_.stash_slots(index);
   ws.engine.answer_memory = flows_.answers(index);
   ws.engine.answers_written = flows_.answers_written(index);
