@@ -87,14 +87,20 @@ uint64_t bucket_signature(const limiter::CompiledBucket& b) {
   h = fnv1a(h, b.calendar ? 1 : 0);
   h = fnv1a(h, b.gcra.interval);
   h = fnv1a(h, b.gcra.burst);
-  h = fnv1a(h, b.window.requests_per_minute);
-  h = fnv1a(h, b.window.tokens_per_minute);
+  h = fnv1a(h, b.window.requests);
+  h = fnv1a(h, b.window.tokens);
+  // Only where not a UTC minute, so that the signatures of buckets
+  // written before hour and day windows stay what they were.
+  if (!(b.window.calendar == limiter::Calendar{})) {
+    h = fnv1a(h, b.window.calendar.span_minutes);
+    h = fnv1a(h, static_cast<uint32_t>(b.window.calendar.offset_minutes));
+  }
   // Per-key quotas in key order, so that the map's own order does not count.
   std::map<std::string_view, limiter::WindowLimit> quotas(b.quotas.begin(), b.quotas.end());
   for (const auto& [key, limit] : quotas) {
     for (const char c : key) h = fnv1a(h, static_cast<uint8_t>(c));
-    h = fnv1a(h, limit.requests_per_minute);
-    h = fnv1a(h, limit.tokens_per_minute);
+    h = fnv1a(h, limit.requests);
+    h = fnv1a(h, limit.tokens);
   }
   return h;
 }

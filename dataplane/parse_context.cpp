@@ -97,7 +97,7 @@ bool ParseContext::carry_on(const ParseContext& dead, bool answers, std::span<co
   }
   for (unsigned i = 0; i < dead.usage_count; ++i) {
     const UsageNote& n = dead.usage_notes[(dead.usage_front + i) % usage_notes.size()];
-    if (!http::all_bool_bytes({&n.charge, &n.shared})) return false;
+    if (!http::all_bool_bytes({&n.charge, &n.shared}) || !n.calendar.valid()) return false;
   }
   // Between segments a head in progress is always held (RequestPath); one
   // that is not names bytes nobody kept.
@@ -197,6 +197,7 @@ void ParseContext::push_usage(const limiter::Decision& d) noexcept {
   UsageNote& n = usage_notes[(usage_front + usage_count) % usage_notes.size()];
   n.charge = d.has_usage_key;
   n.key = d.usage_key;
+  n.calendar = d.usage_calendar;
   n.shared = d.usage_shared;
   ++usage_count;
 }

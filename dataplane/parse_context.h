@@ -174,6 +174,7 @@ struct ParseContext {
   // forwarded, taken when its response ends.
   struct UsageNote {
     limiter::BucketKey key{};
+    limiter::Calendar calendar{};  // the window's span and offset
     bool charge = false;
     bool shared = false;  // a cluster window's
   };

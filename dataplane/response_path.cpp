@@ -15,10 +15,11 @@ void ResponsePath::status_line(ParseContext& ctx, ResponsePlan& plan, uint32_t a
 
 void ResponsePath::response_end(ParseContext& ctx, ResponsePlan& plan, uint32_t at, time::Nanos now) noexcept {
   // DQ05: the tokens the origin reported for the request, charged to its
-  // minute now that it has ended.
+  // bucket's window now that it has ended.
   const ParseContext::UsageNote* usage = ctx.take_usage();
   if (usage != nullptr && usage->charge && ctx.responses.head().has_usage) {
-    limiter::report_usage(limiter_, usage->key, ctx.responses.head().usage, now, usage->shared ? spends_ : nullptr);
+    limiter::report_usage(limiter_, usage->key, usage->calendar, ctx.responses.head().usage, now,
+                          usage->shared ? spends_ : nullptr);
     counters_.usage_reported.add();
   }
   ++ctx.responses_ended;

@@ -7,7 +7,7 @@
 namespace sluice::replay {
 
 PeriodLimit period_limit(const policy::BucketSpec& b) noexcept {
-  if (b.kind == policy::BucketSpec::Kind::kCalendarMinute) return {b.requests_per_minute, time::kNanosPerMinute};
+  if (b.kind == policy::BucketSpec::Kind::kCalendar) return {b.requests, b.window_minutes * time::kNanosPerMinute};
   return {b.count, b.period};
 }
 

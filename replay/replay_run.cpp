@@ -92,7 +92,7 @@ class PolicyRun {
                                                                 r.at, *scratch_));
     out = DecidedNote::of(d, unparsed);
     const bool forwarded = d.verdict == Verdict::kAdmit || d.verdict == Verdict::kForward || d.verdict == Verdict::kExempt;
-    if (r.has_usage && d.has_usage_key && forwarded) pending_.push({r.usage_at, r.order, d.usage_key, r.usage_tokens});
+    if (r.has_usage && d.has_usage_key && forwarded) pending_.push({r.usage_at, r.order, d.usage_key, d.usage_calendar, r.usage_tokens});
     // An answer closes the connection unless HTTP/1 lets it stay open (an
     // unparsable head's always closes).
     const bool kept_open = !unparsed && http::answer_keeps_connection(policy, h.head);
@@ -106,7 +106,7 @@ class PolicyRun {
   void settle_usage(time::Nanos now) {
     while (!pending_.empty() && pending_.top().at <= now) {
       const Usage& u = pending_.top();
-      limiter::report_usage(limiter_.state(), u.key, u.tokens, u.at);
+      limiter::report_usage(limiter_.state(), u.key, u.calendar, u.tokens, u.at);
       ++usage_reports_;
       pending_.pop();
     }
@@ -124,6 +124,7 @@ class PolicyRun {
     time::Nanos at;
     uint64_t order;
     limiter::BucketKey key;
+    limiter::Calendar calendar;
     uint64_t tokens;
     bool operator>(const Usage& o) const noexcept { return at != o.at ? at > o.at : order > o.order; }
   };

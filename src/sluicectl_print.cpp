@@ -192,14 +192,27 @@ void print_credentials(const Json& r) {
   }
 }
 
+// "minute" for 60, "12 s" for 12: a period as the policy would write it.
+std::string period_text(const std::string& seconds) {
+  if (seconds == "1") return "second";
+  if (seconds == "60") return "minute";
+  if (seconds == "3600") return "hour";
+  if (seconds == "86400") return "day";
+  return seconds + " s";
+}
+
 void print_bucket(const Json& r) {
   std::printf("bucket    %s\nkey       %s%s\n", field(r, "bucket").c_str(), field(r, "key").c_str(),
               field(r, "tracked") == "yes" ? "" : " (no state: full)");
   if (member(r, "window") != nullptr) {
-    std::printf("requests  %s of %s this minute\n", field(r, "requests").c_str(), field(r, "requests_limit").c_str());
-    std::printf("tokens    %s of %s this minute\n", field(r, "tokens").c_str(), field(r, "tokens_limit").c_str());
+    const std::string span = field(r, "window");
+    std::printf("requests  %s of %s this %s\n", field(r, "requests").c_str(), field(r, "requests_limit").c_str(),
+                span.c_str());
+    std::printf("tokens    %s of %s this %s\n", field(r, "tokens").c_str(), field(r, "tokens_limit").c_str(),
+                span.c_str());
   } else {
-    std::printf("limit     %s per minute, burst %s\n", field(r, "limit").c_str(), field(r, "burst").c_str());
+    std::printf("limit     %s per %s, burst %s\n", field(r, "limit").c_str(),
+                period_text(member(r, "period_s") ? field(r, "period_s") : "60").c_str(), field(r, "burst").c_str());
   }
   std::printf("remaining %s\nreset     %s s\n", field(r, "remaining").c_str(), field(r, "reset_s").c_str());
   if (field(r, "refusing") == "yes") {
@@ -210,9 +223,10 @@ void print_bucket(const Json& r) {
 }
 
 void print_usage_report(const Json& r) {
-  std::printf("%s: %s tokens charged; %s of %s this minute%s (resets in %s s)\n", field(r, "deployment").c_str(),
-              field(r, "tokens").c_str(), field(r, "minute_tokens").c_str(), field(r, "tokens_limit").c_str(),
-              field(r, "over") == "yes" ? ", over: its next request is refused" : "", field(r, "reset_s").c_str());
+  std::printf("%s: %s tokens charged; %s of %s this %s%s (resets in %s s)\n", field(r, "deployment").c_str(),
+              field(r, "tokens").c_str(), field(r, "window_tokens").c_str(), field(r, "tokens_limit").c_str(),
+              field(r, "window").c_str(), field(r, "over") == "yes" ? ", over: its next request is refused" : "",
+              field(r, "reset_s").c_str());
 }
 
 void print_policy_check(const Json& r) {

@@ -88,25 +88,30 @@ std::string key_of(const BucketCommands::Parts& d, const limiter::CompiledPolicy
   return "unknown key kind";
 }
 
-// A calendar bucket's minute for one key, as bucket.show answers it.
+// The name of a calendar window's span, as the policy writes it.
+const char* span_name(const limiter::Calendar& c) {
+  return c.span_minutes == limiter::Calendar::kDay ? "day" : c.span_minutes == limiter::Calendar::kHour ? "hour" : "minute";
+}
+
+// A calendar bucket's window for one key, as bucket.show answers it.
 void write_window_state(const limiter::CompiledBucket& b, const std::string& key, const limiter::BucketSlot* slot,
                         time::Nanos now, Json& w) {
   limiter::WindowLimit limit = b.window;
   if (const auto it = b.quotas.find(key); it != b.quotas.end()) limit = it->second;
-  const uint64_t minute = limiter::minute_of(now);
+  const uint64_t window = limit.calendar.window_of(now);
   const uint64_t words[2] = {slot ? slot->load(0) : 0, slot ? slot->load(1) : 0};
   const bool frozen = words[0] == limiter::BucketTable::kFrozen;
-  const uint32_t requests = frozen ? 0 : limiter::count_in(words[0], minute);
-  const uint32_t tokens = frozen ? 0 : limiter::count_in(words[1], minute);
-  const bool over = (limit.requests_per_minute != 0 && requests >= limit.requests_per_minute) ||
-                    (limit.tokens_per_minute != 0 && tokens >= limit.tokens_per_minute);
-  w["window"] = "minute";
+  const uint32_t requests = frozen ? 0 : limiter::count_in(words[0], window);
+  const uint32_t tokens = frozen ? 0 : limiter::count_in(words[1], window);
+  const bool over = (limit.requests != 0 && requests >= limit.requests) ||
+                    (limit.tokens != 0 && tokens >= limit.tokens);
+  w["window"] = span_name(limit.calendar);
   w["requests"] = requests;
-  w["requests_limit"] = limit.requests_per_minute;
+  w["requests_limit"] = limit.requests;
   w["tokens"] = tokens;
-  w["tokens_limit"] = limit.tokens_per_minute;
-  w["remaining"] = limit.requests_per_minute > requests && !over ? limit.requests_per_minute - requests : 0u;
-  w["reset_s"] = limiter::seconds_to_next_minute(now);
+  w["tokens_limit"] = limit.tokens;
+  w["remaining"] = limit.requests > requests && !over ? limit.requests - requests : 0u;
+  w["reset_s"] = limit.calendar.seconds_left(now);
   w["refusing"] = over;
 }
 
@@ -115,16 +120,21 @@ void write_window_state(const limiter::CompiledBucket& b, const std::string& key
 void write_gcra_state(const BucketCommands::Parts& d, const limiter::CompiledPolicy& p, const limiter::CompiledBucket& b,
                       const std::string& key, const limiter::BucketKey& k, time::Nanos now, Json& w) {
   limiter::GcraLimit limit = b.gcra;
-  uint32_t per_minute = b.header_limit;
+  uint32_t per_period = b.header_limit;
+  uint32_t period_s = b.header_window_s;
   bool run_keyed = false;
   for (const limiter::CompiledRule& r : p.rules) {
     for (int param : r.live_run_param) run_keyed = run_keyed || (&p.buckets[r.bucket] == &b && param >= 0);
   }
   if (const std::optional<uint32_t> own = run_keyed ? d.runs.budget(key) : std::nullopt; own && *own != 0) {
-    if (limiter::GcraLimit::make(*own, time::kNanosPerMinute, *own, limit)) per_minute = *own;
+    if (limiter::GcraLimit::make(*own, time::kNanosPerMinute, *own, limit)) {
+      per_period = *own;
+      period_s = 60;
+    }
   }
   const limiter::GcraDecision g = limiter::peek_gcra(d.limiter.buckets, k, now, limit);
-  w["limit"] = per_minute;
+  w["limit"] = per_period;
+  w["period_s"] = period_s;
   w["burst"] = limit.burst;
   w["remaining"] = g.admit ? g.remaining + 1 : 0u;
   w["reset_s"] = g.reset_s;
@@ -178,7 +188,7 @@ Reply charge_usage(const BucketCommands::Parts& d, const Json& request, Json& w)
   if (bucket) {
     b = p.bucket_named(*bucket);
     if (b == nullptr) return refuse(ErrorCode::kNotFound, "no bucket named '" + *bucket + "' in policy " + p.source.name);
-    if (!b->calendar) return refuse(ErrorCode::kInvalidArgument, "bucket " + b->name + " counts no tokens (not a minute window)");
+    if (!b->calendar) return refuse(ErrorCode::kInvalidArgument, "bucket " + b->name + " counts no tokens (not a calendar window)");
   } else {
     std::string candidates;
     for (const limiter::CompiledBucket& x : p.buckets) {
@@ -200,23 +210,25 @@ Reply charge_usage(const BucketCommands::Parts& d, const Json& request, Json& w)
     return refuse(ErrorCode::kInvalidArgument, why);
   }
   const time::Nanos now = d.clock.now();
-  limiter::report_usage(d.limiter, k, *tokens, now);
+  const limiter::Calendar& calendar = b->window.calendar;
+  limiter::report_usage(d.limiter, k, calendar, *tokens, now);
   // A shared window's tokens are the other boxes' business too.
   if (b->cluster_salt != 0 && d.cluster != nullptr) {
-    d.cluster->record_tokens(k, static_cast<uint32_t>(limiter::minute_of(now)), *tokens);
+    d.cluster->record_tokens(k, static_cast<uint32_t>(calendar.window_of(now)), *tokens);
   }
   limiter::WindowLimit limit = b->window;
   if (const auto it = b->quotas.find(*deployment); it != b->quotas.end()) limit = it->second;
   const limiter::BucketSlot* slot = d.limiter.buckets.find(k);
   const uint64_t word = slot ? slot->load(1) : 0;
-  const uint32_t total = word == limiter::BucketTable::kFrozen ? 0 : limiter::count_in(word, limiter::minute_of(now));
+  const uint32_t total = word == limiter::BucketTable::kFrozen ? 0 : limiter::count_in(word, calendar.window_of(now));
   w["bucket"] = b->name;
   w["deployment"] = *deployment;
   w["tokens"] = *tokens;
-  w["minute_tokens"] = total;
-  w["tokens_limit"] = limit.tokens_per_minute;
-  w["over"] = limit.tokens_per_minute != 0 && total >= limit.tokens_per_minute;
-  w["reset_s"] = limiter::seconds_to_next_minute(now);
+  w["window"] = span_name(calendar);
+  w["window_tokens"] = total;
+  w["tokens_limit"] = limit.tokens;
+  w["over"] = limit.tokens != 0 && total >= limit.tokens;
+  w["reset_s"] = calendar.seconds_left(now);
   return std::nullopt;
 }
 

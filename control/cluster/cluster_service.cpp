@@ -123,12 +123,13 @@ bool ClusterService::step(Clock::time_point now) {
   const uint64_t period = std::max<uint64_t>(1, (idle + kMaxIdleReads - 1) / kMaxIdleReads);
   std::vector<KeySpend> batch;
   batch.reserve(watched_.size() - idle + std::min(idle, kMaxIdleReads + kMaxIdleReads / 4));
-  const auto this_minute = static_cast<uint32_t>(limiter::minute_of(box_now));
+
   for (const auto& [key, w] : watched_) {
     const bool spent = w.spent != 0 || w.tokens != 0;
     if (!spent && (sync_count_ + key.k0) % period != 0) continue;
-    // An idle window is read for the minute now running.
-    batch.push_back({key, w.spent, w.tokens, spent ? w.minute : this_minute});
+    // An idle window is read for the window now running.
+    const auto running = static_cast<uint32_t>(sync_.calendar(key.bucket()).window_of(box_now));
+    batch.push_back({key, w.spent, w.tokens, spent ? w.minute : running});
   }
   batch.insert(batch.end(), unwatched_.begin(), unwatched_.end());
   unwatched_.clear();

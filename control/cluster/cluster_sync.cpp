@@ -113,7 +113,10 @@ void ClusterSync::sync_windows(std::span<const KeySpend> spends, const std::vect
   std::vector<WindowSpend> batch;
   for (size_t i : group) {
     const KeySpend& s = spends[i];
-    batch.push_back(WindowSpend{redis_key(s.key, s.minute), s.spent, s.tokens});
+    // Kept a minute past its window's end, so that a box whose clock is a
+    // little behind still finds the count.
+    const uint64_t ttl_ms = (uint64_t{calendar(s.key.bucket()).span_minutes} + 1) * 60'000;
+    batch.push_back(WindowSpend{redis_key(s.key, s.minute), s.spent, s.tokens, ttl_ms});
   }
   std::vector<WindowTotal> totals;
   const RedisLink::Result r = window_.apply(batch, totals, now);

@@ -27,6 +27,7 @@
 #include "limiter/bucket_key.h"
 #include "limiter/bucket_table.h"
 #include "limiter/gcra.h"
+#include "limiter/calendar_window.h"
 #include "limiter/spend_log.h"
 
 namespace sluice::control {
@@ -34,14 +35,17 @@ namespace sluice::control {
 using limiter::KeySpend;  // spent 0 (and tokens 0): only read the shared state
 
 // A kind's place in the cluster: the bucket's name (its keys' name in
-// Redis) and whether it is a calendar window (cluster_window.h) rather than
-// a rate (cluster_gcra.h). An empty name: a kind the cluster does not share.
+// Redis) and whether it is a calendar window (cluster_window.h, with its
+// span and offset) rather than a rate (cluster_gcra.h). An empty name: a
+// kind the cluster does not share.
 struct SharedBucket {
   std::string name;
   bool window = false;
+  limiter::Calendar calendar{};
   SharedBucket() = default;
   SharedBucket(const char* n) : name(n) {}  // NOLINT: a list of names reads as such
-  SharedBucket(std::string n, bool w = false) : name(std::move(n)), window(w) {}
+  SharedBucket(std::string n, bool w = false, limiter::Calendar c = {})
+      : name(std::move(n)), window(w), calendar(c) {}
 };
 
 class ClusterSync {
@@ -81,9 +85,14 @@ class ClusterSync {
     return kind < buckets_.size() && !buckets_[kind].name.empty();
   }
   [[nodiscard]] bool window(uint16_t kind) const noexcept { return shared(kind) && buckets_[kind].window; }
+  // A window bucket's calendar (a UTC minute for any other kind).
+  [[nodiscard]] limiter::Calendar calendar(uint16_t kind) const noexcept {
+    return window(kind) ? buckets_[kind].calendar : limiter::Calendar{};
+  }
 
   [[nodiscard]] std::string redis_key(const limiter::BucketKey& key) const;
-  // A window's key for one minute: PREFIX:{gNN}:BUCKET:K0K1:MINUTE.
+  // A window's key: PREFIX:{gNN}:BUCKET:K0K1:MINUTE, the window's first
+  // minute (for a minute window, the minute itself).
   [[nodiscard]] std::string redis_key(const limiter::BucketKey& key, uint32_t minute) const;
 
  private:

@@ -6,19 +6,20 @@
 namespace sluice::control {
 namespace {
 
-// KEYS[i]: a key's minute. ARGV[2i-1], ARGV[2i]: requests and tokens a box
-// counted since its last sync. Returns the totals, two per key. A read (0,
-// 0) writes nothing, so it never makes a key without an expiry.
+// KEYS[i]: a key's window. ARGV[3i-2], ARGV[3i-1]: requests and tokens a box
+// counted since its last sync; ARGV[3i]: the key's expiry, milliseconds.
+// Returns the totals, two per key. A read (0, 0) writes nothing, so it
+// never makes a key without an expiry.
 constexpr std::string_view kScript = R"lua(
 local out = {}
 for i, key in ipairs(KEYS) do
-  local r = tonumber(ARGV[2 * i - 1])
-  local t = tonumber(ARGV[2 * i])
+  local r = tonumber(ARGV[3 * i - 2])
+  local t = tonumber(ARGV[3 * i - 1])
   local req, tok
   if r > 0 or t > 0 then
     req = redis.call('HINCRBY', key, 'r', r)
     tok = redis.call('HINCRBY', key, 't', t)
-    redis.call('PEXPIRE', key, 120000)
+    redis.call('PEXPIRE', key, ARGV[3 * i])
   else
     local v = redis.call('HMGET', key, 'r', 't')
     req = tonumber(v[1] or 0)
@@ -43,10 +44,11 @@ RedisLink::Result ClusterWindow::apply(std::span<const WindowSpend> batch, std::
   totals.clear();
   if (batch.empty()) return {};
   std::vector<std::string> counts;
-  counts.reserve(2 * batch.size());
+  counts.reserve(3 * batch.size());
   for (const WindowSpend& s : batch) {
     counts.push_back(std::to_string(std::min(s.requests, kMaxCount)));
     counts.push_back(std::to_string(std::min(s.tokens, kMaxCount)));
+    counts.push_back(std::to_string(s.ttl_ms));
   }
   std::vector<std::string_view> keys, args(counts.begin(), counts.end());
   for (const WindowSpend& s : batch) keys.push_back(s.key);

@@ -21,6 +21,7 @@ struct WindowSpend {
   std::string key;        // the Redis key (the minute in it); a batch's keys share a slot
   uint64_t requests = 0;  // counted since the last sync (0 and 0: only read)
   uint64_t tokens = 0;
+  uint64_t ttl_ms = 120'000;  // how long the key outlives its last write
 };
 
 struct WindowTotal {

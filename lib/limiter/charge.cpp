@@ -37,7 +37,8 @@ WindowCharge charge_window(BucketTable& table, const BucketKey& key, Nanos now, 
   }
 }
 
-void charge_tokens(BucketTable& table, const BucketKey& key, uint64_t tokens, Nanos now) noexcept {
+void charge_tokens(BucketTable& table, const BucketKey& key, uint64_t tokens, Nanos now,
+                   const Calendar& calendar) noexcept {
   BucketTable::Found f = table.find_or_claim(key);
   for (;;) {
     uint64_t word = f.slot->load(1);
@@ -45,7 +46,7 @@ void charge_tokens(BucketTable& table, const BucketKey& key, uint64_t tokens, Na
       f = {&table.overflow_slot(key.bucket()), true};
       continue;
     }
-    if (f.slot->word(1).compare_exchange_weak(word, window_charge(word, tokens, now), std::memory_order_acq_rel,
+    if (f.slot->word(1).compare_exchange_weak(word, window_charge(word, tokens, now, calendar), std::memory_order_acq_rel,
                                         std::memory_order_acquire)) {
       return;
     }

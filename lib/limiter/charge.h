@@ -28,8 +28,9 @@ struct WindowCharge {
 [[nodiscard]] WindowCharge charge_window(BucketTable& table, const BucketKey& key, Nanos now,
                                          const WindowLimit& limit) noexcept;
 
-// Tokens a finished request used, added to the minute of `now` (DQ05).
-void charge_tokens(BucketTable& table, const BucketKey& key, uint64_t tokens, Nanos now) noexcept;
+// Tokens a finished request used, added to the window of `now` (DQ05).
+void charge_tokens(BucketTable& table, const BucketKey& key, uint64_t tokens, Nanos now,
+                   const Calendar& calendar) noexcept;
 
 // The state of a key's bucket without charging it: what a request would be
 // told now (for `sluicectl bucket show`).

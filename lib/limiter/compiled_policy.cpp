@@ -47,8 +47,13 @@ uint64_t policy_digest(const policy::Policy& p) {
   for (const auto& b : p.buckets) {
     add(b.name);
     add(std::to_string(b.count) + "/" + std::to_string(b.period) + "/" + std::to_string(b.burst) + "/" +
-        std::to_string(b.requests_per_minute) + "/" + std::to_string(b.tokens_per_minute));
-    for (const auto& o : b.overrides) add(o.key + std::to_string(o.requests_per_minute) + "/" + std::to_string(o.tokens_per_minute));
+        std::to_string(b.requests) + "/" + std::to_string(b.tokens));
+    // Only where not a UTC minute, so that the digests of policies written
+    // before hour and day windows stay what they were.
+    if (b.window_minutes != 1 || b.utc_offset_minutes != 0) {
+      add(std::to_string(b.window_minutes) + "@" + std::to_string(b.utc_offset_minutes));
+    }
+    for (const auto& o : b.overrides) add(o.key + std::to_string(o.requests) + "/" + std::to_string(o.tokens));
   }
   for (const auto& r : p.rules) {
     add(r.name);
@@ -177,14 +182,19 @@ class PolicyCompiler {
     if (b.scope == policy::BucketSpec::Scope::kCluster) {
       cb.cluster_salt = XXH3_64bits_withSeed(b.name.data(), b.name.size(), 0x736c756963652d63ull) | 1;  // "sluice-c"
     }
-    if (b.kind == policy::BucketSpec::Kind::kCalendarMinute) {
+    if (b.kind == policy::BucketSpec::Kind::kCalendar) {
       cb.calendar = true;
-      cb.window = {b.requests_per_minute, b.tokens_per_minute};
-      for (const auto& o : b.overrides) {
-        cb.quotas.emplace(o.key, WindowLimit{o.requests_per_minute, o.tokens_per_minute});
+      const Calendar calendar{b.window_minutes, b.utc_offset_minutes};
+      if (!calendar.valid()) {
+        fail(b.mark, "bucket " + b.name + ": the window's span or UTC offset cannot be represented");
+        return false;
       }
-      cb.header_limit = b.requests_per_minute;
-      cb.header_window_s = 60;
+      cb.window = {b.requests, b.tokens, calendar};
+      for (const auto& o : b.overrides) {
+        cb.quotas.emplace(o.key, WindowLimit{o.requests, o.tokens, calendar});
+      }
+      cb.header_limit = b.requests;
+      cb.header_window_s = calendar.span_seconds();
       return true;
     }
     if (!GcraLimit::make(b.count, b.period, b.burst, cb.gcra)) {
@@ -198,8 +208,11 @@ class PolicyCompiler {
 
   // Renders `spec` into a template kept in the policy; nullptr (and an error)
   // if it cannot be rendered.
-  const policy::ResponseTemplate* response(const policy::ResponseSpec& spec, const policy::Mark& m, bool refusal) {
+  // A problem-details refusal names `budget` in its body.
+  const policy::ResponseTemplate* response(const policy::ResponseSpec& spec, const policy::Mark& m, bool refusal,
+                                           std::string_view budget = {}) {
     policy::ResponseSpec s = spec;
+    if (s.problem) s.body = policy::problem_body(s.status, budget);
     if (refusal) {
       // Every refusal says when to come back (TB15, RF09, DQ07, X05).
       bool has = false;
@@ -285,11 +298,21 @@ class PolicyCompiler {
         cr.answer = response(s, r.mark, false);
       }
     }
-    cr.refusal = r.refusal ? response(*r.refusal, r.mark, true) : c_.refusal;
+    const CompiledBucket* b = c_.bucket_named(r.bucket);
+    // A problem-details refusal is written for each bucket it may name:
+    // the rule's, and the TB07 overflow bucket's.
+    const policy::ResponseSpec& spec = r.refusal ? *r.refusal : p_.refusal;
+    if (spec.problem) {
+      cr.refusal = response(spec, r.mark, true, b != nullptr ? std::string_view(b->name) : std::string_view());
+      const CompiledBucket* o = c_.bucket_named(r.credential_slots.overflow_bucket);
+      cr.overflow_refusal = o != nullptr ? response(spec, r.mark, true, o->name) : cr.refusal;
+    } else {
+      cr.refusal = r.refusal ? response(*r.refusal, r.mark, true) : c_.refusal;
+      cr.overflow_refusal = cr.refusal;
+    }
     cr.style = r.header_style.value_or(p_.header_style);
     // The styles' templates are made on first use: here, off the hot path.
     (void)policy::ratelimit_fields(cr.style);
-    const CompiledBucket* b = c_.bucket_named(r.bucket);
     if (cr.refusal != nullptr && b != nullptr && !b->calendar) {
       cr.framed_refusal.emplace(*cr.refusal, cr.style, b->header_limit, b->header_window_s, b->name);
     }
@@ -333,7 +356,7 @@ bool bucket_idle(const CompiledPolicy& p, uint16_t kind, const uint64_t* words, 
   }
   if (found == nullptr) return false;
   const CompiledBucket& b = *found;
-  if (b.calendar) return window_idle(words[0], words[1], now);
+  if (b.calendar) return window_idle(words[0], words[1], now, b.window.calendar);
   return gcra_full(words[0], now) && now - words[0] >= b.idle_drop_after;
 }
 

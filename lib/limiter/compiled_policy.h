@@ -91,6 +91,9 @@ struct CompiledRule {
   uint16_t answer_status = 0;
   const policy::ResponseTemplate* answer = nullptr;
   const policy::ResponseTemplate* refusal = nullptr;
+  // A refusal counted in the TB07 overflow bucket: the same, but for a
+  // problem-details refusal, which names that bucket.
+  const policy::ResponseTemplate* overflow_refusal = nullptr;
   policy::HeaderStyle style = policy::HeaderStyle::kSeed;  // of its rate-limit fields (policy::ratelimit_fields)
   // Its refusal framed for its own bucket (a GCRA bucket's: a calendar
   // window's limit is each key's own).

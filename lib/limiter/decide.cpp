@@ -314,7 +314,12 @@ BucketKey cluster_key(const KeyHasher& cluster, const CompiledBucket& b, std::sp
       const std::string_view k(reinterpret_cast<const char*>(key.bytes.data()), key.bytes.size());
       if (const auto it = out.bucket->quotas.find(k); it != out.bucket->quotas.end()) out.window = it->second;
     }
-    if (out.run_budget != 0) out.window.requests_per_minute = out.run_budget;
+    // A run's own budget is per minute: a longer window holds as many
+    // minutes' worth.
+    if (out.run_budget != 0) {
+      out.window.requests = static_cast<uint32_t>(
+          std::min<uint64_t>(uint64_t{out.run_budget} * out.window.calendar.span_minutes, UINT32_MAX));
+    }
   }
 }
 
@@ -334,12 +339,12 @@ size_t first_applying(const CompiledPolicy& policy, LimiterState& state, const R
 // all (a calendar bucket with only a token quota), which admits the most.
 Nanos one_request_per(const CompiledBucket& b) noexcept {
   if (!b.calendar) return b.gcra.interval;
-  return b.window.requests_per_minute == 0 ? 0 : time::kNanosPerMinute / b.window.requests_per_minute;
+  return b.window.requests == 0 ? 0 : b.window.calendar.span() / b.window.requests;
 }
 
 // How many requests it admits back to back from full.
 uint32_t back_to_back(const CompiledBucket& b) noexcept {
-  return b.calendar ? b.window.requests_per_minute : b.gcra.burst;
+  return b.calendar ? b.window.requests : b.gcra.burst;
 }
 
 // ambiguous_paths: strictest: whether rule `a`'s bucket admits fewer
@@ -471,17 +476,18 @@ void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge
     const WindowCharge c = charge_window(state.buckets, p.key, now, p.window);
     admit = c.decision.admit;
     d.overflow = c.overflow;
-    v.limit = p.window.requests_per_minute;
+    v.limit = p.window.requests;
     v.remaining = c.decision.remaining;
     v.reset = c.decision.reset_s;
     v.retry_after = c.decision.retry_after_s;
     d.usage_key = p.key;
+    d.usage_calendar = p.window.calendar;
     d.has_usage_key = true;
     d.usage_shared = b.cluster_salt != 0;
     // A request counted in a shared window is the other boxes'
     // business too (a refusal past the quota counts nothing more).
     if (c.decision.write && !c.overflow && b.cluster_salt != 0 && scratch.spends != nullptr) {
-      scratch.spends->record_window(p.key, static_cast<uint32_t>(minute_of(now)), 1, 0);
+      scratch.spends->record_window(p.key, static_cast<uint32_t>(p.window.calendar.window_of(now)), 1, 0);
     }
   } else {
     // A run started with a budget of its own: N per minute, refilled
@@ -527,7 +533,7 @@ void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge
   d.answer.origin = request.value(field::kOrigin);
   d.answer.cors = cors_grant(policy, request);
   if (rule.framed_refusal) d.answer.framed = &*rule.framed_refusal;
-  respond(d, Verdict::kRefuse, *rule.refusal);
+  respond(d, Verdict::kRefuse, d.over_credential_ceiling ? *rule.overflow_refusal : *rule.refusal);
 }
 
 }  // namespace
@@ -579,10 +585,10 @@ BucketKey material_key(const LimiterState& state, const CompiledBucket& b, std::
   return state.bucket_hasher.key(b.index, material);
 }
 
-void report_usage(LimiterState& state, const BucketKey& usage_key, uint64_t tokens, Nanos now,
-                  SpendLog* spends) noexcept {
-  charge_tokens(state.buckets, usage_key, tokens, now);
-  if (spends != nullptr) spends->record_window(usage_key, static_cast<uint32_t>(minute_of(now)), 0, tokens);
+void report_usage(LimiterState& state, const BucketKey& usage_key, const Calendar& calendar, uint64_t tokens,
+                  Nanos now, SpendLog* spends) noexcept {
+  charge_tokens(state.buckets, usage_key, tokens, now, calendar);
+  if (spends != nullptr) spends->record_window(usage_key, static_cast<uint32_t>(calendar.window_of(now)), 0, tokens);
 }
 
 }  // namespace sluice::limiter

@@ -115,6 +115,7 @@ struct Decision {
   RateLimitFields fields;         // kAdmit: added to the response; kRefuse, a charged kAnswer: the answer's
   Answer answer;                  // kRefuse, kAnswer
   BucketKey usage_key{};          // where a finished request's tokens are charged (DQ05)
+  Calendar usage_calendar{};      // in windows of this span
   bool has_usage_key = false;
   bool usage_shared = false;      // the window is a cluster bucket's (its tokens are recorded for the sync)
   KeyLabel label;                 // set when a bucket was charged (kAdmit, kRefuse, a rule's kAnswer)
@@ -175,15 +176,15 @@ const Decision& finish(const CompiledPolicy& policy, LimiterState& state, Plan& 
 // deadlines: head): 408.
 [[nodiscard]] Decision answer_timeout(const CompiledPolicy& policy) noexcept;
 
-// DQ05: the tokens a finished request used, charged to its bucket's minute.
 // The key `material` (an address's 16 bytes, a user id's 8, a parameter's
 // text) has in bucket `b`, as a request would be charged: the operator's
 // commands (bucket.show, usage.report) look keys up with it.
 [[nodiscard]] BucketKey material_key(const LimiterState& state, const CompiledBucket& b,
                                      std::span<const uint8_t> material) noexcept;
-// DQ05: `tokens` charged to the key's minute; recorded in `spends` too when
-// the window is shared by the cluster.
-void report_usage(LimiterState& state, const BucketKey& usage_key, uint64_t tokens, Nanos now,
-                  SpendLog* spends = nullptr) noexcept;
+// DQ05: `tokens` charged to the key's window (of the bucket's calendar)
+// holding `now`; recorded in `spends` too when the window is shared by the
+// cluster.
+void report_usage(LimiterState& state, const BucketKey& usage_key, const Calendar& calendar, uint64_t tokens,
+                  Nanos now, SpendLog* spends = nullptr) noexcept;
 
 }  // namespace sluice::limiter

@@ -28,13 +28,14 @@ using Nanos = time::Nanos;
 
 // A key's spending since the last sync. A rate (GCRA) bucket's: admissions
 // times their emission interval (saturating), nanoseconds. A calendar
-// window's: the requests counted and the tokens charged in `minute` (what an
-// earlier minute counted no longer matters once it is over).
+// window's: the requests counted and the tokens charged in the window that
+// begins at `minute` (what an earlier window counted no longer matters once
+// it is over).
 struct KeySpend {
   BucketKey key;
   Nanos spent = 0;      // GCRA: nanoseconds; window: requests
   uint64_t tokens = 0;  // window: tokens
-  uint32_t minute = 0;  // window: the UTC minute counted (calendar_window.h's minute_of)
+  uint32_t minute = 0;  // window: the first minute of the window counted (calendar_window.h's window_of)
 };
 
 class SpendLog {
@@ -44,8 +45,9 @@ class SpendLog {
 
   // The worker: `spent` more on `key`. No lock, no allocation.
   void record(const BucketKey& key, Nanos spent) noexcept;
-  // The worker: a calendar window's requests and tokens in `minute`; a key
-  // counted in an earlier minute starts again from this one.
+  // The worker: a calendar window's requests and tokens in the window
+  // beginning at `minute`; a key counted in an earlier window starts again
+  // from this one.
   void record_window(const BucketKey& key, uint32_t minute, uint64_t requests, uint64_t tokens) noexcept;
 
   // The control plane: the worker writes the other half from now on; returns

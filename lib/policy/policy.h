@@ -95,23 +95,28 @@ struct Exemption {
   std::string path;                  // exact
 };
 
-// A budget: either continuous (GCRA) or calendar minute (RPM/TPM).
+// A budget: either continuous (GCRA) or a calendar window (RPM/TPM, and
+// their hour and day forms).
 struct BucketSpec {
   Mark mark;
   std::string name;
-  enum class Kind : uint8_t { kContinuous, kCalendarMinute } kind = Kind::kContinuous;
+  enum class Kind : uint8_t { kContinuous, kCalendar } kind = Kind::kContinuous;
   // Continuous: `count` requests per `period`, `burst` back to back.
   uint64_t count = 0;
   Nanos period = 0;
   uint32_t burst = 0;
-  // Calendar minute: quotas per minute (0: none).
-  uint32_t requests_per_minute = 0;
-  uint64_t tokens_per_minute = 0;
+  // Calendar: quotas per window (0: none), a window of `window_minutes`
+  // (a minute, an hour or a day) beginning at whole minutes, hours or days
+  // of UTC + utc_offset_minutes.
+  uint32_t requests = 0;
+  uint64_t tokens = 0;
+  uint32_t window_minutes = 1;
+  int32_t utc_offset_minutes = 0;
   // DQ: per-key quotas, for keys named here (a deployment's own RPM/TPM).
   struct Override {
     std::string key;
-    uint32_t requests_per_minute = 0;
-    uint64_t tokens_per_minute = 0;
+    uint32_t requests = 0;
+    uint64_t tokens = 0;
   };
   std::vector<Override> overrides;
   // RF08: an idle bucket is dropped this long after it is full again
@@ -158,6 +163,11 @@ struct ResponseSpec {
   std::string reason;  // empty: the standard one
   std::vector<std::pair<std::string, std::string>> headers;  // values may hold {placeholders}
   std::string body;
+  // A refusal's `style: problem`: the body is RFC 9457 problem details of
+  // the rate-limit fields draft's quota-exceeded type, naming the bucket
+  // that refused (written per bucket when the policy is compiled:
+  // policy::problem_body); `body` is then empty.
+  bool problem = false;
 };
 
 struct RuleSpec {

@@ -50,7 +50,27 @@ bool parse_rate(std::string_view s, uint64_t& count, Nanos& period) {
   if (unit == "s" || unit == "sec" || unit == "second") period = time::kNanosPerSecond;
   else if (unit == "min" || unit == "minute") period = time::kNanosPerMinute;
   else if (unit == "h" || unit == "hour") period = 60 * time::kNanosPerMinute;
+  else if (unit == "d" || unit == "day") period = 24 * 60 * time::kNanosPerMinute;
   else return false;
+  return true;
+}
+
+bool parse_utc_offset(std::string_view s, int32_t& minutes) {
+  if (s == "UTC" || s == "Z" || s == "+00:00" || s == "-00:00") {
+    minutes = 0;
+    return true;
+  }
+  // [+-]HH:MM, as ISO 8601 writes an offset.
+  if (s.size() != 6 || (s[0] != '+' && s[0] != '-') || s[3] != ':') return false;
+  for (const size_t i : {1, 2, 4, 5}) {
+    if (s[i] < '0' || s[i] > '9') return false;
+  }
+  const int hours = (s[1] - '0') * 10 + (s[2] - '0');
+  const int mins = (s[4] - '0') * 10 + (s[5] - '0');
+  if (mins >= 60) return false;
+  const int total = hours * 60 + mins;
+  if (total > 14 * 60) return false;
+  minutes = s[0] == '-' ? -total : total;
   return true;
 }
 
@@ -226,13 +246,33 @@ void read_paths(Reader& r, const YAML::Node& n, std::vector<std::string>& out, c
   }
 }
 
-void read_response(Reader& r, const YAML::Node& n, ResponseSpec& out, const std::string& what) {
+// A refusal in RFC 9457's problem details: its media type; the body is
+// written per bucket when the policy is compiled (policy::problem_body).
+void make_problem(ResponseSpec& out) {
+  out.headers.erase(std::remove_if(out.headers.begin(), out.headers.end(),
+                                   [](const auto& h) {
+                                     std::string lower = h.first;
+                                     for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+                                     return lower == "content-type";
+                                   }),
+                    out.headers.end());
+  out.headers.emplace(out.headers.begin(), "Content-Type", "application/problem+json");
+  out.body.clear();
+  out.problem = true;
+}
+
+// `refusal` says whether `style` is known here (only refusals have one).
+void read_response(Reader& r, const YAML::Node& n, ResponseSpec& out, const std::string& what, bool refusal = false) {
   if (n.IsScalar()) {  // just a status
     if (auto s = r.number(n, what, 100, 599)) out.status = static_cast<uint16_t>(*s);
     return;
   }
   if (!r.is_map(n, what)) return;
-  r.only(n, {"status", "reason", "headers", "body"}, what);
+  if (refusal) {
+    r.only(n, {"style", "status", "reason", "headers", "body"}, what);
+  } else {
+    r.only(n, {"status", "reason", "headers", "body"}, what);
+  }
   if (n["status"]) {
     if (auto s = r.number(n["status"], what + " status", 100, 599)) out.status = static_cast<uint16_t>(*s);
   }
@@ -263,6 +303,16 @@ void read_response(Reader& r, const YAML::Node& n, ResponseSpec& out, const std:
   }
   if (n["body"]) {
     if (auto s = r.string(n["body"], what + " body")) out.body = *s;
+  }
+  if (refusal && n["style"]) {
+    const auto style = r.string(n["style"], what + " style");
+    if (style == "problem") {
+      if (n["body"]) r.error(n["body"], what + ": style: problem writes the body; give a body or the style, not both");
+      make_problem(out);
+    } else if (style && *style != "plain") {
+      r.error(n["style"], what + " style must be plain (the body as given) or problem (RFC 9457 problem details), not " +
+                              quoted(*style));
+    }
   }
 }
 
@@ -379,20 +429,30 @@ void read_bucket(Reader& r, const YAML::Node& key, const YAML::Node& n, BucketSp
   if (!r.is_map(n, "bucket " + b.name)) return;
   const bool window = static_cast<bool>(n["window"]);
   if (window) {
-    r.only(n, {"window", "requests", "tokens", "quotas", "scope"}, "bucket " + b.name);
+    r.only(n, {"window", "utc_offset", "requests", "tokens", "quotas", "scope"}, "bucket " + b.name);
     read_scope(r, n, b);
-    b.kind = BucketSpec::Kind::kCalendarMinute;
+    b.kind = BucketSpec::Kind::kCalendar;
     const auto w = r.string(n["window"], "bucket " + b.name + " window");
-    if (w && *w != "minute") r.error(n["window"], "bucket " + b.name + ": the only calendar window is 'minute'");
+    if (w == "minute") b.window_minutes = 1;
+    else if (w == "hour") b.window_minutes = 60;
+    else if (w == "day") b.window_minutes = 24 * 60;
+    else if (w) r.error(n["window"], "bucket " + b.name + ": window must be minute, hour or day, not " + quoted(*w));
+    if (n["utc_offset"]) {
+      const auto o = r.string(n["utc_offset"], "bucket " + b.name + " utc_offset");
+      if (o && !parse_utc_offset(*o, b.utc_offset_minutes)) {
+        r.error(n["utc_offset"], "bucket " + b.name + ": utc_offset must be UTC or +HH:MM / -HH:MM within 14 hours, not " +
+                                     quoted(*o));
+      }
+    }
     if (n["requests"]) {
       if (auto v = r.number(n["requests"], "bucket " + b.name + " requests", 1, 4'000'000'000)) {
-        b.requests_per_minute = static_cast<uint32_t>(*v);
+        b.requests = static_cast<uint32_t>(*v);
       }
     }
     if (n["tokens"]) {
-      if (auto v = r.number(n["tokens"], "bucket " + b.name + " tokens", 1, 4'000'000'000)) b.tokens_per_minute = *v;
+      if (auto v = r.number(n["tokens"], "bucket " + b.name + " tokens", 1, 4'000'000'000)) b.tokens = *v;
     }
-    if (!n["requests"] && !n["tokens"]) r.error(n, "bucket " + b.name + " needs requests, tokens or both per minute");
+    if (!n["requests"] && !n["tokens"]) r.error(n, "bucket " + b.name + " needs requests, tokens or both per window");
     if (n["quotas"] && r.is_map(n["quotas"], "bucket " + b.name + " quotas")) {
       std::set<std::string> seen;
       for (const auto& kv : n["quotas"]) {
@@ -403,11 +463,11 @@ void read_bucket(Reader& r, const YAML::Node& key, const YAML::Node& n, BucketSp
         r.only(kv.second, {"requests", "tokens"}, "quota " + o.key);
         if (kv.second["requests"]) {
           if (auto v = r.number(kv.second["requests"], "quota requests", 1, 4'000'000'000)) {
-            o.requests_per_minute = static_cast<uint32_t>(*v);
+            o.requests = static_cast<uint32_t>(*v);
           }
         }
         if (kv.second["tokens"]) {
-          if (auto v = r.number(kv.second["tokens"], "quota tokens", 1, 4'000'000'000)) o.tokens_per_minute = *v;
+          if (auto v = r.number(kv.second["tokens"], "quota tokens", 1, 4'000'000'000)) o.tokens = *v;
         }
         b.overrides.push_back(std::move(o));
       }
@@ -423,7 +483,7 @@ void read_bucket(Reader& r, const YAML::Node& key, const YAML::Node& n, BucketSp
   }
   const auto rate = r.string(n["rate"], "bucket " + b.name + " rate");
   if (rate && !parse_rate(*rate, b.count, b.period)) {
-    r.error(n["rate"], "bucket " + b.name + ": rate must be a count per s, min or hour, such as 600/min, not " + quoted(*rate));
+    r.error(n["rate"], "bucket " + b.name + ": rate must be a count per s, min, hour or day, such as 600/min, not " + quoted(*rate));
     return;
   }
   b.burst = static_cast<uint32_t>(std::min<uint64_t>(b.count, UINT32_MAX));
@@ -532,7 +592,7 @@ void read_rule_answers(Reader& r, const YAML::Node& n, const std::string& what, 
   }
   if (n["refusal"]) {
     ResponseSpec s;
-    read_response(r, n["refusal"], s, what + " refusal");
+    read_response(r, n["refusal"], s, what + " refusal", true);
     rule.refusal = s;
   }
 }
@@ -838,7 +898,7 @@ void read_rules(Reader& r, const YAML::Node& rs, std::vector<RuleSpec>& out) {
 // The answers the appliance gives itself, each with its default status.
 void read_answers(Reader& r, const YAML::Node& root, Policy& p) {
   p.refusal.status = 429;
-  if (root["refusal"]) read_response(r, root["refusal"], p.refusal, "refusal");
+  if (root["refusal"]) read_response(r, root["refusal"], p.refusal, "refusal", true);
   p.unauthorized.status = 401;
   if (root["unauthorized"]) read_response(r, root["unauthorized"], p.unauthorized, "unauthorized");
   p.not_found.status = 404;

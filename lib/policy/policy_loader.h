@@ -32,8 +32,11 @@ struct LoadResult {
 [[nodiscard]] LoadResult load_policy_text(std::string_view text, const std::string& name);
 [[nodiscard]] LoadResult load_policy_file(const std::string& path);
 
-// Parses "600/min", "10/s", "5/second", "100/hour": a count per period.
+// Parses "600/min", "10/s", "5/second", "100/hour", "10000/day": a count per period.
 [[nodiscard]] bool parse_rate(std::string_view s, uint64_t& count, Nanos& period);
+// Parses a calendar window's UTC offset: "UTC", "Z", or "+05:30", "-08:00"
+// (at most 14 hours), into minutes east of UTC.
+[[nodiscard]] bool parse_utc_offset(std::string_view s, int32_t& minutes);
 // Parses "250ms", "60s", "10m", "1h".
 [[nodiscard]] bool parse_duration(std::string_view s, Nanos& out);
 

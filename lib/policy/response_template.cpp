@@ -366,3 +366,23 @@ std::string_view reason_phrase(uint16_t status) noexcept {
 }
 
 }  // namespace sluice::policy
+
+namespace sluice::policy {
+
+// Bucket names are plain (letters, digits, '_', '-', '.', ':': the
+// loader's rule), so the name needs no JSON escaping.
+std::string problem_body(uint16_t status, std::string_view budget) {
+  std::string out = R"({"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",)"
+                    R"("title":"Quota exceeded","status":)";
+  out += std::to_string(status);
+  out += R"(,"violated-policies":[)";
+  if (!budget.empty()) {
+    out += '"';
+    out += budget;
+    out += '"';
+  }
+  out += "]}";
+  return out;
+}
+
+}  // namespace sluice::policy

@@ -138,4 +138,10 @@ class FramedAnswer {
 
 [[nodiscard]] std::string_view reason_phrase(uint16_t status) noexcept;
 
+// A refusal's body as RFC 9457 problem details (`style: problem`), of the
+// rate-limit fields draft's problem type
+// https://iana.org/assignments/http-problem-types#quota-exceeded, its
+// `violated-policies` naming `budget` (none: an empty list).
+[[nodiscard]] std::string problem_body(uint16_t status, std::string_view budget);
+
 }  // namespace sluice::policy

@@ -199,6 +199,34 @@ make_policies() {
     'service_ports: [80]\n' 'service_ports: [80, 8088]\n' \
     '  per-client: { rate: 120/min, burst: 60 }\n' '  per-client: { rate: 100000/hour, burst: 100000 }\n  v1: { rate: 100000/hour, burst: 100000 }\n' \
     'rules:\n' 'rules:\n  - name: v1\n    path: "/v1/*"\n    key: client_ip\n    bucket: v1\n' || return 1
+  # A day quota at UTC+05:30 (its day begins at 18:30 UTC), an hour quota
+  # at UTC beside it on another path, a rate per day, draft-11 fields and
+  # problem-details refusals: what operators ask for beyond the minute.
+  cat >"$SLT_TMP/policies/dq-day.yaml" <<'YAML'
+# Written by tests/integration/lib.sh: hour and day windows.
+sluice: 1
+name: dq-day
+header_style: ietf
+service_ports: [80]
+buckets:
+  per-day: { window: day, utc_offset: "+05:30", requests: 3 }
+  per-hour: { window: hour, requests: 2 }
+  daily-rate: { rate: 2/day }
+rules:
+  - name: hourly
+    path: "/hour/*"
+    key: client_ip
+    bucket: per-hour
+  - name: rate
+    path: "/rate/*"
+    key: client_ip
+    bucket: daily-rate
+  - name: daily
+    key: { header: X-Pi-Deployment }
+    bucket: per-day
+refusal:
+  style: problem
+YAML
   # Short deadlines, so that a slow-head crowd is seen off within
   # a test's seconds.
   slt_policy_copy three-budgets tb-deadlines three-budgets-deadlines \

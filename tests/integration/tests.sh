@@ -34,6 +34,7 @@ dq-rpm-quota                 limiting  deployment-quotas  1
 ctl-usage-report             limiting  deployment-quotas  1
 dq-usage-from-response       limiting  deployment-quotas  1
 dq-upstream-429              limiting  deployment-quotas  1
+dq-day-hour-windows          limiting  dq-day             1
 tb-keepalive-counted         limiting  tb-hourly          1
 tb-pipelined-crossing        limiting  tb-hourly          1
 tb-tinymss-budget            limiting  tb-hourly          1
@@ -442,6 +443,65 @@ t_dq_rpm_quota() {
     "$(olog_count "$s0" '$8 == "claude-sonnet-us-2"')" 300
   check_olog "DQ08 the 300, the other deployment's and the one naming none; nothing of the 301st" "$s0" 302
   check_olog "DQ08 nothing from the second address" "$s1" 0
+  finish
+}
+
+# Hour and day windows on the wire, with curl: a day quota at UTC+05:30
+# holds 3 requests for the rest of that day (Retry-After counts down to
+# 18:30 UTC), an hour quota at UTC 2 until the full hour, a rate of 2/day
+# refills one request every 12 hours; the refusals are problem details
+# naming the exhausted budget, the admissions carry draft-11 fields of the
+# window's length. Nothing refused reaches the origin.
+t_dq_day_hour_windows() {
+  local s i code before after lo hi body
+  s="$(src4 0)"
+  before="$(date +%s)"
+  for i in 1 2 3 4; do
+    code="$(ccurl day$i --interface "$s" -H 'X-Pi-Deployment: day-test' "http://$ORIGIN4/day/$i")"
+    note "day request $i: $code"
+  done
+  after="$(date +%s)"
+  for i in 1 2 3; do
+    check_eq "day request $i admitted" "$(sed -n '1s/^HTTP[^ ]* \([0-9]*\).*/\1/p' "$SLT_OUT/day$i.headers")" 200
+  done
+  check_eq "day quota: draft-11 policy field, a day long" "$(chdr day1 RateLimit-Policy)" '"per-day";q=3;w=86400'
+  check_eq "day quota: the 4th refused" "$code" 429
+  check_eq "day quota refusal: problem details" "$(chdr day4 Content-Type)" application/problem+json
+  body="$(cbody day4)"
+  check_eq "day quota refusal: the problem type" \
+    "$("$SLT_PY" -c 'import json,sys; print(json.loads(sys.argv[1])["type"])' "$body")" \
+    "https://iana.org/assignments/http-problem-types#quota-exceeded"
+  check_eq "day quota refusal: the exhausted budget named" \
+    "$("$SLT_PY" -c 'import json,sys; d = json.loads(sys.argv[1]); print(d["violated-policies"], d["status"])' "$body")" \
+    "['per-day'] 429"
+  # Seconds to the next 18:30 UTC (midnight at +05:30), +-1 s around the run.
+  lo="$("$SLT_PY" -c "print(86400 - ($after + 19800) % 86400 - 1)")"
+  hi="$("$SLT_PY" -c "print(86400 - ($before + 19800) % 86400 + 1)")"
+  check_range "day quota: Retry-After to midnight at +05:30" "$(chdr day4 Retry-After)" "$lo" "$hi"
+  check_eq "day quota: another deployment has its own day" \
+    "$(ccurl other --interface "$s" -H 'X-Pi-Deployment: other' "http://$ORIGIN4/day/other")" 200
+
+  for i in 1 2 3; do
+    code="$(ccurl hour$i --interface "$s" "http://$ORIGIN4/hour/$i")"
+  done
+  after="$(date +%s)"
+  check_eq "hour quota: the 3rd refused" "$code" 429
+  check_eq "hour quota: w= an hour" "$(chdr hour1 RateLimit-Policy)" '"per-hour";q=2;w=3600'
+  lo="$("$SLT_PY" -c "print(3600 - $after % 3600 - 1)")"
+  hi="$("$SLT_PY" -c "print(3600 - $before % 3600 + 1)")"
+  check_range "hour quota: Retry-After to the full hour" "$(chdr hour3 Retry-After)" "$lo" "$hi"
+  check_eq "hour quota refusal names its budget" \
+    "$("$SLT_PY" -c 'import json,sys; print(json.loads(sys.argv[1])["violated-policies"])' "$(cbody hour3)")" "['per-hour']"
+
+  for i in 1 2 3; do
+    code="$(ccurl rate$i --interface "$s" "http://$ORIGIN4/rate/$i")"
+  done
+  check_eq "2/day: the 3rd refused" "$code" 429
+  check_range "2/day: Retry-After half a day" "$(chdr rate3 Retry-After)" 43190 43200
+  check_eq "2/day: w= a day" "$(chdr rate1 RateLimit-Policy)" '"daily-rate";q=2;w=86400'
+
+  check_eq "the origin saw the 8 admitted, nothing refused" \
+    "$(olog_count "$s")" 8
   finish
 }
 

@@ -223,7 +223,7 @@ TEST(BucketTableConcurrency, ThreadsCreatingTheSameNewKeysAgreeOnOneSlotEach) {
   for (uint64_t i = 0; i < 1000; ++i) {
     const BucketSlot* s = t.find(key_of(0, i));
     ASSERT_NE(s, nullptr);
-    EXPECT_EQ(count_in(s->load(0), minute_of(kT0)), 4u) << "no lost update for key " << i;
+    EXPECT_EQ(count_in(s->load(0), Calendar{}.window_of(kT0)), 4u) << "no lost update for key " << i;
   }
 }
 

@@ -132,23 +132,23 @@ TEST(ClusterKeys, ASharedWindowRecordsItsCountsAndTokensInTheirMinute) {
     if (r.decision.has_usage_key) usage = r.decision.usage_key;
     EXPECT_TRUE(r.decision.usage_shared);
   }
-  limiter::report_usage(l.state(), usage, 250, l.now, &log);
+  limiter::report_usage(l.state(), usage, limiter::Calendar{}, 250, l.now, &log);
   std::vector<limiter::KeySpend> out;
   log.drain(log.flip(), out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].spent, 3u);  // 3 counted; the 2 refused past the quota add nothing
   EXPECT_EQ(out[0].tokens, 250u);
-  EXPECT_EQ(out[0].minute, static_cast<uint32_t>(limiter::minute_of(l.now)));
+  EXPECT_EQ(out[0].minute, static_cast<uint32_t>(limiter::Calendar{}.window_of(l.now)));
   // The next minute starts the key's entry again.
   l.now += kMinute;
   (void)l.send("GET /v1/x HTTP/1.1\r\nHost: h\r\nX-Deployment: d1");
-  limiter::report_usage(l.state(), usage, 10, l.now - kMinute, &log);  // late: last minute's, dropped
+  limiter::report_usage(l.state(), usage, limiter::Calendar{}, 10, l.now - kMinute, &log);  // late: last minute's, dropped
   out.clear();
   log.drain(log.flip(), out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].spent, 1u);
   EXPECT_EQ(out[0].tokens, 0u);
-  EXPECT_EQ(out[0].minute, static_cast<uint32_t>(limiter::minute_of(l.now)));
+  EXPECT_EQ(out[0].minute, static_cast<uint32_t>(limiter::Calendar{}.window_of(l.now)));
 }
 
 TEST(SpendLog, AddsUpPerKeyTurnsOverAndCountsWhatItCouldNotHold) {

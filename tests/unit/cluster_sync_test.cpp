@@ -169,10 +169,10 @@ TEST_F(ClusterSyncTest, TwoBoxesShareAWindowsRequestsAndTokens) {
   const limiter::BucketKey k = key_of("deployment-x");
   const limiter::WindowLimit limit{10, 1000};
   const time::Nanos now = wall_now();
-  const auto minute = static_cast<uint32_t>(limiter::minute_of(now));
+  const auto minute = static_cast<uint32_t>(limiter::Calendar{}.window_of(now));
   // A counts 6 requests and is charged 400 tokens.
   for (int i = 0; i < 6; ++i) ASSERT_TRUE(charge_window(a.table, k, now, limit).decision.admit);
-  limiter::charge_tokens(a.table, k, 400, now);
+  limiter::charge_tokens(a.table, k, 400, now, limiter::Calendar{});
   const KeySpend spent_a[] = {{k, 6, 400, minute}};
   ClusterSync::Report r = a.sync.sync(spent_a, now, Clock::now());
   ASSERT_EQ(r.error, RedisError::kNone) << r.detail;
@@ -187,7 +187,7 @@ TEST_F(ClusterSyncTest, TwoBoxesShareAWindowsRequestsAndTokens) {
   for (int i = 0; i < 10; ++i) admitted += charge_window(b.table, k, now, limit).decision.admit;
   EXPECT_EQ(admitted, 4u);
   // B's tokens past the quota refuse on A too, once A syncs.
-  limiter::charge_tokens(b.table, k, 700, now);
+  limiter::charge_tokens(b.table, k, 700, now, limiter::Calendar{});
   const KeySpend spent_b[] = {{k, 4, 700, minute}};
   ASSERT_EQ(b.sync.sync(spent_b, now, Clock::now()).error, RedisError::kNone);
   const KeySpend read_a[] = {{k, 0, 0, minute}};
@@ -206,7 +206,7 @@ TEST_F(ClusterSyncTest, AWindowsTotalsStayInTheirMinuteAndShareLocally) {
   const limiter::BucketKey k = key_of("deployment-y");
   const limiter::WindowLimit limit{10, 0};
   const time::Nanos now = wall_now();
-  const auto minute = static_cast<uint32_t>(limiter::minute_of(now));
+  const auto minute = static_cast<uint32_t>(limiter::Calendar{}.window_of(now));
   // The box is a minute ahead already: last minute's totals change nothing.
   ASSERT_TRUE(charge_window(a.table, k, now + time::kNanosPerMinute, limit).decision.admit);
   const KeySpend late[] = {{k, 9, 0, minute}};

@@ -99,7 +99,7 @@ TEST(DeploymentQuotas, DQ02_RequestsAndTokensPerMinuteAreBothEnforced) {
   l.now += kMinute;
   const Result first = l.send(chat("b"));
   ASSERT_TRUE(first.decision.has_usage_key);
-  limiter::report_usage(l.state(), first.decision.usage_key, 100000, l.now);  // TPM reached
+  limiter::report_usage(l.state(), first.decision.usage_key, limiter::Calendar{}, 100000, l.now);  // TPM reached
   EXPECT_EQ(l.send(chat("b")).status(), 429);
 }
 
@@ -116,19 +116,19 @@ TEST(DeploymentQuotas, DQ03_CountersResetExactlyAtEachFullUtcMinute) {
 TEST(DeploymentQuotas, DQ04_ARefusedRequestStillCountsTowardTheMinute) {
   Limiter l(kProfile);
   const Result first = l.send(chat("a"));
-  limiter::report_usage(l.state(), first.decision.usage_key, 100000, l.now);
+  limiter::report_usage(l.state(), first.decision.usage_key, limiter::Calendar{}, 100000, l.now);
   for (int i = 0; i < 10; ++i) ASSERT_EQ(l.send(chat("a")).status(), 429);  // refused on tokens
   const limiter::BucketSlot* s = l.buckets().find(first.decision.usage_key);
   ASSERT_NE(s, nullptr);
-  EXPECT_EQ(limiter::count_in(s->load(0), limiter::minute_of(l.now)), 11u);  // 1 admitted + 10 refused
+  EXPECT_EQ(limiter::count_in(s->load(0), limiter::Calendar{}.window_of(l.now)), 11u);  // 1 admitted + 10 refused
 }
 
 TEST(DeploymentQuotas, DQ05_TokensAreChargedAfterTheRequestAndOneRequestMayOvershoot) {
   Limiter l(kProfile);
   const Result r = l.send(chat("a"));
-  limiter::report_usage(l.state(), r.decision.usage_key, 99999, l.now);
+  limiter::report_usage(l.state(), r.decision.usage_key, limiter::Calendar{}, 99999, l.now);
   EXPECT_EQ(l.send(chat("a")).verdict(), Verdict::kAdmit);  // 99999 < 100000: still admitted
-  limiter::report_usage(l.state(), r.decision.usage_key, 250000, l.now);  // one large request overshoots
+  limiter::report_usage(l.state(), r.decision.usage_key, limiter::Calendar{}, 250000, l.now);  // one large request overshoots
   EXPECT_EQ(l.send(chat("a")).status(), 429);
   l.now += kMinute;
   EXPECT_EQ(l.send(chat("a")).verdict(), Verdict::kAdmit);

@@ -393,7 +393,8 @@ TEST(FlowFile, AnotherLayoutADamagedHeaderOrAForeignFileIsSetAside) {
     off_t offset;  // -1: the file replaced by text
     const char* says;
   };
-  for (const Case& c : {Case{8, "layout 9, this sluiced reads layout 5"}, Case{30, "damaged (checksum)"},
+  const std::string other_layout = "layout 9, this sluiced reads layout " + std::to_string(FlowFile::kLayout);
+  for (const Case& c : {Case{8, other_layout.c_str()}, Case{30, "damaged (checksum)"},
                         Case{0, "not a sluice flow file"}, Case{-1, "too short for a header"}}) {
     test::ScratchDir dir;
     const std::string path = dir.path() + "/flows.table";

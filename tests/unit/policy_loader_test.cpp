@@ -65,7 +65,15 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
       {"impossible number", "sluice: 1\nbuckets:\n  b: { rate: 10/s, burst: 0 }\nrules: []\n",
        "p.yaml:3:27: bucket b burst must be between 1 and 1000000000, not 0"},
       {"bad rate", "sluice: 1\nbuckets:\n  b: { rate: 10 per second }\nrules: []\n",
-       "p.yaml:3:14: bucket b: rate must be a count per s, min or hour, such as 600/min, not '10 per second'"},
+       "p.yaml:3:14: bucket b: rate must be a count per s, min, hour or day, such as 600/min, not '10 per second'"},
+      {"a calendar window of a week", "sluice: 1\nbuckets:\n  b: { window: week, requests: 5 }\nrules: []\n",
+       "p.yaml:3:16: bucket b: window must be minute, hour or day, not 'week'"},
+      {"a UTC offset past 14 hours", "sluice: 1\nbuckets:\n  b: { window: day, utc_offset: '+15:00', requests: 5 }\nrules: []\n",
+       "p.yaml:3:33: bucket b: utc_offset must be UTC or +HH:MM / -HH:MM within 14 hours, not '+15:00'"},
+      {"a UTC offset not written +HH:MM", "sluice: 1\nbuckets:\n  b: { window: day, utc_offset: 5, requests: 5 }\nrules: []\n",
+       "p.yaml:3:33: bucket b: utc_offset must be UTC or +HH:MM / -HH:MM within 14 hours, not '5'"},
+      {"a calendar window with neither quota", "sluice: 1\nbuckets:\n  b: { window: hour }\nrules: []\n",
+       "p.yaml:3:6: bucket b needs requests, tokens or both per window"},
       {"missing version", "buckets: {}\n", "p.yaml:1:1: the policy needs 'sluice: 1' (the format version)"},
       {"future version", "sluice: 2\n", "p.yaml:1:9: sluice (the format version) must be between 1 and 1, not 2"},
       {"unknown bucket", "sluice: 1\nbuckets: {}\nrules:\n  - name: r\n    key: client_ip\n    bucket: nope\n",
@@ -87,7 +95,7 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
       {"usage field not a header name (DQ05)", "sluice: 1\nusage: { response_field: \"X Tokens\" }\n",
        "p.yaml:2:26: 'X Tokens' is not a header name of at most 32 characters"},
       {"calendar bucket without quota", "sluice: 1\nbuckets:\n  d: { window: minute }\n",
-       "p.yaml:3:6: bucket d needs requests, tokens or both per minute"},
+       "p.yaml:3:6: bucket d needs requests, tokens or both per window"},
       {"status out of range", kMinimal + "refusal: { status: 99 }\n", "p.yaml:8:20: refusal status must be between 100 and 599, not 99"},
       {"slots on an address rule", kMinimal + "    credential_slots: { per_client_ip: 8, overflow_bucket: b }\n",
        "p.yaml:5:5: rule r: credential_slots needs a rule keyed by credential or user"},
@@ -226,6 +234,22 @@ TEST(PolicyLoader, RatesAndDurations) {
   EXPECT_EQ(period, kSecond);
   EXPECT_FALSE(policy::parse_rate("0/s", count, period));
   EXPECT_FALSE(policy::parse_rate("5/fortnight", count, period));
+  ASSERT_TRUE(policy::parse_rate("10000/day", count, period));
+  EXPECT_EQ(period, 24 * 60 * kMinute);
+  ASSERT_TRUE(policy::parse_rate("3/d", count, period));
+  EXPECT_EQ(count, 3u);
+  int32_t offset = 1;
+  ASSERT_TRUE(policy::parse_utc_offset("UTC", offset));
+  EXPECT_EQ(offset, 0);
+  ASSERT_TRUE(policy::parse_utc_offset("+05:30", offset));
+  EXPECT_EQ(offset, 330);
+  ASSERT_TRUE(policy::parse_utc_offset("-08:00", offset));
+  EXPECT_EQ(offset, -480);
+  ASSERT_TRUE(policy::parse_utc_offset("+14:00", offset));
+  EXPECT_FALSE(policy::parse_utc_offset("+14:01", offset));
+  EXPECT_FALSE(policy::parse_utc_offset("+05:60", offset));
+  EXPECT_FALSE(policy::parse_utc_offset("05:30", offset));
+  EXPECT_FALSE(policy::parse_utc_offset("+5:30", offset));
   time::Nanos d;
   ASSERT_TRUE(policy::parse_duration("10m", d));
   EXPECT_EQ(d, 10 * kMinute);
@@ -236,6 +260,27 @@ TEST(PolicyLoader, RatesAndDurations) {
 }
 
 }  // namespace
+
+// Hour and day windows, at an offset, beside the minute; the compiled
+// bucket's fields say the window's length.
+TEST(PolicyLoader, CalendarWindowsOfAnHourAndADay) {
+  const policy::LoadResult r = policy::load_policy_text(
+      "sluice: 1\nbuckets:\n"
+      "  rpm: { window: minute, requests: 60 }\n"
+      "  rph: { window: hour, requests: 1000, tokens: 50000 }\n"
+      "  rpd: { window: day, utc_offset: '-08:00', requests: 10000 }\n"
+      "  daily_rate: { rate: 2400/day }\n"
+      "rules: []\n",
+      "p.yaml");
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0].message;
+  ASSERT_EQ(r.policy->buckets.size(), 4u);
+  EXPECT_EQ(r.policy->buckets[0].window_minutes, 1u);
+  EXPECT_EQ(r.policy->buckets[1].window_minutes, 60u);
+  EXPECT_EQ(r.policy->buckets[1].tokens, 50000u);
+  EXPECT_EQ(r.policy->buckets[2].window_minutes, 1440u);
+  EXPECT_EQ(r.policy->buckets[2].utc_offset_minutes, -480);
+  EXPECT_EQ(r.policy->buckets[3].period, 24 * 60 * kMinute);
+}
 // A cluster section, read in full; a bucket is per box unless it
 // says otherwise.
 TEST(PolicyLoader, ClusterSectionAndScope) {
