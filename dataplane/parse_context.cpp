@@ -91,8 +91,12 @@ bool ParseContext::carry_on(const ParseContext& dead, bool answers, std::span<co
   }
   for (unsigned i = 0; i < dead.response_fields_count; ++i) {
     const limiter::RateLimitFields& f = dead.response_fields[(dead.response_fields_front + i) % response_fields.size()];
-    if (f.name_len > sizeof f.name || static_cast<uint8_t>(f.style) > static_cast<uint8_t>(policy::HeaderStyle::kIetf)) {
+    if (f.name_len > sizeof f.name || static_cast<uint8_t>(f.style) > static_cast<uint8_t>(policy::HeaderStyle::kIetf) ||
+        f.more > f.others.size()) {
       return false;
+    }
+    for (unsigned j = 0; j < f.more; ++j) {
+      if (f.others[j].name_at + f.others[j].name_len > sizeof f.other_names) return false;
     }
   }
   for (unsigned i = 0; i < dead.usage_count; ++i) {
@@ -181,6 +185,13 @@ void ParseContext::push_response_fields(const limiter::RateLimitFields& fields) 
   to.window = fields.window;
   to.name_len = fields.name_len;
   if (fields.name_len != 0) std::memcpy(to.name, fields.name, fields.name_len);
+  // A layered rule's other budgets, likewise only as far as they go.
+  to.more = fields.more;
+  if (fields.more != 0) [[unlikely]] {
+    std::memcpy(to.others.data(), fields.others.data(), fields.more * sizeof fields.others[0]);
+    const auto& last = fields.others[fields.more - 1];
+    std::memcpy(to.other_names, fields.other_names, last.name_at + last.name_len);
+  }
   ++response_fields_count;
 }
 

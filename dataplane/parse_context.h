@@ -31,9 +31,10 @@
 namespace sluice::dataplane {
 
 inline constexpr size_t kMaxAnswerBytes = 4096;  // http::kMaxAnswerBytes
-// Rate-limit fields inserted into one response: the longest the shipped
-// header styles render is about 110 bytes; longer ones are not inserted.
-inline constexpr size_t kMaxInsertedFields = 160;
+// Rate-limit fields inserted into one response: the most any policy's
+// rule may render (a policy whose fields could take more is refused).
+inline constexpr size_t kMaxInsertedFields = limiter::RateLimitFields::kMaxText;
+static_assert(kMaxInsertedFields <= UINT8_MAX, "FieldText::len is one byte");
 
 // Text kept for one response or one edit, without allocation.
 struct FieldText {

@@ -28,7 +28,9 @@ namespace arg = control::arg;
 std::optional<policy::KeySpec::Kind> key_kind_of(const limiter::CompiledPolicy& p, const limiter::CompiledBucket& b) {
   std::optional<policy::KeySpec::Kind> kind;
   for (const limiter::CompiledRule& r : p.rules) {
-    if (&p.buckets[r.bucket] != &b) continue;
+    bool charges = &p.buckets[r.bucket] == &b;
+    for (uint8_t i = 0; i < r.also_count; ++i) charges = charges || &p.buckets[r.also[i]] == &b;
+    if (!charges) continue;
     if (kind && *kind != r.key_kind) return std::nullopt;
     kind = r.key_kind;
   }

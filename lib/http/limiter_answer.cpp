@@ -2,6 +2,7 @@
 // written straight after it, and its template's tail: no intermediate copy.
 #include "http/limiter_answer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string_view>
 
@@ -19,6 +20,10 @@ bool append(std::span<char> out, size_t& pos, std::string_view s) noexcept {
   pos += s.size();
   return true;
 }
+
+// A layered rule's fields (f.more != 0) at out[pos...]: the new position,
+// or SIZE_MAX if they do not fit.
+size_t write_layered_fields(const limiter::RateLimitFields& f, std::span<char> out, size_t pos) noexcept;
 
 // The template's values: a charged answer's from its bucket, the others'
 // the defaults (TemplateValues{}).
@@ -62,14 +67,16 @@ size_t write_answer(const limiter::CompiledPolicy& policy, const limiter::Decisi
   if (a.response == nullptr) return 0;
   const policy::TemplateValues v = values_of(d);
   // The usual refusal: its rule's bucket, no CORS grant, framed at load.
-  if (a.framed != nullptr && a.charged && a.cors == limiter::CorsGrant::kNone && a.framed->fits(d.fields.style, v)) {
+  if (a.framed != nullptr && a.charged && a.cors == limiter::CorsGrant::kNone && d.fields.more == 0 &&
+      a.framed->fits(d.fields.style, v)) {
     return a.framed->render(v, out, keep_alive);
   }
   size_t pos = a.response->render_head(v, out);
   if (pos == SIZE_MAX) return 0;
   if (a.charged) {
     const size_t start = pos;
-    pos = policy::ratelimit_fields(d.fields.style).render(v, out, pos);
+    pos = d.fields.more == 0 ? policy::ratelimit_fields(d.fields.style).render(v, out, pos)
+                             : write_layered_fields(d.fields, out, pos);
     if (pos == SIZE_MAX) return 0;
     if (a.cors != limiter::CorsGrant::kNone && !append_cors(policy, a, out, pos, pos - start)) return 0;
   }
@@ -77,8 +84,106 @@ size_t write_answer(const limiter::CompiledPolicy& policy, const limiter::Decisi
   return pos;
 }
 
+namespace {
+
+bool append_number(std::span<char> out, size_t& pos, uint32_t n) noexcept {
+  char digits[10];
+  size_t len = 0;
+  do {
+    digits[len++] = static_cast<char>('0' + n % 10);
+    n /= 10;
+  } while (n != 0);
+  if (out.size() - pos < len) return false;
+  for (size_t i = 0; i < len; ++i) out[pos + i] = digits[len - 1 - i];
+  pos += len;
+  return true;
+}
+
+// One budget of a list: `"name";q=L;w=W` (draft-11's RateLimit-Policy
+// item), `"name";r=R;t=T` (its RateLimit item), or `L;w=W` (the seed's
+// RateLimit-Policy item).
+enum class Item : uint8_t { kIetfPolicy, kIetfLimit, kSeedPolicy };
+bool append_item(std::span<char> out, size_t& pos, Item item, std::string_view name, uint32_t limit,
+                 uint32_t remaining, uint32_t reset, uint32_t window) noexcept {
+  switch (item) {
+    case Item::kIetfPolicy:
+      return append(out, pos, "\"") && append(out, pos, name) && append(out, pos, "\";q=") &&
+             append_number(out, pos, limit) && append(out, pos, ";w=") && append_number(out, pos, window);
+    case Item::kIetfLimit:
+      return append(out, pos, "\"") && append(out, pos, name) && append(out, pos, "\";r=") &&
+             append_number(out, pos, remaining) && append(out, pos, ";t=") && append_number(out, pos, reset);
+    case Item::kSeedPolicy:
+      return append_number(out, pos, limit) && append(out, pos, ";w=") && append_number(out, pos, window);
+  }
+  return false;
+}
+
+// `Name: item, item...\r\n`, the binding budget first.
+bool append_list(std::span<char> out, size_t& pos, std::string_view name, Item item,
+                 const limiter::RateLimitFields& f) noexcept {
+  if (!append(out, pos, name) ||
+      !append_item(out, pos, item, f.bucket(), f.limit, f.remaining, f.reset, f.window)) {
+    return false;
+  }
+  for (uint8_t i = 0; i < f.more; ++i) {
+    const limiter::RateLimitFields::Other& o = f.others[i];
+    if (!append(out, pos, ", ") ||
+        !append_item(out, pos, item, f.other_bucket(i), o.limit, o.remaining, o.reset, o.window)) {
+      return false;
+    }
+  }
+  return append(out, pos, "\r\n");
+}
+
+size_t write_layered_fields(const limiter::RateLimitFields& f, std::span<char> out, size_t pos) noexcept {
+  switch (f.style) {
+    case policy::HeaderStyle::kSeed:
+      if (!append(out, pos, "RateLimit-Limit: ") || !append_number(out, pos, f.limit) ||
+          !append(out, pos, "\r\nRateLimit-Remaining: ") || !append_number(out, pos, f.remaining) ||
+          !append(out, pos, "\r\nRateLimit-Reset: ") || !append_number(out, pos, f.reset) ||
+          !append(out, pos, "\r\n") || !append_list(out, pos, "RateLimit-Policy: ", Item::kSeedPolicy, f)) {
+        return SIZE_MAX;
+      }
+      return pos;
+    case policy::HeaderStyle::kIetf:
+      if (!append_list(out, pos, "RateLimit-Policy: ", Item::kIetfPolicy, f) ||
+          !append_list(out, pos, "RateLimit: ", Item::kIetfLimit, f)) {
+        return SIZE_MAX;
+      }
+      return pos;
+    case policy::HeaderStyle::kNone: break;
+  }
+  return pos;
+}
+
+}  // namespace
+
+size_t ratelimit_fields_bound(policy::HeaderStyle style, std::span<const std::string_view> buckets) noexcept {
+  // Every number at its widest (10 digits), every name as long as it is.
+  limiter::RateLimitFields f;
+  f.style = style;
+  f.limit = f.remaining = f.reset = f.window = 4'000'000'000u;
+  if (!buckets.empty()) {
+    f.name_len = static_cast<uint8_t>(std::min(buckets[0].size(), sizeof f.name));
+    std::memcpy(f.name, buckets[0].data(), f.name_len);
+  }
+  size_t at = 0;
+  for (size_t i = 1; i < buckets.size() && f.more < f.others.size(); ++i) {
+    limiter::RateLimitFields::Other& o = f.others[f.more++];
+    o.limit = o.remaining = o.reset = o.window = 4'000'000'000u;
+    o.name_at = static_cast<uint8_t>(at);
+    o.name_len = static_cast<uint8_t>(std::min(buckets[i].size(), sizeof f.other_names - at));
+    std::memcpy(f.other_names + at, buckets[i].data(), o.name_len);
+    at += o.name_len;
+  }
+  char room[2048];
+  const size_t n = f.more != 0 ? write_layered_fields(f, room, 0) : write_ratelimit_fields(f, room);
+  return n == SIZE_MAX ? sizeof room : n;
+}
+
 size_t write_ratelimit_fields(const limiter::RateLimitFields& f, std::span<char> out) noexcept {
   if (f.none()) return 0;
+  if (f.more != 0) [[unlikely]] return write_layered_fields(f, out, 0);
   policy::TemplateValues v;
   v.limit = f.limit;
   v.remaining = f.remaining;

@@ -38,8 +38,15 @@ inline constexpr size_t kMaxAnswerBytes = 4096;
                                   std::span<char> out) noexcept;
 
 // The rate-limit fields (TB16) as field lines at the start of `out`: their
-// length, or SIZE_MAX if they do not fit (0: none).
+// length, or SIZE_MAX if they do not fit (0: none). A layered rule's list
+// every budget: `seed` gives the binding one's RateLimit-Limit, -Remaining
+// and -Reset and every one's limit and window in RateLimit-Policy, `ietf`
+// every one in both RateLimit-Policy and RateLimit, the binding one first.
 [[nodiscard]] size_t write_ratelimit_fields(const limiter::RateLimitFields& f, std::span<char> out) noexcept;
+
+// The most write_ratelimit_fields() writes for a rule whose buckets are
+// named `buckets`, in `style`, at any values.
+[[nodiscard]] size_t ratelimit_fields_bound(policy::HeaderStyle style, std::span<const std::string_view> buckets) noexcept;
 
 // The answer to a head the parser refused (400, 431, 501, 505); it closes
 // the connection.

@@ -5,6 +5,7 @@
 #include <cctype>
 
 #include "limiter/credential.h"
+#include "limiter/decide.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -58,6 +59,7 @@ uint64_t policy_digest(const policy::Policy& p) {
   for (const auto& r : p.rules) {
     add(r.name);
     add(r.bucket);
+    for (const auto& b : r.also_buckets) add("+" + b);
     for (const auto& path : r.paths) add(path);
     for (const auto& m : r.methods) add(m);
     add(std::to_string(static_cast<int>(r.key.kind)) + r.key.name);
@@ -270,6 +272,36 @@ class PolicyCompiler {
       return false;
     }
     cr.bucket = b->index;
+    // Layered budgets: the other buckets, charged with the first.
+    size_t names = 0;
+    bool tokens = b->calendar && b->window.tokens != 0;
+    for (const std::string& name : r.also_buckets) {
+      const CompiledBucket* o = c_.bucket_named(name);
+      if (!o) {
+        fail(r.mark, "rule " + r.name + ": no bucket named " + name);
+        return false;
+      }
+      if (cr.also_count == cr.also.size()) {
+        fail(r.mark, "rule " + r.name + ": more than " + std::to_string(cr.also.size() + 1) + " buckets");
+        return false;
+      }
+      // A request's tokens are charged, when its response ends, to one
+      // window (Decision::usage_key).
+      if (o->calendar && o->window.tokens != 0) {
+        if (tokens) {
+          fail(r.mark, "rule " + r.name + ": only one of a rule's buckets may count tokens (" + name + " is the second)");
+          return false;
+        }
+        tokens = true;
+      }
+      names += name.size();
+      cr.also[cr.also_count++] = o->index;
+    }
+    if (names > RateLimitFields::kMaxOtherNames) {
+      fail(r.mark, "rule " + r.name + ": the names of its buckets after the first take " + std::to_string(names) +
+                       " characters, more than " + std::to_string(RateLimitFields::kMaxOtherNames));
+      return false;
+    }
     if (r.credential_slots.per_client_ip == 0) return true;
     const CompiledBucket* ob = c_.bucket_named(r.credential_slots.overflow_bucket);
     if (!ob) {
@@ -306,9 +338,13 @@ class PolicyCompiler {
       cr.refusal = response(spec, r.mark, true, b != nullptr ? std::string_view(b->name) : std::string_view());
       const CompiledBucket* o = c_.bucket_named(r.credential_slots.overflow_bucket);
       cr.overflow_refusal = o != nullptr ? response(spec, r.mark, true, o->name) : cr.refusal;
+      for (uint8_t i = 0; i < cr.also_count; ++i) {
+        cr.also_refusal[i] = response(spec, r.mark, true, c_.buckets[cr.also[i]].name);
+      }
     } else {
       cr.refusal = r.refusal ? response(*r.refusal, r.mark, true) : c_.refusal;
       cr.overflow_refusal = cr.refusal;
+      for (uint8_t i = 0; i < cr.also_count; ++i) cr.also_refusal[i] = cr.refusal;
     }
     cr.style = r.header_style.value_or(p_.header_style);
     // The styles' templates are made on first use: here, off the hot path.

@@ -5,6 +5,7 @@
 // worker is reading.
 #pragma once
 
+#include <array>
 #include <deque>
 #include <optional>
 #include <string>
@@ -62,6 +63,9 @@ struct CompiledBucket {
   uint64_t cluster_salt = 0;
 };
 
+// Buckets one rule may charge (layered budgets; policy_loader.cpp's limit).
+inline constexpr size_t kMaxRuleBuckets = 4;
+
 // Rule counters (admitted, refused, answered) a worker keeps: one per slot.
 // A rule keeps its slot by name across reloads; names past the last slot
 // share it.
@@ -85,6 +89,12 @@ struct CompiledRule {
   FieldId key_field = 0;
   policy::RuleSpec::MissingKey missing_key = policy::RuleSpec::MissingKey::kSkipRule;
   uint16_t bucket = 0;
+  // Layered budgets: the other buckets it charges, all or none with
+  // `bucket` (the first also_count of `also`), and each one's refusal (a
+  // problem-details refusal names the bucket that refused).
+  uint8_t also_count = 0;
+  std::array<uint16_t, kMaxRuleBuckets - 1> also{};
+  std::array<const policy::ResponseTemplate*, kMaxRuleBuckets - 1> also_refusal{};
   uint32_t slots_per_ip = 0;  // TB07; 0: no ceiling
   Nanos slots_quiet = 0;
   uint16_t slots_overflow_bucket = 0;

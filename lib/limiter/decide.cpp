@@ -278,6 +278,27 @@ BucketKey cluster_key(const KeyHasher& cluster, const CompiledBucket& b, std::sp
   return {(k.k0 ^ b.cluster_salt) | (uint64_t{1} << 63), ((k.k1 ^ b.cluster_salt) & ~uint64_t{0xffff}) | b.index};
 }
 
+// A layered rule's other buckets, each keyed by the rule's key as its first
+// is (a live run's own budget applies to the first alone).
+[[gnu::noinline]] void plan_layers(const CompiledPolicy& policy, LimiterState& state, const CompiledRule& rule,
+                                   const KeyMaterial& key, Charge& out) noexcept {
+  for (uint8_t i = 0; i < rule.also_count; ++i) {
+    Charge::Layer& l = out.also[out.also_count++];
+    const CompiledBucket& b = policy.buckets[rule.also[i]];
+    l.bucket = &b;
+    if (b.cluster_salt != 0 && state.cluster_hasher != nullptr) {
+      l.key = cluster_key(*state.cluster_hasher, b, key.bytes);
+    } else {
+      l.key = key.credential ? state.bucket_hasher.key(b.index, *key.credential) : state.bucket_hasher.key(b.index, key.bytes);
+    }
+    l.window = b.window;
+    if (b.calendar && !b.quotas.empty()) {
+      const std::string_view k(reinterpret_cast<const char*>(key.bytes.data()), key.bytes.size());
+      if (const auto it = b.quotas.find(k); it != b.quotas.end()) l.window = it->second;
+    }
+  }
+}
+
 // The bucket and key a request is charged to. TB07: past the ceiling, a
 // credential the address has not been using is counted against the
 // address's own budget.
@@ -321,6 +342,11 @@ BucketKey cluster_key(const KeyHasher& cluster, const CompiledBucket& b, std::sp
           std::min<uint64_t>(uint64_t{out.run_budget} * out.window.calendar.span_minutes, UINT32_MAX));
     }
   }
+  // Layered budgets: the rule's other buckets, by the same key (a
+  // credential past its TB07 ceiling is counted in the overflow bucket
+  // alone).
+  out.also_count = 0;
+  if (rule.also_count != 0 && !d.over_credential_ceiling) [[unlikely]] plan_layers(policy, state, rule, key, out);
 }
 
 // The first rule from `from` on that applies to `path`; rules.size(): none.
@@ -462,9 +488,197 @@ void plan_into(const CompiledPolicy& policy, LimiterState& state, const Request&
   plan_rules(policy, state, request, now, scratch, normalised, params, &request.path, raw_params, d, out);
 }
 
+// What a charged rule decides, once its buckets have spoken: forward
+// (with fields), answer with the rule's answer, or refuse with `refusal`.
+// `d.fields` are the caller's (named as an answer needs them).
+void conclude(const CompiledPolicy& policy, const CompiledRule& rule, const Request& request, bool admit,
+              const policy::ResponseTemplate& refusal, const policy::FramedAnswer* framed, DecisionScratch& scratch,
+              Decision& d) noexcept {
+  if (admit || rule.shadow || policy.shadow) {
+    d.shadow_refusal = !admit;
+    if (rule.answer_status != 0 && rule.answer != nullptr) {
+      d.answer.charged = true;
+      respond(d, Verdict::kAnswer, *rule.answer);
+    } else {
+      d.verdict = Verdict::kAdmit;
+    }
+    return;
+  }
+  d.answer.charged = true;
+  d.answer.trace_id = next_trace_id(scratch);
+  d.answer.origin = request.value(field::kOrigin);
+  d.answer.cors = cors_grant(policy, request);
+  d.answer.framed = framed;
+  respond(d, Verdict::kRefuse, refusal);
+}
+
+// Whether the rule's request is forwarded (admitted, or refused in shadow)
+// rather than answered: its fields then go on the origin's response.
+bool forwards(const CompiledPolicy& policy, const CompiledRule& rule, bool admit) noexcept {
+  return (admit || rule.shadow || policy.shadow) && !(rule.answer_status != 0 && rule.answer != nullptr);
+}
+
+// One bucket of a layered rule: charged (or only looked at), and what it
+// takes to take the charge back.
+struct LayerOutcome {
+  bool admit = false;
+  bool overflow = false;
+  bool wrote = false;       // a window counted the request
+  uint64_t window = 0;      // a window's first minute
+  Nanos interval = 0;       // a GCRA admission's step
+  GcraLimit gcra;           // the limit it was charged at
+  policy::TemplateValues v;
+};
+
+LayerOutcome charge_layer(LimiterState& state, const CompiledBucket& b, const BucketKey& key, const WindowLimit& w,
+                          uint32_t run_budget, Nanos now, bool peek) noexcept {
+  LayerOutcome o;
+  o.v.limit = b.header_limit;
+  o.v.window = b.header_window_s;
+  o.v.policy = b.name;
+  if (b.calendar) {
+    const WindowDecision c = peek ? peek_window(state.buckets, key, now, w) : [&] {
+      const WindowCharge wc = charge_window(state.buckets, key, now, w);
+      o.overflow = wc.overflow;
+      return wc.decision;
+    }();
+    o.admit = c.admit;
+    o.wrote = !peek && c.write;
+    o.window = w.calendar.window_of(now);
+    o.v.limit = w.requests;
+    o.v.remaining = c.remaining;
+    o.v.reset = c.reset_s;
+    o.v.retry_after = c.retry_after_s;
+    return o;
+  }
+  GcraLimit run_limit;
+  const bool own = run_budget != 0 && GcraLimit::make(run_budget, time::kNanosPerMinute, run_budget, run_limit);
+  if (own) {
+    o.v.limit = run_budget;
+    o.v.window = 60;
+  }
+  const GcraLimit& limit = own ? run_limit : b.gcra;
+  GcraDecision c;
+  if (peek) {
+    c = peek_gcra(state.buckets, key, now, limit);
+  } else {
+    const GcraCharge gc = charge_gcra(state.buckets, key, now, limit);
+    c = gc.decision;
+    o.overflow = gc.overflow;
+  }
+  o.admit = c.admit;
+  o.interval = limit.interval;
+  o.gcra = limit;
+  o.v.remaining = c.remaining;
+  o.v.reset = c.reset_s;
+  o.v.retry_after = c.retry_after_s;
+  return o;
+}
+
+// Layered budgets (a rule with several buckets), all or none: each bucket
+// charged in turn; at the first that refuses, the ones before are taken
+// back and the ones after only looked at, so that the refusal names every
+// exhausted budget and waits for the longest. A window that refuses counts
+// the request as a single window's refusal does (DQ04). The fields list
+// every budget, the binding one first: the exhausted one with the longest
+// wait, or the one with the fewest requests left.
+[[gnu::noinline]] void finish_layered(const CompiledPolicy& policy, LimiterState& state, const Charge& p, Nanos now,
+                                      DecisionScratch& scratch, Decision& d) noexcept {
+  const CompiledRule& rule = *p.rule;
+  const size_t n = size_t{1} + p.also_count;
+  std::array<const CompiledBucket*, kMaxRuleBuckets> buckets{p.bucket};
+  std::array<const BucketKey*, kMaxRuleBuckets> keys{&p.key};
+  std::array<const WindowLimit*, kMaxRuleBuckets> windows{&p.window};
+  for (size_t i = 1; i < n; ++i) {
+    buckets[i] = p.also[i - 1].bucket;
+    keys[i] = &p.also[i - 1].key;
+    windows[i] = &p.also[i - 1].window;
+  }
+  std::array<LayerOutcome, kMaxRuleBuckets> out;
+  size_t refused_at = n;
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = charge_layer(state, *buckets[i], *keys[i], *windows[i], i == 0 ? p.run_budget : 0, now,
+                          refused_at != n);
+    if (!out[i].admit && refused_at == n) refused_at = i;
+  }
+  const bool admit = refused_at == n;
+  size_t binding = 0;
+  for (size_t i = 0; i < n; ++i) {
+    LayerOutcome& o = out[i];
+    if (!admit && i < refused_at && o.admit) {
+      if (buckets[i]->calendar) {
+        if (o.wrote) uncharge_window(state.buckets, *keys[i], o.overflow, o.window);
+      } else {
+        uncharge_gcra(state.buckets, *keys[i], o.overflow, o.interval);
+      }
+      o.wrote = false;
+    }
+    // A refused request's fields show each bucket that would have admitted
+    // it as it stands, without it.
+    if (!admit && o.admit) {
+      if (buckets[i]->calendar) {
+        o.v = charge_layer(state, *buckets[i], *keys[i], *windows[i], 0, now, true).v;
+        ++o.v.remaining;
+      } else {
+        const GcraStanding g = peek_gcra_standing(state.buckets, *keys[i], now, o.gcra);
+        o.v.remaining = g.available;
+        o.v.reset = g.reset_s;
+      }
+    }
+    const LayerOutcome& best = out[binding];
+    if (admit ? o.v.remaining < best.v.remaining
+              : !o.admit && (best.admit || o.v.retry_after > best.v.retry_after)) {
+      binding = i;
+    }
+  }
+  d.overflow = out[binding].overflow;
+  // What the other boxes must hear of: what stays charged.
+  for (size_t i = 0; i < n && scratch.spends != nullptr; ++i) {
+    const CompiledBucket& b = *buckets[i];
+    if (b.cluster_salt == 0 || out[i].overflow || i > refused_at) continue;
+    if (b.calendar) {
+      if (out[i].wrote && (admit || i == refused_at)) {
+        scratch.spends->record_window(*keys[i], static_cast<uint32_t>(out[i].window), 1, 0);
+      }
+    } else if (admit) {
+      scratch.spends->record(*keys[i], out[i].interval);
+    }
+  }
+  // DQ05: a request's tokens go to the window that counts them (at most
+  // one a rule: compile_policy), else to its first window.
+  for (size_t i = 0; i < n; ++i) {
+    const CompiledBucket& b = *buckets[i];
+    if (!b.calendar || (d.has_usage_key && windows[i]->tokens == 0)) continue;
+    d.usage_key = *keys[i];
+    d.usage_calendar = windows[i]->calendar;
+    d.usage_shared = b.cluster_salt != 0;
+    d.has_usage_key = true;
+  }
+  RateLimitFields& f = d.fields;
+  f = ratelimit_values(rule.style, out[binding].v, true);
+  size_t at = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (i == binding) continue;
+    RateLimitFields::Other& o = f.others[f.more++];
+    const policy::TemplateValues& v = out[i].v;
+    o.limit = v.limit;
+    o.remaining = v.remaining;
+    o.reset = v.reset;
+    o.window = v.window;
+    o.name_len = static_cast<uint8_t>(std::min(v.policy.size(), RateLimitFields::kMaxOtherNames - at));
+    o.name_at = static_cast<uint8_t>(at);
+    std::memcpy(f.other_names + at, v.policy.data(), o.name_len);
+    at += o.name_len;
+  }
+  if (!forwards(policy, rule, admit)) d.retry_after_s = out[binding].v.retry_after;
+  conclude(policy, rule, *p.request, admit, binding == 0 ? *rule.refusal : *rule.also_refusal[binding - 1], nullptr,
+           scratch, d);
+}
+
 // The charge a plan left, made, and what it decides written into `d`.
 void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge& p, Nanos now,
                  DecisionScratch& scratch, Decision& d) noexcept {
+  if (p.also_count != 0) [[unlikely]] return finish_layered(policy, state, p, now, scratch, d);
   const CompiledRule& rule = *p.rule;
   const CompiledBucket& b = *p.bucket;
   policy::TemplateValues v;
@@ -511,29 +725,11 @@ void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge
     v.retry_after = c.decision.retry_after_s;
   }
 
-  const bool answered = rule.answer_status != 0 && rule.answer != nullptr;
-  if ((admit || rule.shadow || policy.shadow) && !answered) {
-    d.shadow_refusal = !admit;
-    d.verdict = Verdict::kAdmit;
-    d.fields = ratelimit_values(rule.style, v, rule.style == policy::HeaderStyle::kIetf);
-    return;
-  }
-  // An answer: its fields and its template's values (the bucket's name for
-  // {policy} among them) go with it.
-  d.fields = ratelimit_values(rule.style, v, true);
-  d.retry_after_s = v.retry_after;
-  d.answer.charged = true;
-  if (admit || rule.shadow || policy.shadow) {
-    d.shadow_refusal = !admit;
-    respond(d, Verdict::kAnswer, *rule.answer);
-    return;
-  }
-  const Request& request = *p.request;
-  d.answer.trace_id = next_trace_id(scratch);
-  d.answer.origin = request.value(field::kOrigin);
-  d.answer.cors = cors_grant(policy, request);
-  if (rule.framed_refusal) d.answer.framed = &*rule.framed_refusal;
-  respond(d, Verdict::kRefuse, d.over_credential_ceiling ? *rule.overflow_refusal : *rule.refusal);
+  const bool forwarded = forwards(policy, rule, admit);
+  d.fields = ratelimit_values(rule.style, v, !forwarded || rule.style == policy::HeaderStyle::kIetf);
+  if (!forwarded) d.retry_after_s = v.retry_after;
+  conclude(policy, rule, *p.request, admit, d.over_credential_ceiling ? *rule.overflow_refusal : *rule.refusal,
+           rule.framed_refusal ? &*rule.framed_refusal : nullptr, scratch, d);
 }
 
 }  // namespace

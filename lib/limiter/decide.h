@@ -69,8 +69,17 @@ struct KeyLabel {
 // text the caller may never write. Self-contained (the bucket's name is
 // copied, the style's template lives as long as the process), so it outlives
 // the policy that made it.
+// A layered rule's fields list every budget it charged: the one that binds
+// (the fields above: the exhausted one with the longest wait, or the one
+// with the fewest requests left) first, then the others in `others`.
 struct RateLimitFields {
   static constexpr size_t kMaxName = 64;  // bucket names are at most this long (policy_loader.cpp)
+  static constexpr size_t kMaxBudgets = kMaxRuleBuckets;
+  static constexpr size_t kMaxOtherNames = 96;  // the other budgets' names together (compile_policy)
+  // The most the fields may take written as HTTP/1 field lines, in any
+  // style: a rule whose budgets could take more is refused (compile_policy),
+  // and the data plane keeps this much for an admission's fields.
+  static constexpr size_t kMaxText = 255;
   policy::HeaderStyle style = policy::HeaderStyle::kNone;  // kNone: no fields
   uint8_t name_len = 0;
   uint32_t limit = 0;
@@ -80,9 +89,26 @@ struct RateLimitFields {
   // The bucket's (the first name_len bytes): an admission's for the styles
   // that name it, an answer's always (its template's {policy}).
   char name[kMaxName];
+  // A layered rule's other budgets, `more` of them; their names are
+  // other_names[name_at, name_at + name_len). Only the first `more` are
+  // ever read, so they are left unset (a decision is made per request).
+  struct Other {
+    uint32_t limit;
+    uint32_t remaining;
+    uint32_t reset;
+    uint32_t window;
+    uint8_t name_at;
+    uint8_t name_len;
+  };
+  uint8_t more = 0;
+  std::array<Other, kMaxBudgets - 1> others;
+  char other_names[kMaxOtherNames];
 
   [[nodiscard]] bool none() const noexcept { return style == policy::HeaderStyle::kNone; }
   [[nodiscard]] std::string_view bucket() const noexcept { return {name, name_len}; }
+  [[nodiscard]] std::string_view other_bucket(size_t i) const noexcept {
+    return {other_names + others[i].name_at, others[i].name_len};
+  }
 };
 
 // Whether a refusal lets a browser script read it (TB09): the policy grants
@@ -152,6 +178,15 @@ struct Charge {
   WindowLimit window{};     // calendar buckets: this key's quotas
   uint32_t run_budget = 0;  // a live run's own budget (requests per minute), 0: the bucket's
   const Request* request = nullptr;
+  // A layered rule's other buckets, charged with the first, all or none
+  // (only the first also_count are set).
+  struct Layer {
+    const CompiledBucket* bucket;
+    BucketKey key;
+    WindowLimit window;
+  };
+  uint8_t also_count = 0;
+  std::array<Layer, RateLimitFields::kMaxBudgets - 1> also;
 };
 
 struct Plan {
@@ -162,7 +197,9 @@ struct Plan {
 [[nodiscard]] Plan plan(const CompiledPolicy& policy, LimiterState& state, const Request& request, Nanos now,
                         DecisionScratch& scratch) noexcept;
 inline void prefetch(LimiterState& state, const Plan& p) noexcept {
-  if (p.charge.due) state.buckets.prefetch(p.charge.key);
+  if (!p.charge.due) return;
+  state.buckets.prefetch(p.charge.key);
+  for (uint8_t i = 0; i < p.charge.also_count; ++i) state.buckets.prefetch(p.charge.also[i].key);
 }
 // The decision, made in `p` (a Decision is some 200 bytes: not copied).
 const Decision& finish(const CompiledPolicy& policy, LimiterState& state, Plan& p, Nanos now,

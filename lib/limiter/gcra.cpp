@@ -26,4 +26,10 @@ GcraDecision gcra_decide(uint64_t tat, Nanos now, const GcraLimit& limit) noexce
   return {true, next, remaining, ceil_seconds(ahead), 0};
 }
 
+GcraStanding gcra_standing(uint64_t tat, Nanos now, const GcraLimit& limit) noexcept {
+  const Nanos ahead = tat > now ? tat - now : 0;
+  const Nanos room = ahead < limit.capacity ? limit.capacity - ahead : 0;
+  return {static_cast<uint32_t>(room / limit.interval), ceil_seconds(ahead)};
+}
+
 }  // namespace sluice::limiter

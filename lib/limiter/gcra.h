@@ -37,6 +37,14 @@ struct GcraDecision {
 // One request at `now` against a bucket whose TAT is `tat` (0: never used).
 [[nodiscard]] GcraDecision gcra_decide(uint64_t tat, Nanos now, const GcraLimit& limit) noexcept;
 
+// A bucket as it stands at `now`, nothing charged: the requests it would
+// admit back to back, and the seconds until it is full, rounded up.
+struct GcraStanding {
+  uint32_t available;
+  uint32_t reset_s;
+};
+[[nodiscard]] GcraStanding gcra_standing(uint64_t tat, Nanos now, const GcraLimit& limit) noexcept;
+
 // True if a bucket with this TAT is full at `now`: dropping it changes no
 // answer, since a missing bucket is a full one.
 [[nodiscard]] inline bool gcra_full(uint64_t tat, Nanos now) noexcept { return tat <= now; }

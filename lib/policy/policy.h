@@ -182,6 +182,9 @@ struct RuleSpec {
   KeySpec key;
   enum class MissingKey : uint8_t { kSkipRule, kAnswer400 } missing_key = MissingKey::kSkipRule;
   std::string bucket;
+  // Layered budgets: buckets charged beside `bucket`, all or none (the
+  // request is admitted only if every one admits it). At most 3.
+  std::vector<std::string> also_buckets;
   // TB07: at most this many credentials per client IP hold budgets of their own.
   struct CredentialSlots {
     uint32_t per_client_ip = 0;  // 0: no ceiling

@@ -407,6 +407,8 @@ bool plain_name(std::string_view s) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == ':';
   });
 }
+// Buckets one rule may charge (limiter::RateLimitFields::kMaxBudgets).
+constexpr size_t kMaxRuleBuckets = 4;  // limiter/compiled_policy.h says the same; policy/ may not include it
 constexpr const char* kPlainName = " (1 to 64 letters, digits, '_', '-', '.' or ':')";
 
 // `scope: cluster` shares the budget (a rate or a calendar window)
@@ -614,7 +616,25 @@ void read_rule(Reader& r, const YAML::Node& n, RuleSpec& rule) {
   const std::string what = "rule " + (rule.name.empty() ? std::string("?") : rule.name);
   read_rule_match(r, n, what, rule);
   read_rule_key(r, n, what, rule);
-  if (n["bucket"]) {
+  if (n["bucket"] && n["bucket"].IsSequence()) {
+    // Layered budgets: `bucket: [per-second, per-day]`.
+    const YAML::Node& list = n["bucket"];
+    if (list.size() == 0 || list.size() > kMaxRuleBuckets) {
+      r.error(list, what + ": bucket lists 1 to " + std::to_string(kMaxRuleBuckets) + " buckets, not " +
+                        std::to_string(list.size()));
+    }
+    std::set<std::string> seen;
+    for (size_t i = 0; i < list.size() && i < kMaxRuleBuckets; ++i) {
+      const auto s = r.string(list[i], what + " bucket");
+      if (!s) continue;
+      if (!seen.insert(*s).second) r.error(list[i], what + ": bucket " + *s + " is listed twice");
+      if (i == 0) {
+        rule.bucket = *s;
+      } else {
+        rule.also_buckets.push_back(*s);
+      }
+    }
+  } else if (n["bucket"]) {
     if (auto s = r.string(n["bucket"], what + " bucket")) rule.bucket = *s;
   } else {
     r.error(n, what + " needs a bucket");
@@ -651,6 +671,9 @@ void cross_check(Reader& r, Policy& p) {
     if (!rule_names.insert(rule.name).second) r.error_at(rule.mark, "two rules are named " + rule.name);
     if (!rule.bucket.empty() && bucket_names.count(rule.bucket) == 0) {
       r.error_at(rule.mark, what + ": no bucket named " + rule.bucket + " in buckets");
+    }
+    for (const std::string& b : rule.also_buckets) {
+      if (bucket_names.count(b) == 0) r.error_at(rule.mark, what + ": no bucket named " + b + " in buckets");
     }
     if (rule.credential_slots.per_client_ip != 0) {
       if (rule.key.kind != KeySpec::Kind::kCredential && rule.key.kind != KeySpec::Kind::kUser) {

@@ -200,8 +200,9 @@ make_policies() {
     '  per-client: { rate: 120/min, burst: 60 }\n' '  per-client: { rate: 100000/hour, burst: 100000 }\n  v1: { rate: 100000/hour, burst: 100000 }\n' \
     'rules:\n' 'rules:\n  - name: v1\n    path: "/v1/*"\n    key: client_ip\n    bucket: v1\n' || return 1
   # A day quota at UTC+05:30 (its day begins at 18:30 UTC), an hour quota
-  # at UTC beside it on another path, a rate per day, draft-11 fields and
-  # problem-details refusals: what operators ask for beyond the minute.
+  # at UTC beside it on another path, a rate per day, two budgets layered
+  # on one rule, draft-11 fields and problem-details refusals: what
+  # operators ask for beyond the minute.
   cat >"$SLT_TMP/policies/dq-day.yaml" <<'YAML'
 # Written by tests/integration/lib.sh: hour and day windows.
 sluice: 1
@@ -212,7 +213,13 @@ buckets:
   per-day: { window: day, utc_offset: "+05:30", requests: 3 }
   per-hour: { window: hour, requests: 2 }
   daily-rate: { rate: 2/day }
+  l-window: { window: hour, requests: 5 }
+  l-rate: { rate: 2/hour, burst: 2 }
 rules:
+  - name: layered
+    path: "/layered/*"
+    key: client_ip
+    bucket: [l-window, l-rate]
   - name: hourly
     path: "/hour/*"
     key: client_ip

@@ -35,6 +35,7 @@ ctl-usage-report             limiting  deployment-quotas  1
 dq-usage-from-response       limiting  deployment-quotas  1
 dq-upstream-429              limiting  deployment-quotas  1
 dq-day-hour-windows          limiting  dq-day             1
+dq-layered-budgets           limiting  dq-day             1
 tb-keepalive-counted         limiting  tb-hourly          1
 tb-pipelined-crossing        limiting  tb-hourly          1
 tb-tinymss-budget            limiting  tb-hourly          1
@@ -502,6 +503,32 @@ t_dq_day_hour_windows() {
 
   check_eq "the origin saw the 8 admitted, nothing refused" \
     "$(olog_count "$s")" 8
+  finish
+}
+
+# Layered budgets on the wire, with curl: a rule charging an hour window of
+# 5 and a rate of 2 an hour, all or none. Two admitted; the next four are
+# refused by the rate, each a problem naming it, Retry-After its 30 minutes,
+# and the window charged for none of them (its RateLimit item still says 3
+# left, where counting the refusals would leave 0). The origin sees two.
+t_dq_layered_budgets() {
+  local s i code
+  s="$(src4 0)"
+  for i in 1 2 3 4 5 6; do
+    code="$(ccurl layered$i --interface "$s" "http://$ORIGIN4/layered/$i")"
+    note "layered request $i: $code"
+  done
+  check_eq "layered: both budgets listed, the fewest left first" "$(chdr layered1 RateLimit-Policy)" \
+    '"l-rate";q=2;w=3600, "l-window";q=5;w=3600'
+  check_eq "layered: the 2nd admitted" "$(sed -n '1s/^HTTP[^ ]* \([0-9]*\).*/\1/p' "$SLT_OUT/layered2.headers")" 200
+  check_eq "layered: the 6th refused" "$code" 429
+  check_range "layered: Retry-After the rate's wait" "$(chdr layered6 Retry-After)" 1795 1800
+  check_re "layered: the window gave back the refusals' charges" "$(chdr layered6 RateLimit)" \
+    '^"l-rate";r=0;t=[0-9]+, "l-window";r=3;t=[0-9]+$'
+  check_eq "layered: the problem names the exhausted budget" \
+    "$("$SLT_PY" -c 'import json,sys; print(json.loads(sys.argv[1])["violated-policies"])' "$(cbody layered6)")" \
+    "['l-rate']"
+  check_eq "layered: the origin saw the 2 admitted" "$(olog_count "$s")" 2
   finish
 }
 
