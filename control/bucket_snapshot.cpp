@@ -89,6 +89,7 @@ uint64_t bucket_signature(const limiter::CompiledBucket& b) {
   h = fnv1a(h, b.gcra.burst);
   h = fnv1a(h, b.window.requests);
   h = fnv1a(h, b.window.tokens);
+  if (b.penalty) h = fnv1a(h, 0x70656e);  // its second word is when a box ends
   // Only where not a UTC minute, so that the signatures of buckets
   // written before hour and day windows stay what they were.
   if (!(b.window.calendar == limiter::Calendar{})) {

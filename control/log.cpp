@@ -16,7 +16,8 @@ namespace {
 
 constexpr std::string_view kLevelNames[] = {"error", "warning", "notice", "info", "debug"};
 constexpr std::string_view kEventNames[kLogEvents] = {"general", "ports",     "state",   "snapshot", "policy",
-                                                      "clock",   "telemetry", "cluster", "refusal", "watchdog"};
+                                                      "clock",   "telemetry", "cluster", "refusal", "watchdog",
+                                                      "penalty"};
 
 // A message or field value as one line: a line break in something a client
 // named (a file, a key) must not start a line of its own in the log.

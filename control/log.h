@@ -54,8 +54,9 @@ enum class LogEvent : uint8_t {
   kCluster,    // the cluster sync
   kRefusal,    // a sampled refusal record (--refusal-log)
   kWatchdog,   // systemd's watchdog withheld or fed again (a worker stalled)
+  kPenalty,    // a key put in a penalty box
 };
-inline constexpr size_t kLogEvents = 10;
+inline constexpr size_t kLogEvents = 11;
 
 enum class LogTarget : uint8_t {
   kAuto,     // the journal when stderr is connected to it, else stderr

@@ -36,6 +36,8 @@ inline constexpr char kCredentialRemove[] = "credential.remove";
 inline constexpr char kCredentialHash[] = "credential.hash";
 inline constexpr char kBucketShow[] = "bucket.show";
 inline constexpr char kUsageReport[] = "usage.report";
+inline constexpr char kPenaltyList[] = "penalty.list";
+inline constexpr char kPenaltyRelease[] = "penalty.release";
 }  // namespace command
 
 // A request's members: the envelope, and the arguments the commands take.
@@ -53,6 +55,7 @@ inline constexpr char kDeployment[] = "deployment";
 inline constexpr char kTokens[] = "tokens";
 inline constexpr char kBucket[] = "bucket";
 inline constexpr char kKey[] = "key";
+inline constexpr char kRule[] = "rule";
 }  // namespace arg
 
 // A response's envelope: "v", "ok", and a refusal's "error" object

@@ -15,6 +15,7 @@
 #include "flow_carry.h"
 #include "flow_table.h"
 #include "limiter/spend_log.h"
+#include "penalty_log.h"
 #include "refusal_sampler.h"
 
 namespace sluice::dataplane {
@@ -82,6 +83,9 @@ struct EngineConfig {
   // Where refusals are offered for the audit log (none: not
   // offered); the worker owns it.
   RefusalSampler* refusals = nullptr;
+  // Where the keys it boxes are handed to the control thread (none: not
+  // handed); the worker owns it.
+  PenaltyLog* penalties = nullptr;
 };
 
 // Each client's share of the pools `c` sizes: what it sets, else the default.

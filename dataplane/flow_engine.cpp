@@ -49,6 +49,7 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
   requests_.set_spend_log(config.spends);
   responses_.set_spend_log(config.spends);
   requests_.set_refusal_sampler(config.refusals);
+  requests_.set_penalty_log(config.penalties);
 }
 
 FlowEngine::Resumed FlowEngine::resume(const CarriedFlow& carried, uint64_t hash, const PolicySnapshot& snap,

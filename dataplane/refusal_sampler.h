@@ -26,6 +26,7 @@
 
 #include "limiter/decide.h"
 #include "net/ip_address.h"
+#include "spsc_ring.h"
 #include "time/clock.h"
 
 namespace sluice::dataplane {
@@ -64,10 +65,10 @@ class RefusalSampler {
 
   // The control thread's: moves up to out.size() records, oldest first,
   // into `out`; how many.
-  [[nodiscard]] size_t drain(std::span<RefusalRecord> out) noexcept;
+  [[nodiscard]] size_t drain(std::span<RefusalRecord> out) noexcept { return ring_.drain(out); }
   // Records sampled but dropped because the ring was full.
-  [[nodiscard]] uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
-  [[nodiscard]] size_t capacity() const noexcept { return ring_ ? mask_ + 1 : 0; }
+  [[nodiscard]] uint64_t dropped() const noexcept { return ring_.dropped(); }
+  [[nodiscard]] size_t capacity() const noexcept { return ring_.capacity(); }
 
  private:
   static constexpr time::Nanos kNever = std::numeric_limits<time::Nanos>::max();
@@ -77,12 +78,7 @@ class RefusalSampler {
   // The worker's: when the next offer may be kept (kNever: off).
   time::Nanos next_ = kNever;
   time::Nanos interval_ = 0;
-  size_t mask_ = 0;
-  std::unique_ptr<RefusalRecord[]> ring_;
-  // The producer's and the consumer's positions on lines of their own.
-  alignas(64) std::atomic<uint64_t> written_{0};
-  std::atomic<uint64_t> dropped_{0};
-  alignas(64) std::atomic<uint64_t> read_{0};
+  SpscRing<RefusalRecord> ring_;
 };
 
 }  // namespace sluice::dataplane

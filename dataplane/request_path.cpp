@@ -152,6 +152,7 @@ RequestPath::Next RequestPath::on_head(Pass& p, const http::StreamStep& st) noex
       if (d.rule >= 0) counters_.rules[d.rule_counter].answered.add();
       break;
   }
+  if (d.penalty != limiter::Decision::Penalty::kNone) [[unlikely]] note_penalty(p.now, d);
   if (answered) {
     if (refusals_ != nullptr) refusals_->offer(p.now, d, p.flow.key.client);
     if (keep_open(p, d)) return Next::kContinue;
@@ -382,6 +383,26 @@ void RequestPath::count_admitted(const limiter::Decision& d) noexcept {
   if ((++admissions_ & (kAdmissionSample - 1)) == 0) {
     counters_.busy.record(d.rule_counter, d.label, kAdmissionSample);
   }
+}
+
+void RequestPath::note_penalty(time::Nanos now, const limiter::Decision& d) noexcept {
+  if (d.penalty == limiter::Decision::Penalty::kBoxed) {
+    counters_.penalty_refused.add();
+    return;
+  }
+  counters_.penalty_boxed.add();
+  if (penalties_ == nullptr) return;
+  PenaltyRecord* r = penalties_->slot();
+  if (r == nullptr) {
+    counters_.penalty_log_dropped.add();
+    return;
+  }
+  r->at = now;
+  r->until = d.boxed_until;
+  r->rule_slot = d.rule_counter;
+  r->label = d.label;
+  r->key = d.penalty_key;
+  penalties_->publish();
 }
 
 void RequestPath::count_refused(const limiter::Decision& d) noexcept {

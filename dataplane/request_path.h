@@ -43,6 +43,7 @@
 #include "limiter/decide.h"
 #include "parse_context.h"
 #include "policy_snapshot.h"
+#include "penalty_log.h"
 #include "refusal_sampler.h"
 #include "tcp_flow.h"
 #include "worker_counters.h"
@@ -134,6 +135,8 @@ class RequestPath {
   // Where refusals and answers are offered for the audit log
   // (none: not offered).
   void set_refusal_sampler(RefusalSampler* sampler) noexcept { refusals_ = sampler; }
+  // Where the keys it boxes are handed on (none: not handed on).
+  void set_penalty_log(PenaltyLog* log) noexcept { penalties_ = log; }
 
  private:
   // The steps of parse(). Those every request takes are forced inline: each
@@ -163,6 +166,8 @@ class RequestPath {
   void refuse_unparsable(Pass& p, http::ParseError e) noexcept;
   void count_admitted(const limiter::Decision& d) noexcept;
   void count_refused(const limiter::Decision& d) noexcept;
+  // A decision of a rule's penalty box: counted, and a boxing handed on.
+  void note_penalty(time::Nanos now, const limiter::Decision& d) noexcept;
 
   static constexpr uint32_t kAdmissionSample = 16;  // a power of two
 
@@ -175,6 +180,7 @@ class RequestPath {
   bool insert_fields_ = true;
   uint32_t admissions_ = 0;  // picks which admissions reach counters_.busy
   RefusalSampler* refusals_ = nullptr;
+  PenaltyLog* penalties_ = nullptr;
 };
 
 }  // namespace sluice::dataplane

@@ -23,8 +23,9 @@ namespace {
 
 constexpr time::Nanos kNeverStall = ~time::Nanos{0};
 
-EngineConfig with_refusals(EngineConfig config, RefusalSampler& refusals) noexcept {
+EngineConfig with_logs(EngineConfig config, RefusalSampler& refusals, PenaltyLog& penalties) noexcept {
   config.refusals = &refusals;
+  config.penalties = &penalties;
   return config;
 }
 
@@ -37,7 +38,8 @@ Worker::Worker(const WorkerSetup& setup, const WorkerShared& shared, limiter::Li
       counters_(counters),
       refusals_(RefusalSampler::capacity_for(setup.refusal_rate, setup.workers),
                 RefusalSampler::interval_for(setup.refusal_rate, setup.workers)),
-      engine_(with_refusals(setup.engine, refusals_), limiter, counters,
+      penalties_(kPenaltyLogRecords),
+      engine_(with_logs(setup.engine, refusals_, penalties_), limiter, counters,
               0x9e3779b97f4a7c15ull ^ (uint64_t{setup.index} << 32) ^ rte_rdtsc()),
       sink_(*this),
       die_countdown_(setup.test_die_in_change) {

@@ -81,6 +81,8 @@ class Worker {
   [[nodiscard]] FlowEngine& engine() noexcept { return engine_; }
   // The refusals this worker sampled, for the control thread that logs them.
   [[nodiscard]] RefusalSampler& refusals() noexcept { return refusals_; }
+  // The keys this worker boxed, for the control thread that lists them.
+  [[nodiscard]] PenaltyLog& penalties() noexcept { return penalties_; }
 
  private:
   class TxQueue {
@@ -149,6 +151,7 @@ class Worker {
   WorkerShared shared_;
   WorkerCounters& counters_;
   RefusalSampler refusals_;  // before engine_, which is given it
+  PenaltyLog penalties_;     // the same
   FlowEngine engine_;
   Sink sink_;
   TxQueue tx_[2];

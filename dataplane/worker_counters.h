@@ -109,7 +109,10 @@ class Counter {
   X(pass_through, "flows switched to pass-through (Upgrade, CONNECT)")                          \
   X(fields_inserted, "admitted responses given their rate-limit fields (TB16)")                 \
   X(fields_skipped, "admitted responses left without fields (too long, or 32 edits in flight)")  \
-  X(usage_reported, "responses whose reported tokens were charged to their minute (DQ05)")
+  X(usage_reported, "responses whose reported tokens were charged to their window (DQ05)")      \
+  X(penalty_boxed, "keys put in their rule's penalty box (refused too often too fast)")         \
+  X(penalty_refused, "requests refused because their key was in a penalty box")                 \
+  X(penalty_log_dropped, "boxings not handed to the control thread (its ring was full)")
 
 // What a rule decided, for `sluicectl stats` per rule. Exempt and forwarded
 // requests are counted only in the totals.
@@ -240,6 +243,9 @@ inline constexpr CounterExposition kCounterExposition[] = {
     {"fields_inserted", "sluice_response_fields_total", R"(outcome="inserted")"},
     {"fields_skipped", "sluice_response_fields_total", R"(outcome="skipped")"},
     {"usage_reported", "sluice_usage_reports_total", ""},
+    {"penalty_boxed", "sluice_penalty_total", R"(event="boxed")"},
+    {"penalty_refused", "sluice_penalty_total", R"(event="refused_boxed")"},
+    {"penalty_log_dropped", "sluice_penalty_total", R"(event="log_dropped")"},
 };
 
 // The counters themselves, in the X-macro's order: kCounterExposition[i]

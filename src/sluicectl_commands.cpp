@@ -123,6 +123,12 @@ std::string report_usage(const Args& a, Json& w) {
   return {};
 }
 
+std::string release_penalty(const Args& a, Json& w) {
+  w[arg::kRule] = a.positional[0];
+  w[arg::kKey] = a.positional[1];
+  return {};
+}
+
 std::string show_bucket(const Args& a, Json& w) {
   w[arg::kBucket] = a.positional[0];
   w[arg::kKey] = a.positional[1];
@@ -176,6 +182,14 @@ const Command kCommands[] = {
      "remaining and reset of one key's bucket, without charging it. KEY as the bucket's rules key it: a client "
      "address, a run token or deployment name, a user name, or a credential hash",
      {{"BUCKET"}, {"KEY"}}, {}, show_bucket, print_bucket},
+    {{"penalty", "list"}, command::kPenaltyList,
+     "the keys in a rule's penalty box now (policy: penalty): rule, key, how long ago boxed, seconds left; the "
+     "latest-ending 1000",
+     {}, {}, no_args, print_penalties},
+    {{"penalty", "release"}, command::kPenaltyRelease,
+     "end KEY's box in RULE's penalty box at once (its refusals are counted afresh). KEY as the rule keys it, as "
+     "for bucket show",
+     {{"RULE"}, {"KEY"}}, {}, release_penalty, print_message},
     {{"policy", "show"}, command::kPolicyShow, "the active policy: name, file, digest, buckets, rules", {}, {}, no_args,
      print_policy},
     {{"policy", "check"}, command::kPolicyCheck,

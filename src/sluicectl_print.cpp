@@ -222,6 +222,19 @@ void print_bucket(const Json& r) {
   }
 }
 
+void print_penalties(const Json& r) {
+  const Json* boxes = member(r, "boxes");
+  if (boxes == nullptr || !boxes->is_array() || boxes->empty()) {
+    std::printf("no key is in a penalty box\n");
+    return;
+  }
+  std::printf("%-24s %-40s %10s %10s\n", "rule", "key", "boxed ago", "left");
+  for (const Json& b : *boxes) {
+    std::printf("%-24s %-40s %8s s %8s s\n", field(b, "rule").c_str(), field(b, "key").c_str(),
+                field(b, "boxed_s_ago").c_str(), field(b, "left_s").c_str());
+  }
+}
+
 void print_usage_report(const Json& r) {
   std::printf("%s: %s tokens charged; %s of %s this %s%s (resets in %s s)\n", field(r, "deployment").c_str(),
               field(r, "tokens").c_str(), field(r, "window_tokens").c_str(), field(r, "tokens_limit").c_str(),

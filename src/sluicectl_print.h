@@ -37,5 +37,6 @@ void print_credentials(const Json& r);
 void print_hash(const Json& r);
 void print_bucket(const Json& r);
 void print_usage_report(const Json& r);
+void print_penalties(const Json& r);
 
 }  // namespace sluice::sluicectl

@@ -62,6 +62,7 @@
 #include "limiter/credential_slots.h"
 #include "sluiced_cluster.h"
 #include "sluiced_bucket_commands.h"
+#include "sluiced_penalty_commands.h"
 #include "sluiced_credential_commands.h"
 #include "sluiced_flows.h"
 #include "sluiced_guards.h"
@@ -316,6 +317,8 @@ class Appliance final : private sluiced::PolicyLoading {
   void print_counters() const;
   // The refusal log (--refusal-log): the refusals the workers sampled, logged.
   void log_refusals();
+  // The keys the workers boxed, into the penalty book (and the log).
+  void collect_penalties();
   void log_refusal(const limiter::CompiledPolicy& p, unsigned worker, const dataplane::RefusalRecord& r);
   // What the service manager is told (sluiced_notify.h).
   void read_heartbeats(std::vector<uint64_t>& out) const;
@@ -417,6 +420,8 @@ class Appliance final : private sluiced::PolicyLoading {
   std::optional<sluiced::RunCommands> run_commands_;
   std::optional<sluiced::CredentialCommands> credential_commands_;
   std::optional<sluiced::BucketCommands> bucket_commands_;
+  control::PenaltyBook penalty_book_;  // the keys the workers boxed (penalty.list)
+  std::optional<sluiced::PenaltyCommands> penalty_commands_;
   control::CommandTable commands_;
   sluiced::TelemetryRegistration telemetry_;
   // By start_running(); stop_running() releases them.
@@ -797,8 +802,11 @@ void Appliance::build_control_plane() {
   credential_commands_.emplace(*credential_registry_, cluster);
   bucket_commands_.emplace(sluiced::BucketCommands::Parts{
       .publisher = *publisher_, .limiter = *limiter_, .clock = *clock_, .runs = *run_registry_, .cluster = cluster});
+  penalty_commands_.emplace(sluiced::PenaltyCommands::Parts{
+      .publisher = *publisher_, .limiter = *limiter_, .clock = *clock_, .book = penalty_book_});
   for (const control::CommandSource* source : std::initializer_list<const control::CommandSource*>{
-           &*status_commands_, &*policy_commands_, &*run_commands_, &*credential_commands_, &*bucket_commands_}) {
+           &*status_commands_, &*policy_commands_, &*run_commands_, &*credential_commands_, &*bucket_commands_,
+           &*penalty_commands_}) {
     source->register_commands(commands_);
   }
 }
@@ -996,6 +1004,7 @@ void Appliance::poll_until_stopped() {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (requests_.reload.exchange(false)) reload_on_sighup();
     log_refusals();
+    collect_penalties();
     notifier_.tick(std::chrono::steady_clock::now());
     if (std::chrono::steady_clock::now() - last_anchor >= std::chrono::seconds(1)) {
       clock_->reanchor();
@@ -1048,6 +1057,32 @@ void Appliance::log_refusals() {
     control::log(control::LogLevel::kWarning, control::LogEvent::kGeneral,
                  std::to_string(dropped - refusals_dropped_) + " sampled refusals dropped: the log did not keep up");
     refusals_dropped_ = dropped;
+  }
+}
+
+// Each boxing the workers handed on: logged (`penalty: rule=NAME key=KEY
+// boxed for N s`) and kept in the book penalty.list reads.
+void Appliance::collect_penalties() {
+  const std::shared_ptr<const dataplane::PolicySnapshot> p = publisher_->current();
+  std::array<dataplane::PenaltyRecord, 64> batch;
+  for (unsigned i = 0; i < o_.workers; ++i) {
+    dataplane::PenaltyLog& ring = workers_[i]->penalties();
+    for (size_t left = ring.capacity(); left > 0;) {
+      const size_t n = ring.drain(batch);
+      for (size_t k = 0; k < n; ++k) {
+        const dataplane::PenaltyRecord& r = batch[k];
+        const auto named = std::find_if(p->policy.rules.begin(), p->policy.rules.end(),
+                                        [&](const limiter::CompiledRule& c) { return c.counter_slot == r.rule_slot; });
+        const std::string rule = named != p->policy.rules.end() ? named->name : "#" + std::to_string(r.rule_slot);
+        const std::string key = sluiced::label_text(daemon_, r.label);
+        const std::string secs = std::to_string((r.until - r.at) / time::kNanosPerSecond);
+        control::log(control::LogLevel::kNotice, control::LogEvent::kPenalty,
+                     "penalty: rule=" + rule + " key=" + key + " boxed for " + secs + " s",
+                     {{"SLUICE_RULE", rule}, {"SLUICE_KEY", key}, {"SLUICE_BOXED_S", secs}});
+        penalty_book_.add({.rule = rule, .key = key, .box_key = r.key, .since = r.at, .until = r.until});
+      }
+      left = n < batch.size() ? 0 : left - std::min(left, n);
+    }
   }
 }
 

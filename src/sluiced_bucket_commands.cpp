@@ -12,6 +12,7 @@
 #include "limiter/charge.h"
 #include "limiter/compiled_policy.h"
 #include "net/ip_address.h"
+#include "sluiced_bucket_keys.h"
 
 namespace sluice::sluiced {
 
@@ -23,72 +24,6 @@ using control::refuse;
 using control::Reply;
 namespace arg = control::arg;
 
-// The rules of the current policy that charge `bucket`, and the kind of key
-// they agree on (nullopt if they key it differently).
-std::optional<policy::KeySpec::Kind> key_kind_of(const limiter::CompiledPolicy& p, const limiter::CompiledBucket& b) {
-  std::optional<policy::KeySpec::Kind> kind;
-  for (const limiter::CompiledRule& r : p.rules) {
-    bool charges = &p.buckets[r.bucket] == &b;
-    for (uint8_t i = 0; i < r.also_count; ++i) charges = charges || &p.buckets[r.also[i]] == &b;
-    if (!charges) continue;
-    if (kind && *kind != r.key_kind) return std::nullopt;
-    kind = r.key_kind;
-  }
-  return kind;
-}
-
-bool text_keyed(policy::KeySpec::Kind k) {
-  return k == policy::KeySpec::Kind::kPathParam || k == policy::KeySpec::Kind::kHeader ||
-         k == policy::KeySpec::Kind::kHost;
-}
-
-// The bucket key `text` names in `bucket` (as the rules that charge it key
-// their requests); "" or the reason it names none.
-std::string key_of(const BucketCommands::Parts& d, const limiter::CompiledPolicy& p, const limiter::CompiledBucket& b,
-                   const std::string& text, limiter::BucketKey& out) {
-  using K = policy::KeySpec::Kind;
-  const std::optional<K> kind = key_kind_of(p, b);
-  if (!kind) return "bucket " + b.name + " is charged by rules with different keys; which one is ambiguous";
-  const limiter::KeyHasher& h = d.limiter.bucket_hasher;
-  const auto key = [&](std::span<const uint8_t> material) { return limiter::material_key(d.limiter, b, material); };
-  auto bytes = [](const void* data, size_t n) { return std::span<const uint8_t>(static_cast<const uint8_t*>(data), n); };
-  switch (*kind) {
-    case K::kClientIp: {
-      std::optional<net::IpAddress> ip = net::parse_ip(text);
-      if (!ip) return "'" + text + "' is not an IP address (bucket " + b.name + " is keyed by client address)";
-      if (!ip->is_v4()) ip = ip->prefix(p.client_ip.spec.ipv6_prefix);
-      out = key(bytes(ip->bytes.data(), ip->bytes.size()));
-      return {};
-    }
-    case K::kCredential: {
-      const std::optional<limiter::Digest> digest = control::parse_digest_hex(text);
-      if (!digest) return "bucket " + b.name + " is keyed by credential: give its hash (sluicectl credential hash)";
-      // A cluster bucket's keys are made from the credential itself (the
-      // same on every box), which its hash does not give back.
-      if (b.cluster_salt != 0) return "bucket " + b.name + " is shared by the cluster and keyed by credential: its keys cannot be found from a hash";
-      out = h.key(b.index, *digest);
-      return {};
-    }
-    case K::kUser: {
-      const uint64_t id = control::CredentialRegistry::user_id(text);
-      out = key(bytes(&id, sizeof id));
-      return {};
-    }
-    case K::kHost: {
-      std::string lower = text;
-      for (char& c : lower) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c | 0x20) : c;
-      out = key(bytes(lower.data(), lower.size()));
-      return {};
-    }
-    case K::kPathParam:
-    case K::kHeader:
-      out = key(bytes(text.data(), text.size()));
-      return {};
-    case K::kDestination:
-      return "bucket " + b.name + " is keyed by destination; not shown by name";
-  }
-  return "unknown key kind";
-}
 
 // The name of a calendar window's span, as the policy writes it.
 const char* span_name(const limiter::Calendar& c) {
@@ -158,7 +93,7 @@ Reply show_bucket(const BucketCommands::Parts& d, const Json& request, Json& w) 
     return refuse(ErrorCode::kNotFound, "no bucket named '" + *name + "' in policy " + p.source.name + " (" + names + ")");
   }
   limiter::BucketKey k{};
-  if (const std::string why = key_of(d, p, *b, *key, k); !why.empty()) return refuse(ErrorCode::kInvalidArgument, why);
+  if (const std::string why = key_of(d.limiter, p, *b, *key, k); !why.empty()) return refuse(ErrorCode::kInvalidArgument, why);
   const time::Nanos now = d.clock.now();
   const limiter::BucketSlot* slot = d.limiter.buckets.find(k);
   w["bucket"] = b->name;
@@ -208,7 +143,7 @@ Reply charge_usage(const BucketCommands::Parts& d, const Json& request, Json& w)
     return refuse(ErrorCode::kInvalidArgument, "bucket " + b->name + " is not keyed by a deployment name");
   }
   limiter::BucketKey k{};
-  if (const std::string why = key_of(d, p, *b, *deployment, k); !why.empty()) {
+  if (const std::string why = key_of(d.limiter, p, *b, *deployment, k); !why.empty()) {
     return refuse(ErrorCode::kInvalidArgument, why);
   }
   const time::Nanos now = d.clock.now();

@@ -96,7 +96,8 @@ constexpr FamilyHelp kWorkerFamilies[] = {
      "idle_context (closed); flows: half_open_flow (forgotten), idle_flow (closed), over_budget_flow (forgotten)"},
     {"sluice_response_fields_total",
      "admitted responses and their RateLimit fields (TB16): inserted, skipped (too long, or 32 edits in flight)"},
-    {"sluice_usage_reports_total", "responses whose reported tokens were charged to their minute (DQ05)"},
+    {"sluice_usage_reports_total", "responses whose reported tokens were charged to their window (DQ05)"},
+    {"sluice_penalty_total", "penalty boxes: keys boxed, requests refused while boxed, boxings the log dropped"},
 };
 
 constexpr bool every_family_has_help() {

@@ -60,6 +60,10 @@ uint64_t policy_digest(const policy::Policy& p) {
     add(r.name);
     add(r.bucket);
     for (const auto& b : r.also_buckets) add("+" + b);
+    if (r.penalty.after != 0) {
+      add("penalty " + std::to_string(r.penalty.after) + "/" + std::to_string(r.penalty.within) + "/" +
+          std::to_string(r.penalty.box_for));
+    }
     for (const auto& path : r.paths) add(path);
     for (const auto& m : r.methods) add(m);
     add(std::to_string(static_cast<int>(r.key.kind)) + r.key.name);
@@ -302,6 +306,7 @@ class PolicyCompiler {
                        " characters, more than " + std::to_string(RateLimitFields::kMaxOtherNames));
       return false;
     }
+    if (r.penalty.after != 0 && !penalty_box(r, cr)) return false;
     if (r.credential_slots.per_client_ip == 0) return true;
     const CompiledBucket* ob = c_.bucket_named(r.credential_slots.overflow_bucket);
     if (!ob) {
@@ -312,6 +317,25 @@ class PolicyCompiler {
     cr.slots_quiet = r.credential_slots.quiet;
     cr.slots_overflow_bucket = ob->index;
     c_.max_slots = std::max<unsigned>(c_.max_slots, cr.slots_per_ip);
+    return true;
+  }
+
+  // The rule's penalty box: a bucket of its own (named RULE/penalty, which
+  // no policy bucket can be: '/' is not in a plain name), whose first word
+  // paces the key's refusals and whose second holds when its box ends.
+  bool penalty_box(const policy::RuleSpec& r, CompiledRule& cr) {
+    CompiledBucket pb;
+    pb.name = r.name + "/penalty";
+    pb.index = static_cast<uint16_t>(c_.buckets.size());
+    pb.penalty = true;
+    pb.box_for = r.penalty.box_for;
+    pb.idle_drop_after = 0;
+    if (!GcraLimit::make(r.penalty.after, r.penalty.within, r.penalty.after, pb.gcra)) {
+      fail(r.mark, "rule " + r.name + ": penalty after and within cannot be represented");
+      return false;
+    }
+    cr.penalty_bucket = pb.index;
+    c_.buckets.push_back(std::move(pb));
     return true;
   }
 
@@ -393,6 +417,7 @@ bool bucket_idle(const CompiledPolicy& p, uint16_t kind, const uint64_t* words, 
   if (found == nullptr) return false;
   const CompiledBucket& b = *found;
   if (b.calendar) return window_idle(words[0], words[1], now, b.window.calendar);
+  if (b.penalty) return words[1] <= now && gcra_full(words[0], now);
   return gcra_full(words[0], now) && now - words[0] >= b.idle_drop_after;
 }
 

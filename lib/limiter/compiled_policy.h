@@ -57,6 +57,10 @@ struct CompiledBucket {
   Nanos idle_drop_after = 0;
   uint32_t header_limit = 0;     // RateLimit-Limit / q=
   uint32_t header_window_s = 0;  // w=
+  // A rule's penalty box (RULE/penalty, not in the policy's buckets): `gcra`
+  // paces the key's refusals (word 0), word 1 holds when its box ends.
+  bool penalty = false;
+  Nanos box_for = 0;
   // `scope: cluster`: mixed into its keys (made with the cluster's
   // shared secret) in place of the kind, so that a key is the same on every
   // box whatever kind the box gave the bucket; 0 for a box bucket.
@@ -95,6 +99,9 @@ struct CompiledRule {
   uint8_t also_count = 0;
   std::array<uint16_t, kMaxRuleBuckets - 1> also{};
   std::array<const policy::ResponseTemplate*, kMaxRuleBuckets - 1> also_refusal{};
+  // Its penalty box's bucket (CompiledBucket::penalty), kNoPenalty: none.
+  static constexpr uint16_t kNoPenalty = 0xffff;
+  uint16_t penalty_bucket = kNoPenalty;
   uint32_t slots_per_ip = 0;  // TB07; 0: no ceiling
   Nanos slots_quiet = 0;
   uint16_t slots_overflow_bucket = 0;

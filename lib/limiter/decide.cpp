@@ -347,6 +347,12 @@ BucketKey cluster_key(const KeyHasher& cluster, const CompiledBucket& b, std::sp
   // alone).
   out.also_count = 0;
   if (rule.also_count != 0 && !d.over_credential_ceiling) [[unlikely]] plan_layers(policy, state, rule, key, out);
+  // The penalty box, by the key charged (a box's own: never the cluster's).
+  out.penalty = rule.penalty_bucket != CompiledRule::kNoPenalty;
+  if (out.penalty) [[unlikely]] {
+    const uint16_t pk = policy.buckets[rule.penalty_bucket].index;
+    out.penalty_key = key.credential ? state.bucket_hasher.key(pk, *key.credential) : state.bucket_hasher.key(pk, key.bytes);
+  }
 }
 
 // The first rule from `from` on that applies to `path`; rules.size(): none.
@@ -675,9 +681,71 @@ LayerOutcome charge_layer(LimiterState& state, const CompiledBucket& b, const Bu
            scratch, d);
 }
 
+void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge& p, Nanos now,
+                 DecisionScratch& scratch, Decision& d) noexcept;
+
+// A rule with a penalty box. A boxed key is refused until its box ends,
+// its buckets not consulted (and the refusal not counted again: the box
+// does not grow while it holds). Otherwise the rule decides as ever; each
+// refusal is paced in the box's bucket, and the one that finds it empty
+// (`after` refusals faster than `after` per `within`) boxes the key for
+// `box_for`. Only requests on connections that completed a handshake reach
+// a decision, so a spoofed address cannot box a victim's.
+[[gnu::noinline]] void finish_penalised(const CompiledPolicy& policy, LimiterState& state, const Charge& p, Nanos now,
+                                        DecisionScratch& scratch, Decision& d) noexcept {
+  const CompiledRule& rule = *p.rule;
+  const CompiledBucket& box = policy.buckets[rule.penalty_bucket];
+  const BucketSlot* held = state.buckets.find(p.penalty_key);
+  const uint64_t until = held != nullptr ? held->load(1) : 0;
+  if (until != BucketTable::kFrozen && until > now) {
+    const CompiledBucket& b = *p.bucket;
+    policy::TemplateValues v;
+    v.limit = b.header_limit;
+    v.window = b.header_window_s;
+    v.policy = b.name;
+    v.retry_after = ceil_seconds(until - now);
+    v.reset = v.retry_after;
+    d.penalty = Decision::Penalty::kBoxed;
+    d.boxed_until = until;
+    d.fields = ratelimit_values(rule.style, v, true);
+    if (!forwards(policy, rule, false)) d.retry_after_s = v.retry_after;
+    conclude(policy, rule, *p.request, false, *rule.refusal, nullptr, scratch, d);
+    return;
+  }
+  Charge plain = p;
+  plain.penalty = false;
+  finish_into(policy, state, plain, now, scratch, d);
+  if (d.verdict != Verdict::kRefuse && !d.shadow_refusal) return;
+  BucketTable::Found f = state.buckets.find_or_claim(p.penalty_key);
+  for (;;) {
+    uint64_t tat = f.slot->load(0);
+    if (tat == BucketTable::kFrozen || f.overflow) return;  // no slot of its own: a box is a key's, never shared
+    const GcraDecision g = gcra_decide(tat, now, box.gcra);
+    const uint64_t next = g.admit ? g.new_tat : tat;
+    if (next != tat && !f.slot->word(0).compare_exchange_weak(tat, next, std::memory_order_acq_rel,
+                                                               std::memory_order_acquire)) {
+      continue;
+    }
+    if (g.admit && g.remaining != 0) return;
+    break;
+  }
+  // Boxed: the end moves only later, never back (another worker may have
+  // boxed it a moment ago).
+  const uint64_t end = now + box.box_for;
+  uint64_t cur = f.slot->load(1);
+  if (cur == BucketTable::kFrozen) return;  // being reclaimed: the key has no slot to hold a box
+  while (cur < end && !f.slot->word(1).compare_exchange_weak(cur, end, std::memory_order_acq_rel,
+                                                             std::memory_order_acquire)) {
+  }
+  d.penalty = Decision::Penalty::kBoxedNow;
+  d.boxed_until = std::max(cur, end);
+  d.penalty_key = p.penalty_key;
+}
+
 // The charge a plan left, made, and what it decides written into `d`.
 void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge& p, Nanos now,
                  DecisionScratch& scratch, Decision& d) noexcept {
+  if (p.penalty) [[unlikely]] return finish_penalised(policy, state, p, now, scratch, d);
   if (p.also_count != 0) [[unlikely]] return finish_layered(policy, state, p, now, scratch, d);
   const CompiledRule& rule = *p.rule;
   const CompiledBucket& b = *p.bucket;

@@ -145,6 +145,12 @@ struct Decision {
   bool has_usage_key = false;
   bool usage_shared = false;      // the window is a cluster bucket's (its tokens are recorded for the sync)
   KeyLabel label;                 // set when a bucket was charged (kAdmit, kRefuse, a rule's kAnswer)
+  // The rule's penalty box: kBoxed, refused (or, in shadow, would have
+  // been) because the key is boxed, its bucket not consulted; kBoxedNow,
+  // this refusal boxed it, until `boxed_until`.
+  enum class Penalty : uint8_t { kNone, kBoxed, kBoxedNow } penalty = Penalty::kNone;
+  Nanos boxed_until = 0;
+  BucketKey penalty_key{};        // kBoxedNow: the box's key (sluicectl penalty release)
   PathReading path_reading = PathReading::kNormal;  // the data plane counts the other two
 };
 
@@ -187,6 +193,9 @@ struct Charge {
   };
   uint8_t also_count = 0;
   std::array<Layer, RateLimitFields::kMaxBudgets - 1> also;
+  // The rule's penalty box: the key in its bucket (CompiledRule::penalty_bucket).
+  bool penalty = false;
+  BucketKey penalty_key;
 };
 
 struct Plan {
@@ -199,6 +208,7 @@ struct Plan {
 inline void prefetch(LimiterState& state, const Plan& p) noexcept {
   if (!p.charge.due) return;
   state.buckets.prefetch(p.charge.key);
+  if (p.charge.penalty) state.buckets.prefetch(p.charge.penalty_key);
   for (uint8_t i = 0; i < p.charge.also_count; ++i) state.buckets.prefetch(p.charge.also[i].key);
 }
 // The decision, made in `p` (a Decision is some 200 bytes: not copied).

@@ -191,6 +191,15 @@ struct RuleSpec {
     Nanos quiet = 60 * time::kNanosPerSecond;
     std::string overflow_bucket;  // where a credential past the ceiling is counted (keyed by client IP)
   } credential_slots;
+  // Penalty box: a key refused `after` times faster than `after` per
+  // `within` is refused for `box_for` without its bucket being consulted
+  // (0: off).
+  struct Penalty {
+    uint32_t after = 0;
+    Nanos within = 0;
+    Nanos box_for = 0;
+    bool operator==(const Penalty&) const = default;
+  } penalty;
   // After admission: forward (normal), or answer with a status (TB12: 404).
   uint16_t answer_status = 0;  // 0: forward
   std::optional<ResponseSpec> answer;

@@ -581,6 +581,33 @@ void read_credential_slots(Reader& r, const YAML::Node& c, const std::string& wh
   }
 }
 
+// The penalty box: `{ after: K, within: W, for: T }`.
+void read_penalty(Reader& r, const YAML::Node& c, const std::string& what, RuleSpec::Penalty& out) {
+  if (!r.is_map(c, what + " penalty")) return;
+  r.only(c, {"after", "within", "for"}, "penalty");
+  if (c["after"]) {
+    if (auto v = r.number(c["after"], what + " penalty after", 1, 1'000'000)) out.after = static_cast<uint32_t>(*v);
+  } else {
+    r.error(c, what + " penalty needs after (the refusals that box a key)");
+  }
+  const auto bounded = [&](const char* key, Nanos most, Nanos& to) {
+    if (!c[key]) {
+      r.error(c, what + " penalty needs " + key);
+      return;
+    }
+    const auto d = r.duration(c[key], what + " penalty " + key);
+    if (!d) return;
+    if (*d < time::kNanosPerSecond || *d > most) {
+      r.error(c[key], what + " penalty " + key + " must be between 1s and " +
+                          std::to_string(most / (3600 * time::kNanosPerSecond)) + "h");
+      return;
+    }
+    to = *d;
+  };
+  bounded("within", 24 * 3600 * time::kNanosPerSecond, out.within);
+  bounded("for", 7 * 24 * 3600 * time::kNanosPerSecond, out.box_for);
+}
+
 // What an admitted request gets (forwarded, or an answer), and a refused one.
 void read_rule_answers(Reader& r, const YAML::Node& n, const std::string& what, RuleSpec& rule) {
   if (n["answer"] && n["answer"].IsScalar() && n["answer"].Scalar() == "forward") {
@@ -603,7 +630,7 @@ void read_rule(Reader& r, const YAML::Node& n, RuleSpec& rule) {
   rule.mark = r.mark(n);
   if (!r.is_map(n, "rule")) return;
   r.only(n, {"name", "methods", "path", "require", "live_run", "key", "when_key_missing", "bucket", "credential_slots",
-             "answer", "refusal", "header_style", "shadow"},
+             "penalty", "answer", "refusal", "header_style", "shadow"},
          "rule");
   if (!n["name"]) r.error(n, "rule needs a name");
   else if (auto s = r.string(n["name"], "rule name")) {
@@ -640,6 +667,7 @@ void read_rule(Reader& r, const YAML::Node& n, RuleSpec& rule) {
     r.error(n, what + " needs a bucket");
   }
   if (n["credential_slots"]) read_credential_slots(r, n["credential_slots"], what, rule.credential_slots);
+  if (n["penalty"]) read_penalty(r, n["penalty"], what, rule.penalty);
   read_rule_answers(r, n, what, rule);
   if (n["header_style"]) rule.header_style = read_header_style(r, n["header_style"]);
   if (n["shadow"]) {

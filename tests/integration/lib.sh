@@ -215,7 +215,13 @@ buckets:
   daily-rate: { rate: 2/day }
   l-window: { window: hour, requests: 5 }
   l-rate: { rate: 2/hour, burst: 2 }
+  b-rate: { rate: 2/hour, burst: 2 }
 rules:
+  - name: boxed
+    path: "/boxed/*"
+    key: client_ip
+    bucket: b-rate
+    penalty: { after: 3, within: 1h, for: 1h }
   - name: layered
     path: "/layered/*"
     key: client_ip

@@ -36,6 +36,7 @@ dq-usage-from-response       limiting  deployment-quotas  1
 dq-upstream-429              limiting  deployment-quotas  1
 dq-day-hour-windows          limiting  dq-day             1
 dq-layered-budgets           limiting  dq-day             1
+dq-penalty-box               limiting  dq-day             1
 tb-keepalive-counted         limiting  tb-hourly          1
 tb-pipelined-crossing        limiting  tb-hourly          1
 tb-tinymss-budget            limiting  tb-hourly          1
@@ -529,6 +530,59 @@ t_dq_layered_budgets() {
     "$("$SLT_PY" -c 'import json,sys; print(json.loads(sys.argv[1])["violated-policies"])' "$(cbody layered6)")" \
     "['l-rate']"
   check_eq "layered: the origin saw the 2 admitted" "$(olog_count "$s")" 2
+  finish
+}
+
+# The penalty box on the wire: a rule of 2 an hour per address boxes a key
+# for an hour after 3 refusals within the hour. The 3rd refusal boxes it:
+# its next request is refused for the box's hour (Retry-After about 3600,
+# not the bucket's 1800), sluicectl penalty list shows it, and the
+# counters say so. Abuse: 100 forged segments with a victim's address and
+# no handshake, each a head for /boxed/, charge and box nothing: the
+# victim's own 2 requests are admitted. Released by sluicectl, the key is
+# refused by its bucket again (Retry-After 1800), no longer by the box.
+t_dq_penalty_box() {
+  local s victim i code before after listed mac
+  s="$(src4 0)" victim="$(src4 1)"
+  before="$(SLT_CTL --json stats)"
+  for i in 1 2 3 4 5 6; do
+    code="$(ccurl boxed$i --interface "$s" "http://$ORIGIN4/boxed/$i")"
+    note "boxed request $i: $code $(chdr boxed$i Retry-After)"
+  done
+  check_eq "penalty: 2 admitted" "$(sed -n '1s/^HTTP[^ ]* \([0-9]*\).*/\1/p' "$SLT_OUT/boxed2.headers")" 200
+  check_range "penalty: refused by the bucket first" "$(chdr boxed3 Retry-After)" 1790 1800
+  check_range "penalty: then by the box, for its hour" "$(chdr boxed6 Retry-After)" 3590 3600
+  sleep 0.3  # the control thread reads the workers' boxings every 100 ms
+  listed="$(SLT_CTL penalty list)"
+  note "penalty list: $listed"
+  check_re "penalty list: the key, its rule, about an hour left" "$(grep -F " $s " <<<"$listed")" \
+    "^boxed +$s +[0-9]+ s +3[56][0-9][0-9] s$"
+  after="$(SLT_CTL --json stats)"
+  check_eq "penalty: one key boxed" "$(delta_of "$before" "$after" penalty_boxed)" 1
+  check_eq "penalty: one request refused while boxed" "$(delta_of "$before" "$after" penalty_refused)" 1
+
+  mac="$(ip -n "$NS_ORG" -br link show o0 | awk '{ print $3 }')"
+  ip netns exec "$NS_CLI" timeout -k 2 20 "$SLT_PY" "$SLT_HERE/forge.py" adopt --iface c0 --dst-mac "$mac" \
+    --dst "$ORIGIN4" --src "$victim" --count 100 --seconds 1 --spread --path '/boxed/forged{i}' >"$SLT_OUT/forge.json" 2>&1
+  note "forged: $(cat "$SLT_OUT/forge.json")"
+  sleep 0.3
+  for i in 1 2; do
+    code="$(ccurl victim$i --interface "$victim" "http://$ORIGIN4/boxed/victim$i")"
+    check_eq "penalty: the victim's own request $i after the forgery" "$code" 200
+  done
+  check_eq "penalty: nothing boxed for the forged segments" \
+    "$(delta_of "$after" "$(SLT_CTL --json stats)" penalty_boxed)" 0
+
+  check_re "penalty release" "$(SLT_CTL penalty release boxed "$s")" "^released $s from rule boxed's penalty box$"
+  check_eq "penalty list after the release" "$(SLT_CTL penalty list)" "no key is in a penalty box"
+  code="$(ccurl released --interface "$s" "http://$ORIGIN4/boxed/released")"
+  check_eq "penalty: released, still refused by its bucket" "$code" 429
+  check_range "penalty: the bucket's wait, not the box's" "$(chdr released Retry-After)" 1700 1800
+  check_eq "penalty release of a key not boxed" "$(SLT_CTL penalty release boxed 198.18.9.9)" \
+    "198.18.9.9 was not in rule boxed's penalty box"
+  check_re "penalty release on a rule without a box: a clear error" "$(SLT_CTL penalty release layered "$s" 2>&1)" \
+    "rule layered has no penalty box"
+  check_eq "the origin saw the 4 admitted, nothing forged" "$(( $(olog_count "$s") + $(olog_count "$victim") ))" 4
   finish
 }
 

@@ -117,7 +117,7 @@ TEST(SluicectlCli, MistakesAreOneLineThatNamesThem) {
     std::vector<std::string> args;
     std::string message;
   } cases[] = {
-      {{}, "which command? (status, stats, top, runs, run, credentials, credential, usage, bucket, policy)"},
+      {{}, "which command? (status, stats, top, runs, run, credentials, credential, usage, bucket, penalty, policy)"},
       {{"frobnicate"}, "unknown command 'frobnicate'"},
       {{"--frob"}, "unknown option '--frob'"},
       {{"run"}, "run what? (start, end)"},
