@@ -130,6 +130,47 @@ TEST_F(ReplayRunTest, BareBurstDecidedInTimeOrder_TB01_TB14_TB18) {
   EXPECT_NEAR(r.outcome.rates[0].max_ratio, 70.0 / 60.0, 1e-9);
 }
 
+// Layered budgets and the penalty box replay as the live box decides them,
+// at each record's own time: one address, 2 a second layered under 100 an
+// hour, boxed for a minute after 3 refusals within the minute. Second 0: 2
+// admitted, 3 refused (the 3rd boxes it); second 30: boxed, refused though
+// its buckets would admit it; second 61, out of the box: 2 admitted.
+TEST_F(ReplayRunTest, LayeredBudgetsAndThePenaltyBox) {
+  const std::string policy = write_temp("layered.yaml",
+                                        "sluice: 1\nname: layered\nheader_style: ietf\nbuckets:\n"
+                                        "  per-second: { rate: 2/s, burst: 2 }\n"
+                                        "  per-hour: { window: hour, requests: 100 }\n"
+                                        "rules:\n  - name: layered\n    key: client_ip\n"
+                                        "    bucket: [per-second, per-hour]\n"
+                                        "    penalty: { after: 3, within: 1m, for: 1m }\n");
+  std::vector<RequestRecord> records;
+  for (int i = 0; i < 5; ++i) records.push_back(request(kT0 + i * kMs, "198.18.0.7", "/a"));
+  records.push_back(request(kT0 + 30 * time::kNanosPerSecond, "198.18.0.7", "/a"));
+  for (int i = 0; i < 2; ++i) records.push_back(request(kT0 + 61 * time::kNanosPerSecond + i * kMs, "198.18.0.7", "/a"));
+  const ReplayReport r = replay(std::move(records), policy);
+  EXPECT_EQ(r.outcome.requests, 8u);
+  EXPECT_EQ(r.outcome.admitted, 4u);
+  EXPECT_EQ(r.outcome.refused, 4u);
+  ASSERT_EQ(r.outcome.refused_keys.size(), 1u);
+  EXPECT_EQ(r.outcome.refused_keys[0].last_refusal, kT0 + 30 * time::kNanosPerSecond);  // the boxed one
+}
+
+// A day window replays by the records' calendar: 3 a day, 4 requests in the
+// day's last seconds (the 4th refused), 2 just after midnight (admitted).
+TEST_F(ReplayRunTest, ADayWindowEndsAtTheRecordsMidnight) {
+  const std::string policy = write_temp("daily.yaml",
+                                        "sluice: 1\nname: daily\nbuckets:\n"
+                                        "  per-day: { window: day, requests: 3 }\n"
+                                        "rules:\n  - name: daily\n    key: client_ip\n    bucket: per-day\n");
+  const time::Nanos midnight = (kT0 / (86400 * time::kNanosPerSecond) + 1) * 86400 * time::kNanosPerSecond;
+  std::vector<RequestRecord> records;
+  for (int i = 0; i < 4; ++i) records.push_back(request(midnight - 2 * time::kNanosPerSecond + i * kMs, "198.18.0.7", "/a"));
+  for (int i = 0; i < 2; ++i) records.push_back(request(midnight + time::kNanosPerSecond + i * kMs, "198.18.0.7", "/a"));
+  const ReplayReport r = replay(std::move(records), policy);
+  EXPECT_EQ(r.outcome.admitted, 5u);
+  EXPECT_EQ(r.outcome.refused, 1u);
+}
+
 // TB01: the bare bucket refills one request a second; the record clock, not
 // the wall clock, is what refills it.
 TEST_F(ReplayRunTest, RefillFollowsTheRecordsClock_TB01) {
