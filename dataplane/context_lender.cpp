@@ -1,6 +1,8 @@
 // Parse contexts and edit holds lent to flows; see context_lender.h.
 #include "context_lender.h"
 
+#include "limiter/in_flight.h"
+
 namespace sluice::dataplane {
 
 ContextLender::ContextLender(size_t contexts, uint32_t max_head_bytes, uint16_t max_fields, size_t holds,
@@ -38,9 +40,19 @@ Lent ContextLender::carry_context(TcpFlow& flow, const PolicySnapshot& snap, con
                                   bool answers, std::span<const char> held_head) noexcept {
   const Lent lent = borrow(flow, snap);
   if (lent != Lent::kYes) return lent;
-  if (!contexts_.at(flow.context).carry_on(dead, answers, held_head)) {
+  ParseContext& ctx = contexts_.at(flow.context);
+  if (!ctx.carry_on(dead, answers, held_head)) {
+    ctx.usage_count = 0;  // its notes were never taken again here: nothing to give back
     give_back(flow);
     return Lent::kCannotCarry;
+  }
+  // Its requests in flight hold their slots again, under this process's
+  // epoch (the dead one's counts read as zero: limiter/in_flight.h).
+  if (in_flight_ != nullptr) {
+    for (unsigned i = 0; i < ctx.usage_count; ++i) {
+      const ParseContext::UsageNote& n = ctx.usage_notes[(ctx.usage_front + i) % ctx.usage_notes.size()];
+      if (n.holds_in_flight) limiter::retake_in_flight(in_flight_->buckets, n.in_flight_key, in_flight_->in_flight_epoch);
+    }
   }
   return Lent::kYes;
 }
@@ -60,6 +72,15 @@ void ContextLender::give_back(TcpFlow& flow) noexcept {
     flow.hold = -1;
   }
   if (flow.context < 0) return;
+  ParseContext& ctx = contexts_.at(flow.context);
+  if (in_flight_ != nullptr) {
+    for (unsigned i = 0; i < ctx.usage_count; ++i) {
+      ParseContext::UsageNote& n = ctx.usage_notes[(ctx.usage_front + i) % ctx.usage_notes.size()];
+      if (!n.holds_in_flight) continue;
+      limiter::release_in_flight(in_flight_->buckets, n.in_flight_key, in_flight_->in_flight_epoch);
+      n.holds_in_flight = false;
+    }
+  }
   // What the edits so far shift the rest of the flow by.
   flow.seqadj.to_client = static_cast<uint32_t>(contexts_.at(flow.context).to_client.total_shift());
   flow.seqadj.to_origin = static_cast<uint32_t>(contexts_.at(flow.context).to_origin.total_shift());

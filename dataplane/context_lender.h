@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "limiter/decide.h"
+
 #include "bind_stash.h"
 #include "client_shares.h"
 #include "edit_hold.h"
@@ -50,7 +52,13 @@ class ContextLender {
   // flow's bases, with the flow's held edits (if any) moved back into it.
   [[nodiscard]] Lent borrow(TcpFlow& flow, const PolicySnapshot& snap) noexcept;
   // Takes back the context and any hold; the flow keeps only its base shifts.
+  // The in-flight slots its requests still held (a rule's `concurrency`)
+  // are given back with it: a reset, a deadline, an eviction or the flow's
+  // end never leaks one.
   void give_back(TcpFlow& flow) noexcept;
+  // Where in-flight slots are given back, and taken again for carried
+  // contexts (none: no rule counts them).
+  void set_in_flight(limiter::LimiterState* limiter) noexcept { in_flight_ = limiter; }
   // The flow is over (answered, reset, expired, forgotten): everything it
   // borrowed comes back, its stash too.
   void give_back_all(TcpFlow& flow) noexcept {
@@ -125,6 +133,7 @@ class ContextLender {
   BindStash stashes_;
   ClientShares& shares_;
   bool report_status_lines_ = true;
+  limiter::LimiterState* in_flight_ = nullptr;
 };
 
 }  // namespace sluice::dataplane

@@ -50,6 +50,7 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
   responses_.set_spend_log(config.spends);
   requests_.set_refusal_sampler(config.refusals);
   requests_.set_penalty_log(config.penalties);
+  lender_.set_in_flight(&limiter);
 }
 
 FlowEngine::Resumed FlowEngine::resume(const CarriedFlow& carried, uint64_t hash, const PolicySnapshot& snap,

@@ -92,7 +92,7 @@ bool ParseContext::carry_on(const ParseContext& dead, bool answers, std::span<co
   for (unsigned i = 0; i < dead.response_fields_count; ++i) {
     const limiter::RateLimitFields& f = dead.response_fields[(dead.response_fields_front + i) % response_fields.size()];
     if (f.name_len > sizeof f.name || static_cast<uint8_t>(f.style) > static_cast<uint8_t>(policy::HeaderStyle::kIetf) ||
-        f.more > f.others.size()) {
+        f.more > f.others.size() || !http::is_bool_byte(f.concurrent)) {
       return false;
     }
     for (unsigned j = 0; j < f.more; ++j) {
@@ -101,7 +101,7 @@ bool ParseContext::carry_on(const ParseContext& dead, bool answers, std::span<co
   }
   for (unsigned i = 0; i < dead.usage_count; ++i) {
     const UsageNote& n = dead.usage_notes[(dead.usage_front + i) % usage_notes.size()];
-    if (!http::all_bool_bytes({&n.charge, &n.shared}) || !n.calendar.valid()) return false;
+    if (!http::all_bool_bytes({&n.charge, &n.shared, &n.holds_in_flight}) || !n.calendar.valid()) return false;
   }
   // Between segments a head in progress is always held (RequestPath); one
   // that is not names bytes nobody kept.
@@ -187,6 +187,7 @@ void ParseContext::push_response_fields(const limiter::RateLimitFields& fields) 
   if (fields.name_len != 0) std::memcpy(to.name, fields.name, fields.name_len);
   // A layered rule's other budgets, likewise only as far as they go.
   to.more = fields.more;
+  to.concurrent = fields.concurrent;
   if (fields.more != 0) [[unlikely]] {
     std::memcpy(to.others.data(), fields.others.data(), fields.more * sizeof fields.others[0]);
     const auto& last = fields.others[fields.more - 1];
@@ -209,6 +210,8 @@ void ParseContext::push_usage(const limiter::Decision& d) noexcept {
   n.charge = d.has_usage_key;
   n.key = d.usage_key;
   n.calendar = d.usage_calendar;
+  n.holds_in_flight = d.holds_in_flight;
+  n.in_flight_key = d.in_flight_key;
   n.shared = d.usage_shared;
   ++usage_count;
 }

@@ -176,8 +176,12 @@ struct ParseContext {
   struct UsageNote {
     limiter::BucketKey key{};
     limiter::Calendar calendar{};  // the window's span and offset
+    // A rule's in-flight slot the request holds until its response ends
+    // (or the context is given back): limiter/in_flight.h.
+    limiter::BucketKey in_flight_key{};
     bool charge = false;
     bool shared = false;  // a cluster window's
+    bool holds_in_flight = false;
   };
   std::array<UsageNote, http::ResponseStream::kMaxOutstanding> usage_notes;
   void push_usage(const limiter::Decision& d) noexcept;

@@ -153,6 +153,7 @@ RequestPath::Next RequestPath::on_head(Pass& p, const http::StreamStep& st) noex
       break;
   }
   if (d.penalty != limiter::Decision::Penalty::kNone) [[unlikely]] note_penalty(p.now, d);
+  if (d.refused_in_flight) [[unlikely]] counters_.in_flight_refused.add();
   if (answered) {
     if (refusals_ != nullptr) refusals_->offer(p.now, d, p.flow.key.client);
     if (keep_open(p, d)) return Next::kContinue;

@@ -1,6 +1,8 @@
 // An origin segment framed into responses; see response_path.h.
 #include "response_path.h"
 
+#include "limiter/in_flight.h"
+
 namespace sluice::dataplane {
 
 void ResponsePath::status_line(ParseContext& ctx, ResponsePlan& plan, uint32_t at) noexcept {
@@ -17,6 +19,10 @@ void ResponsePath::response_end(ParseContext& ctx, ResponsePlan& plan, uint32_t 
   // DQ05: the tokens the origin reported for the request, charged to its
   // bucket's window now that it has ended.
   const ParseContext::UsageNote* usage = ctx.take_usage();
+  // A rule's in-flight slot comes free with the response's end.
+  if (usage != nullptr && usage->holds_in_flight) {
+    limiter::release_in_flight(limiter_.buckets, usage->in_flight_key, limiter_.in_flight_epoch);
+  }
   if (usage != nullptr && usage->charge && ctx.responses.head().has_usage) {
     limiter::report_usage(limiter_, usage->key, usage->calendar, ctx.responses.head().usage, now,
                           usage->shared ? spends_ : nullptr);

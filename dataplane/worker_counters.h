@@ -112,7 +112,8 @@ class Counter {
   X(usage_reported, "responses whose reported tokens were charged to their window (DQ05)")      \
   X(penalty_boxed, "keys put in their rule's penalty box (refused too often too fast)")         \
   X(penalty_refused, "requests refused because their key was in a penalty box")                 \
-  X(penalty_log_dropped, "boxings not handed to the control thread (its ring was full)")
+  X(penalty_log_dropped, "boxings not handed to the control thread (its ring was full)")       \
+  X(in_flight_refused, "requests refused because their key had every in-flight slot taken (concurrency)")
 
 // What a rule decided, for `sluicectl stats` per rule. Exempt and forwarded
 // requests are counted only in the totals.
@@ -246,6 +247,7 @@ inline constexpr CounterExposition kCounterExposition[] = {
     {"penalty_boxed", "sluice_penalty_total", R"(event="boxed")"},
     {"penalty_refused", "sluice_penalty_total", R"(event="refused_boxed")"},
     {"penalty_log_dropped", "sluice_penalty_total", R"(event="log_dropped")"},
+    {"in_flight_refused", "sluice_concurrency_refusals_total", ""},
 };
 
 // The counters themselves, in the X-macro's order: kCounterExposition[i]

@@ -1,6 +1,8 @@
 // See replay_run.h.
 #include "replay/replay_run.h"
 
+#include "limiter/in_flight.h"
+
 #include <tbb/concurrent_queue.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
@@ -92,7 +94,19 @@ class PolicyRun {
                                                                 r.at, *scratch_));
     out = DecidedNote::of(d, unparsed);
     const bool forwarded = d.verdict == Verdict::kAdmit || d.verdict == Verdict::kForward || d.verdict == Verdict::kExempt;
-    if (r.has_usage && d.has_usage_key && forwarded) pending_.push({r.usage_at, r.order, d.usage_key, d.usage_calendar, r.usage_tokens});
+    if (r.has_usage && d.has_usage_key && forwarded) {
+      pending_.push({r.usage_at, r.order, d.usage_key, d.usage_calendar, r.usage_tokens, false});
+    }
+    // A rule's in-flight slot: given back when the response ended, where
+    // the input says when (a response that reported its usage); else at
+    // once, as if the origin had answered in no time.
+    if (d.holds_in_flight) {
+      if (r.has_usage && r.usage_at > r.at) {
+        pending_.push({r.usage_at, r.order, d.in_flight_key, {}, 0, true});
+      } else {
+        limiter::release_in_flight(limiter_.state().buckets, d.in_flight_key, limiter_.state().in_flight_epoch);
+      }
+    }
     // An answer closes the connection unless HTTP/1 lets it stay open (an
     // unparsable head's always closes).
     const bool kept_open = !unparsed && http::answer_keeps_connection(policy, h.head);
@@ -106,8 +120,12 @@ class PolicyRun {
   void settle_usage(time::Nanos now) {
     while (!pending_.empty() && pending_.top().at <= now) {
       const Usage& u = pending_.top();
-      limiter::report_usage(limiter_.state(), u.key, u.calendar, u.tokens, u.at);
-      ++usage_reports_;
+      if (u.in_flight) {
+        limiter::release_in_flight(limiter_.state().buckets, u.key, limiter_.state().in_flight_epoch);
+      } else {
+        limiter::report_usage(limiter_.state(), u.key, u.calendar, u.tokens, u.at);
+        ++usage_reports_;
+      }
       pending_.pop();
     }
   }
@@ -126,6 +144,7 @@ class PolicyRun {
     limiter::BucketKey key;
     limiter::Calendar calendar;
     uint64_t tokens;
+    bool in_flight;  // an in-flight slot to give back, not tokens
     bool operator>(const Usage& o) const noexcept { return at != o.at ? at > o.at : order > o.order; }
   };
   PolicyLimiter& limiter_;

@@ -606,7 +606,7 @@ Status Appliance::create_tables() {
   buckets_ = &tables_.buckets();
   records_ = &tables_.records();
   limiter_.emplace(limiter::LimiterState{*buckets_, *records_, *runs_, *users_, *bucket_hasher_, *credential_hasher_,
-                                         cluster_.hasher()});
+                                         cluster_.hasher(), tables_.in_flight_epoch()});
   cluster_.make_logs(o_.workers);
   clock_.emplace();
   return std::nullopt;
@@ -828,8 +828,10 @@ std::vector<std::string> Appliance::publish_config(std::string& file) {
 limiter::BucketTable::IdlePredicate Appliance::idle_buckets() const {
   std::shared_ptr<const dataplane::PolicySnapshot> p = publisher_->current();
   const time::Nanos now = clock_->now();
-  return limiter::BucketTable::IdlePredicate(
-      [p, now](uint16_t kind, const uint64_t* words) { return limiter::bucket_idle(p->policy, kind, words, now); });
+  const uint16_t epoch = limiter_->in_flight_epoch;
+  return limiter::BucketTable::IdlePredicate([p, now, epoch](uint16_t kind, const uint64_t* words) {
+    return limiter::bucket_idle(p->policy, kind, words, now, epoch);
+  });
 }
 
 limiter::BucketTable::IdlePredicate Appliance::idle_credential_records() const {

@@ -98,6 +98,7 @@ constexpr FamilyHelp kWorkerFamilies[] = {
      "admitted responses and their RateLimit fields (TB16): inserted, skipped (too long, or 32 edits in flight)"},
     {"sluice_usage_reports_total", "responses whose reported tokens were charged to their window (DQ05)"},
     {"sluice_penalty_total", "penalty boxes: keys boxed, requests refused while boxed, boxings the log dropped"},
+    {"sluice_concurrency_refusals_total", "requests refused because their key had every in-flight slot taken"},
 };
 
 constexpr bool every_family_has_help() {

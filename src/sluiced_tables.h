@@ -33,6 +33,12 @@ class LimiterTables {
                                  const limiter::BucketTable::Options& records, uint64_t now);
 
   [[nodiscard]] limiter::BucketTable& buckets() noexcept { return *buckets_; }
+  // The bucket file's generation, one more at every attach: the epoch of
+  // this process's in-flight counts (limiter/in_flight.h), so a dead
+  // process's read as zero.
+  [[nodiscard]] uint16_t in_flight_epoch() const noexcept {
+    return static_cast<uint16_t>(bucket_side_.file->generation());
+  }
   [[nodiscard]] limiter::BucketTable& records() noexcept { return *records_; }
 
   // Before any worker runs, under the first policy: the re-attached buckets

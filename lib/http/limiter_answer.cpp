@@ -67,7 +67,7 @@ size_t write_answer(const limiter::CompiledPolicy& policy, const limiter::Decisi
   if (a.response == nullptr) return 0;
   const policy::TemplateValues v = values_of(d);
   // The usual refusal: its rule's bucket, no CORS grant, framed at load.
-  if (a.framed != nullptr && a.charged && a.cors == limiter::CorsGrant::kNone && d.fields.more == 0 &&
+  if (a.framed != nullptr && a.charged && a.cors == limiter::CorsGrant::kNone && d.fields.more == 0 && !d.fields.concurrent &&
       a.framed->fits(d.fields.style, v)) {
     return a.framed->render(v, out, keep_alive);
   }
@@ -75,8 +75,8 @@ size_t write_answer(const limiter::CompiledPolicy& policy, const limiter::Decisi
   if (pos == SIZE_MAX) return 0;
   if (a.charged) {
     const size_t start = pos;
-    pos = d.fields.more == 0 ? policy::ratelimit_fields(d.fields.style).render(v, out, pos)
-                             : write_layered_fields(d.fields, out, pos);
+    pos = d.fields.more == 0 && !d.fields.concurrent ? policy::ratelimit_fields(d.fields.style).render(v, out, pos)
+                                                     : write_layered_fields(d.fields, out, pos);
     if (pos == SIZE_MAX) return 0;
     if (a.cors != limiter::CorsGrant::kNone && !append_cors(policy, a, out, pos, pos - start)) return 0;
   }
@@ -102,7 +102,7 @@ bool append_number(std::span<char> out, size_t& pos, uint32_t n) noexcept {
 // One budget of a list: `"name";q=L;w=W` (draft-11's RateLimit-Policy
 // item), `"name";r=R;t=T` (its RateLimit item), or `L;w=W` (the seed's
 // RateLimit-Policy item).
-enum class Item : uint8_t { kIetfPolicy, kIetfLimit, kSeedPolicy };
+enum class Item : uint8_t { kIetfPolicy, kIetfLimit, kSeedPolicy, kIetfConcurrentPolicy, kIetfConcurrentLimit };
 bool append_item(std::span<char> out, size_t& pos, Item item, std::string_view name, uint32_t limit,
                  uint32_t remaining, uint32_t reset, uint32_t window) noexcept {
   switch (item) {
@@ -114,6 +114,13 @@ bool append_item(std::span<char> out, size_t& pos, Item item, std::string_view n
              append_number(out, pos, remaining) && append(out, pos, ";t=") && append_number(out, pos, reset);
     case Item::kSeedPolicy:
       return append_number(out, pos, limit) && append(out, pos, ";w=") && append_number(out, pos, window);
+    // A count of requests in flight: a quota with no window, nothing to reset.
+    case Item::kIetfConcurrentPolicy:
+      return append(out, pos, "\"") && append(out, pos, name) && append(out, pos, "\";q=") &&
+             append_number(out, pos, limit) && append(out, pos, ";qu=\"concurrent-requests\"");
+    case Item::kIetfConcurrentLimit:
+      return append(out, pos, "\"") && append(out, pos, name) && append(out, pos, "\";r=") &&
+             append_number(out, pos, remaining);
   }
   return false;
 }
@@ -121,8 +128,10 @@ bool append_item(std::span<char> out, size_t& pos, Item item, std::string_view n
 // `Name: item, item...\r\n`, the binding budget first.
 bool append_list(std::span<char> out, size_t& pos, std::string_view name, Item item,
                  const limiter::RateLimitFields& f) noexcept {
+  Item first = item;
+  if (f.concurrent) first = item == Item::kIetfPolicy ? Item::kIetfConcurrentPolicy : Item::kIetfConcurrentLimit;
   if (!append(out, pos, name) ||
-      !append_item(out, pos, item, f.bucket(), f.limit, f.remaining, f.reset, f.window)) {
+      !append_item(out, pos, first, f.bucket(), f.limit, f.remaining, f.reset, f.window)) {
     return false;
   }
   for (uint8_t i = 0; i < f.more; ++i) {
@@ -138,10 +147,13 @@ bool append_list(std::span<char> out, size_t& pos, std::string_view name, Item i
 size_t write_layered_fields(const limiter::RateLimitFields& f, std::span<char> out, size_t pos) noexcept {
   switch (f.style) {
     case policy::HeaderStyle::kSeed:
+      // The seed's RateLimit-Policy has a window for every item: a count
+      // of requests in flight has none, and is given by the first three.
       if (!append(out, pos, "RateLimit-Limit: ") || !append_number(out, pos, f.limit) ||
           !append(out, pos, "\r\nRateLimit-Remaining: ") || !append_number(out, pos, f.remaining) ||
           !append(out, pos, "\r\nRateLimit-Reset: ") || !append_number(out, pos, f.reset) ||
-          !append(out, pos, "\r\n") || !append_list(out, pos, "RateLimit-Policy: ", Item::kSeedPolicy, f)) {
+          !append(out, pos, "\r\n") ||
+          (!f.concurrent && !append_list(out, pos, "RateLimit-Policy: ", Item::kSeedPolicy, f))) {
         return SIZE_MAX;
       }
       return pos;
@@ -183,7 +195,7 @@ size_t ratelimit_fields_bound(policy::HeaderStyle style, std::span<const std::st
 
 size_t write_ratelimit_fields(const limiter::RateLimitFields& f, std::span<char> out) noexcept {
   if (f.none()) return 0;
-  if (f.more != 0) [[unlikely]] return write_layered_fields(f, out, 0);
+  if (f.more != 0 || f.concurrent) [[unlikely]] return write_layered_fields(f, out, 0);
   policy::TemplateValues v;
   v.limit = f.limit;
   v.remaining = f.remaining;

@@ -6,6 +6,7 @@
 
 #include "limiter/credential.h"
 #include "limiter/decide.h"
+#include "limiter/in_flight.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -60,6 +61,7 @@ uint64_t policy_digest(const policy::Policy& p) {
     add(r.name);
     add(r.bucket);
     for (const auto& b : r.also_buckets) add("+" + b);
+    if (r.concurrency != 0) add("concurrency " + std::to_string(r.concurrency));
     if (r.penalty.after != 0) {
       add("penalty " + std::to_string(r.penalty.after) + "/" + std::to_string(r.penalty.within) + "/" +
           std::to_string(r.penalty.box_for));
@@ -307,6 +309,7 @@ class PolicyCompiler {
       return false;
     }
     if (r.penalty.after != 0 && !penalty_box(r, cr)) return false;
+    if (r.concurrency != 0) in_flight(r, cr);
     if (r.credential_slots.per_client_ip == 0) return true;
     const CompiledBucket* ob = c_.bucket_named(r.credential_slots.overflow_bucket);
     if (!ob) {
@@ -339,6 +342,20 @@ class PolicyCompiler {
     return true;
   }
 
+  // The rule's in-flight count: a bucket of its own (RULE/concurrency),
+  // whose first word counts the key's requests admitted and not yet
+  // answered, under this process's epoch (charge.h).
+  void in_flight(const policy::RuleSpec& r, CompiledRule& cr) {
+    CompiledBucket ib;
+    ib.name = r.name + "/concurrency";
+    ib.index = static_cast<uint16_t>(c_.buckets.size());
+    ib.in_flight = true;
+    ib.header_limit = r.concurrency;
+    cr.in_flight_bucket = ib.index;
+    cr.concurrency = r.concurrency;
+    c_.buckets.push_back(std::move(ib));
+  }
+
   // What an admitted request gets, what a refused one gets, and the
   // rate-limit fields both carry.
   void rule_answers(const policy::RuleSpec& r, CompiledRule& cr) {
@@ -365,10 +382,14 @@ class PolicyCompiler {
       for (uint8_t i = 0; i < cr.also_count; ++i) {
         cr.also_refusal[i] = response(spec, r.mark, true, c_.buckets[cr.also[i]].name);
       }
+      cr.in_flight_refusal = cr.in_flight_bucket != CompiledRule::kNoBucket
+                                 ? response(spec, r.mark, true, c_.buckets[cr.in_flight_bucket].name)
+                                 : cr.refusal;
     } else {
       cr.refusal = r.refusal ? response(*r.refusal, r.mark, true) : c_.refusal;
       cr.overflow_refusal = cr.refusal;
       for (uint8_t i = 0; i < cr.also_count; ++i) cr.also_refusal[i] = cr.refusal;
+      cr.in_flight_refusal = cr.refusal;
     }
     cr.style = r.header_style.value_or(p_.header_style);
     // The styles' templates are made on first use: here, off the hot path.
@@ -409,7 +430,8 @@ const CompiledRule* CompiledPolicy::rule_named(std::string_view name) const noex
   return nullptr;
 }
 
-bool bucket_idle(const CompiledPolicy& p, uint16_t kind, const uint64_t* words, Nanos now) noexcept {
+bool bucket_idle(const CompiledPolicy& p, uint16_t kind, const uint64_t* words, Nanos now,
+                 uint16_t in_flight_epoch) noexcept {
   const CompiledBucket* found = nullptr;
   for (const CompiledBucket& b : p.buckets) {
     if (b.index == kind) found = &b;
@@ -418,6 +440,7 @@ bool bucket_idle(const CompiledPolicy& p, uint16_t kind, const uint64_t* words, 
   const CompiledBucket& b = *found;
   if (b.calendar) return window_idle(words[0], words[1], now, b.window.calendar);
   if (b.penalty) return words[1] <= now && gcra_full(words[0], now);
+  if (b.in_flight) return in_flight_count(words[0], in_flight_epoch) == 0;
   return gcra_full(words[0], now) && now - words[0] >= b.idle_drop_after;
 }
 

@@ -61,6 +61,9 @@ struct CompiledBucket {
   // paces the key's refusals (word 0), word 1 holds when its box ends.
   bool penalty = false;
   Nanos box_for = 0;
+  // A rule's in-flight count (RULE/concurrency, not in the policy's
+  // buckets): word 0 holds the epoch and the count (charge.h).
+  bool in_flight = false;
   // `scope: cluster`: mixed into its keys (made with the cluster's
   // shared secret) in place of the kind, so that a key is the same on every
   // box whatever kind the box gave the bucket; 0 for a box bucket.
@@ -100,8 +103,14 @@ struct CompiledRule {
   std::array<uint16_t, kMaxRuleBuckets - 1> also{};
   std::array<const policy::ResponseTemplate*, kMaxRuleBuckets - 1> also_refusal{};
   // Its penalty box's bucket (CompiledBucket::penalty), kNoPenalty: none.
-  static constexpr uint16_t kNoPenalty = 0xffff;
+  static constexpr uint16_t kNoBucket = 0xffff;
+  static constexpr uint16_t kNoPenalty = kNoBucket;
   uint16_t penalty_bucket = kNoPenalty;
+  // Its in-flight count's bucket (CompiledBucket::in_flight) and limit
+  // (`concurrency`), kNoBucket: none.
+  uint16_t in_flight_bucket = kNoBucket;
+  uint32_t concurrency = 0;
+  const policy::ResponseTemplate* in_flight_refusal = nullptr;
   uint32_t slots_per_ip = 0;  // TB07; 0: no ceiling
   Nanos slots_quiet = 0;
   uint16_t slots_overflow_bucket = 0;
@@ -176,7 +185,11 @@ struct CompiledPolicy {
 // any answer: its minute is over (calendar), or it has been full again for
 // the bucket's idle_drop_after (continuous; RF08: 10 minutes). TB07 records
 // have their own table and predicate (credential_record_idle).
-[[nodiscard]] bool bucket_idle(const CompiledPolicy& p, uint16_t kind, const uint64_t* words, Nanos now) noexcept;
+// An in-flight count is idle at zero under `in_flight_epoch` (this
+// process's: LimiterState::in_flight_epoch); a count of another epoch is
+// a dead process's, zero too.
+[[nodiscard]] bool bucket_idle(const CompiledPolicy& p, uint16_t kind, const uint64_t* words, Nanos now,
+                               uint16_t in_flight_epoch) noexcept;
 
 // Builds the compiled form into `out` (a fresh CompiledPolicy, or a
 // protocol's policy built on one: it is built where it will live, since its

@@ -14,6 +14,7 @@
 #include "limiter/charge.h"
 #include "limiter/credential.h"
 #include "limiter/credential_slots.h"
+#include "limiter/in_flight.h"
 #include "policy/path_form.h"
 
 namespace sluice::limiter {
@@ -352,6 +353,12 @@ BucketKey cluster_key(const KeyHasher& cluster, const CompiledBucket& b, std::sp
   if (out.penalty) [[unlikely]] {
     const uint16_t pk = policy.buckets[rule.penalty_bucket].index;
     out.penalty_key = key.credential ? state.bucket_hasher.key(pk, *key.credential) : state.bucket_hasher.key(pk, key.bytes);
+  }
+  // The in-flight count, likewise the box's own.
+  out.in_flight = rule.in_flight_bucket != CompiledRule::kNoBucket;
+  if (out.in_flight) [[unlikely]] {
+    const uint16_t ik = policy.buckets[rule.in_flight_bucket].index;
+    out.in_flight_key = key.credential ? state.bucket_hasher.key(ik, *key.credential) : state.bucket_hasher.key(ik, key.bytes);
   }
 }
 
@@ -742,10 +749,47 @@ void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge
   d.penalty_key = p.penalty_key;
 }
 
+// A rule with a `concurrency`: a slot of the key's in-flight count is taken
+// before any bucket is charged (a request that cannot run spends no
+// budget); every slot taken, it is refused (Retry-After 1: a slot may come
+// free at any moment) with draft-11's concurrent-requests fields. A request
+// its buckets refuse, or that is answered rather than forwarded, gives the
+// slot back at once; one forwarded keeps it until its response ends.
+[[gnu::noinline]] void finish_in_flight(const CompiledPolicy& policy, LimiterState& state, const Charge& p, Nanos now,
+                                        DecisionScratch& scratch, Decision& d) noexcept {
+  const CompiledRule& rule = *p.rule;
+  const bool shadow = rule.shadow || policy.shadow;
+  if (!take_in_flight(state.buckets, p.in_flight_key, state.in_flight_epoch, rule.concurrency, shadow)) {
+    const CompiledBucket& b = policy.buckets[rule.in_flight_bucket];
+    policy::TemplateValues v;
+    v.limit = rule.concurrency;
+    v.window = 0;
+    v.policy = b.name;
+    v.retry_after = 1;
+    v.reset = 1;
+    d.refused_in_flight = true;
+    d.fields = ratelimit_values(rule.style, v, true);
+    d.fields.concurrent = true;
+    if (!forwards(policy, rule, false)) d.retry_after_s = v.retry_after;
+    conclude(policy, rule, *p.request, false, *rule.in_flight_refusal, nullptr, scratch, d);
+    return;
+  }
+  Charge plain = p;
+  plain.in_flight = false;
+  finish_into(policy, state, plain, now, scratch, d);
+  if (d.verdict == Verdict::kAdmit) {
+    d.holds_in_flight = true;
+    d.in_flight_key = p.in_flight_key;
+  } else {
+    release_in_flight(state.buckets, p.in_flight_key, state.in_flight_epoch);
+  }
+}
+
 // The charge a plan left, made, and what it decides written into `d`.
 void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge& p, Nanos now,
                  DecisionScratch& scratch, Decision& d) noexcept {
   if (p.penalty) [[unlikely]] return finish_penalised(policy, state, p, now, scratch, d);
+  if (p.in_flight) [[unlikely]] return finish_in_flight(policy, state, p, now, scratch, d);
   if (p.also_count != 0) [[unlikely]] return finish_layered(policy, state, p, now, scratch, d);
   const CompiledRule& rule = *p.rule;
   const CompiledBucket& b = *p.bucket;

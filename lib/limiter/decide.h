@@ -32,6 +32,8 @@ struct LimiterState {
   // Keys of `scope: cluster` buckets, with the secret every box of
   // the cluster shares (none: those buckets are keyed as the box's own).
   const KeyHasher* cluster_hasher = nullptr;
+  // This process's epoch of in-flight counts (in_flight.h).
+  uint16_t in_flight_epoch = 0;
 };
 
 enum class Verdict : uint8_t {
@@ -101,6 +103,9 @@ struct RateLimitFields {
     uint8_t name_len;
   };
   uint8_t more = 0;
+  // The binding budget is a count of requests in flight (draft-11's
+  // qu="concurrent-requests"): `limit` of them, no window.
+  bool concurrent = false;
   std::array<Other, kMaxBudgets - 1> others;
   char other_names[kMaxOtherNames];
 
@@ -151,6 +156,11 @@ struct Decision {
   enum class Penalty : uint8_t { kNone, kBoxed, kBoxedNow } penalty = Penalty::kNone;
   Nanos boxed_until = 0;
   BucketKey penalty_key{};        // kBoxedNow: the box's key (sluicectl penalty release)
+  // Admitted under a rule's `concurrency`: the request holds a slot of
+  // `in_flight_key` until its response ends (the data plane gives it back).
+  bool holds_in_flight = false;
+  bool refused_in_flight = false;  // refused because every slot was taken
+  BucketKey in_flight_key{};
   PathReading path_reading = PathReading::kNormal;  // the data plane counts the other two
 };
 
@@ -196,6 +206,9 @@ struct Charge {
   // The rule's penalty box: the key in its bucket (CompiledRule::penalty_bucket).
   bool penalty = false;
   BucketKey penalty_key;
+  // The rule's in-flight count: the key in its bucket (CompiledRule::in_flight_bucket).
+  bool in_flight = false;
+  BucketKey in_flight_key;
 };
 
 struct Plan {

@@ -194,6 +194,9 @@ struct RuleSpec {
   // Penalty box: a key refused `after` times faster than `after` per
   // `within` is refused for `box_for` without its bucket being consulted
   // (0: off).
+  // In-flight requests per key: at most this many admitted and not yet
+  // answered by the origin (0: no limit).
+  uint32_t concurrency = 0;
   struct Penalty {
     uint32_t after = 0;
     Nanos within = 0;

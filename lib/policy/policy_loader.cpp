@@ -630,7 +630,7 @@ void read_rule(Reader& r, const YAML::Node& n, RuleSpec& rule) {
   rule.mark = r.mark(n);
   if (!r.is_map(n, "rule")) return;
   r.only(n, {"name", "methods", "path", "require", "live_run", "key", "when_key_missing", "bucket", "credential_slots",
-             "penalty", "answer", "refusal", "header_style", "shadow"},
+             "penalty", "concurrency", "answer", "refusal", "header_style", "shadow"},
          "rule");
   if (!n["name"]) r.error(n, "rule needs a name");
   else if (auto s = r.string(n["name"], "rule name")) {
@@ -668,6 +668,9 @@ void read_rule(Reader& r, const YAML::Node& n, RuleSpec& rule) {
   }
   if (n["credential_slots"]) read_credential_slots(r, n["credential_slots"], what, rule.credential_slots);
   if (n["penalty"]) read_penalty(r, n["penalty"], what, rule.penalty);
+  if (n["concurrency"]) {
+    if (auto v = r.number(n["concurrency"], what + " concurrency", 1, 1'000'000)) rule.concurrency = static_cast<uint32_t>(*v);
+  }
   read_rule_answers(r, n, what, rule);
   if (n["header_style"]) rule.header_style = read_header_style(r, n["header_style"]);
   if (n["shadow"]) {

@@ -216,7 +216,13 @@ buckets:
   l-window: { window: hour, requests: 5 }
   l-rate: { rate: 2/hour, burst: 2 }
   b-rate: { rate: 2/hour, burst: 2 }
+  c-plenty: { rate: 1000/hour, burst: 1000 }
 rules:
+  - name: concurrent
+    path: /big
+    key: client_ip
+    bucket: c-plenty
+    concurrency: 2
   - name: boxed
     path: "/boxed/*"
     key: client_ip

@@ -41,6 +41,9 @@ only_kind=""
 list=0
 keep="${SLUICE_IT_KEEP:-0}"
 registry="$(bash "$HERE/tests.sh" list)"
+# Each test takes two addresses of the pools by its index (topology.sh).
+(( $(wc -l <<<"$registry") * 2 <= SLT_POOL_SIZE )) ||
+  die "tests.sh registers $(wc -l <<<"$registry") tests; topology.sh's address pools hold $((SLT_POOL_SIZE / 2)): raise SLT_POOL_SIZE"
 is_test() { awk '{print $1}' <<<"$registry" | grep -qxF -- "$1" || [[ "$1" == *[*?[]* ]]; }
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -37,6 +37,7 @@ dq-upstream-429              limiting  deployment-quotas  1
 dq-day-hour-windows          limiting  dq-day             1
 dq-layered-budgets           limiting  dq-day             1
 dq-penalty-box               limiting  dq-day             1
+dq-concurrency               limiting  dq-day             1
 tb-keepalive-counted         limiting  tb-hourly          1
 tb-pipelined-crossing        limiting  tb-hourly          1
 tb-tinymss-budget            limiting  tb-hourly          1
@@ -583,6 +584,45 @@ t_dq_penalty_box() {
   check_re "penalty release on a rule without a box: a clear error" "$(SLT_CTL penalty release layered "$s" 2>&1)" \
     "rule layered has no penalty box"
   check_eq "the origin saw the 4 admitted, nothing forged" "$(( $(olog_count "$s") + $(olog_count "$victim") ))" 4
+  finish
+}
+
+# In-flight requests per key on the wire (concurrency: 2 on /big, 1 MiB):
+# two slow readers from one address ask for it and read nothing, so both
+# responses stay in flight. A third request from that address is refused
+# with draft-11's concurrent-requests fields; another address is not. The
+# first reader's reset gives its slot back: the next request is answered
+# whole. Once every response has ended (the second reader's reset, then
+# requests read to the end), requests one after another never meet the
+# limit. The abuse the limit invites, slow readers holding a shared key's
+# slots, lasts only as long as their connections: a reset, the flow's end
+# or its eviction gives the slots back.
+t_dq_concurrency() {
+  local s other code before after i
+  s="$(src4 0)" other="$(src4 1)"
+  before="$(SLT_CTL --json stats)"
+  ip netns exec "$NS_CLI" timeout -k 2 40 "$SLT_PY" "$SLT_HERE/slow_readers.py" --host "$ORIGIN4" --source "$s" \
+    --path /big --hold 3,6 >"$SLT_OUT/readers.json" 2>&1 &
+  local readers=$!
+  sleep 1
+  code="$(ccurl third --interface "$s" "http://$ORIGIN4/big")"
+  check_eq "concurrency: a third request while two are in flight" "$code" 429
+  check_eq "concurrency: draft-11 fields" "$(chdr third RateLimit-Policy)" '"concurrent/concurrency";q=2;qu="concurrent-requests"'
+  check_eq "concurrency: Retry-After" "$(chdr third Retry-After)" 1
+  check_eq "concurrency: another address" "$(ccurl other --interface "$other" "http://$ORIGIN4/big")" 200
+  check_eq "concurrency: the other address got the whole response" "$(stat -c %s "$SLT_OUT/other.body")" 1048576
+  sleep 2.5  # the first reader resets at 3 s
+  code="$(ccurl after-reset --interface "$s" "http://$ORIGIN4/big")"
+  check_eq "concurrency: a slot back after the first reader's reset" "$code" 200
+  check_eq "concurrency: answered whole" "$(stat -c %s "$SLT_OUT/after-reset.body")" 1048576
+  wait "$readers"
+  note "readers: $(tr '\n' ' ' <"$SLT_OUT/readers.json")"
+  for i in 1 2 3 4; do
+    code="$(ccurl seq$i --interface "$s" "http://$ORIGIN4/big")"
+    check_eq "concurrency: request $i after every response ended" "$code" 200
+  done
+  after="$(SLT_CTL --json stats)"
+  check_eq "concurrency: refusals counted" "$(delta_of "$before" "$after" in_flight_refused)" 1
   finish
 }
 

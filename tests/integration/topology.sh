@@ -28,9 +28,10 @@ ORIGIN6=2001:db8::20
 CLIENT4=198.18.0.10       # the client's primary address (Chromium, readiness probes)
 CLIENT6=2001:db8::10
 # Tests take their source addresses from these pools (one key per test):
-# 198.18.0.40-189 and 2001:db8::1:0-95 (hex): two of each per registered test.
+# 198.18.0.40-239 and 2001:db8::1:0-c7 (hex): two of each per registered
+# test, room for 100 (run.sh refuses a registry that outgrows it).
 SLT_POOL4_FIRST=40
-SLT_POOL_SIZE=150
+SLT_POOL_SIZE=200
 
 slt_log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 

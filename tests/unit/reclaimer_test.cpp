@@ -77,7 +77,7 @@ Reclaimer::Table buckets_entry(BucketTable& t, const limiter::CompiledPolicy& p,
   return {"buckets", &t, [&p, &clock] {
             const Nanos now = clock.now();
             return BucketTable::IdlePredicate(
-                [&p, now](uint16_t kind, const uint64_t* words) { return limiter::bucket_idle(p, kind, words, now); });
+                [&p, now](uint16_t kind, const uint64_t* words) { return limiter::bucket_idle(p, kind, words, now, 0); });
           }};
 }
 

@@ -170,7 +170,7 @@ TEST(RouteFamilies, RF08_ABucketIdleForTenMinutesIsDroppedChangingNoAnswer) {
     for (unsigned r = 0; r < l.buckets().regions(); ++r) {
       l.buckets().close_region(r);
       dropped += l.buckets().retire_idle(r, [&](uint16_t kind, const uint64_t* w) {
-        return limiter::bucket_idle(l.policy(), kind, w, l.now);
+        return limiter::bucket_idle(l.policy(), kind, w, l.now, 0);
       });
       l.buckets().open_region(r);
     }
