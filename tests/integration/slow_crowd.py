@@ -9,7 +9,7 @@ bandwidth. Bounded: at most 1000 connections, and everything stops after
 --duration seconds (at most 120).
 
 Writes one JSON object per connection to --out:
-  {"conn": 3, "source": "198.18.0.200", "connected": 0.01, "sent": 14,
+  {"conn": 3, "source": "198.18.0.240", "connected": 0.01, "sent": 14,
    "status": 408, "first_byte": 3.02, "ended": 3.02, "end": "eof",
    "connection_close": true}
 (times in seconds from the crowd's start; "status" is the status code of

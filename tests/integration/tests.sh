@@ -1525,7 +1525,7 @@ t_wire_slow_head_crowd() {
   local s0 s1 i crowd before after srcs=()
   s0="$(src4 0)" s1="$(src4 1)"
   SLT_CROWD_ADDRS=()
-  for i in $(seq 200 207); do SLT_CROWD_ADDRS+=("198.18.0.$i"); done
+  for i in $(seq 240 247); do SLT_CROWD_ADDRS+=("198.18.0.$i"); done  # past the pools (topology.sh)
   trap 'for a in "${SLT_CROWD_ADDRS[@]}"; do ip -n "$NS_CLI" addr del "$a/24" dev c0 2>/dev/null; done' EXIT
   for a in "${SLT_CROWD_ADDRS[@]}"; do
     ip -n "$NS_CLI" addr add "$a/24" dev c0 || { fail "cannot add the crowd's address $a"; finish; }

@@ -30,6 +30,8 @@ CLIENT6=2001:db8::10
 # Tests take their source addresses from these pools (one key per test):
 # 198.18.0.40-239 and 2001:db8::1:0-c7 (hex): two of each per registered
 # test, room for 100 (run.sh refuses a registry that outgrows it).
+# Addresses a test adds for itself (wire-slow-head-crowd's 240-247) lie
+# past them.
 SLT_POOL4_FIRST=40
 SLT_POOL_SIZE=200
 
