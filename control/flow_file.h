@@ -58,7 +58,7 @@ class FlowFile {
   // Bumped whenever the header, a region's layout, or what a TcpFlow's
   // fields mean changes (a change of their sizes is caught anyway): a
   // binary of another layout never carries the flows, it resets them.
-  static constexpr uint32_t kLayout = 6;
+  static constexpr uint32_t kLayout = 7;
 
   struct Geometry {
     uint32_t workers = 1;

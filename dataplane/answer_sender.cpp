@@ -52,7 +52,7 @@ void AnswerSender::end_without_answer(TcpFlow& flow, PacketSink& out) noexcept {
   uint32_t origin_expects = flow.client.next;
   if (flow.state == FlowState::kRefusing)
     origin_expects = flow.answer.reset_seq;
-  else if (flow.context >= 0 && lender_.context(flow).buffering)
+  else if (flow.context >= 0 && lender_.context(flow).holds_head())
     origin_expects = flow.client.held_seq;
   // An answer of no bytes: the FIN alone, at the first byte the client will
   // not get; after_answer() treats the flow as any answered one.

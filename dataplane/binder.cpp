@@ -48,12 +48,11 @@ FrameResult Binder::client(TcpFlow& flow, uint8_t* frame, FrameView& v, FrameRes
   return r;
 }
 
-void Binder::stash_held(TcpFlow& flow, const ParseContext& ctx, const FrameView& v, Nanos now,
-                        PacketSink& out) noexcept {
-  if (!seq_lt(flow.client.held_seq, v.seq)) return;
+void Binder::stash_held(TcpFlow& flow, const ParseContext& ctx, uint32_t end, Nanos now, PacketSink& out) noexcept {
+  if (!seq_lt(flow.client.held_seq, end)) return;
   // No removal lies inside a held head: its numbers move as one. The stash
   // has room for it (bind_stash.h), and must: it was acknowledged.
-  const uint32_t count = v.seq - flow.client.held_seq;
+  const uint32_t count = end - flow.client.held_seq;
   (void)lender_.stash(flow, editor_.to_origin_seq(flow, flow.client.held_seq),
                       {reinterpret_cast<const uint8_t*>(ctx.head), count});
   if (flow.bind.state == Binding::kUnbound) start(flow, now, out);

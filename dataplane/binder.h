@@ -45,9 +45,9 @@ class Binder {
   // goes to the origin.
   [[nodiscard]] FrameResult client(TcpFlow& flow, uint8_t* frame, FrameView& v, FrameResult r, time::Nanos now,
                                    PacketSink& out) noexcept;
-  // A held head admitted on an unbound flow: its bytes into the stash.
-  void stash_held(TcpFlow& flow, const ParseContext& ctx, const FrameView& v, time::Nanos now,
-                  PacketSink& out) noexcept;
+  // A held head admitted on an unbound flow: its bytes [client.held_seq,
+  // end) into the stash.
+  void stash_held(TcpFlow& flow, const ParseContext& ctx, uint32_t end, time::Nanos now, PacketSink& out) noexcept;
   // An origin segment of a flow not yet bound: only the answer to the SYN
   // (its SYN-ACK, or a refusal) or to the probe means anything.
   [[nodiscard]] FrameResult origin(TcpFlow& flow, const uint8_t* frame, const FrameView& v, time::Nanos now,

@@ -43,7 +43,7 @@ void ChangeUndo::save(const TcpFlow* flow, const ParseContext* context, const Ed
   uint32_t head_len = 0;
   if (context != nullptr) {
     context->save_live(area_.context);
-    if (context->buffering) {
+    if (context->holds_head()) {
       head_len = static_cast<uint32_t>(std::min(context->head_len, area_.head.size()));
       std::memcpy(area_.head.data(), context->head, head_len);
     }

@@ -19,7 +19,7 @@ FrameResult ClientRepeats::repeat(TcpFlow& flow, uint8_t* frame, FrameView& v, P
   if (flow.context < 0) return forward_frame(v);  // the origin has every judged byte before client.next
   ParseContext& ctx = lender_.context(flow);
   FrameResult r = forward_frame(v);
-  if (ctx.buffering && seq_lt(flow.client.held_seq, v.seq + v.payload_len)) {
+  if (ctx.holds_head() && seq_lt(flow.client.held_seq, v.seq + v.payload_len)) {
     // Bytes of a held head again: still held, and acknowledged again. What
     // comes before them goes on: the origin may have lost it.
     ack_held(flow, ctx, out);
@@ -63,7 +63,7 @@ FrameResult ClientRepeats::judged(TcpFlow& flow, uint8_t* frame, FrameView& v, F
 void ClientRepeats::origin_acknowledged(TcpFlow& flow, uint32_t ack, PacketSink& out) noexcept {
   ParseContext& ctx = lender_.context(flow);
   StreamEditor::fold_removals(ctx, ack);
-  const bool owed = ctx.buffering && ctx.held_ack_owed;
+  const bool owed = ctx.holds_head() && ctx.held_ack_owed;
   if (ctx.judged.ranges() == 0 && !owed) return;
   const uint32_t acked = editor_.to_client_ack(flow, ack);
   // Judged bytes the origin now has need no record.

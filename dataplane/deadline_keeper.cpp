@@ -7,6 +7,7 @@ namespace sluice::dataplane {
 
 Owes owes(const TcpFlow& flow, const ParseContext* ctx) noexcept {
   if (ctx != nullptr) {
+    if (ctx->delayed_until != 0) return Owes::kWaiting;  // on the appliance: a delayed head
     if (ctx->buffering) return Owes::kHead;
     if (ctx->absorbing || ctx->requests->in_body()) return Owes::kBody;
     if (ctx->responses.outstanding() != 0) return Owes::kWaiting;  // a switch of protocols pending, too

@@ -29,6 +29,9 @@ struct EngineConfig {
   // (delayed binding; bind_stash.h: a head limit and 32 KiB each, committed
   // as used). With none free a new flow is bound as its handshake completes.
   size_t bind_stashes = 256;             // per worker
+  // Requests a worker may hold at once for their rule's delay (delay_queue.h);
+  // each keeps its context meanwhile.
+  size_t delay_slots = 256;              // per worker
   uint32_t max_head_bytes = 64 * 1024;  // context buffers; a policy may ask less, never more
   uint16_t max_fields = 128;
   FlowTimeouts timeouts;

@@ -23,7 +23,7 @@ CarriedFlow carried_with(const TcpFlow& f, std::span<const std::byte> object, st
       // Its held head now, before this process's contexts write over the
       // buffers (a flow carried on into another context index, or a
       // new one). A length past the buffer is left for carry_on to refuse.
-      if (http::is_bool_byte(dead.buffering) && dead.buffering && dead.head_len <= head.size()) {
+      if (http::is_bool_byte(dead.buffering) && dead.holds_head() && dead.head_len <= head.size()) {
         image->held_head.assign(head.data(), head.data() + dead.head_len);
       }
       c.context = std::move(image);

@@ -33,6 +33,7 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
               shares_, config.context_memory, config.hold_memory, config.head_memory, config.stash_memory,
               config.stash_slots, config.context_arena),
       answers_(config.answer_bytes, config.answer_memory, config.answers_written),
+      delays_(config.delay_slots),
       proxy_(config.cookie_seed, emitter_, counters),
       adopter_(emitter_),
       tracker_(config.flows, config.flow_memory, config.timeouts, lender_, shares_, counters),
@@ -50,6 +51,7 @@ FlowEngine::FlowEngine(const EngineConfig& config, limiter::LimiterState& limite
   responses_.set_spend_log(config.spends);
   requests_.set_refusal_sampler(config.refusals);
   requests_.set_penalty_log(config.penalties);
+  requests_.set_delay_queue(&delays_);
   lender_.set_in_flight(&limiter);
 }
 
@@ -86,6 +88,13 @@ FlowEngine::Resumed FlowEngine::resume(const CarriedFlow& carried, uint64_t hash
   } else if (carried.hold) {
     lent = lender_.carry_hold(*flow, *carried.hold);
   }
+  // A delayed head waits out the rest of its time in this process (a time
+  // of the wall clock, which the restart did not stop).
+  if (lent == Lent::kYes && flow->context >= 0 && lender_.context(*flow).delayed_until != 0 &&
+      !delays_.push(DelayedHead{lender_.context(*flow).delayed_until, flow->key, flow->hash, flow->context})) {
+    lender_.give_back(*flow);
+    lent = Lent::kNoneFree;
+  }
   switch (lent) {
     case Lent::kYes:
       return Resumed::kYes;
@@ -100,6 +109,30 @@ FlowEngine::Resumed FlowEngine::resume(const CarriedFlow& carried, uint64_t hash
   }
   tracker_.erase(*flow);
   return Resumed::kCannotCarry;
+}
+
+bool FlowEngine::release_delayed(Nanos now, PacketSink& out) noexcept {
+  if (!delays_.due(now)) return false;
+  const DelayedHead h = delays_.pop();
+  counters_.delayed_waiting.store(delays_.size(), std::memory_order_relaxed);
+  TcpFlow* flow = tracker_.find(h.key, h.hash);
+  // Stale: the flow ended (or its context went to another) meanwhile.
+  if (flow == nullptr || flow->context != h.context) return true;
+  ParseContext& ctx = lender_.context(*flow);
+  if (ctx.delayed_until != h.until) return true;
+  marker_.flow(h.hash);
+  undo_.save(flow, &ctx, flow->hold >= 0 ? &lender_.holds().at(flow->hold) : nullptr,
+             flow->stash >= 0 ? &lender_.stashes().slot(flow->stash) : nullptr, marker_);
+  ctx.delayed_until = 0;
+  if (flow->bind.state == Binding::kBound) [[likely]] {
+    editor_.release_held(*flow, ctx, flow->client.next, ctx.delay_ack, ctx.delay_window, out);
+  } else {
+    binder_.stash_held(*flow, ctx, flow->client.next, now, out);
+  }
+  ctx.head_len = 0;
+  ctx.held_ack_owed = false;
+  marker_.done();
+  return true;
 }
 
 bool FlowEngine::restash(TcpFlow& flow, const CarriedStash& stash) noexcept {
@@ -204,7 +237,14 @@ FrameResult FlowEngine::client_segment(TcpFlow& flow, uint8_t* frame, FrameView&
 
 FrameResult FlowEngine::client_data(TcpFlow& flow, uint8_t* frame, FrameView& v, const PolicySnapshot& snap, Nanos now,
                                     PacketSink& out) noexcept {
-  if (v.payload_len == 0) return forward_frame(v);
+  if (v.payload_len == 0) {
+    // A FIN behind a delayed head would reach the origin ahead of it: the
+    // client sends it again.
+    if (v.has(flag::kFin) && flow.context >= 0 && lender_.context(flow).delayed_until != 0) [[unlikely]] {
+      return drop_frame(v);
+    }
+    return forward_frame(v);
+  }
   if (v.has(flag::kUrg)) {
     // Urgent data: the origin's stack would take the byte before the urgent
     // pointer out of the stream it hands to the server, which would then read
@@ -236,9 +276,9 @@ FrameResult FlowEngine::parse_requests(TcpFlow& flow, uint8_t* frame, FrameView&
     const RequestPlan plan = requests_.parse(flow, ctx, snap, payload_chars(frame, v), cur, scarce, now);
     if (plan.stop != RequestPlan::Stop::kReleaseHeld) return apply(flow, ctx, frame, v, plan, out);
     if (flow.bind.state == Binding::kBound) [[likely]] {
-      editor_.release_held(flow, ctx, v, out);
+      editor_.release_held(flow, ctx, v.seq, v.ack, v.window, out);
     } else {
-      binder_.stash_held(flow, ctx, v, now, out);
+      binder_.stash_held(flow, ctx, v.seq, now, out);
     }
   }
 }
@@ -270,6 +310,11 @@ FrameResult FlowEngine::apply(TcpFlow& flow, ParseContext& ctx, uint8_t* frame, 
       break;
     case RequestPlan::Stop::kReset:
       return abort(flow, v, out);
+    case RequestPlan::Stop::kDelayed:
+      ctx.delay_ack = v.ack;
+      ctx.delay_window = v.window;
+      repeats_.ack_held(flow, ctx, out);
+      break;
     case RequestPlan::Stop::kPaused:
     case RequestPlan::Stop::kReleaseHeld:
       break;

@@ -29,6 +29,7 @@
 #include "client_resets.h"
 #include "client_shares.h"
 #include "context_lender.h"
+#include "delay_queue.h"
 #include "engine_config.h"
 #include "flow_adopter.h"
 #include "flow_carry.h"
@@ -78,6 +79,12 @@ class FlowEngine {
   void forget(std::vector<FlowKey> keys) { forgotten_.assign(std::move(keys)); }
   // Where the worker marks the flow it is changing (flow_carry.h).
   [[nodiscard]] WorkMarker& marker() noexcept { return marker_; }
+
+  // Sends the first delayed head whose time has come to the origin (its
+  // stash, unbound), if there is one; false when none is due. The caller
+  // makes room for a change's frames before each call (change_undo.h).
+  [[nodiscard]] bool release_delayed(time::Nanos now, PacketSink& out) noexcept;
+  [[nodiscard]] const DelayQueue& delays() const noexcept { return delays_; }
 
   // Sends the answer of a flow that on_frame() returned in answer_after.
   void send_answer(TcpFlow& flow, PacketSink& out) noexcept { sender_.send_answer(flow, out); }
@@ -163,6 +170,7 @@ class FlowEngine {
   ClientShares shares_;
   ContextLender lender_;
   AnswerStore answers_;
+  DelayQueue delays_;
   SegmentEmitter emitter_;
   SynProxy proxy_;
   FlowAdopter adopter_;

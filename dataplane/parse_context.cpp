@@ -34,6 +34,7 @@ void ParseContext::start(const http::Http1Policy& p, uint64_t g) noexcept {
   head_len = 0;
   buffering = false;
   held_ack_owed = false;
+  delayed_until = 0;
   judging_body = false;
   answer_len = 0;
   responses.reset();
@@ -68,8 +69,9 @@ bool ParseContext::carry_on(const ParseContext& dead, bool answers, std::span<co
   // must have come along whole, and fit this context's buffer.
   if (dead.policy == nullptr ||
       !http::all_bool_bytes({&dead.buffering, &dead.held_ack_owed, &dead.judging_body, &dead.absorbing}) ||
-      (dead.buffering ? dead.head_len == 0 || dead.head_len != held_head.size() || dead.head_len > head_capacity
-                      : dead.head_len != 0) ||
+      (dead.buffering && dead.delayed_until != 0) ||
+      (dead.holds_head() ? dead.head_len == 0 || dead.head_len != held_head.size() || dead.head_len > head_capacity
+                         : dead.head_len != 0) ||
       dead.answer_len > sizeof answer || dead.kept_count > kept.size()) {
     return false;
   }
@@ -122,6 +124,14 @@ bool ParseContext::carry_on(const ParseContext& dead, bool answers, std::span<co
     if (st.event != http::StreamEvent::kNeedMore || !requests->head_in_progress()) return false;
     head_len = held_head.size();
     buffering = true;
+  } else if (dead.delayed_until != 0) {
+    // A delayed head was decided and charged: its bytes come over as they
+    // are, to be released when its time comes (the stream is past it).
+    std::memcpy(head, held_head.data(), held_head.size());
+    head_len = held_head.size();
+    delayed_until = dead.delayed_until;
+    delay_ack = dead.delay_ack;
+    delay_window = dead.delay_window;
   }
   head_since = dead.head_since;
   held_ack_owed = dead.held_ack_owed;

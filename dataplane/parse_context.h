@@ -137,6 +137,17 @@ struct ParseContext {
   uint64_t owner_hash = 0;
   time::Nanos head_since = 0;  // while buffering: when the head's first byte arrived (its deadline's start)
   bool held_ack_owed = false;  // the held bytes' acknowledgement waits for the origin's of those before them
+  // A head admitted late (a rule's delay): whole in `head` (head_len bytes
+  // from client.held_seq), acknowledged to the client, parsing paused
+  // behind it, and released to the origin at this time (0: none). The
+  // client's acknowledgement and window of the segment that completed it
+  // go on the released segments.
+  time::Nanos delayed_until = 0;
+  uint32_t delay_ack = 0;
+  uint16_t delay_window = 0;
+  // Whether `head` holds bytes acknowledged to the client that the origin
+  // has not had: a head split across segments, or one delayed.
+  [[nodiscard]] bool holds_head() const noexcept { return buffering || delayed_until != 0; }
   // The heads and chunked bodies forwarded since the flow borrowed the
   // context, until the origin acknowledges them (a repeat of their bytes
   // carries the judged ones).

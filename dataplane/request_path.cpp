@@ -119,8 +119,14 @@ RequestPath::Next RequestPath::on_head(Pass& p, const http::StreamStep& st) noex
   counters_.requests.add();
   const limiter::Request request = http::limiter_request(
       p.rs->head(), limiter::ConnectionFacts{p.flow.key.client, p.flow.key.origin, p.flow.key.origin_port});
+  scratch_->may_delay = may_delay(p);
   const limiter::Decision d = limiter::decide(*p.policy, limiter_, request, p.now, *scratch_);
   const bool answered = d.verdict == limiter::Verdict::kRefuse || d.verdict == limiter::Verdict::kAnswer;
+  bool delayed = d.delay != 0;
+  if (delayed && (p.policy->shadow || p.policy->rules[static_cast<size_t>(d.rule)].shadow)) [[unlikely]] {
+    counters_.delay_shadowed.add();  // observed only: it goes on now
+    delayed = false;
+  }
   const bool release = ctx.buffering && !answered;
   if (release) ctx.buffering = false;  // the held part goes to the origin ahead of this segment
   ctx.head_len = 0;
@@ -146,6 +152,10 @@ RequestPath::Next RequestPath::on_head(Pass& p, const http::StreamStep& st) noex
     case limiter::Verdict::kRefuse:
       counters_.refused.add();
       count_refused(d);
+      if (!scratch_->may_delay && d.rule >= 0 && p.policy->rules[static_cast<size_t>(d.rule)].delay_max != 0)
+          [[unlikely]] {
+        counters_.delay_full.add();
+      }
       break;
     case limiter::Verdict::kAnswer:
       counters_.answered.add();
@@ -164,10 +174,44 @@ RequestPath::Next RequestPath::on_head(Pass& p, const http::StreamStep& st) noex
   record_head(p, release);
   ctx.judging_body = p.rs->head().body == http::BodyKind::kChunked;
   forward_request(p, d);
+  if (delayed) [[unlikely]] return hold_delayed(p, d, release);
   if (!release) return Next::kContinue;
   // The held bytes must leave before anything else is parsed: the next head
   // held back would be copied over them.
   p.plan.stop = RequestPlan::Stop::kReleaseHeld;
+  return Next::kReturn;
+}
+
+bool RequestPath::may_delay(const Pass& p) const noexcept {
+  // A whole head is at most the policy's head limit, which the context's
+  // buffer may be smaller than; one held across segments is in it already.
+  return delays_ != nullptr && !delays_->full() && !p.contexts_scarce &&
+         (p.ctx.buffering || p.cur.off - p.cur.head_start < p.ctx.head_capacity);
+}
+
+// Its bucket said when: until then the head waits in the context's head
+// buffer, acknowledged to the client, and nothing behind it is parsed (the
+// client sends it again; a body waits for the client's retransmission).
+// FlowEngine::release_delayed sends it to the origin when its time comes.
+RequestPath::Next RequestPath::hold_delayed(Pass& p, const limiter::Decision& d, bool held) noexcept {
+  ParseContext& ctx = p.ctx;
+  const uint32_t end = p.seq_of(p.cur.off);
+  if (held) {
+    p.cut(0);  // the whole segment is the held head's end
+  } else {
+    const uint32_t n = p.cur.off - p.cur.head_start;
+    std::memcpy(ctx.head, p.bytes + p.cur.head_start, n);  // may_delay(): it fits
+    p.flow.client.held_seq = p.seq_of(p.cur.head_start);
+    p.cut(p.cur.skip + p.cur.head_start);  // what came before it goes on
+  }
+  ctx.head_len = end - p.flow.client.held_seq;
+  ctx.delayed_until = p.now + d.delay;
+  p.flow.client.next = end;
+  // may_delay() saw room.
+  (void)delays_->push(DelayedHead{ctx.delayed_until, p.flow.key, p.flow.hash, p.flow.context});
+  counters_.delayed.add();
+  counters_.delay_us_total.add((d.delay + 999) / 1000);
+  p.plan.stop = RequestPlan::Stop::kDelayed;
   return Next::kReturn;
 }
 
@@ -301,6 +345,13 @@ RequestPlan RequestPath::parse(TcpFlow& flow, ParseContext& ctx, const PolicySna
   RequestPlan plan;
   const uint32_t len = static_cast<uint32_t>(payload.size());
   plan.forward_bytes = len;
+  if (ctx.delayed_until != 0) [[unlikely]] {
+    // Nothing behind a delayed head goes on before it: the client sends it
+    // again.
+    plan.forward_bytes = 0;
+    plan.stop = RequestPlan::Stop::kPaused;
+    return plan;
+  }
   // On a later call for the same segment the stream is inside a message
   // (a head was just decided), so this changes nothing then.
   follow_reload(contexts_, flow.context, ctx, snap);

@@ -40,6 +40,7 @@
 #include <span>
 
 #include "answer_store.h"
+#include "delay_queue.h"
 #include "limiter/decide.h"
 #include "parse_context.h"
 #include "policy_snapshot.h"
@@ -75,6 +76,8 @@ struct RequestPlan {
     kPassThrough,  // the connection left HTTP: bridged from here on
     kReset,        // an adopted connection's request with a body or a protocol switch: both ends reset, the
                    // request unjudged (flow_adopter.h)
+    kDelayed,      // a head admitted late (a rule's delay) is held from client.held_seq to client.next: the client
+                   // is acknowledged, the rest of the segment is its to send again, the head is in the delay queue
   };
   Stop stop = Stop::kEnd;
   // The segment's payload bytes that go to the origin now, from its start;
@@ -137,6 +140,8 @@ class RequestPath {
   void set_refusal_sampler(RefusalSampler* sampler) noexcept { refusals_ = sampler; }
   // Where the keys it boxes are handed on (none: not handed on).
   void set_penalty_log(PenaltyLog* log) noexcept { penalties_ = log; }
+  // Where heads admitted late wait for their time (none: no rule delays).
+  void set_delay_queue(DelayQueue* queue) noexcept { delays_ = queue; }
 
  private:
   // The steps of parse(). Those every request takes are forced inline: each
@@ -168,6 +173,12 @@ class RequestPath {
   void count_refused(const limiter::Decision& d) noexcept;
   // A decision of a rule's penalty box: counted, and a boxing handed on.
   void note_penalty(time::Nanos now, const limiter::Decision& d) noexcept;
+  // Whether a rule's delay may admit the head just parsed late: the worker
+  // has room to hold it, and its bytes fit the context's head buffer.
+  [[nodiscard]] bool may_delay(const Pass& p) const noexcept;
+  // The head just decided is admitted late: held (copied into the context
+  // if it came whole), the segment cut at its start, queued for its time.
+  Next hold_delayed(Pass& p, const limiter::Decision& d, bool held) noexcept;
 
   static constexpr uint32_t kAdmissionSample = 16;  // a power of two
 
@@ -181,6 +192,7 @@ class RequestPath {
   uint32_t admissions_ = 0;  // picks which admissions reach counters_.busy
   RefusalSampler* refusals_ = nullptr;
   PenaltyLog* penalties_ = nullptr;
+  DelayQueue* delays_ = nullptr;
 };
 
 }  // namespace sluice::dataplane

@@ -77,15 +77,16 @@ void StreamEditor::send_to_client(TcpFlow& flow, PacketSink& out, uint32_t seq, 
   emitter_.emit(out, Side::kClient, s);
 }
 
-void StreamEditor::release_held(TcpFlow& flow, const ParseContext& ctx, const FrameView& v, PacketSink& out) noexcept {
-  if (!seq_lt(flow.client.held_seq, v.seq)) return;
-  const uint32_t count = v.seq - flow.client.held_seq;
+void StreamEditor::release_held(TcpFlow& flow, const ParseContext& ctx, uint32_t end, uint32_t client_ack,
+                                uint16_t client_window, PacketSink& out) noexcept {
+  if (!seq_lt(flow.client.held_seq, end)) return;
+  const uint32_t count = end - flow.client.held_seq;
   SegmentSpec s = SegmentEmitter::from(flow, Side::kClient);
   // No removal lies inside a held head: its numbers move as one.
   s.seq = to_origin_seq(flow, flow.client.held_seq);
-  s.ack = to_origin_ack(flow, v.ack);
+  s.ack = to_origin_ack(flow, client_ack);
   s.flags = flag::kAck;
-  s.window = rescale_window(v.window, flow.proxy.window_to_origin_shift);
+  s.window = rescale_window(client_window, flow.proxy.window_to_origin_shift);
   emitter_.emit_split(out, Side::kOrigin, s, {reinterpret_cast<const uint8_t*>(ctx.head), count},
                       payload_per_segment(flow.origin.mss, flow.timestamps), flag::kAck);
 }

@@ -67,9 +67,12 @@ class StreamEditor {
   void send_to_client(TcpFlow& flow, PacketSink& out, uint32_t seq, uint32_t ack, uint8_t flags,
                       std::span<const uint8_t> payload = {}) noexcept;
 
-  // A held head, admitted: its bytes [client.held_seq, v.seq) go to the origin as
-  // segments of their own, ahead of segment `v`.
-  void release_held(TcpFlow& flow, const ParseContext& ctx, const FrameView& v, PacketSink& out) noexcept;
+  // A held head, admitted: its bytes [client.held_seq, end) go to the origin
+  // as segments of their own, carrying the client's acknowledgement and
+  // window field `client_ack`, `client_window` (ahead of the segment that
+  // completed it, `end` its first byte, or when a delayed head's time comes).
+  void release_held(TcpFlow& flow, const ParseContext& ctx, uint32_t end, uint32_t client_ack,
+                    uint16_t client_window, PacketSink& out) noexcept;
   // A request plan's kept-open refusals: their bytes recorded as removals,
   // their answers as due after their responses (sent now where nothing is
   // outstanding before them).

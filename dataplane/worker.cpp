@@ -199,10 +199,7 @@ void Worker::receive_burst(rte_mbuf** frames, uint16_t n, Side from, const Polic
   for (unsigned i = 0; i < staged; ++i) handle_owned(owned[i].m, owned[i].from, owned[i].v, owned[i].sf, snap, now);
 }
 
-void Worker::handle_owned(rte_mbuf* m, Side from, FrameView& v, const ServiceFrame& sf, const PolicySnapshot& snap,
-                          time::Nanos now) noexcept {
-  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
-  const uint32_t before = v.frame_len;
+void Worker::make_room_for_a_change() noexcept {
   // Nothing of a change leaves before it ends, so that a kill in its middle
   // can be undone (change_undo.h): the queues are sent first if they are
   // fuller than a burst's frames.
@@ -210,6 +207,13 @@ void Worker::handle_owned(rte_mbuf* m, Side from, FrameView& v, const ServiceFra
     tx_[0].flush(counters_.tx_client, counters_.tx_dropped);
     tx_[1].flush(counters_.tx_origin, counters_.tx_dropped);
   }
+}
+
+void Worker::handle_owned(rte_mbuf* m, Side from, FrameView& v, const ServiceFrame& sf, const PolicySnapshot& snap,
+                          time::Nanos now) noexcept {
+  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
+  const uint32_t before = v.frame_len;
+  make_room_for_a_change();
   engine_.marker().flow(sf.hash);
   const bool client_payload = from == Side::kClient && v.payload_len != 0;
   const FrameResult r = engine_.on_frame(sf, frame, v, snap, now, sink_);
@@ -267,6 +271,11 @@ unsigned Worker::poll_once() noexcept {
     }
   }
 
+  // Delayed heads whose time has come, each a change of its own.
+  while (engine_.delays().due(now)) {
+    make_room_for_a_change();
+    if (!engine_.release_delayed(now, sink_)) break;
+  }
   // Before the flush: what a missed deadline sends leaves in this pass.
   engine_.sweep(now, 64, snap, sink_);
   tx_[0].flush(counters_.tx_client, counters_.tx_dropped);

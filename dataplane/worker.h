@@ -130,6 +130,8 @@ class Worker {
   // staged in `owned` for the engine.
   [[nodiscard]] bool receive(rte_mbuf* m, Side from, const PolicySnapshot& snap, Owned& owned) noexcept;
   void receive_burst(rte_mbuf** frames, uint16_t n, Side from, const PolicySnapshot& snap, time::Nanos now) noexcept;
+  // Flushes the transmit queues if a change's frames might not fit.
+  void make_room_for_a_change() noexcept;
   void handle_owned(rte_mbuf* m, Side from, FrameView& v, const ServiceFrame& sf, const PolicySnapshot& snap,
                     time::Nanos now) noexcept;
   [[nodiscard]] unsigned owner_of(const ServiceFrame& sf) const noexcept {

@@ -113,7 +113,11 @@ class Counter {
   X(penalty_boxed, "keys put in their rule's penalty box (refused too often too fast)")         \
   X(penalty_refused, "requests refused because their key was in a penalty box")                 \
   X(penalty_log_dropped, "boxings not handed to the control thread (its ring was full)")       \
-  X(in_flight_refused, "requests refused because their key had every in-flight slot taken (concurrency)")
+  X(in_flight_refused, "requests refused because their key had every in-flight slot taken (concurrency)") \
+  X(delayed, "requests admitted late: held until their rate bucket admitted them (delay_max)")  \
+  X(delay_us_total, "microseconds the delayed requests were held, together")                   \
+  X(delay_full, "requests of a delaying rule decided while the worker held as many as it may: refused, not delayed") \
+  X(delay_shadowed, "requests a shadow rule would have delayed: forwarded at once")
 
 // What a rule decided, for `sluicectl stats` per rule. Exempt and forwarded
 // requests are counted only in the totals.
@@ -134,6 +138,7 @@ struct alignas(64) WorkerCounters {
   SLUICE_WORKER_COUNTERS(SLUICE_DECLARE_COUNTER)
 #undef SLUICE_DECLARE_COUNTER
   std::atomic<uint64_t> flows_active{0};          // a gauge, set once per loop pass
+  std::atomic<uint64_t> delayed_waiting{0};       // the same: requests held for their delay now
   std::atomic<uint64_t> flows_unbound{0};         // the same: of those, not yet bound to their origin (delayed binding)
   // The oldest policy generation this worker may still read (requests parsed
   // under a policy since replaced); the control plane frees older snapshots.
@@ -160,6 +165,8 @@ struct CounterExposition {
   // Where the family has a rule label: the per-rule counter the sample is
   // taken from, one per rule (the worker's total is their sum).
   Counter RuleCounters::*per_rule = nullptr;
+  // The counter holds microseconds; the family, seconds.
+  bool micros = false;
 };
 
 inline constexpr CounterExposition kCounterExposition[] = {
@@ -248,6 +255,10 @@ inline constexpr CounterExposition kCounterExposition[] = {
     {"penalty_refused", "sluice_penalty_total", R"(event="refused_boxed")"},
     {"penalty_log_dropped", "sluice_penalty_total", R"(event="log_dropped")"},
     {"in_flight_refused", "sluice_concurrency_refusals_total", ""},
+    {"delayed", "sluice_delayed_requests_total", R"(mode="enforce")"},
+    {"delay_us_total", "sluice_delay_seconds_total", "", nullptr, true},
+    {"delay_full", "sluice_delay_full_total", ""},
+    {"delay_shadowed", "sluice_delayed_requests_total", R"(mode="shadow")"},
 };
 
 // The counters themselves, in the X-macro's order: kCounterExposition[i]

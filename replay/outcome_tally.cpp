@@ -50,6 +50,10 @@ void OutcomeTally::count(const RequestRecord& r, const DecidedNote& d) {
       ++outcome_.admitted;
       ++row.admitted;
       if (d.shadow_refusal) ++row.shadow_refused;
+      if (d.delay != 0) {
+        ++row.delayed;
+        row.delay_total += d.delay;
+      }
       break;
     case Verdict::kRefuse:
       ++outcome_.refused;

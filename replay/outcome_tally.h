@@ -27,9 +27,10 @@ struct DecidedNote {
   limiter::Verdict verdict = limiter::Verdict::kForward;
   int16_t rule = -1;
   limiter::KeyLabel label;
+  time::Nanos delay = 0;  // admitted late by this much (a rule's delay_max)
 
   [[nodiscard]] static DecidedNote of(const limiter::Decision& d, bool unparsed) noexcept {
-    return {true, unparsed, d.shadow_refusal, d.verdict, d.rule, d.label};
+    return {true, unparsed, d.shadow_refusal, d.verdict, d.rule, d.label, d.delay};
   }
   // Refused, or answered by the appliance: the request never reached the origin.
   [[nodiscard]] bool refused() const noexcept {

@@ -23,6 +23,10 @@ struct RuleCounts {
   uint64_t refused = 0;
   uint64_t answered = 0;        // the appliance's own 400/401/404/431/501/505
   uint64_t shadow_refused = 0;  // X01: would have been refused, forwarded (counted in admitted)
+  // Admitted late (a rule's delay_max; counted in admitted), and how long
+  // they waited together.
+  uint64_t delayed = 0;
+  time::Nanos delay_total = 0;
 };
 
 // A key a rule refused: its label as `sluicectl top` shows it (an address,

@@ -168,15 +168,19 @@ void rules_table(std::string& out, const PolicyOutcome& o, std::string_view pref
   out +=
       "<div class=\"scroll\"><table><thead><tr><th>Rule</th><th class=\"n\">Admitted</th>"
       "<th class=\"n\">Refused</th><th class=\"n\">Answered</th><th class=\"n\">Shadow refusals</th>"
-      "</tr></thead><tbody>";
+      "<th class=\"n\">Admitted late (delay)</th><th class=\"n\">Held, s</th></tr></thead><tbody>";
   for (const RuleCounts& rc : o.rules) {
     const std::string p = std::string(prefix) + ".rules." + rule_path(rc.rule) + ".";
     out += "<tr><td class=\"rule\">" + swatch(pal.colour(rc.rule)) + escaped(rule_display(rc.rule)) + "</td>" +
            count_cell(p + "admitted", rc.admitted) +
            count(p + "refused", rc.refused, "td", rc.refused ? " class=\"n warm\"" : " class=\"n\"") +
-           count_cell(p + "answered", rc.answered) + count_cell(p + "shadow_refused", rc.shadow_refused) + "</tr>";
+           count_cell(p + "answered", rc.answered) + count_cell(p + "shadow_refused", rc.shadow_refused) +
+           count_cell(p + "delayed", rc.delayed) +
+           metric(p + "delay_seconds", html::decimal(static_cast<double>(rc.delay_total) / 1e9, 3), "td",
+                  " class=\"n\"") +
+           "</tr>";
   }
-  if (o.rules.empty()) out += "<tr><td colspan=\"5\" class=\"none\">No rule counted anything.</td></tr>";
+  if (o.rules.empty()) out += "<tr><td colspan=\"7\" class=\"none\">No rule counted anything.</td></tr>";
   out += "</tbody></table></div>\n";
 }
 

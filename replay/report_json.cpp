@@ -31,7 +31,9 @@ Json rules_json(const std::vector<RuleCounts>& rules) {
                    {"admitted", r.admitted},
                    {"refused", r.refused},
                    {"answered", r.answered},
-                   {"shadow_refused", r.shadow_refused}});
+                   {"shadow_refused", r.shadow_refused},
+                   {"delayed", r.delayed},
+                   {"delay_seconds", seconds(r.delay_total)}});
   }
   return out;
 }

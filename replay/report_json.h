@@ -14,7 +14,8 @@
 //
 //   OUTCOME = {"file", "name", "requests", "forwarded", "exempt", "admitted",
 //              "refused", "answered", "unparsed", "usage_reports",
-//              "rules": [{"rule", "admitted", "refused", "answered", "shadow_refused"}],
+//              "rules": [{"rule", "admitted", "refused", "answered", "shadow_refused", "delayed",
+//                         "delay_seconds"}],
 //              "refused_key_count",
 //              "refused_keys": [{"rule", "key", "requests", "refused", "first_refusal", "last_refusal"}],
 //              "series": {"start", "bin_seconds", "rules": [{"rule", "requests": [..], "refused": [..]}]},

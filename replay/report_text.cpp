@@ -50,6 +50,11 @@ void outcome_text(std::string& out, const PolicyOutcome& o) {
     put(out, "  %-24s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64 "\n",
         c.rule.empty() ? "(no rule)" : c.rule.c_str(), c.admitted, c.refused, c.answered, c.shadow_refused);
   }
+  for (const RuleCounts& c : o.rules) {
+    if (c.delayed == 0) continue;
+    put(out, "  rule %s admitted %" PRIu64 " late (delay_max), held %.1f ms on average\n", c.rule.c_str(), c.delayed,
+        static_cast<double>(c.delay_total) / 1e6 / static_cast<double>(c.delayed));
+  }
   if (o.refused_keys.empty()) return;
   put(out, "busiest refused keys (%zu of %" PRIu64 "):\n", o.refused_keys.size(), o.refused_key_count);
   put(out, "  %-16s %-40s %9s %9s  %-24s\n", "rule", "key", "requests", "refused", "first refusal");

@@ -681,6 +681,7 @@ dataplane::WorkerSetup Appliance::worker_setup(unsigned index, const dataplane::
   ws.idle_sleep_us = o_.idle_sleep_us.value_or(o_.kernel_interfaces() ? 20 : 0);
   ws.engine.flows = o_.flows;
   ws.engine.contexts = o_.contexts;
+  ws.engine.delay_slots = o_.delay_slots_or_default();
   ws.engine.flows_per_client = o_.flows_per_client;
   ws.engine.contexts_per_client = o_.contexts_per_client;
   ws.engine.share_seed = share_seed_ + index;
@@ -923,6 +924,9 @@ std::vector<std::pair<std::string, uint64_t>> Appliance::telemetry_stats() const
   uint64_t unbound = 0;
   for (unsigned i = 0; i < o_.workers; ++i) unbound += counters_[i].flows_unbound.load(std::memory_order_relaxed);
   out.emplace_back("flows_unbound", unbound);
+  uint64_t waiting = 0;
+  for (unsigned i = 0; i < o_.workers; ++i) waiting += counters_[i].delayed_waiting.load(std::memory_order_relaxed);
+  out.emplace_back("delayed_waiting", waiting);
   out.emplace_back("runs_live", run_registry_->size());
   out.emplace_back("credentials", credential_registry_->summary().credentials);
   return out;

@@ -99,6 +99,12 @@ constexpr FamilyHelp kWorkerFamilies[] = {
     {"sluice_usage_reports_total", "responses whose reported tokens were charged to their window (DQ05)"},
     {"sluice_penalty_total", "penalty boxes: keys boxed, requests refused while boxed, boxings the log dropped"},
     {"sluice_concurrency_refusals_total", "requests refused because their key had every in-flight slot taken"},
+    {"sluice_delayed_requests_total",
+     "requests admitted late, held until their rate bucket admitted them (delay_max): enforce (held), shadow "
+     "(a shadow rule's: forwarded at once)"},
+    {"sluice_delay_seconds_total", "time the delayed requests were held, together"},
+    {"sluice_delay_full_total",
+     "requests of a delaying rule decided while the worker held as many as it may: refused, not delayed"},
 };
 
 constexpr bool every_family_has_help() {
@@ -179,7 +185,12 @@ void render_counter(const MetricsSample& s, size_t c, Exposition& e) {
   const dataplane::CounterExposition& row = kCounterExposition[c];
   if (row.per_rule == nullptr) {
     for (size_t w = 0; w < s.workers.size(); ++w) {
-      e.sample(joined(worker_label(w), row.labels), (s.workers[w].*kCounterMembers[c]).get());
+      const uint64_t v = (s.workers[w].*kCounterMembers[c]).get();
+      if (row.micros) {
+        e.sample_micros(joined(worker_label(w), row.labels), v);
+      } else {
+        e.sample(joined(worker_label(w), row.labels), v);
+      }
     }
     return;
   }
@@ -208,6 +219,10 @@ void render_workers(const MetricsSample& s, Exposition& e) {
   e.family("sluice_flows_active", "gauge", "TCP flows tracked");
   for (size_t w = 0; w < s.workers.size(); ++w) {
     e.sample(worker_label(w), s.workers[w].flows_active.load(std::memory_order_relaxed));
+  }
+  e.family("sluice_delayed_waiting", "gauge", "requests held for their rule's delay now");
+  for (size_t w = 0; w < s.workers.size(); ++w) {
+    e.sample(worker_label(w), s.workers[w].delayed_waiting.load(std::memory_order_relaxed));
   }
   e.family("sluice_flows_unbound", "gauge", "TCP flows not yet bound to their origin (delayed binding)");
   for (size_t w = 0; w < s.workers.size(); ++w) {

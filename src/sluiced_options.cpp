@@ -130,6 +130,10 @@ void describe_capacity(CLI::App& app, Options& o) {
       ->type_name("N")->check(whole_number<size_t>(16, size_t{1} << 26, "wants 16 to 67108864"))->group(group);
   app.add_option("--contexts", o.contexts, "requests in flight per worker (default 2048); a parse context each")
       ->type_name("N")->check(whole_number<size_t>(1, size_t{1} << 20, "wants 1 to 1048576"))->group(group);
+  app.add_option("--delay-slots", o.delay_slots,
+                 "requests one worker may hold at once for their rule's delay (policy delay_max; default a quarter "
+                 "of --contexts, at most 256); past it such requests are refused as without delay")
+      ->type_name("N")->check(whole_number<size_t>(1, size_t{1} << 20, "wants 1 to 1048576"))->group(group);
   app.add_option("--flows-per-client", o.flows_per_client,
                  "flows one client address (IPv6: its /64) may hold per worker (default a sixteenth of --flows); past "
                  "it its SYNs are dropped")

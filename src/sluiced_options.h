@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -46,6 +47,10 @@ struct Options {
   size_t credentials = 65536;  // credential-to-user entries
   size_t flows = 65536;      // per worker
   size_t contexts = 2048;    // per worker
+  size_t delay_slots = 0;    // per worker; 0: a quarter of contexts, at most 256
+  [[nodiscard]] size_t delay_slots_or_default() const noexcept {
+    return delay_slots != 0 ? delay_slots : std::min<size_t>(256, std::max<size_t>(1, contexts / 4));
+  }
   uint32_t flows_per_client = 0;     // per worker; 0: a sixteenth of flows
   uint32_t contexts_per_client = 0;  // per worker; 0: a sixteenth of contexts
   size_t buckets = size_t{1} << 20;

@@ -237,6 +237,7 @@ Json worker_counters_of(const dataplane::WorkerCounters& c) {
   Json o = Json::object();
   o["flows_active"] = load(c.flows_active);
   o["flows_unbound"] = load(c.flows_unbound);
+  o["delayed_waiting"] = load(c.delayed_waiting);
 #define SLUICE_WORKER_COUNTER(name, help) o[#name] = c.name.get();
   SLUICE_WORKER_COUNTERS(SLUICE_WORKER_COUNTER)
 #undef SLUICE_WORKER_COUNTER

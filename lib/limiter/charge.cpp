@@ -3,7 +3,8 @@
 
 namespace sluice::limiter {
 
-GcraCharge charge_gcra(BucketTable& table, const BucketKey& key, Nanos now, const GcraLimit& limit) noexcept {
+GcraCharge charge_gcra(BucketTable& table, const BucketKey& key, Nanos now, const GcraLimit& limit,
+                       Nanos max_wait) noexcept {
   BucketTable::Found f = table.find_or_claim(key);
   for (;;) {
     uint64_t tat = f.slot->load(0);
@@ -11,7 +12,7 @@ GcraCharge charge_gcra(BucketTable& table, const BucketKey& key, Nanos now, cons
       f = {&table.overflow_slot(key.bucket()), true};
       continue;
     }
-    const GcraDecision d = gcra_decide(tat, now, limit);
+    const GcraDecision d = gcra_decide(tat, now, limit, max_wait);
     if (!d.admit) return {d, f.overflow};
     if (f.slot->word(0).compare_exchange_weak(tat, d.new_tat, std::memory_order_acq_rel, std::memory_order_acquire)) {
       return {d, f.overflow};

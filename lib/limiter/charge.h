@@ -20,8 +20,9 @@ struct WindowCharge {
   bool overflow;
 };
 
-[[nodiscard]] GcraCharge charge_gcra(BucketTable& table, const BucketKey& key, Nanos now,
-                                     const GcraLimit& limit) noexcept;
+// `max_wait`: gcra_decide's (a rule's delay).
+[[nodiscard]] GcraCharge charge_gcra(BucketTable& table, const BucketKey& key, Nanos now, const GcraLimit& limit,
+                                     Nanos max_wait = 0) noexcept;
 
 // One request against a calendar window: the request word is `a`, the token
 // word `b`.

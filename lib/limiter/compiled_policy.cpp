@@ -62,6 +62,7 @@ uint64_t policy_digest(const policy::Policy& p) {
     add(r.bucket);
     for (const auto& b : r.also_buckets) add("+" + b);
     if (r.concurrency != 0) add("concurrency " + std::to_string(r.concurrency));
+    if (r.delay.max != 0) add("delay " + std::to_string(r.delay.max) + "/" + std::to_string(r.delay.per_key));
     if (r.penalty.after != 0) {
       add("penalty " + std::to_string(r.penalty.after) + "/" + std::to_string(r.penalty.within) + "/" +
           std::to_string(r.penalty.box_for));
@@ -310,6 +311,8 @@ class PolicyCompiler {
     }
     if (r.penalty.after != 0 && !penalty_box(r, cr)) return false;
     if (r.concurrency != 0) in_flight(r, cr);
+    cr.delay_max = r.delay.max;
+    cr.delay_per_key = r.delay.per_key;
     if (r.credential_slots.per_client_ip == 0) return true;
     const CompiledBucket* ob = c_.bucket_named(r.credential_slots.overflow_bucket);
     if (!ob) {

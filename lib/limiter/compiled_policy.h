@@ -111,6 +111,11 @@ struct CompiledRule {
   uint16_t in_flight_bucket = kNoBucket;
   uint32_t concurrency = 0;
   const policy::ResponseTemplate* in_flight_refusal = nullptr;
+  // Delay (policy::RuleSpec::Delay): an over-budget request that a rate
+  // bucket admits within delay_max is admitted late; at most delay_per_key
+  // of a key's wait at once. 0: off.
+  Nanos delay_max = 0;
+  uint32_t delay_per_key = 0;
   uint32_t slots_per_ip = 0;  // TB07; 0: no ceiling
   Nanos slots_quiet = 0;
   uint16_t slots_overflow_bucket = 0;

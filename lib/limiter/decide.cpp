@@ -531,6 +531,15 @@ bool forwards(const CompiledPolicy& policy, const CompiledRule& rule, bool admit
   return (admit || rule.shadow || policy.shadow) && !(rule.answer_status != 0 && rule.answer != nullptr);
 }
 
+// How long a rule's over-budget request may wait for a rate bucket of
+// `interval` (0: not at all). Waits of one key are one interval apart, so
+// capping them at delay_per_key intervals lets at most that many wait.
+Nanos delay_allowance(const CompiledRule& rule, Nanos interval, const DecisionScratch& scratch) noexcept {
+  if (rule.delay_max == 0 || !scratch.may_delay) return 0;
+  if (interval > rule.delay_max / rule.delay_per_key) return rule.delay_max;
+  return interval * rule.delay_per_key;
+}
+
 // One bucket of a layered rule: charged (or only looked at), and what it
 // takes to take the charge back.
 struct LayerOutcome {
@@ -539,12 +548,14 @@ struct LayerOutcome {
   bool wrote = false;       // a window counted the request
   uint64_t window = 0;      // a window's first minute
   Nanos interval = 0;       // a GCRA admission's step
+  Nanos wait = 0;           // a GCRA admission's delay
   GcraLimit gcra;           // the limit it was charged at
   policy::TemplateValues v;
 };
 
 LayerOutcome charge_layer(LimiterState& state, const CompiledBucket& b, const BucketKey& key, const WindowLimit& w,
-                          uint32_t run_budget, Nanos now, bool peek) noexcept {
+                          uint32_t run_budget, Nanos now, bool peek, const CompiledRule* delaying = nullptr,
+                          const DecisionScratch* scratch = nullptr) noexcept {
   LayerOutcome o;
   o.v.limit = b.header_limit;
   o.v.window = b.header_window_s;
@@ -575,9 +586,11 @@ LayerOutcome charge_layer(LimiterState& state, const CompiledBucket& b, const Bu
   if (peek) {
     c = peek_gcra(state.buckets, key, now, limit);
   } else {
-    const GcraCharge gc = charge_gcra(state.buckets, key, now, limit);
+    const Nanos max_wait = delaying != nullptr ? delay_allowance(*delaying, limit.interval, *scratch) : 0;
+    const GcraCharge gc = charge_gcra(state.buckets, key, now, limit, max_wait);
     c = gc.decision;
     o.overflow = gc.overflow;
+    o.wait = c.wait;
   }
   o.admit = c.admit;
   o.interval = limit.interval;
@@ -611,7 +624,7 @@ LayerOutcome charge_layer(LimiterState& state, const CompiledBucket& b, const Bu
   size_t refused_at = n;
   for (size_t i = 0; i < n; ++i) {
     out[i] = charge_layer(state, *buckets[i], *keys[i], *windows[i], i == 0 ? p.run_budget : 0, now,
-                          refused_at != n);
+                          refused_at != n, &rule, &scratch);
     if (!out[i].admit && refused_at == n) refused_at = i;
   }
   const bool admit = refused_at == n;
@@ -645,6 +658,8 @@ LayerOutcome charge_layer(LimiterState& state, const CompiledBucket& b, const Bu
     }
   }
   d.overflow = out[binding].overflow;
+  // Delayed: until every budget admits it.
+  for (size_t i = 0; i < n && admit; ++i) d.delay = std::max(d.delay, out[i].wait);
   // What the other boxes must hear of: what stays charged.
   for (size_t i = 0; i < n && scratch.spends != nullptr; ++i) {
     const CompiledBucket& b = *buckets[i];
@@ -686,6 +701,7 @@ LayerOutcome charge_layer(LimiterState& state, const CompiledBucket& b, const Bu
   if (!forwards(policy, rule, admit)) d.retry_after_s = out[binding].v.retry_after;
   conclude(policy, rule, *p.request, admit, binding == 0 ? *rule.refusal : *rule.also_refusal[binding - 1], nullptr,
            scratch, d);
+  if (d.verdict != Verdict::kAdmit) d.delay = 0;  // answered: nothing to hold
 }
 
 void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge& p, Nanos now,
@@ -824,9 +840,11 @@ void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge
       v.limit = p.run_budget;
       v.window = 60;
     }
-    const GcraCharge c = charge_gcra(state.buckets, p.key, now, own ? run_limit : b.gcra);
+    const GcraLimit& limit = own ? run_limit : b.gcra;
+    const GcraCharge c = charge_gcra(state.buckets, p.key, now, limit, delay_allowance(rule, limit.interval, scratch));
     admit = c.decision.admit;
     d.overflow = c.overflow;
+    d.delay = c.decision.wait;
     // What the other boxes must hear of at the next sync (a
     // charge to the shared overflow bucket is this box's own).
     if (admit && !c.overflow && b.cluster_salt != 0 && scratch.spends != nullptr) {
@@ -842,6 +860,7 @@ void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge
   if (!forwarded) d.retry_after_s = v.retry_after;
   conclude(policy, rule, *p.request, admit, d.over_credential_ceiling ? *rule.overflow_refusal : *rule.refusal,
            rule.framed_refusal ? &*rule.framed_refusal : nullptr, scratch, d);
+  if (d.delay != 0 && d.verdict != Verdict::kAdmit) [[unlikely]] d.delay = 0;  // answered: nothing to hold
 }
 
 }  // namespace

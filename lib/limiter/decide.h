@@ -161,6 +161,10 @@ struct Decision {
   bool holds_in_flight = false;
   bool refused_in_flight = false;  // refused because every slot was taken
   BucketKey in_flight_key{};
+  // kAdmit under a rule's delay: the request conforms this long from now,
+  // and must not reach the origin before (0: at once). Set in shadow mode
+  // too: the data plane then forwards it at once.
+  Nanos delay = 0;
   PathReading path_reading = PathReading::kNormal;  // the data plane counts the other two
 };
 
@@ -174,6 +178,10 @@ struct DecisionScratch {
   // Where this worker records what it admits on cluster buckets
   // (none: not recorded).
   SpendLog* spends = nullptr;
+  // Whether a rule's delay may admit a request late: the data plane says
+  // no while it has no room to hold another request (such a request is
+  // refused as if the rule had no delay).
+  bool may_delay = true;
 };
 
 [[nodiscard]] Decision decide(const CompiledPolicy& policy, LimiterState& state, const Request& request, Nanos now,

@@ -13,11 +13,12 @@ bool GcraLimit::make(uint64_t count, Nanos period, uint32_t burst, GcraLimit& ou
   return true;
 }
 
-GcraDecision gcra_decide(uint64_t tat, Nanos now, const GcraLimit& limit) noexcept {
+GcraDecision gcra_decide(uint64_t tat, Nanos now, const GcraLimit& limit, Nanos max_wait) noexcept {
   const Nanos start = tat > now ? tat : now;
   const Nanos next = start + limit.interval;
   const Nanos ahead = next - now;  // how far TAT would run ahead of now
-  if (ahead > limit.capacity) {
+  if (ahead > limit.capacity) [[unlikely]] {
+    if (ahead - limit.capacity <= max_wait) return {true, next, 0, ceil_seconds(ahead), 0, ahead - limit.capacity};
     // The earliest time t with next - t <= capacity is next - capacity.
     const uint32_t wait = ceil_seconds(ahead - limit.capacity);
     return {false, tat, 0, ceil_seconds(start - now), wait == 0 ? 1u : wait};

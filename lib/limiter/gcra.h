@@ -32,10 +32,17 @@ struct GcraDecision {
   uint32_t remaining;      // whole requests still available after this one (0 when refused)
   uint32_t reset_s;        // seconds until the bucket is full again, rounded up
   uint32_t retry_after_s;  // when refused: seconds until one request is available, rounded up, >= 1
+  // Admitted late (a rule's delay): how long until it conforms, 0: now.
+  Nanos wait = 0;
 };
 
 // One request at `now` against a bucket whose TAT is `tat` (0: never used).
-[[nodiscard]] GcraDecision gcra_decide(uint64_t tat, Nanos now, const GcraLimit& limit) noexcept;
+// With `max_wait`, a request that would conform within it is admitted
+// late instead of refused (nginx's burst with delay): the TAT moves on as
+// for any admission, and `wait` says when it conforms. A key's late
+// admissions are spaced one interval apart and none waits longer than
+// max_wait, so at most ceil(max_wait / interval) of them wait at once.
+[[nodiscard]] GcraDecision gcra_decide(uint64_t tat, Nanos now, const GcraLimit& limit, Nanos max_wait = 0) noexcept;
 
 // A bucket as it stands at `now`, nothing charged: the requests it would
 // admit back to back, and the seconds until it is full, rounded up.

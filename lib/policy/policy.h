@@ -197,6 +197,15 @@ struct RuleSpec {
   // In-flight requests per key: at most this many admitted and not yet
   // answered by the origin (0: no limit).
   uint32_t concurrency = 0;
+  // Delay: a request over its rate bucket's budget that would conform
+  // within `max` waits, held in the appliance, instead of being refused
+  // (nginx's burst with delay). At most `per_key` of a key's requests wait
+  // at once (0: max alone bounds them). Calendar windows never delay.
+  struct Delay {
+    Nanos max = 0;  // 0: off
+    uint32_t per_key = 0;
+    bool operator==(const Delay&) const = default;
+  } delay;
   struct Penalty {
     uint32_t after = 0;
     Nanos within = 0;

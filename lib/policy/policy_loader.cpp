@@ -409,6 +409,8 @@ bool plain_name(std::string_view s) {
 }
 // Buckets one rule may charge (limiter::RateLimitFields::kMaxBudgets).
 constexpr size_t kMaxRuleBuckets = 4;  // limiter/compiled_policy.h says the same; policy/ may not include it
+constexpr Nanos kMaxDelay = 10 * time::kNanosPerSecond;  // a rule's delay_max
+constexpr uint32_t kDefaultDelayPerKey = 8;
 constexpr const char* kPlainName = " (1 to 64 letters, digits, '_', '-', '.' or ':')";
 
 // `scope: cluster` shares the budget (a rate or a calendar window)
@@ -608,6 +610,30 @@ void read_penalty(Reader& r, const YAML::Node& c, const std::string& what, RuleS
   bounded("for", 7 * 24 * 3600 * time::kNanosPerSecond, out.box_for);
 }
 
+// Delay instead of refusal: `delay_max: 500ms`, `delay_per_key: 8`.
+void read_delay(Reader& r, const YAML::Node& n, const std::string& what, RuleSpec::Delay& out) {
+  if (n["delay_max"]) {
+    if (const auto d = r.duration(n["delay_max"], what + " delay_max")) {
+      // Held longer, a request's wait would outlast the deadlines clients
+      // and load balancers keep for an answer.
+      if (*d < 1'000'000 || *d > kMaxDelay) {
+        r.error(n["delay_max"], what + " delay_max must be between 1ms and " +
+                                    std::to_string(kMaxDelay / time::kNanosPerSecond) + "s");
+      } else {
+        out.max = *d;
+      }
+    }
+  }
+  if (n["delay_per_key"]) {
+    if (!n["delay_max"]) r.error(n["delay_per_key"], what + ": delay_per_key needs delay_max");
+    if (auto v = r.number(n["delay_per_key"], what + " delay_per_key", 1, 100'000)) {
+      out.per_key = static_cast<uint32_t>(*v);
+    }
+  } else if (out.max != 0) {
+    out.per_key = kDefaultDelayPerKey;
+  }
+}
+
 // What an admitted request gets (forwarded, or an answer), and a refused one.
 void read_rule_answers(Reader& r, const YAML::Node& n, const std::string& what, RuleSpec& rule) {
   if (n["answer"] && n["answer"].IsScalar() && n["answer"].Scalar() == "forward") {
@@ -630,7 +656,7 @@ void read_rule(Reader& r, const YAML::Node& n, RuleSpec& rule) {
   rule.mark = r.mark(n);
   if (!r.is_map(n, "rule")) return;
   r.only(n, {"name", "methods", "path", "require", "live_run", "key", "when_key_missing", "bucket", "credential_slots",
-             "penalty", "concurrency", "answer", "refusal", "header_style", "shadow"},
+             "penalty", "concurrency", "delay_max", "delay_per_key", "answer", "refusal", "header_style", "shadow"},
          "rule");
   if (!n["name"]) r.error(n, "rule needs a name");
   else if (auto s = r.string(n["name"], "rule name")) {
@@ -671,6 +697,7 @@ void read_rule(Reader& r, const YAML::Node& n, RuleSpec& rule) {
   if (n["concurrency"]) {
     if (auto v = r.number(n["concurrency"], what + " concurrency", 1, 1'000'000)) rule.concurrency = static_cast<uint32_t>(*v);
   }
+  read_delay(r, n, what, rule.delay);
   read_rule_answers(r, n, what, rule);
   if (n["header_style"]) rule.header_style = read_header_style(r, n["header_style"]);
   if (n["shadow"]) {
@@ -731,6 +758,17 @@ void cross_check(Reader& r, Policy& p) {
     }
     if (rule.answer_status != 0 && (rule.answer_status < 200 || rule.answer_status > 599)) {
       r.error_at(rule.mark, what + ": answer must be a status from 200 to 599");
+    }
+    if (rule.delay.max != 0) {
+      // Only a rate bucket says when a request will conform; a window
+      // would hold it until the next window, past any sane delay.
+      bool rate = false;
+      for (const BucketSpec& b : p.buckets) {
+        const bool named = b.name == rule.bucket ||
+                           std::find(rule.also_buckets.begin(), rule.also_buckets.end(), b.name) != rule.also_buckets.end();
+        if (named && b.kind == BucketSpec::Kind::kContinuous) rate = true;
+      }
+      if (!rate) r.error_at(rule.mark, what + ": delay_max needs a rate bucket (calendar windows are never delayed)");
     }
   }
 }

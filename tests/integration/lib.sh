@@ -217,7 +217,14 @@ buckets:
   l-rate: { rate: 2/hour, burst: 2 }
   b-rate: { rate: 2/hour, burst: 2 }
   c-plenty: { rate: 1000/hour, burst: 1000 }
+  d-rate: { rate: 2/s, burst: 1 }
 rules:
+  - name: delayed
+    path: "/delay/*"
+    key: client_ip
+    bucket: d-rate
+    delay_max: 1500ms
+    delay_per_key: 2
   - name: concurrent
     path: /big
     key: client_ip

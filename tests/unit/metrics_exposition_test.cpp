@@ -5,6 +5,8 @@
 // twice, label values are escaped; and every metric the Grafana dashboard
 // (contrib/grafana/sluice.json) queries is one the exposition has.
 #include <gtest/gtest.h>
+
+#include <cstdio>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -159,7 +161,11 @@ TEST_F(MetricsExposition, EveryWorkerCounterIsASampleOfItsOwn) {
       if (!row.labels.empty()) labels += "," + std::string(row.labels);
       const auto it = series.find(std::string(row.family) + "{" + labels + "}");
       ASSERT_NE(it, series.end()) << row.counter << ": no " << row.family << "{" << labels << "}";
-      EXPECT_EQ(it->second, std::to_string(value(w, c))) << row.counter;
+      const uint64_t v = value(w, c);
+      char micros[32];
+      std::snprintf(micros, sizeof micros, "%llu.%06llu", static_cast<unsigned long long>(v / 1'000'000),
+                    static_cast<unsigned long long>(v % 1'000'000));
+      EXPECT_EQ(it->second, row.micros ? std::string(micros) : std::to_string(v)) << row.counter;
     }
   }
 }

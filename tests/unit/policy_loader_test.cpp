@@ -59,7 +59,7 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
        "p.yaml:4:3: 'b' appears twice in buckets (first at line 3)"},
       {"misspelt rule key", "sluice: 1\nbuckets:\n  b: { rate: 10/s }\nrules:\n  - name: r\n    kee: client_ip\n    bucket: b\n",
        "p.yaml:6:5: unknown key 'kee' in rule (expected one of: name, methods, path, require, live_run, key, "
-       "when_key_missing, bucket, credential_slots, penalty, concurrency, answer, refusal, header_style, shadow)"},
+       "when_key_missing, bucket, credential_slots, penalty, concurrency, delay_max, delay_per_key, answer, refusal, header_style, shadow)"},
       {"wrong type", "sluice: 1\nbuckets:\n  b: { rate: 10/s, burst: many }\nrules: []\n",
        "p.yaml:3:27: bucket b burst must be a whole number, not 'many'"},
       {"impossible number", "sluice: 1\nbuckets:\n  b: { rate: 10/s, burst: 0 }\nrules: []\n",

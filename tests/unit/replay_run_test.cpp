@@ -155,6 +155,23 @@ TEST_F(ReplayRunTest, LayeredBudgetsAndThePenaltyBox) {
   EXPECT_EQ(r.outcome.refused_keys[0].last_refusal, kT0 + 30 * time::kNanosPerSecond);  // the boxed one
 }
 
+// A rule's delay replays as the box decides it: 2 a second, one back to
+// back, up to 2 waiting: of 4 requests at once, 1 goes at once, 2 are
+// admitted late (500 and 1000 ms), 1 is refused.
+TEST_F(ReplayRunTest, ADelayAdmitsLateWhatItsBucketWillAdmitSoon) {
+  const std::string policy = write_temp("delay.yaml",
+                                        "sluice: 1\nname: delay\nbuckets:\n  slow: { rate: 2/s, burst: 1 }\n"
+                                        "rules:\n  - name: slow\n    key: client_ip\n    bucket: slow\n"
+                                        "    delay_max: 2s\n    delay_per_key: 2\n");
+  std::vector<RequestRecord> records;
+  for (int i = 0; i < 4; ++i) records.push_back(request(kT0, "198.18.0.7", "/a"));
+  const ReplayReport r = replay(std::move(records), policy);
+  EXPECT_EQ(r.outcome.admitted, 3u);
+  EXPECT_EQ(r.outcome.refused, 1u);
+  EXPECT_EQ(row(r.outcome, "slow").delayed, 2u);
+  EXPECT_EQ(row(r.outcome, "slow").delay_total, 1500 * kMs);
+}
+
 // A day window replays by the records' calendar: 3 a day, 4 requests in the
 // day's last seconds (the 4th refused), 2 just after midnight (admitted).
 TEST_F(ReplayRunTest, ADayWindowEndsAtTheRecordsMidnight) {
