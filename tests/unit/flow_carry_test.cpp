@@ -250,6 +250,47 @@ TEST(FlowCarry, AHeadHeldAcrossSegmentsCarriesOnAndIsJudgedWhole) {
   EXPECT_EQ(origin_stream(w, p, rest), head) << "the origin gets the head whole";
 }
 
+// A head admitted late (a rule's delay) waits in its context's head buffer,
+// in the flow file: a restart carries it on, still not a byte of it sent,
+// and the new process sends it to the origin when its time comes, judged
+// and charged once.
+TEST(FlowCarry, ADelayedHeadCarriesOnAndGoesAtItsTime) {
+  const std::string policy = std::string(kKeepPolicy).replace(std::string(kKeepPolicy).find("    bucket: tight\n"),
+                                                              std::string("    bucket: tight\n").size(),
+                                                              "    bucket: tight\n    delay_max: 10s\n");
+  PoolMemory memory(EngineWorld::small_config());
+  EngineWorld w(policy, on(memory));
+  Peers p(w);
+  p.client_handshake();
+  (void)p.origin_answer();
+  (void)p.client_data(kTight);
+  ASSERT_EQ(w.counters.admitted.get(), 1u);
+  p.client_sent = static_cast<uint32_t>(kTight.size());
+  (void)p.origin_data("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+  // One an hour: 5 s before the hour is up, the next one waits 5 s.
+  w.now += 3595 * time::kNanosPerSecond;
+  const auto held = p.client_data(kTight, p.client_sent);
+  EXPECT_EQ(sent_to(w, Side::kOrigin, held.before).size(), 0u) << "held, not forwarded";
+  EXPECT_EQ(w.counters.delayed.get(), 1u);
+
+  const std::vector<dataplane::CarriedFlow> left = flows_of(w, memory);
+  ASSERT_EQ(left.size(), 1u);
+  ASSERT_NE(left[0].context, nullptr);
+  EXPECT_EQ(std::string(left[0].context->held_head.begin(), left[0].context->held_head.end()), kTight);
+  ASSERT_EQ(restart(w, memory, left), 1u);
+  EXPECT_EQ(w.engine->delays().size(), 1u);
+
+  const size_t before = w.sink.sent.size();
+  w.now += 4 * time::kNanosPerSecond;
+  EXPECT_FALSE(w.engine->release_delayed(w.now, *w.out)) << "not before its time";
+  w.now += time::kNanosPerSecond;
+  EXPECT_TRUE(w.engine->release_delayed(w.now, *w.out));
+  std::string got;
+  for (const SentSegment& seg : sent_to(w, Side::kOrigin, before)) got += seg.payload();
+  EXPECT_EQ(got, kTight);
+  EXPECT_EQ(w.counters.admitted.get(), 2u) << "judged and charged once";
+}
+
 // After the restart the client sends the held part again with other bytes
 // (a request for the tight path in place of the loose one), then the rest:
 // the held copy is what is judged and what the origin gets, as before a
