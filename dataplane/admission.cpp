@@ -1,7 +1,9 @@
 // Admission's steps: see admission.h.
+#include "admission.h"
+
 #include <utility>
 
-#include "admission.h"
+#include "limiter/client_ip.h"
 
 namespace sluice::dataplane {
 
@@ -75,7 +77,16 @@ Admission::Unknown Admission::unknown_client(const ServiceFrame& sf, const uint8
   } else if (v.payload_len == 0) {
     return {nullptr, forward_frame(v)};
   }
-  return {nullptr, adoption_.untracked_client(sf, frame, v, policy.adoption, now, out)};
+  // A trusted proxy's connection carried a PROXY header at its start, long
+  // gone: whom it relays cannot be known, so it is not adopted (reset, and
+  // the balancer connects again).
+  bool adopt = policy.adoption;
+  if (adopt && policy.client_ip.spec.proxy_protocol != policy::ClientIpSpec::ProxyProtocol::kOff &&
+      v.payload_len != 0 && limiter::trusted_proxy(policy.client_ip.spec, sf.key.client)) [[unlikely]] {
+    counters_.proxy_not_adopted.add();
+    adopt = false;
+  }
+  return {nullptr, adoption_.untracked_client(sf, frame, v, adopt, now, out)};
 }
 
 Admission::Handshake Admission::handshake_ack(const ServiceFrame& sf, const uint8_t* frame, const FrameView& v,

@@ -285,6 +285,20 @@ FrameResult FlowEngine::parse_requests(TcpFlow& flow, uint8_t* frame, FrameView&
 
 FrameResult FlowEngine::apply(TcpFlow& flow, ParseContext& ctx, uint8_t* frame, FrameView& v, const RequestPlan& plan,
                               PacketSink& out) noexcept {
+  uint32_t forward_bytes = plan.forward_bytes;
+  if (plan.strip != 0) [[unlikely]] {
+    // The PROXY header leaves the stream to the origin: a removal at its
+    // first byte (the stream's first edit). When nothing after it goes on
+    // now, the segment goes as a bare acknowledgement and the header is
+    // acknowledged to the client in the origin's name (a balancer that
+    // sent it alone waits for that before its next bytes, with Nagle).
+    if (!ctx.to_origin.add(flow.client.isn + 1, plan.strip, 0)) return abort(flow, v, out);
+    flow.seqadj.active = true;
+    if (forward_bytes <= plan.strip) {
+      forward_bytes = 0;
+      editor_.send_to_client(flow, out, flow.origin.next, flow.client.isn + 1 + plan.strip, flag::kAck);
+    }
+  }
   if ((plan.absorbed || plan.kept != 0) && editor_.keep_open(flow, ctx, plan, out) != EditOutcome::kDone) {
     return abort(flow, v, out);
   }
@@ -292,7 +306,7 @@ FrameResult FlowEngine::apply(TcpFlow& flow, ParseContext& ctx, uint8_t* frame, 
     counters_.unbound_answers.add(plan.kept + (plan.stop == RequestPlan::Stop::kAnswerClose ? 1u : 0u));
   }
   FrameResult r = forward_frame(v);
-  forward_prefix(frame, v, plan.forward_bytes, r);
+  forward_prefix(frame, v, forward_bytes, r);
   switch (plan.stop) {
     case RequestPlan::Stop::kEnd:
       lender_.give_back_if_done(flow);

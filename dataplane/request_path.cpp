@@ -7,6 +7,8 @@
 
 #include "http/limiter_answer.h"
 #include "http/limiter_request.h"
+#include "limiter/client_ip.h"
+#include "net/proxy_header.h"
 
 namespace sluice::dataplane {
 
@@ -118,7 +120,7 @@ RequestPath::Next RequestPath::on_head(Pass& p, const http::StreamStep& st) noex
   }
   counters_.requests.add();
   const limiter::Request request = http::limiter_request(
-      p.rs->head(), limiter::ConnectionFacts{p.flow.key.client, p.flow.key.origin, p.flow.key.origin_port});
+      p.rs->head(), limiter::ConnectionFacts{p.flow.client_address(), p.flow.key.origin, p.flow.key.origin_port});
   scratch_->may_delay = may_delay(p);
   const limiter::Decision d = limiter::decide(*p.policy, limiter_, request, p.now, *scratch_);
   const bool answered = d.verdict == limiter::Verdict::kRefuse || d.verdict == limiter::Verdict::kAnswer;
@@ -165,7 +167,7 @@ RequestPath::Next RequestPath::on_head(Pass& p, const http::StreamStep& st) noex
   if (d.penalty != limiter::Decision::Penalty::kNone) [[unlikely]] note_penalty(p.now, d);
   if (d.refused_in_flight) [[unlikely]] counters_.in_flight_refused.add();
   if (answered) {
-    if (refusals_ != nullptr) refusals_->offer(p.now, d, p.flow.key.client);
+    if (refusals_ != nullptr) refusals_->offer(p.now, d, p.flow.client_address());
     if (keep_open(p, d)) return Next::kContinue;
     // Kept open it could not be: the answer goes with FIN, and says so.
     answer_and_close(p, d);
@@ -179,6 +181,53 @@ RequestPath::Next RequestPath::on_head(Pass& p, const http::StreamStep& st) noex
   // The held bytes must leave before anything else is parsed: the next head
   // held back would be copied over them.
   p.plan.stop = RequestPlan::Stop::kReleaseHeld;
+  return Next::kReturn;
+}
+
+RequestPath::Next RequestPath::read_relay(Pass& p) noexcept {
+  using Status = net::ProxyHeader::Status;
+  const policy::ClientIpSpec& spec = p.policy->client_ip.spec;
+  const bool trusted = limiter::trusted_proxy(spec, p.flow.key.client);
+  const net::ProxyHeader h = net::read_proxy_header({p.bytes, p.n});
+  switch (h.status) {
+    case Status::kNone:
+      if (!trusted) return Next::kContinue;  // a client of its own: HTTP from the first byte
+      counters_.proxy_missing.add();
+      break;
+    case Status::kIncomplete:
+      // From anyone else it is read as HTTP, where it can be no request
+      // the origin reads as a header (its head is held until whole).
+      if (!trusted) return Next::kContinue;
+      // The rest is the sender's to send again (a retransmission usually
+      // carries more); the first-head deadline bounds the wait.
+      p.plan.forward_bytes = 0;
+      p.plan.stop = RequestPlan::Stop::kPaused;
+      return Next::kReturn;
+    case Status::kMalformed:
+      counters_.proxy_malformed.add();
+      break;
+    case Status::kRelayed:
+    case Status::kLocal:
+      if (!trusted) {
+        counters_.proxy_untrusted.add();  // a client naming someone else
+        break;
+      }
+      counters_.proxy_headers.add();
+      if (h.status == Status::kRelayed) {
+        p.flow.relayed.active = true;
+        p.flow.relayed.client = h.source;
+        p.flow.relayed.port = h.source_port;
+      }
+      if (spec.proxy_protocol == policy::ClientIpSpec::ProxyProtocol::kStrip) {
+        p.plan.strip = h.length;
+      } else {
+        p.ctx.judged.record(p.seq_of(0), {p.bytes, h.length});  // the origin reads it: judged bytes
+      }
+      p.cur.off = h.length;
+      p.cur.head_start = h.length;
+      return Next::kContinue;
+  }
+  p.plan.stop = RequestPlan::Stop::kReset;
   return Next::kReturn;
 }
 
@@ -335,7 +384,7 @@ std::span<const char> RequestPath::write_answer(const limiter::CompiledPolicy& p
 void RequestPath::refuse_unparsable(Pass& p, http::ParseError e) noexcept {
   counters_.parse_errors.add();
   const limiter::Decision d = http::answer_parse_error(*p.policy, e);
-  if (refusals_ != nullptr) refusals_->offer(p.now, d, p.flow.key.client);
+  if (refusals_ != nullptr) refusals_->offer(p.now, d, p.flow.client_address());
   answer_and_close(p, d);
 }
 
@@ -358,6 +407,10 @@ RequestPlan RequestPath::parse(TcpFlow& flow, ParseContext& ctx, const PolicySna
   Pass p{flow,           ctx, snap,          cur,        plan,          contexts_scarce, now, payload.data() + cur.skip,
          len - cur.skip, len, cur.seq + len, ctx.policy, &*ctx.requests};
 
+  if (flow.client.next == flow.client.isn + 1 && cur.skip == 0 && cur.off == 0 &&
+      p.policy->client_ip.spec.proxy_protocol != policy::ClientIpSpec::ProxyProtocol::kOff) [[unlikely]] {
+    if (read_relay(p) == Next::kReturn) return plan;
+  }
   // Until the stream needs more bytes: it reports the end of a message
   // without a body (and a pending switch) on a call of its own.
   for (;;) {

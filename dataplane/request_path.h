@@ -74,8 +74,8 @@ struct RequestPlan {
     kPaused,       // the rest waits: a protocol switch is pending, or too many requests are unanswered
     kAnswerClose,  // refused (or answered) and the connection closes: `answer`, the origin reset at reset_seq
     kPassThrough,  // the connection left HTTP: bridged from here on
-    kReset,        // an adopted connection's request with a body or a protocol switch: both ends reset, the
-                   // request unjudged (flow_adopter.h)
+    kReset,        // both ends reset, nothing judged: an adopted connection's request with a body or a protocol
+                   // switch (flow_adopter.h), or a PROXY protocol header where none may be or none where one must
     kDelayed,      // a head admitted late (a rule's delay) is held from client.held_seq to client.next: the client
                    // is acknowledged, the rest of the segment is its to send again, the head is in the delay queue
   };
@@ -95,6 +95,10 @@ struct RequestPlan {
   // the next parse()) and the client byte at which the origin's stream stops.
   std::span<const char> answer;
   uint32_t reset_seq = 0;
+  // A PROXY protocol header this long begins the stream (the client's
+  // first bytes) and is taken out of the stream to the origin
+  // (client_ip proxy_protocol: strip).
+  uint32_t strip = 0;
 };
 
 // Where a segment's parse stands; kept across parse() calls on one segment.
@@ -173,6 +177,10 @@ class RequestPath {
   void count_refused(const limiter::Decision& d) noexcept;
   // A decision of a rule's penalty box: counted, and a boxing handed on.
   void note_penalty(time::Nanos now, const limiter::Decision& d) noexcept;
+  // The stream's first bytes, under client_ip proxy_protocol: a PROXY
+  // header from a trusted proxy (required of it) names the client and is
+  // passed over (or stripped); from anyone else it ends the connection.
+  Next read_relay(Pass& p) noexcept;
   // Whether a rule's delay may admit the head just parsed late: the worker
   // has room to hold it, and its bytes fit the context's head buffer.
   [[nodiscard]] bool may_delay(const Pass& p) const noexcept;

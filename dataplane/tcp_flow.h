@@ -126,6 +126,15 @@ struct FlowAdoption {
   uint16_t window = 0;  // the window field of the client's adopted segment: what the probe and stash offer
 };
 
+// The client a trusted load balancer relayed, from the PROXY protocol
+// header its connection began with (net/proxy_header.h): it stands for the
+// connection's address wherever the limiter asks who the client is.
+struct FlowRelay {
+  bool active = false;
+  uint16_t port = 0;
+  net::IpAddress client{};
+};
+
 struct TcpFlow {
   FlowKey key;
   uint64_t hash = 0;
@@ -141,6 +150,12 @@ struct TcpFlow {
   FlowProxy proxy;
   FlowBinding bind;
   FlowAdoption adoption;
+  FlowRelay relayed;
+
+  // Who the client is: the relayed one, else the connection's source.
+  [[nodiscard]] const net::IpAddress& client_address() const noexcept {
+    return relayed.active ? relayed.client : key.client;
+  }
 
   // What the flow borrows from the worker's pools, each -1 when it holds none.
   int32_t context = -1;  // the ParseContext

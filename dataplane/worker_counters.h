@@ -117,7 +117,12 @@ class Counter {
   X(delayed, "requests admitted late: held until their rate bucket admitted them (delay_max)")  \
   X(delay_us_total, "microseconds the delayed requests were held, together")                   \
   X(delay_full, "requests of a delaying rule decided while the worker held as many as it may: refused, not delayed") \
-  X(delay_shadowed, "requests a shadow rule would have delayed: forwarded at once")
+  X(delay_shadowed, "requests a shadow rule would have delayed: forwarded at once") \
+  X(proxy_headers, "PROXY protocol headers read from trusted proxies (client_ip proxy_protocol)") \
+  X(proxy_untrusted, "PROXY protocol headers from peers not in trusted_proxies: both ends reset") \
+  X(proxy_missing, "connections from trusted proxies that did not begin with a PROXY protocol header: both ends reset") \
+  X(proxy_malformed, "malformed PROXY protocol headers: both ends reset") \
+  X(proxy_not_adopted, "connections from trusted proxies not adopted (their PROXY header is long gone): reset")
 
 // What a rule decided, for `sluicectl stats` per rule. Exempt and forwarded
 // requests are counted only in the totals.
@@ -259,6 +264,11 @@ inline constexpr CounterExposition kCounterExposition[] = {
     {"delay_us_total", "sluice_delay_seconds_total", "", nullptr, true},
     {"delay_full", "sluice_delay_full_total", ""},
     {"delay_shadowed", "sluice_delayed_requests_total", R"(mode="shadow")"},
+    {"proxy_headers", "sluice_proxy_protocol_total", R"(outcome="read")"},
+    {"proxy_untrusted", "sluice_proxy_protocol_total", R"(outcome="untrusted_peer")"},
+    {"proxy_missing", "sluice_proxy_protocol_total", R"(outcome="missing")"},
+    {"proxy_malformed", "sluice_proxy_protocol_total", R"(outcome="malformed")"},
+    {"proxy_not_adopted", "sluice_proxy_protocol_total", R"(outcome="not_adopted")"},
 };
 
 // The counters themselves, in the X-macro's order: kCounterExposition[i]

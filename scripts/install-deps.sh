@@ -32,6 +32,7 @@ test_pkgs=(
   clang libclang-rt-14-dev   # libFuzzer and the clang sanitizer runtimes
   chromium                   # the integration tests' browser (CORS preflight, TB08/TB09)
   redis-server               # cluster budgets' tests start their own Redis
+  haproxy                    # a load balancer that speaks the PROXY protocol (client_ip proxy_protocol's tests)
   prometheus                 # promtool check metrics; a real server scrapes sluiced in a test
   systemd                    # systemd-analyze verify for the units
   man-db                     # the man pages are checked to render (man -l)

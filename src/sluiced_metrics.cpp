@@ -103,6 +103,10 @@ constexpr FamilyHelp kWorkerFamilies[] = {
      "requests admitted late, held until their rate bucket admitted them (delay_max): enforce (held), shadow "
      "(a shadow rule's: forwarded at once)"},
     {"sluice_delay_seconds_total", "time the delayed requests were held, together"},
+    {"sluice_proxy_protocol_total",
+     "PROXY protocol headers: read (from a trusted proxy), untrusted_peer, missing (a trusted proxy's connection "
+     "without one), malformed (each of those: both ends reset), not_adopted (a trusted proxy's connection the "
+     "appliance did not know: reset)"},
     {"sluice_delay_full_total",
      "requests of a delaying rule decided while the worker held as many as it may: refused, not delayed"},
 };

@@ -20,13 +20,18 @@ std::string_view hop(std::string_view list, policy::ClientIpSpec::Hop which) noe
 
 }  // namespace
 
+bool trusted_proxy(const policy::ClientIpSpec& spec, const net::IpAddress& peer) noexcept {
+  for (const net::IpNetwork& n : spec.trusted_proxies) {
+    if (n.contains(peer)) return true;
+  }
+  return false;
+}
+
 net::IpAddress resolve_client_ip(const ClientIpRule& rule, const FieldValues& fields,
                                  const net::IpAddress& peer) noexcept {
   const policy::ClientIpSpec& spec = rule.spec;
   net::IpAddress chosen = peer;
-  bool trusted = false;
-  for (const net::IpNetwork& n : spec.trusted_proxies) trusted = trusted || n.contains(peer);
-  if (trusted && !rule.fields.empty()) {
+  if (!rule.fields.empty() && trusted_proxy(spec, peer)) {
     std::optional<net::IpAddress> first_v4, first_any;
     for (FieldId id : rule.fields) {
       if (!fields.has(id)) continue;

@@ -16,6 +16,10 @@ struct ClientIpRule {
   std::vector<FieldId> fields;  // the spec's headers, as tracked field ids
 };
 
+// Whether `peer` is one of the spec's trusted proxies (X04; the PROXY
+// protocol's balancers).
+[[nodiscard]] bool trusted_proxy(const policy::ClientIpSpec& spec, const net::IpAddress& peer) noexcept;
+
 // The client's address for keying. Headers are read only when `peer` is a
 // trusted proxy; an unparsable or missing value falls through to the next
 // header and finally to `peer`.

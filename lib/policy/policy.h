@@ -43,6 +43,13 @@ struct ClientIpSpec {
   std::vector<net::IpNetwork> trusted_proxies;
   // X03: IPv6 clients are keyed by this prefix (128: the whole address).
   unsigned ipv6_prefix = 128;
+  // The PROXY protocol (v1 and v2) on service ports: a connection from a
+  // trusted proxy must begin with a header naming the client it relays,
+  // and that client stands for the connection's address (keys, and X04 for
+  // the headers above); a header from anyone else ends the connection.
+  // kStrip takes the header out of the stream to the origin, kKeep passes
+  // it on (an origin that reads it itself).
+  enum class ProxyProtocol : uint8_t { kOff, kStrip, kKeep } proxy_protocol = ProxyProtocol::kOff;
 };
 
 struct CredentialSpec {

@@ -318,7 +318,7 @@ void read_response(Reader& r, const YAML::Node& n, ResponseSpec& out, const std:
 
 void read_client_ip(Reader& r, const YAML::Node& n, ClientIpSpec& out) {
   if (!r.is_map(n, "client_ip")) return;
-  r.only(n, {"headers", "hop", "prefer", "trusted_proxies", "ipv6_prefix"}, "client_ip");
+  r.only(n, {"headers", "hop", "prefer", "trusted_proxies", "ipv6_prefix", "proxy_protocol"}, "client_ip");
   if (n["headers"]) {
     for (const std::string& h : r.strings(n["headers"], "client_ip headers")) {
       if (!is_token(h)) {
@@ -351,6 +351,17 @@ void read_client_ip(Reader& r, const YAML::Node& n, ClientIpSpec& out) {
   }
   if (n["ipv6_prefix"]) {
     if (auto v = r.number(n["ipv6_prefix"], "client_ip ipv6_prefix", 1, 128)) out.ipv6_prefix = static_cast<unsigned>(*v);
+  }
+  if (n["proxy_protocol"]) {
+    const auto s = r.string(n["proxy_protocol"], "client_ip proxy_protocol");
+    if (s == "off") out.proxy_protocol = ClientIpSpec::ProxyProtocol::kOff;
+    else if (s == "strip") out.proxy_protocol = ClientIpSpec::ProxyProtocol::kStrip;
+    else if (s == "keep") out.proxy_protocol = ClientIpSpec::ProxyProtocol::kKeep;
+    else if (s) r.error(n["proxy_protocol"], "client_ip proxy_protocol must be off, strip or keep");
+    if (out.proxy_protocol != ClientIpSpec::ProxyProtocol::kOff && out.trusted_proxies.empty()) {
+      r.error(n["proxy_protocol"],
+              "client_ip proxy_protocol needs trusted_proxies (the load balancers whose headers are believed)");
+    }
   }
 }
 

@@ -253,6 +253,30 @@ rules:
 refusal:
   style: problem
 YAML
+  # The PROXY protocol from a load balancer (HAProxy at 198.18.0.250, which
+  # the test adds): stripped before an origin that does not read it, or
+  # kept for one that does (nginx's proxy_protocol listener on 8081).
+  local mode port
+  for mode in strip keep; do
+    port=80
+    [ "$mode" = keep ] && port=8081
+    cat >"$SLT_TMP/policies/pp-$mode.yaml" <<YAML
+# Written by tests/integration/lib.sh: the PROXY protocol ($mode).
+sluice: 1
+name: pp-$mode
+header_style: ietf
+service_ports: [$port]
+client_ip:
+  trusted_proxies: [198.18.0.250/32]
+  proxy_protocol: $mode
+buckets:
+  per-client: { rate: 2/hour, burst: 2 }
+rules:
+  - name: per-client
+    key: client_ip
+    bucket: per-client
+YAML
+  done
   # Short deadlines, so that a slow-head crowd is seen off within
   # a test's seconds.
   slt_policy_copy three-budgets tb-deadlines three-budgets-deadlines \

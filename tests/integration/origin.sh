@@ -135,6 +135,15 @@ http {
     location / { add_header X-Loc root always; return 200 "ok\n"; }
   }
 
+  # An origin that reads the PROXY protocol itself (client_ip
+  # proxy_protocol: keep): it says whom the header named.
+  server {
+    listen $ORIGIN4:8081 proxy_protocol;
+    server_name _;
+    access_log $d/pp-access.log slt;
+    location / { return 200 "client=\$proxy_protocol_addr\n"; }
+  }
+
   server {
     listen $ORIGIN4:8080;
     server_name _;

@@ -95,6 +95,8 @@ replay-capture               limiting  tb-hourly          1
 replay-nginx-log             limiting  tb-hourly          1
 replay-capture-usage         limiting  deployment-quotas  1
 wire-path-corpus             limiting  default-paths      1
+wire-proxy-protocol          limiting  pp-strip           1
+wire-proxy-protocol-keep     limiting  pp-keep            1
 '
 
 SLT_TB14_BODY='{"error":{"code":"rate_limited","message":"Too many requests. Slow down and retry."}}'
@@ -679,6 +681,115 @@ t_dq_delay() {
   check_eq "delay: counted" "$(delta_of "$before" "$after" delayed)" 4
   check_range "delay: time held, in microseconds" "$(delta_of "$before" "$after" delay_us_total)" 2200000 2500000
   check_eq "delay: none refused for want of room" "$(delta_of "$before" "$after" delay_full)" 0
+  finish
+}
+
+# ================================================================ pp-strip, pp-keep
+# A real load balancer in front: HAProxy at 198.18.0.250 in the client
+# namespace, in TCP mode (as a TLS terminator or a cloud balancer is to
+# HTTP), relaying each client to the origin behind the appliance with a
+# PROXY protocol header: v2 on 8080, v1 on 8082. `pp_lb_start PORT` points
+# both at the origin's PORT; the trap stops it (by its PID) and takes its
+# address away, however the test ends.
+SLT_LB=198.18.0.250
+pp_lb_start() {
+  local port="$1" i
+  ip -n "$NS_CLI" addr add "$SLT_LB/24" dev c0 || { fail "cannot add the balancer's address"; finish; }
+  trap 'pp_lb_stop' EXIT
+  cat >"$SLT_OUT/haproxy.cfg" <<CFG
+global
+  maxconn 200
+defaults
+  mode tcp
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+frontend v2
+  bind $SLT_LB:8080
+  default_backend origin_v2
+frontend v1
+  bind $SLT_LB:8082
+  default_backend origin_v1
+backend origin_v2
+  server origin $ORIGIN4:$port send-proxy-v2 source $SLT_LB
+backend origin_v1
+  server origin $ORIGIN4:$port send-proxy source $SLT_LB
+CFG
+  ip netns exec "$NS_CLI" haproxy -db -f "$SLT_OUT/haproxy.cfg" >"$SLT_OUT/haproxy.log" 2>&1 &
+  SLT_LB_PID=$!
+  for ((i = 0; i < 50; i++)); do
+    ip netns exec "$NS_CLI" ss -ltn | grep -q "$SLT_LB:8082" && return 0
+    sleep 0.1
+  done
+  fail "haproxy did not listen: $(tail -5 "$SLT_OUT/haproxy.log")"
+  finish
+}
+pp_lb_stop() {
+  if [ -n "${SLT_LB_PID:-}" ]; then
+    kill "$SLT_LB_PID" 2>/dev/null
+    wait "$SLT_LB_PID" 2>/dev/null
+  fi
+  ip -n "$NS_CLI" addr del "$SLT_LB/24" dev c0 2>/dev/null
+  return 0
+}
+
+# The PROXY protocol, stripped (client_ip proxy_protocol: strip, 2 an hour
+# per client): through the balancer, each client is charged by its own
+# address, whichever version the balancer speaks: a 3rd request of one
+# client (v2) is refused, another's (v1) are admitted; the origin, which
+# does not read the protocol, gets plain HTTP (its log shows the balancer
+# as the peer and every request it got). The first client, calling the
+# origin directly, finds its budget spent: one budget, however it comes.
+# The abuse: a client sending its own header (curl --haproxy-protocol)
+# straight to the origin is reset, as is the balancer's address without a
+# header; neither reaches the origin.
+t_wire_proxy_protocol() {
+  local a b i code before after
+  a="$(src4 0)" b="$(src4 1)"
+  pp_lb_start 80
+  before="$(SLT_CTL --json stats)"
+  for i in 1 2 3; do
+    code="$(ccurl a$i --interface "$a" "http://$SLT_LB:8080/pp/a$i")"
+    note "a$i (v2): $code"
+    [ "$i" -lt 3 ] && check_eq "client a's request $i through the balancer (v2)" "$code" 200
+  done
+  check_eq "client a's 3rd: its own budget spent" "$code" 429
+  check_range "client a's refusal: Retry-After" "$(chdr a3 Retry-After)" 1700 1800
+  check_re "client a's refusal names its budget" "$(chdr a3 RateLimit)" '^"per-client";r=0;t=3[56][0-9][0-9]$'
+  for i in 1 2; do
+    check_eq "client b's request $i through the balancer (v1): a budget of its own" \
+      "$(ccurl b$i --interface "$b" "http://$SLT_LB:8082/pp/b$i")" 200
+  done
+  check_eq "client a straight to the origin: the same budget, spent" \
+    "$(ccurl direct --interface "$a" "http://$ORIGIN4/pp/direct")" 429
+  code="$(ccurl smuggled --interface "$b" --haproxy-protocol "http://$ORIGIN4/pp/smuggled")"
+  check_eq "a client's own PROXY header: reset" "$code" 000
+  code="$(ccurl bare --interface "$SLT_LB" "http://$ORIGIN4/pp/bare")"
+  check_eq "the balancer's address without a header: reset" "$code" 000
+  after="$(SLT_CTL --json stats)"
+  check_eq "headers read" "$(delta_of "$before" "$after" proxy_headers)" 5
+  check_eq "untrusted headers counted" "$(delta_of "$before" "$after" proxy_untrusted)" 1
+  check_eq "missing headers counted" "$(delta_of "$before" "$after" proxy_missing)" 1
+  check_eq "the origin saw the 4 admitted, from the balancer" "$(olog_count "$SLT_LB")" 4
+  check_eq "the origin saw nothing from the clients themselves" "$(($(olog_count "$a") + $(olog_count "$b")))" 0
+  check_eq "the origin read plain HTTP (no 400)" "$(olog_count "$SLT_LB" '$4 == 400')" 0
+  finish
+}
+
+# The PROXY protocol kept (proxy_protocol: keep) for an origin that reads
+# it (nginx's proxy_protocol listener, which answers with the address the
+# header named): the header reaches it unchanged, v2 and v1, and names the
+# client the appliance charged.
+t_wire_proxy_protocol_keep() {
+  local a b
+  a="$(src4 0)" b="$(src4 1)"
+  pp_lb_start 8081
+  check_eq "through the balancer (v2): admitted" "$(ccurl k1 --interface "$a" "http://$SLT_LB:8080/k1")" 200
+  check_eq "the origin read the header: the client's address" "$(cbody k1)" "client=$a"
+  check_eq "v1: admitted" "$(ccurl k2 --interface "$b" "http://$SLT_LB:8082/k2")" 200
+  check_eq "v1: the origin read the header" "$(cbody k2)" "client=$b"
+  check_eq "client a's 2nd" "$(ccurl k3 --interface "$a" "http://$SLT_LB:8082/k3")" 200
+  check_eq "client a's 3rd: refused by its own budget" "$(ccurl k4 --interface "$a" "http://$SLT_LB:8080/k4")" 429
   finish
 }
 
