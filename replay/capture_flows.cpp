@@ -5,6 +5,7 @@
 // nothing is copied but the heads the records own.
 #include "replay/capture_flows.h"
 
+
 #include <tbb/blocked_range.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
@@ -18,6 +19,7 @@
 
 #include "dataplane/flow_adopter.h"
 #include "http/response_stream.h"
+#include "net/proxy_header.h"
 
 namespace sluice::replay {
 namespace {
@@ -60,6 +62,9 @@ class FlowReplay {
   template <class Sink>
   void take(InOrderBytes& side, const FlowSegment& s, const char* who, Sink&& sink);
   void feed_requests(std::span<const char> bytes);
+  // The stream's first bytes: a PROXY protocol header, taken off and noted,
+  // or none (everything goes to the request parser).
+  void read_relay(std::span<const char> bytes);
   void parse_requests(std::span<const char> bytes);
   void park(std::span<const char> bytes);
   void resume_requests();
@@ -79,6 +84,13 @@ class FlowReplay {
   InOrderBytes client_, origin_;
   const FlowSegment* now_ = nullptr;  // the packet being replayed: what completes a head or response
   uint32_t isn_ = 0;
+  // Until the first bytes show whether a PROXY header begins the stream:
+  // what came so far (at most net::kMaxProxyHeader).
+  bool at_start_ = true;
+  std::string start_;
+  RequestRecord::Relay relay_ = RequestRecord::Relay::kNone;
+  uint8_t relay_version_ = 0;
+  net::IpAddress relayed_{};
   bool over_ = false;  // reset, or dropped: only a new SYN starts the tuple again
   Client client_state_ = Client::kParsing;
   bool in_head_ = true;
@@ -117,6 +129,7 @@ void FlowReplay::client_syn(const FlowSegment& s) {
   if (known) restart();
   isn_ = s.seq;
   client_.start(s.seq + 1);
+  at_start_ = true;
 }
 
 void FlowReplay::restart() {
@@ -135,6 +148,9 @@ void FlowReplay::restart() {
   answered_and_closed_ = false;
   origin_closed_ = false;
   awaiting_.clear();
+  at_start_ = false;  // a SYN starts it again
+  start_.clear();
+  relay_ = RequestRecord::Relay::kNone;
   ++connection_;
 }
 
@@ -143,6 +159,7 @@ void FlowReplay::client_segment(const FlowSegment& s) {
     // No SYN: adopted, as the appliance adopts, at a segment that begins a request.
     if (s.payload.empty() || !dataplane::FlowAdopter::begins_request(s.payload)) return;
     client_.start(s.seq);
+    at_start_ = false;  // mid-stream: whatever header there was is gone
   }
   // Without the SYN-ACK, the client's acknowledgement says where the origin's stream stands.
   if (!origin_.started() && (s.flags & flag::kAck) != 0) origin_.start(s.ack);
@@ -174,7 +191,27 @@ void FlowReplay::take(InOrderBytes& side, const FlowSegment& s, const char* who,
   over_ = true;
 }
 
+void FlowReplay::read_relay(std::span<const char> bytes) {
+  const size_t taken = std::min(bytes.size(), net::kMaxProxyHeader + 1 - start_.size());
+  start_.append(bytes.data(), taken);
+  const net::ProxyHeader h = net::read_proxy_header({start_.data(), start_.size()});
+  if (h.status == net::ProxyHeader::Status::kIncomplete && start_.size() <= net::kMaxProxyHeader) return;
+  at_start_ = false;
+  const std::span<const char> rest = bytes.subspan(taken);  // what the buffer did not take goes on after it
+  size_t skip = 0;
+  if (h.status == net::ProxyHeader::Status::kRelayed || h.status == net::ProxyHeader::Status::kLocal) {
+    relay_ = h.status == net::ProxyHeader::Status::kRelayed ? RequestRecord::Relay::kRelayed : RequestRecord::Relay::kLocal;
+    relay_version_ = h.version;
+    relayed_ = h.source;
+    skip = h.length;
+  }
+  // start_ lives as long as the connection: the parser may hold views into it.
+  if (skip < start_.size()) feed_requests({start_.data() + skip, start_.size() - skip});
+  if (!rest.empty()) feed_requests(rest);
+}
+
 void FlowReplay::feed_requests(std::span<const char> bytes) {
+  if (at_start_) return read_relay(bytes);
   if (client_state_ == Client::kParsing) {
     parse_requests(bytes);
   } else if (client_state_ == Client::kParked) {
@@ -249,6 +286,9 @@ void FlowReplay::record(http::ParseError error) {
   r.input = c_.input;
   r.record_number = now_->number;
   r.connection = connection_;  // made unique in the input by merge()
+  r.relay = relay_;
+  r.relay_version = relay_version_;
+  r.relayed = relayed_;
 }
 
 void FlowReplay::feed_responses(std::span<const char> bytes) {

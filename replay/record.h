@@ -35,6 +35,13 @@ struct RequestRecord {
   // answer that closes the connection means the appliance judged nothing
   // after it there, so the replay skips that connection's later requests.
   uint64_t connection = 0;
+  // The PROXY protocol header its connection began with (a capture behind
+  // a load balancer): none, one naming `relayed`, or one naming nobody
+  // (v2 LOCAL, v1 UNKNOWN). Which counts is the policy's business
+  // (client_ip proxy_protocol, trusted_proxies).
+  enum class Relay : uint8_t { kNone, kRelayed, kLocal } relay = Relay::kNone;
+  uint8_t relay_version = 0;
+  net::IpAddress relayed{};
   // Where it came from, for messages: the input's index (Inputs::names) and
   // its record number there (a capture's packet, a log's line; 1-based).
   uint32_t input = 0;

@@ -19,6 +19,7 @@
 #include "http/http1_policy.h"
 #include "http/limiter_answer.h"
 #include "http/limiter_request.h"
+#include "limiter/client_ip.h"
 #include "replay/difference_tally.h"
 #include "replay/outcome_tally.h"
 
@@ -88,9 +89,16 @@ class PolicyRun {
       return;
     }
     const limiter::CompiledPolicy& policy = limiter_.policy();
-    const bool unparsed = h.error != http::ParseError::kNone;
-    const Decision& d = unparsed ? (decision_ = http::answer_parse_error(policy, h.error))
-                                 : (decision_ = limiter::decide(policy, limiter_.state(), http::limiter_request(h.head, r.conn),
+    limiter::ConnectionFacts conn = r.conn;
+    http::ParseError error = h.error;
+    if (!relay(policy, r, conn, error)) {
+      out = DecidedNote{};  // reset, nothing judged: the appliance would not have let the connection on
+      if (r.connection != 0) closed_.insert(r.connection);
+      return;
+    }
+    const bool unparsed = error != http::ParseError::kNone;
+    const Decision& d = unparsed ? (decision_ = http::answer_parse_error(policy, error))
+                                 : (decision_ = limiter::decide(policy, limiter_.state(), http::limiter_request(h.head, conn),
                                                                 r.at, *scratch_));
     out = DecidedNote::of(d, unparsed);
     const bool forwarded = d.verdict == Verdict::kAdmit || d.verdict == Verdict::kForward || d.verdict == Verdict::kExempt;
@@ -111,6 +119,28 @@ class PolicyRun {
     // unparsable head's always closes).
     const bool kept_open = !unparsed && http::answer_keeps_connection(policy, h.head);
     if (!forwarded && !kept_open && r.connection != 0) closed_.insert(r.connection);
+  }
+
+  // A connection that began with a PROXY protocol header (or did not), as
+  // the policy's client_ip proxy_protocol takes it: the client it names
+  // stands for the peer (a trusted proxy's); read as HTTP where the policy
+  // reads no such header (answered 400 and closed); false where the
+  // appliance resets the connection (a header from an untrusted peer, none
+  // from a trusted proxy).
+  static bool relay(const limiter::CompiledPolicy& policy, const RequestRecord& r, limiter::ConnectionFacts& conn,
+                    http::ParseError& error) {
+    const policy::ClientIpSpec& spec = policy.client_ip.spec;
+    if (spec.proxy_protocol == policy::ClientIpSpec::ProxyProtocol::kOff) {
+      // "PROXY TCP4 ..." has no HTTP version; v2's binary signature no method.
+      if (r.relay != RequestRecord::Relay::kNone && error == http::ParseError::kNone) {
+        error = r.relay_version == 1 ? http::ParseError::kBadVersion : http::ParseError::kBadMethod;
+      }
+      return true;
+    }
+    const bool trusted = limiter::trusted_proxy(spec, r.conn.peer);
+    if ((r.relay == RequestRecord::Relay::kNone) == trusted) return false;
+    if (r.relay == RequestRecord::Relay::kRelayed) conn.peer = r.relayed;
+    return true;
   }
 
   // Counts a decision: a stage of its own, after the deciding one.

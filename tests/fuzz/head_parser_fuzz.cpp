@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "head_harness.h"
+#include "net/proxy_header.h"
 #include "reference_parser.h"
 
 using namespace sluice;
@@ -70,5 +71,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::fprintf(stderr, "stream disagreement with cuts every %u bytes\n", seed % 13 + 1);
     std::abort();
   }
+
+  // The PROXY protocol header reader over the same bytes: a header it
+  // takes fits the bytes and reads the same alone, and every shorter
+  // beginning of it is incomplete, never anything else.
+  const net::ProxyHeader ph = net::read_proxy_header({in.data(), in.size()});
+  using PS = net::ProxyHeader::Status;
+  if (ph.status == PS::kRelayed || ph.status == PS::kLocal) {
+    if (ph.length == 0 || ph.length > in.size() || ph.length > net::kMaxProxyHeader) std::abort();
+    const net::ProxyHeader alone = net::read_proxy_header({in.data(), ph.length});
+    if (alone.status != ph.status || alone.length != ph.length || alone.source != ph.source) std::abort();
+    for (size_t n = 1; n < ph.length; n += seed % 7 + 1) {
+      if (net::read_proxy_header({in.data(), n}).status != PS::kIncomplete) std::abort();
+    }
+  }
+  if (ph.status == PS::kIncomplete && in.size() > net::kMaxProxyHeader) std::abort();
   return 0;
 }

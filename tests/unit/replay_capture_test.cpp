@@ -176,6 +176,32 @@ TEST_F(Capture, AHeadInThreeSegmentsCompletesAtTheThird) {
   EXPECT_EQ(r.records[0].record_number, 6u);
 }
 
+// A capture behind a load balancer: each connection begins with a PROXY
+// protocol header (here v1, split across two segments with the request's
+// first bytes), taken off the stream and noted on its records.
+TEST_F(Capture, APROXYHeaderIsTakenOffAndNoted) {
+  Conversation c("198.18.0.250", 40000, "198.19.0.1", 80);
+  add(c.syn()), add(c.syn_ack()), add(c.ack());
+  const std::string header = "PROXY TCP4 203.0.113.7 198.19.0.1 51000 80\r\n";
+  add(c.client(header.substr(0, 9)));
+  add(c.client(header.substr(9) + kGet.substr(0, 12)));
+  add(c.client(kGet.substr(12)));
+  add(c.origin(kOk));
+  add(c.client(get("/b")));
+  Conversation d("198.18.0.11", 40001, "198.19.0.1", 80);
+  exchange(d);
+  const InputResult r = read_pcap();
+  EXPECT_EQ(r.problem_count, 0u) << problems_of(r);
+  ASSERT_EQ(r.records.size(), 3u);
+  EXPECT_EQ(r.records[0].head, kGet);
+  EXPECT_EQ(r.records[0].relay, RequestRecord::Relay::kRelayed);
+  EXPECT_EQ(r.records[0].relay_version, 1);
+  EXPECT_EQ(r.records[0].relayed, *net::parse_ip("203.0.113.7"));
+  EXPECT_EQ(r.records[1].head, get("/b"));
+  EXPECT_EQ(r.records[1].relay, RequestRecord::Relay::kRelayed) << "the whole connection's";
+  EXPECT_EQ(r.records[2].relay, RequestRecord::Relay::kNone);
+}
+
 TEST_F(Capture, SegmentsOutOfOrderAndRetransmittedGiveEachHeadOnce) {
   Conversation c("198.18.0.10", 40000, "198.19.0.1", 80);
   add(c.syn()), add(c.syn_ack()), add(c.ack());

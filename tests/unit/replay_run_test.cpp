@@ -172,6 +172,47 @@ TEST_F(ReplayRunTest, ADelayAdmitsLateWhatItsBucketWillAdmitSoon) {
   EXPECT_EQ(row(r.outcome, "slow").delay_total, 1500 * kMs);
 }
 
+// Records that came behind a load balancer (a PROXY header named their
+// client) replay as the policy's proxy_protocol takes them: keyed by the
+// relayed client from a trusted proxy; not judged (reset) from an
+// untrusted peer or without a header from a trusted one; answered 400
+// where the policy reads no header.
+TEST_F(ReplayRunTest, PROXYHeadersAsThePolicyTakesThem) {
+  const std::string on = write_temp("pp.yaml",
+                                    "sluice: 1\nname: pp\nclient_ip:\n  trusted_proxies: [198.18.0.250/32]\n"
+                                    "  proxy_protocol: strip\nbuckets:\n  b: { rate: 1/hour, burst: 1 }\n"
+                                    "rules:\n  - name: per-client\n    key: client_ip\n    bucket: b\n");
+  const std::string off = write_temp("plain.yaml",
+                                     "sluice: 1\nname: plain\nbuckets:\n  b: { rate: 1/hour, burst: 1 }\n"
+                                     "rules:\n  - name: per-client\n    key: client_ip\n    bucket: b\n");
+  const auto relayed = [&](time::Nanos at, const char* peer, const char* client, uint64_t connection) {
+    RequestRecord r = request(at, peer, "/a");
+    r.connection = connection;
+    if (client != nullptr) {
+      r.relay = RequestRecord::Relay::kRelayed;
+      r.relay_version = 2;
+      r.relayed = *net::parse_ip(client);
+    }
+    return r;
+  };
+  const auto records = [&] {
+    return std::vector<RequestRecord>{
+        relayed(kT0, "198.18.0.250", "203.0.113.7", 1),      // admitted, as .7
+        relayed(kT0 + kMs, "198.18.0.250", "203.0.113.8", 2),  // admitted, as .8
+        relayed(kT0 + 2 * kMs, "198.18.0.250", "203.0.113.7", 3),  // refused: .7's hour
+        relayed(kT0 + 3 * kMs, "198.18.0.11", "203.0.113.9", 4),   // an untrusted peer's header: reset
+        relayed(kT0 + 4 * kMs, "198.18.0.250", nullptr, 5),        // the balancer without one: reset
+    };
+  };
+  const ReplayReport r = replay(records(), on);
+  EXPECT_EQ(r.outcome.requests, 3u);
+  EXPECT_EQ(r.outcome.admitted, 2u);
+  EXPECT_EQ(r.outcome.refused, 1u);
+  const ReplayReport plain = replay(records(), off);
+  EXPECT_EQ(plain.outcome.unparsed, 4u) << "a header read as HTTP";
+  EXPECT_EQ(plain.outcome.admitted, 1u);
+}
+
 // A day window replays by the records' calendar: 3 a day, 4 requests in the
 // day's last seconds (the 4th refused), 2 just after midnight (admitted).
 TEST_F(ReplayRunTest, ADayWindowEndsAtTheRecordsMidnight) {
