@@ -778,6 +778,7 @@ void Appliance::build_control_plane() {
   setup.box_clock = [this] { return clock_->now(); };
   setup.bucket_names = [this] { return sluiced::cluster_bucket_names(publisher_->current()->policy, kMaxBucketKinds); };
   setup.apply_change = [this](const control::ReplicaChange& c) {
+    if (c.table == control::ReplicaChange::Table::kPenalties) return penalty_commands_->apply_replicated(c);
     return sluiced::apply_replica_change(c, *run_registry_, *credential_registry_);
   };
   setup.box = sluiced::box_name();
@@ -804,7 +805,7 @@ void Appliance::build_control_plane() {
   bucket_commands_.emplace(sluiced::BucketCommands::Parts{
       .publisher = *publisher_, .limiter = *limiter_, .clock = *clock_, .runs = *run_registry_, .cluster = cluster});
   penalty_commands_.emplace(sluiced::PenaltyCommands::Parts{
-      .publisher = *publisher_, .limiter = *limiter_, .clock = *clock_, .book = penalty_book_});
+      .publisher = *publisher_, .limiter = *limiter_, .clock = *clock_, .book = penalty_book_, .cluster = cluster});
   for (const control::CommandSource* source : std::initializer_list<const control::CommandSource*>{
            &*status_commands_, &*policy_commands_, &*run_commands_, &*credential_commands_, &*bucket_commands_,
            &*penalty_commands_}) {
@@ -1085,7 +1086,9 @@ void Appliance::collect_penalties() {
         control::log(control::LogLevel::kNotice, control::LogEvent::kPenalty,
                      "penalty: rule=" + rule + " key=" + key + " boxed for " + secs + " s",
                      {{"SLUICE_RULE", rule}, {"SLUICE_KEY", key}, {"SLUICE_BOXED_S", secs}});
-        penalty_book_.add({.rule = rule, .key = key, .box_key = r.key, .since = r.at, .until = r.until});
+        const control::PenaltyBook::Entry entry{.rule = rule, .key = key, .box_key = r.key, .since = r.at, .until = r.until};
+        penalty_book_.add(entry);
+        penalty_commands_->boxed(p->policy, entry);  // to the other boxes, if the cluster shares the box
       }
       left = n < batch.size() ? 0 : left - std::min(left, n);
     }

@@ -75,7 +75,10 @@ std::optional<limiter::KeyHasher> read_cluster_secret(const std::string& path, s
 std::vector<control::SharedBucket> cluster_bucket_names(const limiter::CompiledPolicy& p, size_t kinds) {
   std::vector<control::SharedBucket> out(kinds);
   for (const limiter::CompiledBucket& b : p.buckets) {
-    if (b.cluster_salt != 0 && b.index < kinds) out[b.index] = control::SharedBucket(b.name, b.calendar, b.window.calendar);
+    // A penalty box is shared by replication (boxings), not by syncing spends.
+    if (b.cluster_salt != 0 && !b.penalty && b.index < kinds) {
+      out[b.index] = control::SharedBucket(b.name, b.calendar, b.window.calendar);
+    }
   }
   return out;
 }

@@ -13,7 +13,9 @@ namespace {
 // together or not at all.
 constexpr std::string_view kPublish = R"lua(
 local op = ARGV[3]
-if op == 'set' then
+if ARGV[2] == 'penalties' then
+  -- the stream alone: boxes end by themselves
+elseif op == 'set' then
   redis.call('HSET', KEYS[1], ARGV[4], ARGV[5])
 elseif op == 'del' then
   redis.call('HDEL', KEYS[1], ARGV[4])
@@ -28,7 +30,12 @@ return redis.call('XADD', KEYS[2], 'MAXLEN', '~', '100000', '*', 'box', ARGV[1],
 constexpr int kMaxReadsPerPoll = 8;  // 8 x kReadBatch changes a poll at most: a backlog takes a few polls
 
 std::string_view table_name(ReplicaChange::Table t) noexcept {
-  return t == ReplicaChange::Table::kRuns ? "runs" : "credentials";
+  switch (t) {
+    case ReplicaChange::Table::kRuns: return "runs";
+    case ReplicaChange::Table::kCredentials: return "credentials";
+    case ReplicaChange::Table::kPenalties: return "penalties";
+  }
+  return "?";
 }
 
 std::string_view op_name(ReplicaChange::Op o) noexcept {
@@ -204,6 +211,7 @@ void ClusterReplica::apply_entry(const redisReply* fields) {
   if (box == box_) return;  // this box's own change, applied when it was made
   if (table == "runs") c.table = ReplicaChange::Table::kRuns;
   else if (table == "credentials") c.table = ReplicaChange::Table::kCredentials;
+  else if (table == "penalties") c.table = ReplicaChange::Table::kPenalties;
   else {
     counters_.refused.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -211,7 +219,7 @@ void ClusterReplica::apply_entry(const redisReply* fields) {
   if (c.table == ReplicaChange::Table::kCredentials && !credentials_on_) return;
   if (op == "set") c.op = ReplicaChange::Op::kSet;
   else if (op == "del") c.op = ReplicaChange::Op::kDelete;
-  else if (op == "replace") {
+  else if (op == "replace" && c.table != ReplicaChange::Table::kPenalties) {
     c.op = ReplicaChange::Op::kReplace;
     if (!read_table(c.table, c, now_)) {
       counters_.refused.fetch_add(1, std::memory_order_relaxed);

@@ -36,7 +36,12 @@
 namespace sluice::control {
 
 struct ReplicaChange {
-  enum class Table : uint8_t { kRuns, kCredentials };
+  // kPenalties: a key put in (kSet) or let out of (kDelete) a rule's
+  // penalty box, for rules whose bucket the cluster shares. Stream only:
+  // a box expires on its own, so a box that (re)connects catches up on
+  // runs and credentials, not on boxes (it boxes a key again at its next
+  // run of refusals).
+  enum class Table : uint8_t { kRuns, kCredentials, kPenalties };
   enum class Op : uint8_t {
     kSet,      // field := value (a run's budget, a credential's user)
     kDelete,   // field removed

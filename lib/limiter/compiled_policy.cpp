@@ -309,7 +309,7 @@ class PolicyCompiler {
                        " characters, more than " + std::to_string(RateLimitFields::kMaxOtherNames));
       return false;
     }
-    if (r.penalty.after != 0 && !penalty_box(r, cr)) return false;
+    if (r.penalty.after != 0 && !penalty_box(r, cr, b->cluster_salt != 0)) return false;
     if (r.concurrency != 0) in_flight(r, cr);
     cr.delay_max = r.delay.max;
     cr.delay_per_key = r.delay.per_key;
@@ -328,10 +328,13 @@ class PolicyCompiler {
 
   // The rule's penalty box: a bucket of its own (named RULE/penalty, which
   // no policy bucket can be: '/' is not in a plain name), whose first word
-  // paces the key's refusals and whose second holds when its box ends.
-  bool penalty_box(const policy::RuleSpec& r, CompiledRule& cr) {
+  // paces the key's refusals and whose second holds when its box ends. A
+  // rule whose bucket the cluster shares (`shared`) keys its box as the
+  // cluster does, so that a boxing on one box names the same key on all.
+  bool penalty_box(const policy::RuleSpec& r, CompiledRule& cr, bool shared) {
     CompiledBucket pb;
     pb.name = r.name + "/penalty";
+    if (shared) pb.cluster_salt = XXH3_64bits_withSeed(pb.name.data(), pb.name.size(), 0x736c756963652d63ull) | 1;
     pb.index = static_cast<uint16_t>(c_.buckets.size());
     pb.penalty = true;
     pb.box_for = r.penalty.box_for;

@@ -348,11 +348,18 @@ BucketKey cluster_key(const KeyHasher& cluster, const CompiledBucket& b, std::sp
   // alone).
   out.also_count = 0;
   if (rule.also_count != 0 && !d.over_credential_ceiling) [[unlikely]] plan_layers(policy, state, rule, key, out);
-  // The penalty box, by the key charged (a box's own: never the cluster's).
+  // The penalty box, by the key charged; a cluster rule's box is keyed as
+  // the cluster keys it, so that every box names it alike (its boxings are
+  // replicated).
   out.penalty = rule.penalty_bucket != CompiledRule::kNoPenalty;
   if (out.penalty) [[unlikely]] {
-    const uint16_t pk = policy.buckets[rule.penalty_bucket].index;
-    out.penalty_key = key.credential ? state.bucket_hasher.key(pk, *key.credential) : state.bucket_hasher.key(pk, key.bytes);
+    const CompiledBucket& pb = policy.buckets[rule.penalty_bucket];
+    if (pb.cluster_salt != 0 && state.cluster_hasher != nullptr) {
+      out.penalty_key = cluster_key(*state.cluster_hasher, pb, key.bytes);
+    } else {
+      out.penalty_key =
+          key.credential ? state.bucket_hasher.key(pb.index, *key.credential) : state.bucket_hasher.key(pb.index, key.bytes);
+    }
   }
   // The in-flight count, likewise the box's own.
   out.in_flight = rule.in_flight_bucket != CompiledRule::kNoBucket;

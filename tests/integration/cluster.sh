@@ -288,7 +288,13 @@ buckets:
   run:    { rate: 600/min, burst: 600, scope: cluster }
   rpm:    { window: minute, requests: 10, tokens: 1000, scope: cluster }
   bare:   { rate: 600/min, burst: 600 }
+  boxedb: { rate: 1/hour, burst: 1, scope: cluster }
 rules:
+  - name: boxed
+    path: "/boxed/{who}/*"
+    key: { path_param: who }
+    bucket: boxedb
+    penalty: { after: 2, within: 1h, for: 1h }
   - name: rpm
     path: "/rpm/{deployment}/*"
     key: { path_param: deployment }
@@ -620,6 +626,31 @@ ctl A credential add "$hash" alice >"$OUT/cred-add.txt" 2>&1 || fail "credential
 WANT='"alice"' cred_b="$(wait_for B 3 credentials show)" || fail "credential added on A not on B within 3 s"
 note "credential added on A on B after ${cred_b}s; B says credentials $(ctl B --json stats | grep -o '"credentials": *"[^"]*"' | head -n 1)"
 check_end "run A->B in ${seen_b}s, paced on B ($r200 of 8), ended on B and gone from A in ${gone_a}s (A answers 404 then), credential A->B in ${cred_b}s"
+
+# P. A penalty box of a rule whose bucket the cluster shares is the
+# cluster's: a key boxed on A (1 an hour, boxed after 2 refusals) is listed
+# on B within one sync interval plus a grace period, and B refuses it as
+# boxed (its bucket not consulted: penalty_refused); released on B, it is
+# gone from A's list too.
+counter_of() {  # counter_of A|B NAME: a worker counter's total
+  ctl "$1" --json stats 2>/dev/null | "$SLT_PY" -c 'import json,sys; print(int(json.load(sys.stdin)["counters"].get(sys.argv[1], 0)))' "$2"
+}
+check_begin cluster-penalty-box
+who="$(tok who)"
+traffic boxing "aaaa" 0.05 "$(tok unused)" "/boxed/$who/x"
+read -r pa200 pa429 _ _ pother _ <<<"$(tally boxing)"
+note "4 requests for $who on A: $pa200 x200, $pa429 x429, other $pother"
+[ "$pa200" = 1 ] && [ "$pa429" = 3 ] || fail "A: $pa200 admitted, $pa429 refused of 4, want 1 and 3"
+WANT="$who" boxed_b="$(wait_for B 3 penalty list)" || fail "the key boxed on A is not in B's penalty list within 3 s"
+note "boxed on A, listed on B after ${boxed_b}s: $(ctl B penalty list 2>&1 | tail -n 1)"
+pr0="$(counter_of B penalty_refused)"
+traffic boxed-b "b" 0.05 "$(tok unused)" "/boxed/$who/x"
+read -r _ _ pb200 pb429 _ _ <<<"$(tally boxed-b)"
+pr1="$(counter_of B penalty_refused)"
+[ "$pb429" = 1 ] && [ $((pr1 - pr0)) = 1 ] || fail "B: $pb200 x200 $pb429 x429, penalty_refused +$((pr1 - pr0)); want one refusal by the box"
+ctl B penalty release boxed "$who" >"$OUT/penalty-release.txt" 2>&1 || fail "penalty release on B: $(cat "$OUT/penalty-release.txt")"
+WANT='"boxes": *\[\]' gone_a="$(wait_for A 3 penalty list)" || fail "released on B, still boxed on A after 3 s"
+check_end "boxed on A, on B's list after ${boxed_b}s and refused there as boxed; released on B, gone from A after ${gone_a}s"
 
 # W. A calendar-minute window shared (DQ02-DQ05 across boxes): one
 # deployment's 10 requests a minute, alternating between the boxes, are 10

@@ -29,7 +29,7 @@ struct Box {
 
   bool apply(const Change& c) {
     seen.push_back(c);
-    auto& table = c.table == Change::Table::kRuns ? runs : credentials;
+    auto& table = c.table == Change::Table::kRuns ? runs : c.table == Change::Table::kCredentials ? credentials : boxes;
     switch (c.op) {
       case Change::Op::kSet: table[c.field] = c.value; return true;
       case Change::Op::kDelete: table.erase(c.field); return true;
@@ -44,7 +44,7 @@ struct Box {
 
   RedisRouter redis;
   ClusterReplica replica;
-  std::map<std::string, std::string> runs, credentials;
+  std::map<std::string, std::string> runs, credentials, boxes;
   std::vector<Change> seen;
 };
 
@@ -75,6 +75,27 @@ TEST_F(ClusterReplicaTest, AChangeReachesTheOtherBoxAtItsNextPollAndNeverComesBa
   EXPECT_EQ(a.seen[0].op, Change::Op::kDelete);
   ASSERT_TRUE(a.poll());
   EXPECT_EQ(a.seen.size(), 1u);
+}
+
+// Penalty boxes travel on the stream alone: another box hears of a boxing
+// and of its release; a box that joins later does not catch up on them
+// (they end by themselves), and Redis keeps no table of them.
+TEST_F(ClusterReplicaTest, PenaltyBoxesTravelOnTheStreamOnly) {
+  Box a(server_.endpoint(), "a"), b(server_.endpoint(), "b");
+  ASSERT_TRUE(a.poll());
+  ASSERT_TRUE(b.poll());
+  a.replica.publish({Change::Table::kPenalties, Change::Op::kSet, "boxed/penalty:00", "1000\tboxed\t198.18.0.7", {}});
+  ASSERT_TRUE(a.poll());
+  ASSERT_TRUE(b.poll());
+  EXPECT_EQ(b.boxes, (std::map<std::string, std::string>{{"boxed/penalty:00", "1000\tboxed\t198.18.0.7"}}));
+  a.replica.publish({Change::Table::kPenalties, Change::Op::kDelete, "boxed/penalty:00", {}, {}});
+  ASSERT_TRUE(a.poll());
+  ASSERT_TRUE(b.poll());
+  EXPECT_TRUE(b.boxes.empty());
+  Box late(server_.endpoint(), "late");
+  ASSERT_TRUE(late.poll());
+  EXPECT_TRUE(late.boxes.empty());
+  EXPECT_EQ(late.replica.counters().refused.load(), 0u);
 }
 
 TEST_F(ClusterReplicaTest, ABoxThatJoinsLaterCatchesUpFromTheTables) {
