@@ -177,6 +177,7 @@ bool Admission::lend_context(TcpFlow& flow, const PolicySnapshot& snap, Nanos no
       switch (victim.why) {
         case Evict::kSlowHead: counters_.evicted_slow_head.add(); break;
         case Evict::kStalledBody: counters_.evicted_stalled_body.add(); break;
+        case Evict::kSlowReader: counters_.evicted_slow_reader.add(); break;
         default: counters_.evicted_idle_context.add(); break;
       }
       end_slow(*victim.flow, owes(*victim.flow, &lender_.context(*victim.flow)), out);
@@ -250,6 +251,10 @@ void Admission::keep_deadlines(TcpFlow& flow, const PolicySnapshot& snap, Nanos 
       // The origin has the head and part of the body: there is no answer
       // to give in its place.
       counters_.deadline_body.add();
+      sender_.abort(flow, out);
+      return;
+    case Overdue::kResponse:
+      counters_.deadline_response.add();
       sender_.abort(flow, out);
       return;
   }

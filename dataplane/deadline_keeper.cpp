@@ -10,6 +10,9 @@ Owes owes(const TcpFlow& flow, const ParseContext* ctx) noexcept {
     if (ctx->delayed_until != 0) return Owes::kWaiting;  // on the appliance: a delayed head
     if (ctx->buffering) return Owes::kHead;
     if (ctx->absorbing || ctx->requests->in_body()) return Owes::kBody;
+  }
+  if (flow.client.read_progress != 0 && seq_lt(flow.client.read_to, flow.origin.next)) return Owes::kRead;
+  if (ctx != nullptr) {
     if (ctx->responses.outstanding() != 0) return Owes::kWaiting;  // a switch of protocols pending, too
     if (!ctx->requests->idle()) return Owes::kHead;
   }
@@ -32,6 +35,8 @@ Overdue overdue(const TcpFlow& flow, const ParseContext* ctx, const policy::Dead
       return past(d.body) ? Overdue::kBody : Overdue::kNone;
     case Owes::kNothing:
       return past(d.keep_alive) ? Overdue::kKeepAlive : Overdue::kNone;
+    case Owes::kRead:
+      return past(d.response) ? Overdue::kResponse : Overdue::kNone;
     case Owes::kWaiting:
       break;
   }
@@ -50,6 +55,9 @@ time::Nanos slow_for(const TcpFlow& flow, const ParseContext* ctx, Owes what, ti
       break;
     case Owes::kNothing:
       since = std::max(flow.client.progress, flow.origin.progress);
+      break;
+    case Owes::kRead:
+      since = std::max(flow.client.read_progress, flow.origin.unread_since);
       break;
     case Owes::kWaiting:
       break;

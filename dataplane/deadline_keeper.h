@@ -16,6 +16,12 @@
 // - Keep-alive idleness counts new bytes either way, not acknowledgements
 //   (free to send), and only while nothing is in flight: a client waiting
 //   on a slow origin is not idle.
+// - A response the client does not read (its acknowledgement stays short of
+//   what the origin sent) is cut once it has read nothing new for
+//   deadlines.response, counted from the later of its last read and the
+//   moment it last had nothing left to read: a slow but moving reader
+//   passes (nginx's send_timeout is the same idea), one that holds a
+//   response, and the in-flight slot that goes with it, does not.
 // - A flow that is not plainly established (answered, refusing, bridged,
 //   half open) is the flow table's timeouts' business.
 //
@@ -36,6 +42,7 @@ enum class Overdue : uint8_t {
   kFirstHead,  // a new connection without a byte of a request within deadlines.head: closed
   kBody,       // a request body without a new byte for deadlines.body: both ends reset
   kKeepAlive,  // nothing in flight and no new byte for deadlines.keep_alive: closed
+  kResponse,   // bytes of a response unread (not acknowledged) for deadlines.response: both ends reset
 };
 
 // Which deadline `flow` (its parse context `ctx`, or nullptr) has missed at
@@ -50,6 +57,7 @@ enum class Owes : uint8_t {
   kFirstHead,  // a new connection's first request
   kBody,       // the rest of a request body
   kWaiting,    // nothing: a response is outstanding
+  kRead,       // to read what the origin sent: it has not acknowledged it all
 };
 [[nodiscard]] Owes owes(const TcpFlow& flow, const ParseContext* ctx) noexcept;
 

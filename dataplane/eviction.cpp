@@ -12,6 +12,7 @@ bool reason_for(Owes what, Evict& why) noexcept {
     case Owes::kBody: why = Evict::kStalledBody; return true;
     case Owes::kNothing: why = Evict::kIdle; return true;
     case Owes::kFirstHead: why = Evict::kFirstHead; return true;
+    case Owes::kRead: why = Evict::kSlowReader; return true;
     case Owes::kWaiting: return false;
   }
   return false;

@@ -2,8 +2,8 @@
 // pool used to turn every newcomer away, whoever held the pool and however
 // little they did with it; now the holder that has been slow the longest
 // goes: a head that has been arriving for seconds, a body without a new
-// byte, a connection with nothing in flight, a handshake never finished, a
-// connection already over. Never a flow that made progress within the last
+// byte, a response its client does not read, a connection with nothing in
+// flight, a handshake never finished, a connection already over. Never a flow that made progress within the last
 // second, and never one waiting on its origin: those are not the crowd.
 //
 // Finding the slowest holder exactly would cost a scan of the whole pool or
@@ -30,6 +30,7 @@ enum class Evict : uint8_t {
   kStalledBody,  // a body without a new byte
   kIdle,         // a connection with nothing in flight
   kFirstHead,    // a new connection that has not sent a request
+  kSlowReader,   // a client that does not read what the origin sent
   kHalfOpen,     // a handshake not finished
   kOver,         // closed, reset or answered: kept only for stragglers
 };

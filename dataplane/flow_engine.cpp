@@ -202,6 +202,13 @@ FrameResult FlowEngine::from_client(TcpFlow* flow, const ServiceFrame& sf, uint8
   if (flow->bind.state != Binding::kBound) [[unlikely]] return binder_.client(*flow, frame, v, r, now, out);
   if (v.has(flag::kFin) && r.action == FrameAction::kForward) tracker_.client_fin(*flow);
   if (flow->proxy.active && r.action == FrameAction::kForward) SynProxy::to_origin(*flow, frame, v);
+  // What it has read of the origin's stream: the acknowledgement as the
+  // origin gets it (the edits' and the SYN proxy's numbers undone).
+  if (r.action == FrameAction::kForward && v.has(flag::kAck) &&
+      (flow->client.read_progress == 0 || seq_lt(flow->client.read_to, v.ack))) {
+    flow->client.read_to = v.ack;
+    flow->client.read_progress = now;
+  }
   return r;
 }
 
@@ -348,6 +355,8 @@ FrameResult FlowEngine::from_origin(TcpFlow* flow, uint8_t* frame, FrameView& v,
   }
   if (flow->context >= 0 && v.has(flag::kAck)) repeats_.origin_acknowledged(*flow, v.ack, out);
   const uint32_t framed_before = flow->origin.next;
+  // The client had read everything: what this segment brings is unread from now.
+  if (!seq_lt(flow->client.read_to, framed_before)) flow->origin.unread_since = now;
   if (flow->seqadj.active && room >= v.frame_len + 128) {
     // Where inserted fields would grow the segment: untouched buffer, so
     // start loading it while the response is framed.

@@ -61,6 +61,12 @@ struct ClientEnd : FlowEnd {
   // A head split across segments is held, not forwarded, from this client
   // sequence number on, until it is complete and decided.
   uint32_t held_seq = 0;
+  // How far it has read the origin's stream (its latest acknowledgement,
+  // in the origin's numbers) and when that last moved: a response it does
+  // not read has a deadline (deadline_keeper.h). read_progress 0: not yet
+  // known.
+  uint32_t read_to = 0;
+  time::Nanos read_progress = 0;
   bool sack = false;   // its SYN offered SACK (and, proxied, the cookie kept it)
   int8_t wscale = -1;  // its window scale, as the cookie kept it; -1: none
 };
@@ -70,6 +76,9 @@ struct ClientEnd : FlowEnd {
 struct OriginEnd : FlowEnd {
   uint16_t window = 0;  // raw window field of its latest segment
   uint32_t ack = 0;     // its latest acknowledgement (its numbers)
+  // Since when the client has had bytes of it to read (its acknowledgement
+  // short of `next`), measured from when it last had read everything.
+  time::Nanos unread_since = 0;
 };
 
 // The answer of a refused request: client bytes up to `ack` are consumed,

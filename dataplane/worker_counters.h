@@ -88,6 +88,7 @@ class Counter {
   X(deadline_first_head, "new connections without a request within deadlines.head: closed")    \
   X(deadline_body, "request bodies stalled past deadlines.body: both ends reset")              \
   X(deadline_keep_alive, "connections idle past deadlines.keep_alive: closed")                  \
+  X(deadline_response, "responses unread past deadlines.response: both ends reset")            \
   X(syn_cookies_sent, "client SYNs answered with a SYN cookie (syn_proxy)")                    \
   X(syn_cookies_validated, "client ACKs that carried a valid cookie: a flow, and a SYN to the origin") \
   X(syn_cookies_failed, "client segments on untracked flows without a valid cookie: dropped (payload: reset)") \
@@ -102,6 +103,7 @@ class Counter {
   X(share_contexts_refused, "segments dropped: the client address holds its share of contexts") \
   X(evicted_slow_head, "contexts taken back from a head arriving for over 1 s: answered 408")   \
   X(evicted_stalled_body, "contexts taken back from a body stalled for over 1 s: reset")        \
+  X(evicted_slow_reader, "contexts taken back from a client not reading its response for over 1 s: reset") \
   X(evicted_idle_context, "contexts taken back from a connection idle for over 1 s: closed")    \
   X(evicted_half_open, "half-open flows forgotten to make room for a new one")                  \
   X(evicted_idle_flow, "connections idle (or silent) for over 1 s closed to make room for a new one") \
@@ -234,6 +236,7 @@ inline constexpr CounterExposition kCounterExposition[] = {
     {"deadline_first_head", "sluice_deadlines_total", R"(phase="first_head")"},
     {"deadline_body", "sluice_deadlines_total", R"(phase="body")"},
     {"deadline_keep_alive", "sluice_deadlines_total", R"(phase="keep_alive")"},
+    {"deadline_response", "sluice_deadlines_total", R"(phase="response")"},
     {"syn_cookies_sent", "sluice_syn_cookies_total", R"(outcome="sent")"},
     {"syn_cookies_validated", "sluice_syn_cookies_total", R"(outcome="validated")"},
     {"syn_cookies_failed", "sluice_syn_cookies_total", R"(outcome="failed")"},
@@ -248,6 +251,7 @@ inline constexpr CounterExposition kCounterExposition[] = {
     {"share_contexts_refused", "sluice_frames_dropped_total", R"(reason="client_context_share")"},
     {"evicted_slow_head", "sluice_evictions_total", R"(victim="slow_head")"},
     {"evicted_stalled_body", "sluice_evictions_total", R"(victim="stalled_body")"},
+    {"evicted_slow_reader", "sluice_evictions_total", R"(victim="slow_reader")"},
     {"evicted_idle_context", "sluice_evictions_total", R"(victim="idle_context")"},
     {"evicted_half_open", "sluice_evictions_total", R"(victim="half_open_flow")"},
     {"evicted_idle_flow", "sluice_evictions_total", R"(victim="idle_flow")"},

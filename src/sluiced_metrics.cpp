@@ -81,7 +81,8 @@ constexpr FamilyHelp kWorkerFamilies[] = {
      "connection: dropped, challenge ACK)"},
     {"sluice_deadlines_total",
      "connections past a deadline of the policy: head (answered 408), first_head (no request on a new "
-     "connection: closed), body (stalled: both ends reset), keep_alive (idle: closed)"},
+     "connection: closed), body (stalled: both ends reset), keep_alive (idle: closed), response (unread: both "
+     "ends reset)"},
     {"sluice_syn_cookies_total",
      "SYN cookies (syn_proxy): sent (a client SYN answered), validated (an ACK with a valid cookie: a flow), "
      "failed (no valid cookie on an untracked flow: dropped, payload reset), early_data (data ahead of the "
@@ -92,8 +93,9 @@ constexpr FamilyHelp kWorkerFamilies[] = {
      "the client reset), option_mismatch (a promised option refused: both ends reset)"},
     {"sluice_unbound_answers_total", "requests answered on unbound flows: the origin never saw the connection"},
     {"sluice_evictions_total",
-     "holders taken back to make room: parse contexts of a slow_head (answered 408), a stalled_body (reset), an "
-     "idle_context (closed); flows: half_open_flow (forgotten), idle_flow (closed), over_budget_flow (forgotten)"},
+     "holders taken back to make room: parse contexts of a slow_head (answered 408), a stalled_body (reset), a "
+     "slow_reader (reset), an idle_context (closed); flows: half_open_flow (forgotten), idle_flow (closed), "
+     "over_budget_flow (forgotten)"},
     {"sluice_response_fields_total",
      "admitted responses and their RateLimit fields (TB16): inserted, skipped (too long, or 32 edits in flight)"},
     {"sluice_usage_reports_total", "responses whose reported tokens were charged to their window (DQ05)"},

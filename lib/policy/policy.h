@@ -234,6 +234,9 @@ struct Deadlines {
   Nanos head = 10 * time::kNanosPerSecond;        // a head from its first byte, or a new connection's first head
   Nanos body = 30 * time::kNanosPerSecond;        // a request body without a new byte
   Nanos keep_alive = 75 * time::kNanosPerSecond;  // a connection with nothing in flight
+  // A response the client does not read: no acknowledgement of new bytes
+  // the origin sent (nginx's send_timeout). 0: off.
+  Nanos response = 60 * time::kNanosPerSecond;
 };
 
 struct Policy {

@@ -859,7 +859,7 @@ void read_limits(Reader& r, const YAML::Node& l, Policy& p) {
 
 void read_deadlines(Reader& r, const YAML::Node& d, Deadlines& out) {
   if (!r.is_map(d, "deadlines")) return;
-  r.only(d, {"head", "body", "keep_alive"}, "deadlines");
+  r.only(d, {"head", "body", "keep_alive", "response"}, "deadlines");
   const auto one = [&](const char* key, Nanos& into) {
     if (!d[key]) return;
     const auto v = r.duration(d[key], std::string("deadlines ") + key);
@@ -875,6 +875,7 @@ void read_deadlines(Reader& r, const YAML::Node& d, Deadlines& out) {
   one("head", out.head);
   one("body", out.body);
   one("keep_alive", out.keep_alive);
+  one("response", out.response);
 }
 
 void read_on_off(Reader& r, const YAML::Node& n, const char* key, bool& out) {

@@ -209,6 +209,9 @@ sluice: 1
 name: dq-day
 header_style: ietf
 service_ports: [80]
+# A response unread for 3 s is cut (dq-slow-readers-cut).
+deadlines:
+  response: 3s
 buckets:
   per-day: { window: day, utc_offset: "+05:30", requests: 3 }
   per-hour: { window: hour, requests: 2 }

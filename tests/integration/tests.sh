@@ -39,6 +39,7 @@ dq-layered-budgets           limiting  dq-day             1
 dq-penalty-box               limiting  dq-day             1
 dq-concurrency               limiting  dq-day             1
 dq-delay                     limiting  dq-day             1
+dq-slow-readers-cut          limiting  dq-day             1
 tb-keepalive-counted         limiting  tb-hourly          1
 tb-pipelined-crossing        limiting  tb-hourly          1
 tb-tinymss-budget            limiting  tb-hourly          1
@@ -626,6 +627,32 @@ t_dq_concurrency() {
   done
   after="$(SLT_CTL --json stats)"
   check_eq "concurrency: refusals counted" "$(delta_of "$before" "$after" in_flight_refused)" 1
+  finish
+}
+
+# The abuse concurrency invites: slow readers holding a key's slots. Two
+# connections from one address ask for /big (1 MiB; concurrency 2) and
+# read nothing for 8 s: a third request is refused while they hold both
+# slots, but deadlines.response (3 s in this policy) cuts each reader once
+# it has read nothing for that long (both ends reset), which gives the
+# slots back: the next request, a few seconds later, is answered whole.
+t_dq_slow_readers_cut() {
+  local s code before after readers
+  s="$(src4 0)"
+  before="$(SLT_CTL --json stats)"
+  ip netns exec "$NS_CLI" timeout -k 2 40 "$SLT_PY" "$SLT_HERE/slow_readers.py" --host "$ORIGIN4" --source "$s" \
+    --path /big --hold 8,8 >"$SLT_OUT/readers.json" 2>&1 &
+  readers=$!
+  sleep 1
+  check_eq "slow readers: a third request while they hold both slots" "$(ccurl third --interface "$s" "http://$ORIGIN4/big")" 429
+  sleep 4
+  code="$(ccurl after --interface "$s" "http://$ORIGIN4/big")"
+  check_eq "slow readers: cut by deadlines.response, their slots back" "$code" 200
+  check_eq "slow readers: the next one answered whole" "$(stat -c %s "$SLT_OUT/after.body")" 1048576
+  after="$(SLT_CTL --json stats)"
+  check_eq "slow readers: both cut, counted" "$(delta_of "$before" "$after" deadline_response)" 2
+  wait "$readers"
+  note "readers: $(tr '\n' ' ' <"$SLT_OUT/readers.json")"
   finish
 }
 

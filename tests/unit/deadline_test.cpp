@@ -23,7 +23,7 @@ constexpr std::string_view kOk = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok
 constexpr std::string_view kNoDeadlines = R"(sluice: 1
 name: none
 service_ports: [80]
-deadlines: { head: 0s, body: 0s, keep_alive: 0s }
+deadlines: { head: 0s, body: 0s, keep_alive: 0s, response: 0s }
 buckets:
   all: { rate: 1000/min, burst: 1000 }
 rules:
@@ -147,6 +147,35 @@ TEST(Deadline, AStalledBodyIsCutAndAMovingOneIsNot) {
   EXPECT_EQ(w.counters.deadline_head.get(), 0u);
   EXPECT_TRUE(moving.data("y").forwarded());
   EXPECT_EQ(stalled.data("z").action, FrameAction::kDrop);
+}
+
+// A response its client does not read (no acknowledgement of the origin's
+// bytes) is cut, both ends reset, once nothing new was read for
+// deadlines.response (60 s by default), counted from when the client last
+// had nothing left to read: the wait for a slow origin does not count, and
+// a client that reads slowly, but reads, keeps its connection.
+TEST(Deadline, AResponseItsClientDoesNotReadIsCutAndASlowReaderIsNot) {
+  EngineWorld w(kWidePolicy);
+  Connection reader(w, false, 40001), holder(w, false, 40002);
+  for (Connection* c : {&reader, &holder}) {
+    c->handshake();
+    ASSERT_TRUE(c->data(kGet).forwarded());
+  }
+  w.now += 100 * kSecond;  // the origin takes its time
+  w.sweep();
+  for (Connection* c : {&reader, &holder}) {
+    ASSERT_TRUE(c->respond("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + std::string(100, 'a')).forwarded());
+  }
+  for (int i = 0; i < 4; ++i) {
+    w.now += 40 * kSecond;  // reads every 40 s: slow, but within 60 s each time
+    ASSERT_TRUE(reader.client(flag::kAck, "").forwarded());
+    ASSERT_TRUE(reader.respond(std::string(100, 'b')).forwarded());
+    w.sweep();
+  }
+  EXPECT_EQ(w.counters.deadline_response.get(), 1u) << "the holder, 160 s without reading";
+  EXPECT_EQ(w.counters.deadline_keep_alive.get() + w.counters.deadline_body.get(), 0u);
+  EXPECT_TRUE(reader.respond(std::string(100, 'c')).forwarded());
+  EXPECT_EQ(holder.data(kGet).action, FrameAction::kDrop) << "reset: nothing more goes on";
 }
 
 TEST(Deadline, AClientWaitingOnASlowOriginIsLeftAlone) {

@@ -131,7 +131,7 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
       {"a deadline too long", kMinimal + "deadlines:\n  keep_alive: 25h\n",
        "p.yaml:9:15: deadlines keep_alive must be at most 24h"},
       {"an unknown deadline", kMinimal + "deadlines: { header: 10s }\n",
-       "p.yaml:8:14: unknown key 'header' in deadlines (expected one of: head, body, keep_alive)"},
+       "p.yaml:8:14: unknown key 'header' in deadlines (expected one of: head, body, keep_alive, response)"},
       {"exemptions not a list", kMinimal + "exempt: /health\n", "p.yaml:8:9: exempt must be a list"},
       {"exemption without a path", kMinimal + "exempt:\n  - methods: GET\n",
        "p.yaml:9:5: exemption needs a path (matched exactly)"},
