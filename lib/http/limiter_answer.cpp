@@ -14,12 +14,8 @@ namespace {
 // a CORS grant that would not fit (a very long Origin) is left out.
 constexpr size_t kExtraFieldsRoom = 512;
 
-bool append(std::span<char> out, size_t& pos, std::string_view s) noexcept {
-  if (out.size() - pos < s.size()) return false;
-  if (!s.empty()) std::memcpy(out.data() + pos, s.data(), s.size());
-  pos += s.size();
-  return true;
-}
+using policy::append_number;
+using policy::append_text;
 
 // A layered rule's fields (f.more != 0) at out[pos...]: the new position,
 // or SIZE_MAX if they do not fit.
@@ -50,8 +46,8 @@ bool append_cors(const limiter::CompiledPolicy& p, const limiter::Answer& a, std
   const std::string_view origin = any ? std::string_view("*") : a.origin;
   const size_t n = kAllow.size() + origin.size() + 2 + p.cors_expose.size() + (any ? 0 : kVary.size());
   if (used + n > kExtraFieldsRoom) return true;  // left out, not a failure
-  return append(out, pos, kAllow) && append(out, pos, origin) && append(out, pos, "\r\n") &&
-         append(out, pos, p.cors_expose) && (any || append(out, pos, kVary));
+  return append_text(out, pos, kAllow) && append_text(out, pos, origin) && append_text(out, pos, "\r\n") &&
+         append_text(out, pos, p.cors_expose) && (any || append_text(out, pos, kVary));
 }
 
 }  // namespace
@@ -80,24 +76,11 @@ size_t write_answer(const limiter::CompiledPolicy& policy, const limiter::Decisi
     if (pos == SIZE_MAX) return 0;
     if (a.cors != limiter::CorsGrant::kNone && !append_cors(policy, a, out, pos, pos - start)) return 0;
   }
-  if (!append(out, pos, a.response->tail(keep_alive))) return 0;
+  if (!append_text(out, pos, a.response->tail(keep_alive))) return 0;
   return pos;
 }
 
 namespace {
-
-bool append_number(std::span<char> out, size_t& pos, uint32_t n) noexcept {
-  char digits[10];
-  size_t len = 0;
-  do {
-    digits[len++] = static_cast<char>('0' + n % 10);
-    n /= 10;
-  } while (n != 0);
-  if (out.size() - pos < len) return false;
-  for (size_t i = 0; i < len; ++i) out[pos + i] = digits[len - 1 - i];
-  pos += len;
-  return true;
-}
 
 // One budget of a list: `"name";q=L;w=W` (draft-11's RateLimit-Policy
 // item), `"name";r=R;t=T` (its RateLimit item), or `L;w=W` (the seed's
@@ -107,19 +90,19 @@ bool append_item(std::span<char> out, size_t& pos, Item item, std::string_view n
                  uint32_t remaining, uint32_t reset, uint32_t window) noexcept {
   switch (item) {
     case Item::kIetfPolicy:
-      return append(out, pos, "\"") && append(out, pos, name) && append(out, pos, "\";q=") &&
-             append_number(out, pos, limit) && append(out, pos, ";w=") && append_number(out, pos, window);
+      return append_text(out, pos, "\"") && append_text(out, pos, name) && append_text(out, pos, "\";q=") &&
+             append_number(out, pos, limit) && append_text(out, pos, ";w=") && append_number(out, pos, window);
     case Item::kIetfLimit:
-      return append(out, pos, "\"") && append(out, pos, name) && append(out, pos, "\";r=") &&
-             append_number(out, pos, remaining) && append(out, pos, ";t=") && append_number(out, pos, reset);
+      return append_text(out, pos, "\"") && append_text(out, pos, name) && append_text(out, pos, "\";r=") &&
+             append_number(out, pos, remaining) && append_text(out, pos, ";t=") && append_number(out, pos, reset);
     case Item::kSeedPolicy:
-      return append_number(out, pos, limit) && append(out, pos, ";w=") && append_number(out, pos, window);
+      return append_number(out, pos, limit) && append_text(out, pos, ";w=") && append_number(out, pos, window);
     // A count of requests in flight: a quota with no window, nothing to reset.
     case Item::kIetfConcurrentPolicy:
-      return append(out, pos, "\"") && append(out, pos, name) && append(out, pos, "\";q=") &&
-             append_number(out, pos, limit) && append(out, pos, ";qu=\"concurrent-requests\"");
+      return append_text(out, pos, "\"") && append_text(out, pos, name) && append_text(out, pos, "\";q=") &&
+             append_number(out, pos, limit) && append_text(out, pos, ";qu=\"concurrent-requests\"");
     case Item::kIetfConcurrentLimit:
-      return append(out, pos, "\"") && append(out, pos, name) && append(out, pos, "\";r=") &&
+      return append_text(out, pos, "\"") && append_text(out, pos, name) && append_text(out, pos, "\";r=") &&
              append_number(out, pos, remaining);
   }
   return false;
@@ -130,18 +113,18 @@ bool append_list(std::span<char> out, size_t& pos, std::string_view name, Item i
                  const limiter::RateLimitFields& f) noexcept {
   Item first = item;
   if (f.concurrent) first = item == Item::kIetfPolicy ? Item::kIetfConcurrentPolicy : Item::kIetfConcurrentLimit;
-  if (!append(out, pos, name) ||
+  if (!append_text(out, pos, name) ||
       !append_item(out, pos, first, f.bucket(), f.limit, f.remaining, f.reset, f.window)) {
     return false;
   }
   for (uint8_t i = 0; i < f.more; ++i) {
     const limiter::RateLimitFields::Other& o = f.others[i];
-    if (!append(out, pos, ", ") ||
+    if (!append_text(out, pos, ", ") ||
         !append_item(out, pos, item, f.other_bucket(i), o.limit, o.remaining, o.reset, o.window)) {
       return false;
     }
   }
-  return append(out, pos, "\r\n");
+  return append_text(out, pos, "\r\n");
 }
 
 size_t write_layered_fields(const limiter::RateLimitFields& f, std::span<char> out, size_t pos) noexcept {
@@ -149,10 +132,10 @@ size_t write_layered_fields(const limiter::RateLimitFields& f, std::span<char> o
     case policy::HeaderStyle::kSeed:
       // The seed's RateLimit-Policy has a window for every item: a count
       // of requests in flight has none, and is given by the first three.
-      if (!append(out, pos, "RateLimit-Limit: ") || !append_number(out, pos, f.limit) ||
-          !append(out, pos, "\r\nRateLimit-Remaining: ") || !append_number(out, pos, f.remaining) ||
-          !append(out, pos, "\r\nRateLimit-Reset: ") || !append_number(out, pos, f.reset) ||
-          !append(out, pos, "\r\n") ||
+      if (!append_text(out, pos, "RateLimit-Limit: ") || !append_number(out, pos, f.limit) ||
+          !append_text(out, pos, "\r\nRateLimit-Remaining: ") || !append_number(out, pos, f.remaining) ||
+          !append_text(out, pos, "\r\nRateLimit-Reset: ") || !append_number(out, pos, f.reset) ||
+          !append_text(out, pos, "\r\n") ||
           (!f.concurrent && !append_list(out, pos, "RateLimit-Policy: ", Item::kSeedPolicy, f))) {
         return SIZE_MAX;
       }

@@ -326,40 +326,45 @@ class PolicyCompiler {
     return true;
   }
 
-  // The rule's penalty box: a bucket of its own (named RULE/penalty, which
-  // no policy bucket can be: '/' is not in a plain name), whose first word
-  // paces the key's refusals and whose second holds when its box ends. A
-  // rule whose bucket the cluster shares (`shared`) keys its box as the
-  // cluster does, so that a boxing on one box names the same key on all.
+  // A bucket of the rule's own, not in the policy's buckets: named
+  // RULE/WHAT, which no policy bucket can be ('/' is not in a plain name),
+  // after the policy's buckets; its index.
+  uint16_t synthetic_bucket(const policy::RuleSpec& r, std::string_view what, CompiledBucket b) {
+    b.name = r.name + "/" + std::string(what);
+    b.index = static_cast<uint16_t>(c_.buckets.size());
+    c_.buckets.push_back(std::move(b));
+    return c_.buckets.back().index;
+  }
+
+  // The rule's penalty box (RULE/penalty), whose first word paces the key's
+  // refusals and whose second holds when its box ends. A rule whose bucket
+  // the cluster shares (`shared`) keys its box as the cluster does, so that
+  // a boxing on one box names the same key on all.
   bool penalty_box(const policy::RuleSpec& r, CompiledRule& cr, bool shared) {
     CompiledBucket pb;
-    pb.name = r.name + "/penalty";
-    if (shared) pb.cluster_salt = XXH3_64bits_withSeed(pb.name.data(), pb.name.size(), 0x736c756963652d63ull) | 1;
-    pb.index = static_cast<uint16_t>(c_.buckets.size());
     pb.penalty = true;
     pb.box_for = r.penalty.box_for;
-    pb.idle_drop_after = 0;
     if (!GcraLimit::make(r.penalty.after, r.penalty.within, r.penalty.after, pb.gcra)) {
       fail(r.mark, "rule " + r.name + ": penalty after and within cannot be represented");
       return false;
     }
-    cr.penalty_bucket = pb.index;
-    c_.buckets.push_back(std::move(pb));
+    if (shared) {
+      const std::string name = r.name + "/penalty";
+      pb.cluster_salt = XXH3_64bits_withSeed(name.data(), name.size(), 0x736c756963652d63ull) | 1;  // as bucket()'s
+    }
+    cr.penalty_bucket = synthetic_bucket(r, "penalty", std::move(pb));
     return true;
   }
 
-  // The rule's in-flight count: a bucket of its own (RULE/concurrency),
-  // whose first word counts the key's requests admitted and not yet
-  // answered, under this process's epoch (charge.h).
+  // The rule's in-flight count (RULE/concurrency), whose first word counts
+  // the key's requests admitted and not yet answered, under this process's
+  // epoch (in_flight.h).
   void in_flight(const policy::RuleSpec& r, CompiledRule& cr) {
     CompiledBucket ib;
-    ib.name = r.name + "/concurrency";
-    ib.index = static_cast<uint16_t>(c_.buckets.size());
     ib.in_flight = true;
     ib.header_limit = r.concurrency;
-    cr.in_flight_bucket = ib.index;
+    cr.in_flight_bucket = synthetic_bucket(r, "concurrency", std::move(ib));
     cr.concurrency = r.concurrency;
-    c_.buckets.push_back(std::move(ib));
   }
 
   // What an admitted request gets, what a refused one gets, and the

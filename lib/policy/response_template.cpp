@@ -16,13 +16,6 @@ struct Name {
 constexpr Name kNames[] = {{"retry_after", 1}, {"limit", 2},  {"remaining", 3}, {"reset", 4},
                            {"window", 5},      {"policy", 6}, {"origin", 7},    {"trace_id", 8}};
 
-bool append(std::span<char> out, size_t& pos, std::string_view s) noexcept {
-  if (pos > out.size() || out.size() - pos < s.size()) return false;
-  if (!s.empty()) std::memcpy(out.data() + pos, s.data(), s.size());
-  pos += s.size();
-  return true;
-}
-
 // A template literal: its source is padded, so with 16 bytes of room left in
 // `out` it is copied in whole 16-byte moves (no call, no byte loop).
 bool append_padded(std::span<char> out, size_t& pos, const char* src, size_t n) noexcept {
@@ -93,6 +86,22 @@ char* write_number(char* d, uint64_t v, size_t n) noexcept {
   return end;
 }
 
+bool append_hex16(std::span<char> out, size_t& pos, uint64_t v) noexcept {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  char buf[16];
+  for (int i = 15; i >= 0; --i, v >>= 4) buf[i] = kDigits[v & 15];
+  return append_text(out, pos, std::string_view(buf, 16));
+}
+
+}  // namespace
+
+bool append_text(std::span<char> out, size_t& pos, std::string_view s) noexcept {
+  if (pos > out.size() || out.size() - pos < s.size()) return false;
+  if (!s.empty()) std::memcpy(out.data() + pos, s.data(), s.size());
+  pos += s.size();
+  return true;
+}
+
 bool append_number(std::span<char> out, size_t& pos, uint64_t v) noexcept {
   const size_t n = digits(v);
   if (pos > out.size() || out.size() - pos < n) return false;
@@ -100,15 +109,6 @@ bool append_number(std::span<char> out, size_t& pos, uint64_t v) noexcept {
   pos += n;
   return true;
 }
-
-bool append_hex16(std::span<char> out, size_t& pos, uint64_t v) noexcept {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  char buf[16];
-  for (int i = 15; i >= 0; --i, v >>= 4) buf[i] = kDigits[v & 15];
-  return append(out, pos, std::string_view(buf, 16));
-}
-
-}  // namespace
 
 std::optional<TextTemplate> TextTemplate::compile(std::string_view text, std::string* why) {
   TextTemplate t;
@@ -279,8 +279,8 @@ size_t TextTemplate::render(const TemplateValues& v, std::span<char> out, size_t
       case Slot::kRemaining: ok = append_number(out, pos, v.remaining); break;
       case Slot::kReset: ok = append_number(out, pos, v.reset); break;
       case Slot::kWindow: ok = append_number(out, pos, v.window); break;
-      case Slot::kPolicy: ok = append(out, pos, v.policy); break;
-      case Slot::kOrigin: ok = append(out, pos, v.origin); break;
+      case Slot::kPolicy: ok = append_text(out, pos, v.policy); break;
+      case Slot::kOrigin: ok = append_text(out, pos, v.origin); break;
       case Slot::kTraceId: ok = append_hex16(out, pos, v.trace_id); break;
     }
     if (!ok) return SIZE_MAX;
@@ -323,9 +323,9 @@ size_t ResponseTemplate::render(const TemplateValues& v, std::span<const std::st
   size_t pos = head_.render(v, out, 0);
   if (pos == SIZE_MAX) return 0;
   for (std::string_view f : fields) {
-    if (!append(out, pos, f)) return 0;
+    if (!append_text(out, pos, f)) return 0;
   }
-  if (!append(out, pos, keep_alive ? tail_keep_alive_ : tail_)) return 0;
+  if (!append_text(out, pos, keep_alive ? tail_keep_alive_ : tail_)) return 0;
   return pos;
 }
 

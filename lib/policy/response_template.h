@@ -138,6 +138,12 @@ class FramedAnswer {
 
 [[nodiscard]] std::string_view reason_phrase(uint16_t status) noexcept;
 
+// Appending into a fixed buffer at `pos` (answers and rate-limit fields
+// are written so, without allocation): false, and nothing written, when it
+// does not fit.
+[[nodiscard]] bool append_text(std::span<char> out, size_t& pos, std::string_view s) noexcept;
+[[nodiscard]] bool append_number(std::span<char> out, size_t& pos, uint64_t v) noexcept;
+
 // A refusal's body as RFC 9457 problem details (`style: problem`), of the
 // rate-limit fields draft's problem type
 // https://iana.org/assignments/http-problem-types#quota-exceeded, its
