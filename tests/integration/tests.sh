@@ -312,7 +312,12 @@ t_tb_pipelined_crossing() {
 # appliance holds a split head until it is complete; sequential and
 # pipelined, the same 60 admitted and the 61st refused as with whole heads,
 # and not one byte of the refused heads reaches the origin (nginx would log
-# a partial request as a 400 line from the address).
+# a partial request as a 400 line from the address). The pipelined 62nd
+# refusal may close the connection ("429x2."): with 60 responses in flight
+# as ~300-byte heads cross in tiny segments, the connection's edits can be
+# all in use when it is decided, and then the answer closes it instead of
+# keeping it open (dataplane/README.md, kept answers); either ending is the
+# design's.
 t_tb_tinymss_budget() {
   local s0 s1 pad
   s0="$(src4 0)" s1="$(src4 1)"
@@ -325,7 +330,7 @@ t_tb_tinymss_budget() {
   check_eq "sequential" "$(res statuses seq)" "200x60 429"
   check_eq "sequential TB14 body" "$(res body seq 61)" "$SLT_TB14_BODY"
   check_eq "sequential TB16 429 RateLimit-Remaining" "$(res header seq 61 RateLimit-Remaining)" 0
-  check_eq "pipelined" "$(res statuses pipe)" "200x60 429x2"
+  check_re "pipelined" "$(res statuses pipe)" '^200x60 429x2\.?$'
   check_eq "pipelined TB14 body" "$(res body pipe 61)" "$SLT_TB14_BODY"
   check_eq "pipelined in order" "$(res expr pipe '" ".join(r["body"].split("\n")[1] for r in R if r["status"] == 200)')" \
     "$(for i in $(seq 1 60); do printf 'uri=/echo?i=%d ' "$i"; done | sed 's/ $//')"
