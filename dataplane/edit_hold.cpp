@@ -45,7 +45,7 @@ bool EditHold::acknowledged_by(uint32_t client_ack) const noexcept {
 bool EditHold::valid() const noexcept {
   if (count > kMaxEdits) return false;
   for (unsigned i = 0; i < count; ++i) {
-    if (bytes[i].answer_len != 0 || bytes[i].fields.len > sizeof bytes[i].fields.bytes) return false;
+    if (bytes[i].answer_len != 0) return false;  // a length byte cannot name more than its buffer
   }
   return true;
 }

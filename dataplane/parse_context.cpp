@@ -83,7 +83,8 @@ bool ParseContext::carry_on(const ParseContext& dead, bool answers, std::span<co
   }
   for (unsigned i = 0; i < dead.to_client.pending(); ++i) {
     const EditBytes& e = dead.edit_bytes[i];
-    if ((e.answer_len != 0 && !answers) || e.answer_len > kMaxAnswerBytes || e.fields.len > sizeof e.fields.bytes) {
+    // (A FieldText's length byte cannot name more than its buffer: parse_context.h.)
+    if ((e.answer_len != 0 && !answers) || e.answer_len > kMaxAnswerBytes) {
       return false;
     }
   }

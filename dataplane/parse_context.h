@@ -34,7 +34,8 @@ inline constexpr size_t kMaxAnswerBytes = 4096;  // http::kMaxAnswerBytes
 // Rate-limit fields inserted into one response: the most any policy's
 // rule may render (a policy whose fields could take more is refused).
 inline constexpr size_t kMaxInsertedFields = limiter::RateLimitFields::kMaxText;
-static_assert(kMaxInsertedFields <= UINT8_MAX, "FieldText::len is one byte");
+static_assert(kMaxInsertedFields == UINT8_MAX,
+              "FieldText::len is one byte, and any value it holds names bytes of the buffer (a carried context's too)");
 
 // Text kept for one response or one edit, without allocation.
 struct FieldText {
