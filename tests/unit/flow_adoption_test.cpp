@@ -225,6 +225,22 @@ TEST(FlowAdoption, OffInThePolicyEveryUnknownConnectionIsReset) {
   EXPECT_TRUE(sent_with(w, Side::kClient, flag::kRst, request.before));
 }
 
+// Behind a load balancer (the PROXY protocol from a trusted proxy), a
+// connection the appliance does not know is not adopted: whom it relays was
+// said in a header long gone. It is reset and counted; the balancer
+// connects again, with a header.
+TEST(FlowAdoption, ATrustedProxysConnectionIsNotAdopted) {
+  EngineWorld w(kAdoptKeep + "client_ip:\n  trusted_proxies: [198.18.0.10/32]\n  proxy_protocol: strip\n");
+  Survivor s(w);
+  const auto request = s.client(kLoose);
+  EXPECT_EQ(request.action, FrameAction::kDrop);
+  EXPECT_EQ(w.counters.proxy_not_adopted.get(), 1u);
+  EXPECT_EQ(w.counters.flows_adopted.get(), 0u);
+  EXPECT_EQ(w.counters.untracked_reset.get(), 1u);
+  EXPECT_TRUE(sent_with(w, Side::kClient, flag::kRst, request.before));
+  EXPECT_EQ(w.counters.requests.get(), 0u);
+}
+
 // The origin may be inside an earlier body: a request with a body (or a
 // protocol switch) could hide requests it reads. The connection is reset,
 // the request not judged; before the origin has answered it never heard of
