@@ -282,7 +282,14 @@ void PieceParser::parse(Piece& out) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
     RequestRecord r;
-    if (auto e = read_line(line, r)) {
+    std::optional<LineError> e;
+    if (line.size() >= kMaxLineBytes) {
+      // PieceReader kept only its first kMaxLineBytes: no request is that long.
+      e = LineError{1, "a line longer than " + std::to_string(kMaxLineBytes >> 20) + " MiB: skipped"};
+    } else {
+      e = read_line(line, r);
+    }
+    if (e) {
       ++out.problem_count;
       if (out.problems.size() < InputResult::kMaxProblems)
         out.problems.emplace_back(out.lines, std::move(*e));
@@ -321,7 +328,10 @@ std::optional<LineError> PieceParser::nginx_values(std::string_view line) {
 // The file in pieces of about kPieceBytes, each ending at a line end (the
 // last at the file's end), read as the pipeline asks for them: a log of any
 // size (a pipe too, as from `<(zcat access.log.gz)`) costs a few pieces of
-// memory, and reading overlaps parsing.
+// memory, and reading overlaps parsing. A line longer than kMaxLineBytes
+// is kept to its first kMaxLineBytes, the rest read past and dropped, so
+// that one endless line costs no more memory than a long one (the parser
+// reports it and skips it).
 class PieceReader {
  public:
   explicit PieceReader(std::FILE* file) : file_(file) {}
@@ -338,7 +348,20 @@ class PieceReader {
       done_ = n < kPieceBytes;
       if (done_ && std::ferror(file_)) error_ = errno;
       const size_t at = done_ ? std::string::npos : std::string_view(piece).substr(old).rfind('\n');
-      if (at != std::string::npos) nl = old + at;
+      if (at != std::string::npos) {
+        nl = old + at;
+        continue;
+      }
+      // No line end in the new bytes: the line under way began after the
+      // last one before them.
+      const size_t before = std::string_view(piece).substr(0, old).rfind('\n');
+      const size_t line_start = before == std::string::npos ? 0 : before + 1;
+      if (piece.size() - line_start > kMaxLineBytes) {
+        piece.resize(line_start + kMaxLineBytes);
+        piece += '\n';
+        if (!done_ && !skip_to_line_end()) done_ = true;  // what follows its end is the carry
+        return true;
+      }
     }
     if (nl != std::string::npos) {
       carry_.assign(piece, nl + 1);
@@ -349,8 +372,26 @@ class PieceReader {
   [[nodiscard]] int error() const noexcept { return error_; }
 
  private:
+  // Reads past the rest of an overlong line, its end included; what
+  // follows it becomes the carry. False at the file's end.
+  bool skip_to_line_end() {
+    for (;;) {
+      const size_t n = std::fread(skip_.data(), 1, skip_.size(), file_);
+      const std::string_view got(skip_.data(), n);
+      if (const size_t at = got.find('\n'); at != std::string_view::npos) {
+        carry_.assign(got.substr(at + 1));
+        return true;
+      }
+      if (n < skip_.size()) {
+        if (std::ferror(file_)) error_ = errno;
+        return false;
+      }
+    }
+  }
+
   std::FILE* file_;
   std::string carry_;  // the start of a line the last piece did not end
+  std::array<char, 64 * 1024> skip_{};
   bool done_ = false;
   int error_ = 0;
 };

@@ -6,6 +6,7 @@
 // recorded), parsed by the limiter's own parser when it is decided.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -52,8 +53,10 @@ struct LogOptions {
 // A line that does not match the format, or lacks what a request needs (a
 // client address, a time, a request line) or holds one that does not parse,
 // is a problem at FILE:LINE:COLUMN and skipped; blank lines are skipped
-// silently. `fatal` when the file cannot be opened or read, or the format
+// silently. A line longer than kMaxLineBytes is a problem too, read past
+// without being kept whole (memory stays bounded whatever the line). `fatal` when the file cannot be opened or read, or the format
 // string is refused (check_nginx_format's message).
+inline constexpr size_t kMaxLineBytes = size_t{1} << 20;
 [[nodiscard]] InputResult read_access_log(const std::string& path, uint32_t input, const LogOptions& options);
 
 // The variables a format string names, in order ("remote_addr", ...), or the

@@ -285,6 +285,27 @@ TEST(AccessLog, ALineLongerThanAPieceAndAPipe) {
   EXPECT_EQ(piped.records[0].head, file.records[0].head);
 }
 
+// A line past kMaxLineBytes (1 MiB) is a problem at its FILE:LINE and
+// skipped, read past without being kept whole: the lines around it, and
+// the line numbers after it, are as ever. An endless last line too.
+TEST(AccessLog, ALineLongerThanTheLimitIsSkippedAtItsLine) {
+  const std::string huge(3 * replay::kMaxLineBytes + 12345, 'x');
+  const std::string text = combined("198.18.0.1", "GET /a HTTP/1.1", "-") + combined("198.18.0.2", "GET /b HTTP/1.1", huge) +
+                           combined("198.18.0.3", "GET /c HTTP/1.1", "-") + huge;
+  const InputResult r = read_log(text);
+  ASSERT_EQ(r.records.size(), 2u);
+  EXPECT_EQ(r.records[0].record_number, 1u);
+  EXPECT_EQ(r.records[1].record_number, 3u);
+  EXPECT_NE(r.records[1].head.find("GET /c"), std::string::npos);
+  ASSERT_EQ(r.problems.size(), 2u);
+  EXPECT_EQ(r.problems[0].to_string(), "LOG:2:1: a line longer than 1 MiB: skipped");
+  EXPECT_EQ(r.problems[1].to_string(), "LOG:4:1: a line longer than 1 MiB: skipped");
+  EXPECT_EQ(r.units_read, 4u);
+  // Just under the limit is read as any line.
+  const std::string long_agent(replay::kMaxLineBytes - 200, 'y');
+  EXPECT_EQ(read_log(combined("198.18.0.4", "GET /d HTTP/1.1", long_agent)).records.size(), 1u);
+}
+
 TEST(AccessLog, AMissingFileIsFatal) {
   const InputResult r = read_access_log("/nonexistent/sluice/access.log", 0, {});
   EXPECT_TRUE(r.fatal);
