@@ -30,7 +30,8 @@ std::string key_label_text(const limiter::KeyLabel& l, const UserNamer& user_nam
     case K::kClientIp:
     case K::kDestination:
       if (l.len < 16) break;
-      return address_text(l);
+      // An IPv6 prefix keyed (X03) reads as a prefix, not as an address.
+      return l.prefix != 0 ? address_text(l) + "/" + std::to_string(l.prefix) : address_text(l);
     case K::kCredential: {
       if (l.len < 16) break;
       limiter::Digest dg{};

@@ -2,21 +2,37 @@
 #include "replay/difference_tally.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "control/key_label_text.h"
 
 namespace sluice::replay {
 
+DifferenceTally::Stop DifferenceTally::stop_of(const DecidedNote& d) noexcept {
+  if (!d.judged) return Stop::kNone;
+  if (d.unparsed) return Stop::kUnparsed;
+  if (d.verdict == limiter::Verdict::kRefuse) return Stop::kRefused;
+  if (d.verdict == limiter::Verdict::kAnswer) return Stop::kAnswered;
+  return Stop::kNone;
+}
+
 void DifferenceTally::count(const RequestRecord& r, const DecidedNote& first, const DecidedNote& second) {
-  if (first.refused() && second.refused()) {
-    ++both_;
-  } else if (first.refused()) {
-    ++only_[0];
-    add(groups_[0], r, first);
-  } else if (second.refused()) {
-    ++only_[1];
-    add(groups_[1], r, second);
+  const Stop a = stop_of(first), b = stop_of(second);
+  if (a == Stop::kNone && b == Stop::kNone) return;
+  for (const auto& [kind, split] : {std::pair{Stop::kRefused, &refused_}, std::pair{Stop::kAnswered, &answered_},
+                                    std::pair{Stop::kUnparsed, &unparsed_}}) {
+    if (a == kind && b == kind) {
+      ++split->both;
+    } else if (a == kind) {
+      ++split->only[0];
+    } else if (b == kind) {
+      ++split->only[1];
+    }
   }
+  // Who one policy refused or answered and the other let through.
+  const auto listed = [](Stop s) { return s == Stop::kRefused || s == Stop::kAnswered; };
+  if (listed(a) && b == Stop::kNone) add(groups_[0], r, first);
+  if (listed(b) && a == Stop::kNone) add(groups_[1], r, second);
 }
 
 void DifferenceTally::add(Groups& groups, const RequestRecord& r, const DecidedNote& d) {
@@ -60,9 +76,15 @@ std::vector<Difference> DifferenceTally::largest(const Groups& groups, const Pol
 Comparison DifferenceTally::finish(size_t top_keys) const {
   Comparison c;
   if (!limiters_[1]) return c;
-  c.refused_by_both = both_;
-  c.refused_only_by_first = only_[0];
-  c.refused_only_by_second = only_[1];
+  c.refused_by_both = refused_.both;
+  c.refused_only_by_first = refused_.only[0];
+  c.refused_only_by_second = refused_.only[1];
+  c.answered_by_both = answered_.both;
+  c.answered_only_by_first = answered_.only[0];
+  c.answered_only_by_second = answered_.only[1];
+  c.unparsed_by_both = unparsed_.both;
+  c.unparsed_only_by_first = unparsed_.only[0];
+  c.unparsed_only_by_second = unparsed_.only[1];
   c.only_first = largest(groups_[0], *limiters_[0], top_keys);
   c.only_second = largest(groups_[1], *limiters_[1], top_keys);
   c.only_first_keys = groups_[0].size();

@@ -1,6 +1,8 @@
-// --compare: the requests one policy refused (or answered itself) and the
-// other let through, added up by who was refused: the refusing policy's rule
-// and key (its client address where the answer charged no key).
+// --compare: the requests one policy stopped and the other did not, counted
+// apart by how (a refusal, a rule's answer, an unparsable head), and those
+// refused or answered by one and let through by the other added up by who:
+// the stopping policy's rule and key (its client address where the answer
+// charged no key).
 #pragma once
 
 #include <cstddef>
@@ -36,12 +38,17 @@ class DifferenceTally {
   using Groups = std::unordered_map<uint64_t, Who>;
 
   void add(Groups& groups, const RequestRecord& r, const DecidedNote& d);
+  // How a policy stopped a request, if it did.
+  enum class Stop : uint8_t { kNone, kRefused, kAnswered, kUnparsed };
+  [[nodiscard]] static Stop stop_of(const DecidedNote& d) noexcept;
+  struct Split {
+    uint64_t both = 0, only[2] = {0, 0};
+  };
   [[nodiscard]] std::vector<Difference> largest(const Groups& groups, const PolicyLimiter& limiter,
                                                 size_t top_keys) const;
 
   const PolicyLimiter* limiters_[2];
-  uint64_t both_ = 0;
-  uint64_t only_[2] = {0, 0};
+  Split refused_, answered_, unparsed_;
   Groups groups_[2];
 };
 

@@ -21,15 +21,15 @@ uint64_t busiest_window(std::span<const time::Nanos> times, time::Nanos period) 
   return best;
 }
 
-void add_key_peak(RateDistribution& d, uint64_t peak) noexcept {
+void add_key_peak(RateDistribution& d, uint64_t peak, uint64_t limit) noexcept {
   const size_t bins = static_cast<size_t>(std::lround(RateDistribution::kMaxRatio / RateDistribution::kBinWidth)) + 1;
   if (d.keys_by_ratio.size() != bins) d.keys_by_ratio.assign(bins, 0);
-  if (d.limit == 0) return;
-  const double ratio = static_cast<double>(peak) / static_cast<double>(d.limit);
+  if (limit == 0) return;
+  const double ratio = static_cast<double>(peak) / static_cast<double>(limit);
   const size_t bin = std::min(bins - 1, static_cast<size_t>(ratio / RateDistribution::kBinWidth));
   ++d.keys_by_ratio[bin];
   ++d.keys;
-  if (peak > d.limit) ++d.keys_over;
+  if (peak > limit) ++d.keys_over;
   d.max_ratio = std::max(d.max_ratio, ratio);
 }
 

@@ -26,6 +26,6 @@ struct PeriodLimit {
 [[nodiscard]] uint64_t busiest_window(std::span<const time::Nanos> times, time::Nanos period) noexcept;
 
 // Adds a key's peak to `d` (its limit and period set).
-void add_key_peak(RateDistribution& d, uint64_t peak) noexcept;
+void add_key_peak(RateDistribution& d, uint64_t peak, uint64_t limit) noexcept;
 
 }  // namespace sluice::replay

@@ -62,8 +62,11 @@ void OutcomeTally::count(const RequestRecord& r, const DecidedNote& d) {
     case Verdict::kAnswer:
       ++outcome_.answered;
       ++row.answered;
+      if (d.status == 401) ++answered_401_;
+      if (d.status == 404) ++answered_404_;
       break;
   }
+  if (d.rule >= 0 && limiter_.policy().rules[static_cast<size_t>(d.rule)].slots_per_ip != 0) ++slot_requests_;
   if (d.rule >= 0) count_bin(d.rule, r.at, d.verdict == Verdict::kRefuse);
   if (d.label.kind != limiter::KeyLabel::Kind::kNone && d.rule >= 0) count_key(r, d);
 }
@@ -83,6 +86,7 @@ void OutcomeTally::count_key(const RequestRecord& r, const DecidedNote& d) {
     k.rule = d.rule;
   }
   k.times.push_back(r.at);
+  if (d.run_budget != 0) k.run_budget = d.run_budget;
   if (d.verdict != Verdict::kRefuse) return;
   if (k.refused++ == 0) k.first_refusal = r.at;
   k.last_refusal = r.at;
@@ -129,7 +133,12 @@ std::vector<RateDistribution> OutcomeTally::rate_distributions() const {
   }
   for (const auto& [id, k] : keys_) {
     RateDistribution& d = by_rule[static_cast<size_t>(k.rule)];
-    if (d.period != 0) add_key_peak(d, busiest_window(k.times, d.period));
+    if (k.run_budget != 0) {
+      // A run with a budget of its own is set against that budget, per minute.
+      add_key_peak(d, busiest_window(k.times, time::kNanosPerMinute), k.run_budget);
+    } else if (d.period != 0) {
+      add_key_peak(d, busiest_window(k.times, d.period), d.limit);
+    }
   }
   std::vector<RateDistribution> out;
   for (RateDistribution& d : by_rule) {
@@ -138,7 +147,32 @@ std::vector<RateDistribution> OutcomeTally::rate_distributions() const {
   return out;
 }
 
+std::vector<std::string> OutcomeTally::missing_state() const {
+  const limiter::CompiledPolicy& p = limiter_.policy();
+  const auto any_rule = [&](auto pred) { return std::any_of(p.rules.begin(), p.rules.end(), pred); };
+  std::vector<std::string> out;
+  const auto n = [](uint64_t v) { return std::to_string(v) + (v == 1 ? " request" : " requests"); };
+  if (answered_401_ != 0 && limiter_.users_known() == 0 &&
+      any_rule([](const limiter::CompiledRule& r) { return r.key_kind == policy::KeySpec::Kind::kUser; })) {
+    out.push_back(n(answered_401_) + " answered 401 because no credential map was given (--state-dir, or " +
+                  "--credentials with it): the box may have known their users");
+  }
+  if (answered_404_ != 0 && limiter_.runs_known() == 0 &&
+      any_rule([](const limiter::CompiledRule& r) {
+        return std::any_of(r.live_run_param.begin(), r.live_run_param.end(), [](int i) { return i >= 0; });
+      })) {
+    out.push_back(n(answered_404_) + " answered 404 because no live runs were given (--state-dir or --runs): " +
+                  "the box may have had their runs live");
+  }
+  if (slot_requests_ != 0) {
+    out.push_back(n(slot_requests_) + " decided under credential_slots (TB07) from no slots held: the slots " +
+                  "the box held before the records began are not replayed");
+  }
+  return out;
+}
+
 PolicyOutcome OutcomeTally::finish(size_t top_keys) {
+  outcome_.warnings = missing_state();
   if (unruled_.admitted + unruled_.refused + unruled_.answered > 0) outcome_.rules.push_back(unruled_);
   for (const auto& [id, k] : keys_) outcome_.refused_key_count += k.refused > 0 ? 1 : 0;
   outcome_.refused_keys = busiest_refused(top_keys);

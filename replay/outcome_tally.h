@@ -28,9 +28,11 @@ struct DecidedNote {
   int16_t rule = -1;
   limiter::KeyLabel label;
   time::Nanos delay = 0;  // admitted late by this much (a rule's delay_max)
+  uint32_t run_budget = 0;  // a live run's own budget charged (per minute), 0: the bucket's
+  uint16_t status = 0;      // of an answer
 
   [[nodiscard]] static DecidedNote of(const limiter::Decision& d, bool unparsed) noexcept {
-    return {true, unparsed, d.shadow_refusal, d.verdict, d.rule, d.label, d.delay};
+    return {true, unparsed, d.shadow_refusal, d.verdict, d.rule, d.label, d.delay, d.run_budget, d.status};
   }
   // Refused, or answered by the appliance: the request never reached the origin.
   [[nodiscard]] bool refused() const noexcept {
@@ -56,6 +58,7 @@ class OutcomeTally {
     limiter::KeyLabel label;
     int16_t rule = -1;
     uint64_t refused = 0;
+    uint32_t run_budget = 0;  // a live run's own, where one applied: its limit, per minute
     time::Nanos first_refusal = 0;
     time::Nanos last_refusal = 0;
     std::vector<time::Nanos> times;  // of every request, in order
@@ -67,6 +70,9 @@ class OutcomeTally {
   };
 
   void count_key(const RequestRecord& r, const DecidedNote& d);
+  // What the replay lacked that the box may have had, with the requests it
+  // touched (PolicyOutcome::warnings).
+  [[nodiscard]] std::vector<std::string> missing_state() const;
   void count_bin(int16_t rule, time::Nanos at, bool refused);
   [[nodiscard]] std::vector<RefusedKey> busiest_refused(size_t top_keys) const;
   [[nodiscard]] std::vector<RateDistribution> rate_distributions() const;
@@ -74,6 +80,8 @@ class OutcomeTally {
   const PolicyLimiter& limiter_;
   PolicyOutcome outcome_;
   RuleCounts unruled_;  // the "" row
+  uint64_t answered_401_ = 0, answered_404_ = 0;
+  uint64_t slot_requests_ = 0;  // decided by a rule with credential_slots (TB07)
   std::unordered_map<std::pair<int16_t, uint64_t>, KeyStats, PairHash> keys_;
 };
 

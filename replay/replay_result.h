@@ -89,6 +89,9 @@ struct PolicyOutcome {
   uint64_t refused_key_count = 0;        // all of them
   TimeSeries series;
   std::vector<RateDistribution> rates;   // rules with a bucket that decided anything
+  // What the replay lacked that the box may have had (a credential map,
+  // live runs, TB07's slots), each with the requests it touched.
+  std::vector<std::string> warnings;
 };
 
 // --compare: requests one policy refused (or answered) and the other let
@@ -99,10 +102,20 @@ struct Difference {
   uint64_t requests = 0;
   time::Nanos first = 0;
 };
+// Requests one policy stopped and the other did not, counted apart by how
+// they were stopped: refused (429), answered by a rule (401, 404), or a
+// head the parser refused (400, 431, 501, 505). The lists name who was
+// refused or answered by one and let through by the other.
 struct Comparison {
   uint64_t refused_by_both = 0;
   uint64_t refused_only_by_first = 0;   // requests
   uint64_t refused_only_by_second = 0;
+  uint64_t answered_by_both = 0;
+  uint64_t answered_only_by_first = 0;
+  uint64_t answered_only_by_second = 0;
+  uint64_t unparsed_by_both = 0;
+  uint64_t unparsed_only_by_first = 0;
+  uint64_t unparsed_only_by_second = 0;
   std::vector<Difference> only_first;   // the largest first, at most Options::top_keys
   std::vector<Difference> only_second;
   uint64_t only_first_keys = 0;         // all of them

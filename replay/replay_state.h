@@ -63,6 +63,9 @@ class PolicyLimiter {
   PolicyLimiter& operator=(const PolicyLimiter&) = delete;
 
   [[nodiscard]] const http::Http1Policy& policy() const noexcept { return policy_; }
+  // How many live runs and credentials the box's state gave.
+  [[nodiscard]] size_t runs_known() const noexcept { return runs_.size(); }
+  [[nodiscard]] size_t users_known() const noexcept { return users_.size(); }
   [[nodiscard]] limiter::LimiterState& state() noexcept { return state_; }
   // A user id's name from the credential map, or "".
   [[nodiscard]] std::string user_name(uint64_t id) const;

@@ -154,6 +154,16 @@ std::string card(std::string_view label, const std::string& path, uint64_t v, bo
          std::string(label) + "</span>" + count(path, v, "span", " class=\"value\"") + "</div>";
 }
 
+// What the replay lacked that the box may have had, one line each.
+void warnings(std::string& out, const PolicyOutcome& o, std::string_view prefix) {
+  if (o.warnings.empty()) return;
+  out += "<ul class=\"notice\">";
+  for (size_t i = 0; i < o.warnings.size(); ++i) {
+    out += metric(std::string(prefix) + ".warnings." + std::to_string(i), o.warnings[i], "li");
+  }
+  out += "</ul>\n";
+}
+
 void totals(std::string& out, const PolicyOutcome& o) {
   out +=
       "<section id=\"totals\"><h2>Totals</h2><div class=\"cards\">" + card("Requests", "policy.requests", o.requests) +
@@ -161,7 +171,9 @@ void totals(std::string& out, const PolicyOutcome& o) {
       card("Admitted", "policy.admitted", o.admitted) + card("Refused", "policy.refused", o.refused, true) +
       card("Answered by a rule (401, 404)", "policy.answered", o.answered) +
       card("Unparsed heads (400, 431, 501, 505)", "policy.unparsed", o.unparsed) +
-      card("Usage reports", "policy.usage_reports", o.usage_reports) + "</div></section>\n";
+      card("Usage reports", "policy.usage_reports", o.usage_reports) + "</div>\n";
+  warnings(out, o, "policy");
+  out += "</section>\n";
 }
 
 void rules_table(std::string& out, const PolicyOutcome& o, std::string_view prefix, const html::RulePalette& pal) {
@@ -335,8 +347,19 @@ void compare_section(std::string& out, const ReplayReport& r, const html::RulePa
               true) +
          card("Refused only by " + escaped(other.policy), "compare.refused_only_by_second", c.refused_only_by_second,
               true) +
+         card("Answered by both (401, 404)", "compare.answered_by_both", c.answered_by_both) +
+         card("Answered only by " + escaped(r.outcome.policy), "compare.answered_only_by_first",
+              c.answered_only_by_first) +
+         card("Answered only by " + escaped(other.policy), "compare.answered_only_by_second",
+              c.answered_only_by_second) +
+         card("Unparsed by both (400, 431, 501, 505)", "compare.unparsed_by_both", c.unparsed_by_both) +
+         card("Unparsed only by " + escaped(r.outcome.policy), "compare.unparsed_only_by_first",
+              c.unparsed_only_by_first) +
+         card("Unparsed only by " + escaped(other.policy), "compare.unparsed_only_by_second",
+              c.unparsed_only_by_second) +
          "</div>\n<h3>Totals</h3>\n";
   compare_totals(out, r.outcome, other);
+  warnings(out, other, "compare.policy");
   out += "<h3>Rules of " + escaped(other.policy) + "</h3>\n";
   rules_table(out, other, "compare.policy", pal);
   differences(out, "only_first", c.only_first, c.only_first_keys, r.outcome.policy);

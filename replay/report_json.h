@@ -9,7 +9,9 @@
 //    "records_per_second",
 //    "policy": OUTCOME,
 //    "compare": {"policy": OUTCOME, "refused_by_both", "refused_only_by_first",
-//                "refused_only_by_second", "only_first_keys", "only_second_keys",
+//                "refused_only_by_second", "answered_by_both", "answered_only_by_first",
+//                "answered_only_by_second", "unparsed_by_both", "unparsed_only_by_first",
+//                "unparsed_only_by_second", "only_first_keys", "only_second_keys",
 //                "only_first": [{"key", "rule", "requests", "first"}], "only_second": [...]}}
 //
 //   OUTCOME = {"file", "name", "requests", "forwarded", "exempt", "admitted",

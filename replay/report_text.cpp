@@ -45,6 +45,7 @@ void outcome_text(std::string& out, const PolicyOutcome& o) {
       "%" PRIu64 " requests: %" PRIu64 " forwarded, %" PRIu64 " exempt, %" PRIu64 " admitted, %" PRIu64
       " refused, %" PRIu64 " answered, %" PRIu64 " unparsed (400, 431, 501, 505); %" PRIu64 " usage reports\n",
       o.requests, o.forwarded, o.exempt, o.admitted, o.refused, o.answered, o.unparsed, o.usage_reports);
+  for (const std::string& w : o.warnings) put(out, "warning: %s\n", w.c_str());
   put(out, "  %-24s %10s %10s %10s %10s\n", "rule", "admitted", "refused", "answered", "shadow");
   for (const RuleCounts& c : o.rules) {
     put(out, "  %-24s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64 "\n",
@@ -77,11 +78,17 @@ void comparison_text(std::string& out, const ReplayReport& r) {
   if (!r.other || !r.comparison) return;
   outcome_text(out, *r.other);
   const Comparison& c = *r.comparison;
-  put(out, "\ncompared: refused by both %" PRIu64 ", only by %s %" PRIu64 ", only by %s %" PRIu64 "\n",
-      c.refused_by_both, r.outcome.policy.c_str(), c.refused_only_by_first, r.other->policy.c_str(),
-      c.refused_only_by_second);
-  differences_text(out, ("refused only by " + r.outcome.policy).c_str(), c.only_first, c.only_first_keys);
-  differences_text(out, ("refused only by " + r.other->policy).c_str(), c.only_second, c.only_second_keys);
+  const char* first = r.outcome.policy.c_str();
+  const char* second = r.other->policy.c_str();
+  put(out, "\ncompared:\n");
+  put(out, "  refused (429):                   by both %" PRIu64 ", only by %s %" PRIu64 ", only by %s %" PRIu64 "\n",
+      c.refused_by_both, first, c.refused_only_by_first, second, c.refused_only_by_second);
+  put(out, "  answered by a rule (401, 404):   by both %" PRIu64 ", only by %s %" PRIu64 ", only by %s %" PRIu64 "\n",
+      c.answered_by_both, first, c.answered_only_by_first, second, c.answered_only_by_second);
+  put(out, "  unparsed (400, 431, 501, 505):   by both %" PRIu64 ", only by %s %" PRIu64 ", only by %s %" PRIu64 "\n",
+      c.unparsed_by_both, first, c.unparsed_only_by_first, second, c.unparsed_only_by_second);
+  differences_text(out, ("refused or answered only by " + r.outcome.policy).c_str(), c.only_first, c.only_first_keys);
+  differences_text(out, ("refused or answered only by " + r.other->policy).c_str(), c.only_second, c.only_second_keys);
 }
 
 }  // namespace

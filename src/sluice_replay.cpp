@@ -112,6 +112,11 @@ Inputs read_inputs(const Options& o, const http::Http1Policy& policy) {
     }
     all.fatal = all.fatal || r.fatal;
     all.problems += r.problem_count;
+    if (o.since || o.until) {
+      std::erase_if(r.records, [&](const replay::RequestRecord& rec) {
+        return (o.since && rec.at < *o.since) || (o.until && rec.at >= *o.until);
+      });
+    }
     replay::InputSummary s{path, format_name(format, path), r.units_read, r.records.size(), r.problem_count, {}};
     s.problems.assign(r.problems.begin(), r.problems.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(r.problems.size(), 20)));
     all.summaries.push_back(std::move(s));
@@ -181,6 +186,14 @@ int run(const Options& o) {
     compared = replay::PolicyUnderReplay{second_limiter.get(), o.compare};
   }
   replay::decide_records(inputs.records, {&first_limiter, o.policy}, compared, {.top_keys = o.top}, report);
+  if (!o.quiet) {
+    for (const replay::PolicyOutcome* p : {&report.outcome, report.other ? &*report.other : nullptr}) {
+      if (p == nullptr) continue;
+      for (const std::string& w : p->warnings) {
+        std::fprintf(stderr, "sluice-replay: warning: %s: %s\n", p->policy.c_str(), w.c_str());
+      }
+    }
+  }
   const double seconds = report.load_seconds + report.decide_seconds;
   report.records_per_second = seconds > 0 ? static_cast<double>(report.records) / seconds : 0;
 

@@ -9,6 +9,7 @@
 #include "cli_program.h"
 #include "cli_text.h"
 #include "replay/access_log.h"
+#include "replay/log_format.h"
 
 namespace sluice::replay_cli {
 
@@ -31,7 +32,7 @@ constexpr const char* kExitCodes = R"(Exit codes:
   6 --strict, and records were skipped)";
 
 struct Given {
-  std::string format, service_ports;
+  std::string format, service_ports, since, until;
   std::vector<std::string> json_fields;
   cli_program::Common common;  // --version, --manual-markdown
 };
@@ -69,6 +70,22 @@ CLI::Validator whole_number(T low, T high) {
   return cli_program::whole_number(low, high, "wants " + std::to_string(low) + " to " + std::to_string(high));
 }
 
+// A moment as a log or a person writes it: ISO 8601 with its offset
+// (2026-12-01T10:00:00Z, +01:00), or seconds since 1970 ($msec).
+std::optional<time::Nanos> moment(const std::string& s) {
+  if (auto t = replay::parse_time_iso8601(s)) return t;
+  return replay::parse_seconds(s);
+}
+
+CLI::Validator a_moment() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        return moment(s) ? "" : "wants a time such as 2026-12-01T10:00:00Z (with its offset) or seconds since 1970, got '" +
+                                    s + "'";
+      },
+      "");
+}
+
 CLI::Validator port_list() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
@@ -99,6 +116,10 @@ void describe_inputs(CLI::App& app, Options& o, Given& g) {
                  "JSON lines: the key KEY holds nginx's variable VARIABLE (keys named after variables need none), "
                  "e.g. ts=msec client=remote_addr; repeatable")
       ->type_name("KEY=VARIABLE")->check(key_value())->group(group);
+  app.add_option("--since", g.since, "replay only records from this time on (ISO 8601 with an offset, or epoch seconds)")
+      ->type_name("TIME")->check(a_moment())->group(group);
+  app.add_option("--until", g.until, "replay only records before this time (the same forms)")
+      ->type_name("TIME")->check(a_moment())->group(group);
   app.add_option("--service-ports", g.service_ports,
                  "captures: TCP ports whose flows are parsed, e.g. 80,8080 (default: the policy's)")
       ->type_name("LIST")->check(port_list())->group(group);
@@ -157,6 +178,8 @@ void interpret(const CLI::App& app, const Given& g, Options& o) {
     o.json_fields.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
   }
   if (app.count("--service-ports") > 0) o.service_ports = cli_program::parse_port_list(g.service_ports);
+  if (app.count("--since") > 0) o.since = moment(g.since);
+  if (app.count("--until") > 0) o.until = moment(g.until);
 }
 
 std::string check_combination(const Options& o) {
@@ -165,6 +188,7 @@ std::string check_combination(const Options& o) {
   if (!o.credentials_file.empty() && o.state_dir.empty()) {
     return "--credentials needs --state-dir: its hashes are keyed with that box's secret";
   }
+  if (o.since && o.until && *o.until <= *o.since) return "--until must be later than --since";
   return {};
 }
 

@@ -41,6 +41,9 @@ struct Options {
   size_t buckets = size_t{1} << 20;
   bool strict = false;
   bool quiet = false;
+  // Only records from `since` (inclusive) to `until` (exclusive) are
+  // replayed (UTC nanoseconds).
+  std::optional<uint64_t> since, until;
 };
 
 struct ParseResult {

@@ -328,6 +328,11 @@ BucketKey cluster_key(const KeyHasher& cluster, const CompiledBucket& b, std::sp
     out.key = key.credential ? state.bucket_hasher.key(kind, *key.credential) : state.bucket_hasher.key(kind, key.bytes);
   }
   d.label = label_of(key.label, key.bytes, key.credential, out.key);
+  if (key.label == KeyLabel::Kind::kClientIp && policy.client_ip.spec.ipv6_prefix < 128) [[unlikely]] {
+    net::IpAddress a;
+    std::memcpy(a.bytes.data(), d.label.bytes.data(), a.bytes.size());
+    if (!a.is_v4()) d.label.prefix = static_cast<uint8_t>(policy.client_ip.spec.ipv6_prefix);
+  }
   out.due = true;
   out.run_budget = static_cast<uint32_t>(std::min<uint64_t>(run_budget, UINT32_MAX));
   if (out.bucket->calendar) {
@@ -846,6 +851,7 @@ void finish_into(const CompiledPolicy& policy, LimiterState& state, const Charge
     if (own) {
       v.limit = p.run_budget;
       v.window = 60;
+      d.run_budget = p.run_budget;
     }
     const GcraLimit& limit = own ? run_limit : b.gcra;
     const GcraCharge c = charge_gcra(state.buckets, p.key, now, limit, delay_allowance(rule, limit.interval, scratch));

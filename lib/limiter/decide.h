@@ -60,6 +60,7 @@ struct KeyLabel {
   enum class Kind : uint8_t { kNone, kClientIp, kCredential, kUser, kText, kDestination };
   Kind kind = Kind::kNone;
   uint8_t len = 0;  // of `bytes`
+  uint8_t prefix = 0;  // kClientIp: the length of the IPv6 prefix keyed (X03); 0: a whole address
   std::array<uint8_t, 32> bytes{};
   uint64_t key_hash = 0;  // BucketKey::k0, identifies the bucket
 };
@@ -161,6 +162,9 @@ struct Decision {
   bool holds_in_flight = false;
   bool refused_in_flight = false;  // refused because every slot was taken
   BucketKey in_flight_key{};
+  // A live run's own budget that was charged (requests per minute, TB17's
+  // shape), 0: the bucket's own limit.
+  uint32_t run_budget = 0;
   // kAdmit under a rule's delay: the request conforms this long from now,
   // and must not reach the origin before (0: at once). Set in shadow mode
   // too: the data plane then forwards it at once.

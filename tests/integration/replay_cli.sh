@@ -298,6 +298,17 @@ check log-problems-quiet-stderr "$(wc -c <"$tmp/err")" 0
 check log-problems-quiet-counted "$(report '(d["records"], d["inputs"][0]["problems"])')" "(4, 3)"
 expect log-problems-quiet-strict 6 "^sluice-replay: 3 records skipped \(--strict\)$" -- \
   "$replay" --policy "$policy" -q --strict "$log"
+# --since and --until: only the records of [since, until) are replayed
+# (the log's good lines are at :36, :37, :38 and :41).
+expect window-since-until 0 '' -- "$replay" --policy "$policy" -q --json \
+  --since 2024-10-10T13:55:37Z --until 2024-10-10T15:55:41+02:00 "$log"
+check window-since-until-records "$(report '(d["records"], d["policy"]["requests"])')" "(2, 2)"
+expect window-since-epoch 0 '' -- "$replay" --policy "$policy" -q --json --since 1728568538 "$log"
+check window-since-epoch-records "$(report '(d["records"], d["policy"]["requests"])')" "(2, 2)"
+expect usage-since-not-a-time 2 "--since .*wants a time .*got 'yesterday'" -- \
+  "$replay" --policy "$policy" --since yesterday "$log"
+expect usage-until-before-since 2 '--until must be later than --since' -- \
+  "$replay" --policy "$policy" --since 1728568538 --until 1728568537 "$log"
 check log-problems-quiet-strict-one-line "$(grep -c '' "$tmp/err")" 1
 
 # ---- skipped records: captures --------------------------------------------------------

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <tbb/global_control.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -213,6 +214,47 @@ TEST_F(ReplayRunTest, PROXYHeadersAsThePolicyTakesThem) {
   EXPECT_EQ(plain.outcome.admitted, 1u);
 }
 
+// Keyed by an IPv6 prefix (X03), a key reads as that prefix in the report
+// ("2001:db8:1::/64"), not as an address; an IPv4 key as its address.
+TEST_F(ReplayRunTest, AnIpv6PrefixKeyReadsAsAPrefix) {
+  const std::string policy = write_temp("v6.yaml",
+                                        "sluice: 1\nname: v6\nclient_ip:\n  ipv6_prefix: 64\nbuckets:\n"
+                                        "  b: { rate: 1/hour, burst: 1 }\nrules:\n  - name: per-client\n"
+                                        "    key: client_ip\n    bucket: b\n");
+  std::vector<RequestRecord> records;
+  records.push_back(request(kT0, "2001:db8:1::5", "/a"));
+  records.push_back(request(kT0 + kMs, "2001:db8:1::6", "/a"));  // the same /64: refused
+  records.push_back(request(kT0 + 2 * kMs, "198.18.0.7", "/a"));
+  records.push_back(request(kT0 + 3 * kMs, "198.18.0.7", "/a"));
+  const ReplayReport r = replay(std::move(records), policy);
+  ASSERT_EQ(r.outcome.refused_keys.size(), 2u);
+  std::vector<std::string> keys = {r.outcome.refused_keys[0].key, r.outcome.refused_keys[1].key};
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(keys, (std::vector<std::string>{"198.18.0.7", "2001:db8:1::/64"}));
+}
+
+// A policy that needs what the replay was not given says so, with the
+// requests it touched: route-families keys by user, and without a
+// credential map every credential is unknown (RF10: 401).
+TEST_F(ReplayRunTest, MissingStateIsAWarningWithItsCount) {
+  std::vector<RequestRecord> records;
+  for (int i = 0; i < 3; ++i) {
+    RequestRecord r = request(kT0 + i * kMs, "198.18.0.31", "/api/claims");
+    r.head = "GET /api/claims HTTP/1.1\r\nHost: cloud\r\nAuthorization: Bearer someone\r\n\r\n";
+    records.push_back(r);
+  }
+  const ReplayReport r = replay(std::move(records), shipped("route-families.yaml"));
+  EXPECT_EQ(r.outcome.answered, 3u);
+  ASSERT_EQ(r.outcome.warnings.size(), 1u);
+  EXPECT_EQ(r.outcome.warnings[0],
+            "3 requests answered 401 because no credential map was given (--state-dir, or --credentials with it): "
+            "the box may have known their users");
+  // The three-budgets profile with nothing missing says nothing.
+  std::vector<RequestRecord> plain;
+  plain.push_back(request(kT0, "198.18.0.32", "/v1/a"));
+  EXPECT_TRUE(replay(std::move(plain), shipped("three-budgets.yaml")).outcome.warnings.empty());
+}
+
 // A day window replays by the records' calendar: 3 a day, 4 requests in the
 // day's last seconds (the 4th refused), 2 just after midnight (admitted).
 TEST_F(ReplayRunTest, ADayWindowEndsAtTheRecordsMidnight) {
@@ -253,6 +295,15 @@ TEST_F(ReplayRunTest, LiveRunsFromARunsFile_TB11_TB12) {
   EXPECT_EQ(row(r.outcome, "run").admitted, 5u);  // 3 + the budget of 2 a minute (its burst)
   EXPECT_EQ(row(r.outcome, "run").refused, 1u);
   EXPECT_EQ(row(r.outcome, "ended-run").answered, 1u);
+  // The busiest periods set each run against the limit that applied to it:
+  // run-budget (2 a minute, 3 sent) is over its own budget, run-7f3a (3 of
+  // the run bucket's default) is not.
+  const auto rates = std::find_if(r.outcome.rates.begin(), r.outcome.rates.end(),
+                                  [](const RateDistribution& d) { return d.rule == "run"; });
+  ASSERT_NE(rates, r.outcome.rates.end());
+  EXPECT_EQ(rates->keys, 2u);
+  EXPECT_EQ(rates->keys_over, 1u);
+  EXPECT_NEAR(rates->max_ratio, 3.0 / 2.0, 1e-9);
 }
 
 TEST_F(ReplayRunTest, ABrokenRunsFileIsNamedByLineAndColumn) {
@@ -350,6 +401,42 @@ TEST_F(ReplayRunTest, AHeadThatDidNotParseIsCountedUnparsed) {
   EXPECT_EQ(r.outcome.unparsed, 2u);
   EXPECT_EQ(r.outcome.answered, 0u);
   EXPECT_EQ(r.outcome.requests, 2u);
+}
+
+// --compare counts refusals (429), a rule's answers (404) and unparsed
+// heads apart: a policy that answers 404 for /gone/ and refuses the
+// second request an hour, against one that only refuses past 3 an hour.
+TEST_F(ReplayRunTest, CompareCountsRefusalsAnswersAndUnparsedHeadsApart) {
+  const std::string a = write_temp("a.yaml",
+                                   "sluice: 1\nname: a\nbuckets:\n  b: { rate: 1/hour, burst: 1 }\n"
+                                   "  wide: { rate: 100/hour, burst: 100 }\n"
+                                   "rules:\n  - name: gone\n    path: \"/gone/*\"\n    key: client_ip\n    bucket: wide\n"
+                                   "    answer: 404\n  - name: per-client\n    key: client_ip\n    bucket: b\n");
+  const std::string b = write_temp("b.yaml",
+                                   "sluice: 1\nname: b\nbuckets:\n  b: { rate: 3/hour, burst: 3 }\n"
+                                   "rules:\n  - name: per-client\n    key: client_ip\n    bucket: b\n");
+  std::vector<RequestRecord> records;
+  for (int i = 0; i < 4; ++i) records.push_back(request(kT0 + i * kMs, "198.18.0.21", "/a"));  // a: 1+3 refused; b: 3+1
+  for (int i = 0; i < 2; ++i) records.push_back(request(kT0 + i * kMs, "198.18.0.22", "/gone/x"));  // a: 404; b: 2 of 3
+  RequestRecord bad = request(kT0 + 9 * kMs, "198.18.0.23", "/a");
+  bad.head.clear();
+  bad.parse_error = http::ParseError::kConflictingContentLength;
+  records.push_back(bad);
+  const ReplayReport r = replay(std::move(records), a, b);
+  ASSERT_TRUE(r.comparison);
+  const Comparison& c = *r.comparison;
+  EXPECT_EQ(c.refused_by_both, 1u);
+  EXPECT_EQ(c.refused_only_by_first, 2u);
+  EXPECT_EQ(c.refused_only_by_second, 0u);
+  EXPECT_EQ(c.answered_only_by_first, 2u);
+  EXPECT_EQ(c.answered_by_both + c.answered_only_by_second, 0u);
+  EXPECT_EQ(c.unparsed_by_both, 1u);
+  EXPECT_EQ(c.unparsed_only_by_first + c.unparsed_only_by_second, 0u);
+  // Who one policy stopped and the other let through: refusals and answers.
+  uint64_t listed = 0;
+  for (const Difference& d : c.only_first) listed += d.requests;
+  EXPECT_EQ(listed, 4u);
+  EXPECT_TRUE(c.only_second.empty());
 }
 
 // --compare: a stricter copy of the profile refuses 10 more of one
