@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "net/ip_address.h"
+#include "replay/input_stream.h"
 #include "replay/log_format.h"
 
 namespace sluice::replay {
@@ -334,7 +335,7 @@ std::optional<LineError> PieceParser::nginx_values(std::string_view line) {
 // reports it and skips it).
 class PieceReader {
  public:
-  explicit PieceReader(std::FILE* file) : file_(file) {}
+  explicit PieceReader(InputStream& in) : in_(in) {}
   // The next piece; false at the end.
   bool next(std::string& piece) {
     piece.swap(carry_);  // the carry holds no line end: only new bytes are searched
@@ -343,10 +344,9 @@ class PieceReader {
     while (!done_ && nl == std::string::npos) {
       const size_t old = piece.size();
       piece.resize(old + kPieceBytes);
-      const size_t n = std::fread(piece.data() + old, 1, kPieceBytes, file_);
+      const size_t n = read_fully(piece.data() + old, kPieceBytes);
       piece.resize(old + n);
       done_ = n < kPieceBytes;
-      if (done_ && std::ferror(file_)) error_ = errno;
       const size_t at = done_ ? std::string::npos : std::string_view(piece).substr(old).rfind('\n');
       if (at != std::string::npos) {
         nl = old + at;
@@ -369,31 +369,37 @@ class PieceReader {
     }
     return !piece.empty();
   }
-  [[nodiscard]] int error() const noexcept { return error_; }
 
  private:
+  // As fread: `n` bytes unless the input ends (a decompressor hands out
+  // what one step made).
+  size_t read_fully(char* out, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+      const size_t k = in_.read(out + got, n - got);
+      if (k == 0) break;
+      got += k;
+    }
+    return got;
+  }
   // Reads past the rest of an overlong line, its end included; what
   // follows it becomes the carry. False at the file's end.
   bool skip_to_line_end() {
     for (;;) {
-      const size_t n = std::fread(skip_.data(), 1, skip_.size(), file_);
+      const size_t n = read_fully(skip_.data(), skip_.size());
       const std::string_view got(skip_.data(), n);
       if (const size_t at = got.find('\n'); at != std::string_view::npos) {
         carry_.assign(got.substr(at + 1));
         return true;
       }
-      if (n < skip_.size()) {
-        if (std::ferror(file_)) error_ = errno;
-        return false;
-      }
+      if (n < skip_.size()) return false;
     }
   }
 
-  std::FILE* file_;
+  InputStream& in_;
   std::string carry_;  // the start of a line the last piece did not end
   std::array<char, 64 * 1024> skip_{};
   bool done_ = false;
-  int error_ = 0;
 };
 
 // One piece's lines, made the file's: line numbers counted from the lines
@@ -412,7 +418,7 @@ void append(Piece& piece, const std::string& path, uint32_t input, uint64_t& lin
 }
 
 // Read (in order), parsed (in parallel), appended (in order): a TBB pipeline.
-void read_pieces(std::FILE* file, const LogReading& reading, const std::string& path, InputResult& result) {
+void read_pieces(InputStream& in, const LogReading& reading, const std::string& path, InputResult& result) {
   // Pieces are reused once appended: a fresh piece's buffers would cost
   // page faults on every 256 KiB read, more than parsing it does. The
   // pipeline's tokens bound how many are ever made.
@@ -421,7 +427,7 @@ void read_pieces(std::FILE* file, const LogReading& reading, const std::string& 
   std::array<Piece, kPiecesInFlight> pieces;
   tbb::concurrent_queue<Piece*> free;
   for (Piece& p : pieces) free.push(&p);
-  PieceReader reader(file);
+  PieceReader reader(in);
   uint64_t lines_before = 0;
   auto read = [&](tbb::flow_control& control) -> PiecePtr {
     Piece* piece = nullptr;
@@ -446,9 +452,13 @@ void read_pieces(std::FILE* file, const LogReading& reading, const std::string& 
                                               tbb::make_filter<PiecePtr, PiecePtr>(tbb::filter_mode::parallel, parse) &
                                               tbb::make_filter<PiecePtr, void>(tbb::filter_mode::serial_in_order, join));
   result.units_read = lines_before;
-  if (reader.error() != 0) {
-    result.fatal = true;  // what was read is kept, but the input is not whole
-    result.problem(path, std::string("cannot read: ") + std::strerror(reader.error()));
+  if (in.failed()) {
+    // What was read is kept, but the input is not whole: said first, where
+    // the problems of the lines before it cannot crowd it out.
+    result.fatal = true;
+    ++result.problem_count;
+    result.problems.insert(result.problems.begin(), InputProblem{path, in.error()});
+    if (result.problems.size() > InputResult::kMaxProblems) result.problems.pop_back();
   }
 }
 
@@ -466,16 +476,18 @@ InputResult read_access_log(const std::string& path, uint32_t input, const LogOp
     }
     reading.format = std::move(parsed.format);
   }
-  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!file) {
+  std::string error;
+  const std::unique_ptr<InputStream> in = InputStream::open(path, error);
+  if (!in) {
     result.fatal = true;
-    result.problem(path, std::string("cannot open: ") + std::strerror(errno));
+    result.problem(path, error);
     return result;
   }
   struct stat st {};
-  if (fstat(fileno(file.get()), &st) == 0 && S_ISREG(st.st_mode))  // lines are rarely shorter than 128 bytes
+  if (in->compression() == Compression::kNone && fstat(fileno(in->file()), &st) == 0 &&
+      S_ISREG(st.st_mode))  // lines are rarely shorter than 128 bytes
     result.records.reserve(std::min<size_t>(static_cast<size_t>(st.st_size) / 128, size_t{1} << 23));
-  read_pieces(file.get(), reading, path, result);
+  read_pieces(*in, reading, path, result);
   return result;
 }
 

@@ -18,6 +18,7 @@ build_pkgs=(
   nlohmann-json3-dev   # the control protocol's JSON (control/json.*)
   libcli11-dev         # sluiced's options and sluicectl's subcommands, help from the same table
   libsystemd-dev       # sd_notify: READY, STATUS, STOPPING, WATCHDOG; journald fields
+  zlib1g-dev liblzma-dev libzstd-dev  # sluice-replay reads gzip, xz and zstd logs (replay/input_stream.*)
   pandoc               # the man pages (man/): from markdown shared with --help and config/README.md
 )
 # The network-namespace integration tests (tests/integration) and the demo
@@ -33,6 +34,7 @@ test_pkgs=(
   chromium                   # the integration tests' browser (CORS preflight, TB08/TB09)
   redis-server               # cluster budgets' tests start their own Redis
   haproxy                    # a load balancer that speaks the PROXY protocol (client_ip proxy_protocol's tests)
+  zstd xz-utils              # compressed logs for sluice-replay's tests (tests/integration/replay_cli.sh)
   prometheus                 # promtool check metrics; a real server scrapes sluiced in a test
   systemd                    # systemd-analyze verify for the units
   man-db                     # the man pages are checked to render (man -l)

@@ -20,6 +20,7 @@
 #include "replay/access_log.h"
 #include "replay/capture_file.h"
 #include "replay/capture_input.h"
+#include "replay/input_stream.h"
 #include "replay/replay_run.h"
 #include "replay/replay_state.h"
 #include "replay/report_html.h"
@@ -44,28 +45,60 @@ int fail_with(ExitCode code, const std::vector<std::string>& lines, const std::s
   return fail(code, message);
 }
 
-// The format of one input: what --format says, or what its first bytes show.
-InputFormat format_of(const std::string& path, InputFormat given) {
-  if (given != InputFormat::kAuto) return given;
-  if (replay::looks_like_capture(path)) return InputFormat::kCapture;
-  std::ifstream in(path);
-  char c = 0;
-  while (in.get(c) && (c == ' ' || c == '\t' || c == '\r' || c == '\n')) {
+// An input's first bytes, decompressed where it is compressed (at most
+// 4 KiB), and what it is compressed with.
+struct FirstBytes {
+  std::string bytes;
+  replay::Compression compression = replay::Compression::kNone;
+};
+FirstBytes first_bytes(const std::string& path) {
+  FirstBytes f;
+  std::string error;
+  const std::unique_ptr<replay::InputStream> in = replay::InputStream::open(path, error);
+  if (!in) return f;
+  f.compression = in->compression();
+  f.bytes.resize(4096);
+  size_t got = 0;
+  while (got < f.bytes.size()) {
+    const size_t k = in->read(f.bytes.data() + got, f.bytes.size() - got);
+    if (k == 0) break;
+    got += k;
   }
-  return in && c == '{' ? InputFormat::kJson : InputFormat::kNginx;
+  f.bytes.resize(got);
+  return f;
 }
 
-const char* format_name(InputFormat f, const std::string& path) {
-  switch (f) {
-    case InputFormat::kCapture: {
-      std::ifstream in(path, std::ios::binary);
-      std::array<uint8_t, 4> magic{};
-      in.read(reinterpret_cast<char*>(magic.data()), magic.size());
-      return replay::capture_format(magic) == replay::CaptureFormat::kPcapng ? "pcapng" : "pcap";
-    }
-    case InputFormat::kJson: return "json";
-    default: return "nginx";
+std::span<const uint8_t> as_bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+// The format of one input: what --format says, or what its first bytes
+// (decompressed) show.
+InputFormat format_of(const std::string& path, InputFormat given) {
+  if (given != InputFormat::kAuto) return given;
+  const FirstBytes first = first_bytes(path);
+  if (first.bytes.size() >= 4 && replay::capture_format(as_bytes(first.bytes).first<4>()) != replay::CaptureFormat::kUnknown) {
+    return InputFormat::kCapture;
   }
+  const size_t c = first.bytes.find_first_not_of(" \t\r\n");
+  return c != std::string::npos && first.bytes[c] == '{' ? InputFormat::kJson : InputFormat::kNginx;
+}
+
+std::string format_name(InputFormat f, const std::string& path) {
+  const FirstBytes first = first_bytes(path);
+  std::string name;
+  switch (f) {
+    case InputFormat::kCapture:
+      name = first.bytes.size() >= 4 && replay::capture_format(as_bytes(first.bytes).first<4>()) ==
+                                            replay::CaptureFormat::kPcapng
+                 ? "pcapng"
+                 : "pcap";
+      break;
+    case InputFormat::kJson: name = "json"; break;
+    default: name = "nginx"; break;
+  }
+  if (first.compression != replay::Compression::kNone) name += std::string(", ") + replay::compression_name(first.compression);
+  return name;
 }
 
 struct Inputs {
@@ -78,6 +111,14 @@ struct Inputs {
 replay::InputResult read_one(const Options& o, const std::string& path, uint32_t index, InputFormat format,
                              const http::Http1Policy& policy) {
   if (format == InputFormat::kCapture) {
+    if (const FirstBytes first = first_bytes(path); first.compression != replay::Compression::kNone) {
+      replay::InputResult r;
+      r.fatal = true;
+      r.problem(path, std::string("a ") + replay::compression_name(first.compression) +
+                          "-compressed capture: compressed logs are read, compressed captures not yet (decompress it "
+                          "first, as with zcat)");
+      return r;
+    }
     replay::CaptureOptions c;
     if (o.service_ports) {
       for (uint16_t p : *o.service_ports) c.service_ports.set(p);

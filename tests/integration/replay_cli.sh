@@ -311,6 +311,21 @@ expect usage-until-before-since 2 '--until must be later than --since' -- \
   "$replay" --policy "$policy" --since 1728568538 --until 1728568537 "$log"
 check log-problems-quiet-strict-one-line "$(grep -c '' "$tmp/err")" 1
 
+# Compressed logs (logrotate's .gz, xz, zstd) are read as the plain one;
+# a compressed capture is refused with the reason (exit 4), a cut-short
+# log is fatal with where it ended.
+for z in gzip xz zstd; do
+  "$z" -c "$log" >"$tmp/mixed.log.$z" 2>/dev/null || { fail "compressed-$z" "cannot run $z"; continue; }
+  expect "log-$z" 0 '' -- "$replay" --policy "$policy" -q "$tmp/mixed.log.$z"
+  check "log-$z-summary" "$(head -n 1 "$tmp/out")" "input $tmp/mixed.log.$z (nginx, $z): 7 lines, 4 requests, 3 problems"
+done
+head -c 40 "$tmp/mixed.log.gzip" >"$tmp/cut.log.gz"
+expect log-gzip-cut 4 "^$tmp/cut.log.gz: gzip: the data ends in the middle of a compressed stream" -- \
+  "$replay" --policy "$policy" "$tmp/cut.log.gz"
+gzip -c "$tmp/whole.pcap" >"$tmp/whole.pcap.gz"
+expect capture-gzip 4 "a gzip-compressed capture: compressed logs are read, compressed captures not yet" -- \
+  "$replay" --policy "$policy" "$tmp/whole.pcap.gz"
+
 # ---- skipped records: captures --------------------------------------------------------
 
 expect capture-whole 0 '' -- "$replay" --policy "$policy" --json "$tmp/whole.pcap"

@@ -4,8 +4,11 @@
 // FILE:LINE:COLUMN, and the parallel read equal to the one-thread read.
 #include <gtest/gtest.h>
 #include <tbb/global_control.h>
+#include <lzma.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -13,6 +16,7 @@
 
 #include "limiter_harness.h"
 #include "replay/access_log.h"
+#include "replay/input_stream.h"
 #include "replay/log_format.h"
 
 namespace sluice::replay {
@@ -304,6 +308,78 @@ TEST(AccessLog, ALineLongerThanTheLimitIsSkippedAtItsLine) {
   // Just under the limit is read as any line.
   const std::string long_agent(replay::kMaxLineBytes - 200, 'y');
   EXPECT_EQ(read_log(combined("198.18.0.4", "GET /d HTTP/1.1", long_agent)).records.size(), 1u);
+}
+
+// The compressors logrotate and operators use, as their tools write.
+std::string gzipped(const std::string& text) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&z, text.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+std::string xzed(const std::string& text) {
+  std::string out(lzma_stream_buffer_bound(text.size()), '\0');
+  size_t pos = 0;
+  EXPECT_EQ(lzma_easy_buffer_encode(6, LZMA_CHECK_CRC64, nullptr, reinterpret_cast<const uint8_t*>(text.data()),
+                                    text.size(), reinterpret_cast<uint8_t*>(out.data()), &pos, out.size()),
+            LZMA_OK);
+  out.resize(pos);
+  return out;
+}
+std::string zstded(const std::string& text) {
+  std::string out(ZSTD_compressBound(text.size()), '\0');
+  const size_t n = ZSTD_compress(out.data(), out.size(), text.data(), text.size(), 3);
+  EXPECT_FALSE(ZSTD_isError(n));
+  out.resize(n);
+  return out;
+}
+
+// Compressed logs (logrotate's .gz, and xz and zstd) are read as the plain
+// ones, found by their first bytes and streamed: the same records, the
+// same line numbers; two gzip members one after the other (cat a.gz b.gz)
+// too. A damaged or cut-short one is fatal, saying where, never a quiet
+// end.
+TEST(AccessLog, CompressedLogsAreReadAsPlainOnes) {
+  std::string text;
+  for (int i = 0; i < 12000; ++i) text += combined("198.18.0." + std::to_string(i % 200), "GET /z/" + std::to_string(i) + " HTTP/1.1", "curl");
+  const InputResult plain = read_log(text);
+  ASSERT_EQ(plain.records.size(), 12000u);
+  ASSERT_GT(text.size(), 3 * 256 * 1024u) << "several pieces";
+  const size_t half = text.find('\n', text.size() / 2) + 1;
+  for (const auto& [name, bytes] : std::vector<std::pair<std::string, std::string>>{
+           {"gzip", gzipped(text)},
+           {"gzip, two members", gzipped(text.substr(0, half)) + gzipped(text.substr(half))},
+           {"xz", xzed(text)},
+           {"zstd", zstded(text)}}) {
+    const InputResult r = read_log(bytes);
+    EXPECT_FALSE(r.fatal) << name;
+    EXPECT_EQ(r.problem_count, 0u) << name;
+    ASSERT_EQ(r.records.size(), plain.records.size()) << name;
+    EXPECT_EQ(r.units_read, plain.units_read) << name;
+    EXPECT_EQ(r.records[11999].head, plain.records[11999].head) << name;
+    EXPECT_EQ(r.records[11999].record_number, 12000u) << name;
+  }
+  std::string damaged = gzipped(text);
+  for (size_t i = damaged.size() / 2; i < damaged.size() / 2 + 64; ++i) damaged[i] = static_cast<char>(damaged[i] ^ 0x5a);
+  const InputResult bad = read_log(damaged);
+  EXPECT_TRUE(bad.fatal);
+  ASSERT_FALSE(bad.problems.empty());
+  EXPECT_EQ(bad.problems.front().to_string().rfind("LOG: gzip: damaged data after ", 0), 0u)
+      << bad.problems.front().to_string();
+  const std::string zst = zstded(text);
+  const InputResult cut = read_log(zst.substr(0, zst.size() / 2));
+  EXPECT_TRUE(cut.fatal);
+  ASSERT_FALSE(cut.problems.empty());
+  EXPECT_EQ(cut.problems.front().to_string().rfind("LOG: zstd: the data ends in the middle of a compressed stream", 0), 0u)
+      << cut.problems.front().to_string();
+  EXPECT_LT(cut.records.size(), plain.records.size());
 }
 
 TEST(AccessLog, AMissingFileIsFatal) {
