@@ -1,7 +1,9 @@
-// Flow reassembly and read_capture: the packets walked in parallel, grouped
-// by 4-tuple, and each flow replayed (in parallel across flows) through the
-// limiter's request and response streams, fed as dataplane/request_path.cpp
-// and response_path.cpp feed them. Payloads stay views into the mapped file:
+// Flow reassembly and read_captures: each file's packets walked in
+// parallel, the files' segments merged by time and grouped by 4-tuple across
+// files (a connection may be split between them by direction or by time),
+// and each flow replayed (in parallel across flows) through the limiter's
+// request and response streams, fed as dataplane/request_path.cpp and
+// response_path.cpp feed them. Payloads stay views into the mapped files:
 // nothing is copied but the heads the records own.
 #include "replay/capture_flows.h"
 
@@ -35,7 +37,7 @@ std::string endpoint(const net::IpAddress& a, uint16_t port) {
   return (a.is_v4() ? s : "[" + s + "]") + ":" + std::to_string(port);
 }
 
-// Every connection on one 4-tuple, one segment at a time in capture order.
+// Every connection on one 4-tuple, one segment at a time in time order.
 class FlowReplay {
  public:
   FlowReplay(const dataplane::FlowKey& key, const FlowContext& c, StreamBuffers& b, FlowOutput& out)
@@ -73,7 +75,7 @@ class FlowReplay {
   void feed_responses(std::span<const char> bytes);
   void on_response_end();
   void stop_framing(http::ResponseError e);
-  void problem(uint64_t packet, const std::string& message);
+  void problem(PacketAt packet, const std::string& message);
 
   const FlowContext& c_;
   FlowOutput& out_;
@@ -184,8 +186,8 @@ void FlowReplay::origin_segment(const FlowSegment& s) {
 
 template <class Sink>
 void FlowReplay::take(InOrderBytes& side, const FlowSegment& s, const char* who, Sink&& sink) {
-  if (side.take(s.seq, s.payload, s.number, sink) != InOrderBytes::Took::kOverflow) return;
-  problem(s.number, std::string("more than 1 MiB of the ") + who + "'s stream held after a gap: the rest of the connection is dropped");
+  if (side.take(s.seq, s.payload, s.where(), sink) != InOrderBytes::Took::kOverflow) return;
+  problem(s.where(), std::string("more than 1 MiB of the ") + who + "'s stream held after a gap: the rest of the connection is dropped");
   client_.stop();
   origin_.stop();
   over_ = true;
@@ -252,7 +254,7 @@ void FlowReplay::park(std::span<const char> bytes) {
   client_state_ = Client::kParked;
   if (bytes.empty()) return;
   if (parked_bytes_ + bytes.size() > kMaxHeldBytes) {
-    problem(now_->number, "more than 1 MiB of the client's stream waiting for responses: its requests are not read any more");
+    problem(now_->where(), "more than 1 MiB of the client's stream waiting for responses: its requests are not read any more");
     client_state_ = Client::kStopped;
     return;
   }
@@ -277,15 +279,17 @@ void FlowReplay::on_head() {
 }
 
 void FlowReplay::record(http::ParseError error) {
+  const uint32_t input = c_.files[now_->file].input;
   RequestRecord& r = out_.records.emplace_back();
+  out_.record_files.push_back(now_->file);
   r.at = now_->at;
-  r.order = record_order(c_.input, now_->number);
+  r.order = record_order(input, now_->number);
   r.conn = conn_;
   if (error == http::ParseError::kNone) r.head = head_;
   r.parse_error = error;
-  r.input = c_.input;
+  r.input = input;
   r.record_number = now_->number;
-  r.connection = connection_;  // made unique in the input by merge()
+  r.connection = connection_;  // made unique across the files by merge()
   r.relay = relay_;
   r.relay_version = relay_version_;
   r.relayed = relayed_;
@@ -332,7 +336,7 @@ void FlowReplay::stop_framing(http::ResponseError e) {
     framing_ = false;
     return;
   }
-  problem(now_->number, "a response that cannot be framed (" + std::string(http::to_string(e)) +
+  problem(now_->where(), "a response that cannot be framed (" + std::string(http::to_string(e)) +
                             "): the connection's later responses are not read");
   framing_ = false;
   awaiting_.clear();
@@ -342,18 +346,19 @@ void FlowReplay::stop_framing(http::ResponseError e) {
 void FlowReplay::finish() {
   for (const auto& [side, who] : {std::pair<const InOrderBytes*, const char*>{&client_, "client"}, {&origin_, "origin"}}) {
     if (side->held_bytes() == 0) continue;
-    problem(side->first_held_packet(), std::to_string(side->held_bytes()) + " bytes of the " + who +
+    problem(side->first_held(), std::to_string(side->held_bytes()) + " bytes of the " + who +
                                            "'s stream after a gap the capture does not fill: not read");
   }
 }
 
-void FlowReplay::problem(uint64_t packet, const std::string& message) {
-  out_.problems.push_back({packet, {c_.name + ": packet " + std::to_string(packet),
-                                    "flow " + endpoint(key_.client, key_.client_port) + " -> " +
-                                        endpoint(key_.origin, key_.origin_port) + ": " + message}});
+void FlowReplay::problem(PacketAt packet, const std::string& message) {
+  out_.problems.push_back({packet.file,
+                           {packet.number, {c_.files[packet.file].path + ": packet " + std::to_string(packet.number),
+                                            "flow " + endpoint(key_.client, key_.client_port) + " -> " +
+                                                endpoint(key_.origin, key_.origin_port) + ": " + message}}});
 }
 
-// ---- read_capture's passes ----------------------------------------------------------
+// ---- read_captures' passes ----------------------------------------------------------
 
 enum class Walk : uint8_t { kOther, kSegment, kMalformed, kFragment, kUnsupportedLink };
 
@@ -379,7 +384,8 @@ WalkedPacket walk_one(const CapturedPacket& p, const std::bitset<65536>& ports, 
   // The client is the side that sends to the service port.
   const bool from_client = ports.test(v.dport);
   w.key = from_client ? dataplane::FlowKey{v.src, v.dst, v.sport, v.dport} : dataplane::FlowKey{v.dst, v.src, v.dport, v.sport};
-  w.segment = {f.payload, p.at, p.number, v.seq, v.ack, v.flags, from_client};
+  w.segment = {.payload = f.payload, .at = p.at, .number = p.number, .seq = v.seq, .ack = v.ack, .flags = v.flags,
+               .from_client = from_client};
   w.walk = Walk::kSegment;
   return w;
 }
@@ -388,8 +394,8 @@ struct KeyHash {
   size_t operator()(const dataplane::FlowKey& k) const noexcept { return dataplane::flow_hash(k); }
 };
 
-// The service-port segments grouped by flow (each flow's in capture order,
-// flows contiguous), and the walk's problems.
+// The service-port segments grouped by flow (each flow's in time order,
+// flows contiguous).
 struct Flows {
   std::vector<FlowSegment> segments;
   std::vector<size_t> begin;  // flow f is segments[begin[f], begin[f + 1])
@@ -415,71 +421,129 @@ void walk_problem(const CapturedPacket& p, Walk walk, const std::string& name, s
   if (!message.empty()) problems.push_back({p.number, {name + ": packet " + std::to_string(p.number), std::move(message)}});
 }
 
-Flows group_flows(const std::vector<CapturedPacket>& packets, const std::vector<WalkedPacket>& walked,
-                  const std::string& name, std::vector<CaptureProblem>& problems) {
-  Flows flows;
-  std::unordered_map<dataplane::FlowKey, uint32_t, KeyHash> ids;
-  std::vector<uint32_t> flow_of(walked.size());
-  std::vector<size_t> count;
-  std::vector<uint32_t> links;
-  for (size_t i = 0; i < walked.size(); ++i) {
-    if (walked[i].walk != Walk::kSegment) {
-      walk_problem(packets[i], walked[i].walk, name, links, problems);
-      continue;
-    }
-    const auto [it, fresh] = ids.try_emplace(walked[i].key, static_cast<uint32_t>(flows.keys.size()));
-    if (fresh) {
-      flows.keys.push_back(walked[i].key);
-      count.push_back(0);
-    }
-    flow_of[i] = it->second;
-    ++count[it->second];
-  }
-  // Counting sort: each flow's segments together, in capture order.
-  flows.begin.assign(count.size() + 1, 0);
-  for (size_t f = 0; f < count.size(); ++f) flows.begin[f + 1] = flows.begin[f] + count[f];
-  flows.segments.resize(flows.begin.back());
-  std::vector<size_t> next(flows.begin.begin(), flows.begin.end() - 1);
-  for (size_t i = 0; i < walked.size(); ++i) {
-    if (walked[i].walk == Walk::kSegment) flows.segments[next[flow_of[i]]++] = walked[i].segment;
-  }
-  return flows;
-}
+// The service-port segments of every file, each file's in its own packet
+// order, one file after another; each segment's flow key beside it.
+struct Walked {
+  std::vector<FlowSegment> segments;
+  std::vector<dataplane::FlowKey> keys;
+  std::vector<size_t> file_begin{0};  // the files' runs: [file_begin[i], file_begin[i + 1])
+};
 
-Flows walk_packets(const CaptureIndex& index, const CaptureOptions& options, const std::string& name,
-                   std::vector<CaptureProblem>& problems) {
+void walk_file(const CaptureIndex& index, uint32_t file, const CaptureOptions& options, const std::string& name,
+               Walked& all, std::vector<CaptureProblem>& problems) {
   std::vector<WalkedPacket> walked(index.packets.size());
   tbb::enumerable_thread_specific<std::vector<uint8_t>> scratch;
   tbb::parallel_for(tbb::blocked_range<size_t>(0, walked.size(), 1024), [&](const tbb::blocked_range<size_t>& r) {
     std::vector<uint8_t>& s = scratch.local();
     for (size_t i = r.begin(); i != r.end(); ++i) walked[i] = walk_one(index.packets[i], options.service_ports, s);
   });
-  return group_flows(index.packets, walked, name, problems);
+  std::vector<uint32_t> links;
+  for (size_t i = 0; i < walked.size(); ++i) {
+    if (walked[i].walk != Walk::kSegment) {
+      walk_problem(index.packets[i], walked[i].walk, name, links, problems);
+      continue;
+    }
+    all.segments.push_back(walked[i].segment);
+    all.segments.back().file = file;
+    all.keys.push_back(walked[i].key);
+  }
+  all.file_begin.push_back(all.segments.size());
 }
 
-// The flows' records moved into one vector (in parallel: each flow's have
-// their place), and every problem in file order.
-void merge(std::vector<FlowOutput>& outputs, std::vector<CaptureProblem>& problems, uint32_t input,
-           InputResult& result) {
+// Visits the walked segments' positions in time order: a k-way merge of the
+// files' runs, ties to the file given first, so each file's own order stands
+// (a file whose clock steps back is read as it was written) and one file is
+// read exactly in capture order.
+template <class Visit>
+void in_time_order(const Walked& all, Visit&& visit) {
+  struct Head {
+    time::Nanos at;
+    uint32_t file;
+    size_t at_position;
+  };
+  std::vector<Head> heads;
+  for (uint32_t f = 0; f + 1 < all.file_begin.size(); ++f) {
+    if (all.file_begin[f] != all.file_begin[f + 1]) heads.push_back({all.segments[all.file_begin[f]].at, f, all.file_begin[f]});
+  }
+  if (heads.size() <= 1) {  // nothing to merge
+    for (size_t i = 0; i < all.segments.size(); ++i) visit(i);
+    return;
+  }
+  const auto later = [](const Head& a, const Head& b) { return a.at != b.at ? a.at > b.at : a.file > b.file; };
+  std::make_heap(heads.begin(), heads.end(), later);
+  while (!heads.empty()) {
+    std::pop_heap(heads.begin(), heads.end(), later);
+    Head& h = heads.back();
+    visit(h.at_position);
+    if (++h.at_position == all.file_begin[h.file + 1]) {
+      heads.pop_back();
+      continue;
+    }
+    h.at = all.segments[h.at_position].at;
+    std::push_heap(heads.begin(), heads.end(), later);
+  }
+}
+
+// The segments grouped by flow across the files, each flow's in time order,
+// flows numbered as they first appear.
+Flows group_flows(const Walked& all) {
+  Flows flows;
+  std::unordered_map<dataplane::FlowKey, uint32_t, KeyHash> ids;
+  std::vector<uint32_t> flow_of(all.segments.size());
+  std::vector<size_t> count;
+  in_time_order(all, [&](size_t i) {
+    const auto [it, fresh] = ids.try_emplace(all.keys[i], static_cast<uint32_t>(flows.keys.size()));
+    if (fresh) {
+      flows.keys.push_back(all.keys[i]);
+      count.push_back(0);
+    }
+    flow_of[i] = it->second;
+    ++count[it->second];
+  });
+  // Counting sort: each flow's segments together, in time order.
+  flows.begin.assign(count.size() + 1, 0);
+  for (size_t f = 0; f < count.size(); ++f) flows.begin[f + 1] = flows.begin[f] + count[f];
+  flows.segments.resize(flows.begin.back());
+  std::vector<size_t> next(flows.begin.begin(), flows.begin.end() - 1);
+  in_time_order(all, [&](size_t i) { flows.segments[next[flow_of[i]]++] = all.segments[i]; });
+  return flows;
+}
+
+// Each flow's records moved to the result of the file that completed them
+// (in parallel: every record's place is counted first), and every file's
+// problems in its packet order. Connections are numbered across all the
+// files, under the first file's input.
+void merge(std::vector<FlowOutput>& outputs, std::vector<std::vector<CaptureProblem>>& problems,
+           std::span<const CaptureFile> files, std::vector<InputResult>& results) {
   std::vector<size_t> at(outputs.size() + 1, 0);
   for (size_t f = 0; f < outputs.size(); ++f) {
     at[f + 1] = at[f] + outputs[f].records.size();
-    std::move(outputs[f].problems.begin(), outputs[f].problems.end(), std::back_inserter(problems));
+    for (FlowProblem& p : outputs[f].problems) problems[p.file].push_back(std::move(p.problem));
   }
-  result.records.resize(at.back());
+  std::vector<size_t> slot(at.back());
+  std::vector<size_t> count(files.size(), 0);
+  for (size_t f = 0; f < outputs.size(); ++f) {
+    for (size_t j = 0; j < outputs[f].record_files.size(); ++j) slot[at[f] + j] = count[outputs[f].record_files[j]]++;
+  }
+  for (size_t i = 0; i < files.size(); ++i) results[i].records.resize(count[i]);
+  const uint32_t space = files.front().input;
   tbb::parallel_for(tbb::blocked_range<size_t>(0, outputs.size()), [&](const tbb::blocked_range<size_t>& r) {
     for (size_t f = r.begin(); f != r.end(); ++f) {
-      // The flow's number (24 bits) and its connection on that 4-tuple (16).
-      for (RequestRecord& rec : outputs[f].records) {
-        rec.connection = record_order(input, ((f + 1) & 0xffffff) | ((rec.connection & 0xffff) << 24));
+      FlowOutput& out = outputs[f];
+      for (size_t j = 0; j < out.records.size(); ++j) {
+        RequestRecord& rec = out.records[j];
+        // The flow's number (24 bits) and its connection on that 4-tuple (16).
+        rec.connection = record_order(space, ((f + 1) & 0xffffff) | ((rec.connection & 0xffff) << 24));
+        results[out.record_files[j]].records[slot[at[f] + j]] = std::move(rec);
       }
-      std::move(outputs[f].records.begin(), outputs[f].records.end(), result.records.begin() + static_cast<std::ptrdiff_t>(at[f]));
-      outputs[f] = FlowOutput{};
+      out = FlowOutput{};
     }
   });
-  std::stable_sort(problems.begin(), problems.end(),
-                   [](const CaptureProblem& a, const CaptureProblem& b) { return a.packet < b.packet; });
-  for (CaptureProblem& p : problems) result.problem(std::move(p.problem.where), std::move(p.problem.message));
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::stable_sort(problems[i].begin(), problems[i].end(),
+                     [](const CaptureProblem& a, const CaptureProblem& b) { return a.packet < b.packet; });
+    for (CaptureProblem& p : problems[i]) results[i].problem(std::move(p.problem.where), std::move(p.problem.message));
+  }
 }
 
 }  // namespace
@@ -493,28 +557,42 @@ void replay_flow(std::span<const FlowSegment> segments, const dataplane::FlowKey
   flow.finish();
 }
 
-InputResult read_capture(const std::string& path, uint32_t input, const CaptureOptions& options) {
-  InputResult result;
-  std::string error;
-  const std::optional<FileImage> image = FileImage::open(path, error);
-  if (!image) {
-    result.fatal = true;
-    result.problem(path, error);
-    return result;
+std::vector<InputResult> read_captures(std::span<const CaptureFile> files, const CaptureOptions& options) {
+  std::vector<InputResult> results(files.size());
+  if (files.empty()) return results;
+  // The images outlive the replay: every segment's payload is a view into one.
+  std::vector<FileImage> images;
+  images.reserve(files.size());
+  std::vector<std::vector<CaptureProblem>> problems(files.size());
+  Walked all;
+  for (uint32_t i = 0; i < files.size(); ++i) {
+    const std::string& path = files[i].path;
+    InputResult& result = results[i];
+    std::string error;
+    std::optional<FileImage> image = FileImage::open(path, error);
+    if (!image) {
+      result.fatal = true;
+      result.problem(path, error);
+      all.file_begin.push_back(all.segments.size());
+      continue;
+    }
+    CaptureIndex index = index_capture(image->bytes(), path);
+    result.units_read = index.packet_count;
+    if (index.fatal) {
+      result.fatal = true;
+      result.problem(std::move(index.fatal->where), std::move(index.fatal->message));
+      all.file_begin.push_back(all.segments.size());
+      continue;
+    }
+    problems[i] = std::move(index.problems);
+    walk_file(index, i, options, path, all, problems[i]);
+    images.push_back(std::move(*image));
   }
-  CaptureIndex index = index_capture(image->bytes(), path);
-  result.units_read = index.packet_count;
-  if (index.fatal) {
-    result.fatal = true;
-    result.problem(std::move(index.fatal->where), std::move(index.fatal->message));
-    return result;
-  }
-  std::vector<CaptureProblem> problems = std::move(index.problems);
-  const Flows flows = walk_packets(index, options, path, problems);
-  index.packets = {};  // the flows' segments hold all that is needed now
+  Flows flows = group_flows(all);
+  all = Walked{};  // the flows' segments hold all that is needed now
 
   const http::FieldSet builtin;
-  const FlowContext context{options, options.fields != nullptr ? *options.fields : builtin, path, input};
+  const FlowContext context{options, options.fields != nullptr ? *options.fields : builtin, files};
   std::vector<FlowOutput> outputs(flows.keys.size());
   tbb::enumerable_thread_specific<StreamBuffers> buffers;
   tbb::parallel_for(tbb::blocked_range<size_t>(0, outputs.size()), [&](const tbb::blocked_range<size_t>& r) {
@@ -524,8 +602,13 @@ InputResult read_capture(const std::string& path, uint32_t input, const CaptureO
       replay_flow(mine, flows.keys[f], context, b, outputs[f]);
     }
   });
-  merge(outputs, problems, input, result);
-  return result;
+  merge(outputs, problems, files, results);
+  return results;
+}
+
+InputResult read_capture(const std::string& path, uint32_t input, const CaptureOptions& options) {
+  const CaptureFile file{path, input};
+  return std::move(read_captures({&file, 1}, options).front());
 }
 
 bool looks_like_capture(const std::string& path) {

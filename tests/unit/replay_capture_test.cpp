@@ -448,19 +448,19 @@ TEST(CaptureInOrderBytes, PutsBytesInOrderAcrossTheSequenceWrapAndHoldsAtMostAMe
   const std::string_view text = "0123456789abcdefgh";
   in.start(0xfffffffa);  // the stream crosses 2^32 six bytes in
   using Took = replay::InOrderBytes::Took;
-  EXPECT_EQ(in.take(0xfffffffa + 8, bytes(text.substr(8, 8)), 3, sink), Took::kHeld);
-  EXPECT_EQ(in.take(0xfffffffa + 4, bytes(text.substr(4, 4)), 2, sink), Took::kHeld);
+  EXPECT_EQ(in.take(0xfffffffa + 8, bytes(text.substr(8, 8)), {0, 3}, sink), Took::kHeld);
+  EXPECT_EQ(in.take(0xfffffffa + 4, bytes(text.substr(4, 4)), {0, 2}, sink), Took::kHeld);
   EXPECT_EQ(in.held_bytes(), 12u);
-  EXPECT_EQ(in.first_held_packet(), 2u);
-  EXPECT_EQ(in.take(0xfffffffa, bytes(text.substr(0, 6)), 1, sink), Took::kFed);  // overlaps what is held
+  EXPECT_EQ(in.first_held().number, 2u);
+  EXPECT_EQ(in.take(0xfffffffa, bytes(text.substr(0, 6)), {0, 1}, sink), Took::kFed);  // overlaps what is held
   EXPECT_EQ(got, text.substr(0, 16));
   EXPECT_EQ(in.held_bytes(), 0u);
-  EXPECT_EQ(in.take(0xfffffffa + 2, bytes(text.substr(2, 6)), 4, sink), Took::kOld);
-  EXPECT_EQ(in.take(0xfffffffa + 14, bytes(text.substr(14)), 5, sink), Took::kFed);  // only "gh" is new
+  EXPECT_EQ(in.take(0xfffffffa + 2, bytes(text.substr(2, 6)), {0, 4}, sink), Took::kOld);
+  EXPECT_EQ(in.take(0xfffffffa + 14, bytes(text.substr(14)), {0, 5}, sink), Took::kFed);  // only "gh" is new
   EXPECT_EQ(got, text);
   const std::string big(replay::kMaxHeldBytes / 2 + 1, 'x');
-  EXPECT_EQ(in.take(100, bytes(big), 6, sink), Took::kHeld);
-  EXPECT_EQ(in.take(100 + static_cast<uint32_t>(big.size()), bytes(big), 7, sink), Took::kOverflow);
+  EXPECT_EQ(in.take(100, bytes(big), {0, 6}, sink), Took::kHeld);
+  EXPECT_EQ(in.take(100 + static_cast<uint32_t>(big.size()), bytes(big), {0, 7}, sink), Took::kOverflow);
   in.fin_at(0xfffffffa + 18);
   EXPECT_TRUE(in.finished());
 }
