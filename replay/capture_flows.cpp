@@ -437,6 +437,15 @@ void walk_file(const CaptureIndex& index, uint32_t file, const CaptureOptions& o
     std::vector<uint8_t>& s = scratch.local();
     for (size_t i = r.begin(); i != r.end(); ++i) walked[i] = walk_one(index.packets[i], options.service_ports, s);
   });
+  // Room for this file's segments, growing geometrically: ring buffers come
+  // as many files, and an exact reserve per file would copy the whole list
+  // each time.
+  const size_t needed = all.segments.size() + static_cast<size_t>(std::count_if(
+                                                  walked.begin(), walked.end(), [](const WalkedPacket& w) { return w.walk == Walk::kSegment; }));
+  if (needed > all.segments.capacity()) {
+    all.segments.reserve(std::max(needed, 2 * all.segments.capacity()));
+    all.keys.reserve(all.segments.capacity());
+  }
   std::vector<uint32_t> links;
   for (size_t i = 0; i < walked.size(); ++i) {
     if (walked[i].walk != Walk::kSegment) {

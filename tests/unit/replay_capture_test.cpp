@@ -6,7 +6,9 @@
 // kind of damage.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
+#include <set>
 
 #include "limiter_harness.h"
 #include "pcap_writer.h"
@@ -494,6 +496,195 @@ TEST_F(Capture, DamagedFilesNeverCrash) {
       EXPECT_LE(r.records.size(), 2u);
     }
   }
+}
+
+// ---- several captures read as one (read_captures) ------------------------------------
+
+// Traffic written once and cut into files: by direction (tcpdump -Q in and
+// -Q out), by time (a ring buffer), or copied whole.
+class CaptureMerge : public Capture {
+ protected:
+  struct Sent {
+    TcpSegment segment;
+    uint64_t at = 0;
+  };
+  using Keep = std::function<bool(size_t index, const Sent&)>;
+
+  uint64_t send(const TcpSegment& s) {
+    sent.push_back({s, clock});
+    clock += 1'000'000;
+    return sent.back().at;
+  }
+  // The packets `keep` keeps, written to `name` on `link`: pcap with
+  // nanoseconds, or pcapng.
+  std::string write(const std::string& name, const Keep& keep, Link link = Link::kEthernet, bool ng = false) {
+    std::vector<CapPacket> kept;
+    for (size_t i = 0; i < sent.size(); ++i) {
+      if (keep(i, sent[i])) kept.push_back({sent[i].at, frame_of(sent[i].segment, link)});
+    }
+    const std::string file = dir.path() + "/" + name;
+    write_file(file, ng ? pcapng_file(kept, {{link_type_of(link), 9}}) : pcap_file(kept, link_type_of(link), false, true));
+    return file;
+  }
+  // read_captures on `paths`, the first one input 7, the next 8, ...
+  std::vector<InputResult> read_all(const std::vector<std::string>& paths) {
+    std::vector<replay::CaptureFile> files;
+    for (const std::string& p : paths) files.push_back({p, static_cast<uint32_t>(7 + files.size())});
+    return replay::read_captures(files, options);
+  }
+  static bool from_client(const Sent& s) { return s.segment.dport == 80; }
+
+  // Keep-alive connections from three clients, interleaved: each a
+  // handshake, 40 requests each answered with its tokens, and a close. 40
+  // is more than the 32 unanswered requests the appliance lets through, so
+  // a client half read without its answers stops short.
+  void keep_alive_traffic() {
+    std::vector<Conversation> cs;
+    for (uint16_t i = 0; i < 3; ++i) cs.emplace_back("198.18.0." + std::to_string(10 + i), 40000 + i, "198.19.0.1", 80);
+    for (Conversation& c : cs) send(c.syn()), send(c.syn_ack()), send(c.ack());
+    for (int n = 0; n < 40; ++n) {
+      for (size_t i = 0; i < cs.size(); ++i) {
+        send(cs[i].client(get("/c" + std::to_string(i) + "/" + std::to_string(n))));
+        send(cs[i].origin("HTTP/1.1 200 OK\r\nX-Pi-Usage-Tokens: " + std::to_string(100 * i + n) +
+                          "\r\nContent-Length: 2\r\n\r\nok"));
+      }
+    }
+    for (Conversation& c : cs) send(c.client_fin()), send(c.origin_fin());
+  }
+
+  std::vector<Sent> sent;
+};
+
+// What a record says, whichever file it came from: compared as a sorted
+// list, so the order the records come out in does not matter.
+std::vector<std::string> described(const std::vector<InputResult>& results) {
+  std::vector<std::string> d;
+  for (const InputResult& r : results) {
+    for (const RequestRecord& rec : r.records) {
+      d.push_back(std::to_string(rec.at) + " " + rec.conn.peer.to_string() + " " + std::to_string(rec.has_usage) + " " +
+                  std::to_string(rec.usage_tokens) + "@" + std::to_string(rec.usage_at) + " " +
+                  std::to_string(static_cast<int>(rec.parse_error)) + " " + rec.head);
+    }
+  }
+  std::sort(d.begin(), d.end());
+  return d;
+}
+
+std::string problems_of(const std::vector<InputResult>& results) {
+  std::string s;
+  for (const InputResult& r : results) s += problems_of(r);
+  return s;
+}
+
+TEST_F(CaptureMerge, ACaptureSplitByDirectionReadsAsOne) {
+  keep_alive_traffic();
+  const std::string whole = write("whole.pcap", [](size_t, const Sent&) { return true; });
+  // Different formats and link types: each packet is walked on its own.
+  const std::string in = write("in.pcap", [](size_t, const Sent& s) { return from_client(s); });
+  const std::string out = write("out.pcapng", [](size_t, const Sent& s) { return !from_client(s); }, Link::kSll, true);
+  const std::vector<InputResult> reference = {replay::read_capture(whole, 0, options)};
+  ASSERT_EQ(reference[0].records.size(), 120u) << problems_of(reference[0]);
+  ASSERT_TRUE(reference[0].records[0].has_usage);
+  const size_t clients = 3 * 2 + 40 * 3 + 3, origins = 3 + 40 * 3 + 3;  // handshakes, exchanges, closes
+  for (const bool reversed : {false, true}) {
+    const std::vector<InputResult> r = reversed ? read_all({out, in}) : read_all({in, out});
+    ASSERT_EQ(r.size(), 2u);
+    const InputResult& from_in = r[reversed ? 1 : 0];
+    const InputResult& from_out = r[reversed ? 0 : 1];
+    EXPECT_EQ(r[0].problem_count + r[1].problem_count, 0u) << problems_of(r);
+    EXPECT_EQ(from_in.units_read, clients);
+    EXPECT_EQ(from_out.units_read, origins);
+    EXPECT_EQ(described(r), described(reference)) << reversed;
+    // Every head is completed by a client packet: the records are in.pcap's.
+    ASSERT_EQ(from_in.records.size(), 120u);
+    EXPECT_TRUE(from_out.records.empty());
+    const uint32_t input = reversed ? 8 : 7;
+    std::set<uint64_t> connections;
+    for (const RequestRecord& rec : from_in.records) {
+      EXPECT_EQ(rec.input, input);
+      EXPECT_EQ(rec.order, replay::record_order(input, rec.record_number));
+      EXPECT_EQ(rec.head, get(rec.head.substr(4, rec.head.find(' ', 4) - 4)));
+      connections.insert(rec.connection);
+    }
+    EXPECT_EQ(connections.size(), 3u);
+    // The record number is the packet in in.pcap: the first request comes
+    // after the three SYNs and the three ACKs there.
+    EXPECT_EQ(from_in.records[0].record_number, 7u);
+    EXPECT_EQ(from_in.records[0].head, get("/c0/0"));
+  }
+}
+
+TEST_F(CaptureMerge, AConnectionContinuesIntoTheNextRingBufferFileGivenInEitherOrder) {
+  Conversation c("198.18.0.10", 40000, "198.19.0.1", 80);
+  send(c.syn()), send(c.syn_ack()), send(c.ack());
+  size_t cut = 0;
+  for (int n = 0; n < 10; ++n) {
+    const std::string request = get("/" + std::to_string(n));
+    if (n == 5) {
+      // The ring buffer turns over inside this head.
+      send(c.client(request.substr(0, 12)));
+      cut = sent.size();
+      send(c.client(request.substr(12)));
+    } else {
+      send(c.client(request));
+    }
+    send(c.origin("HTTP/1.1 200 OK\r\nX-Pi-Usage-Tokens: " + std::to_string(n) + "\r\nContent-Length: 2\r\n\r\nok"));
+  }
+  const std::string whole = write("whole.pcap", [](size_t, const Sent&) { return true; });
+  const std::string a = write("ring-1.pcap", [cut](size_t i, const Sent&) { return i < cut; });
+  const std::string b = write("ring-2.pcap", [cut](size_t i, const Sent&) { return i >= cut; });
+  const std::vector<InputResult> reference = {replay::read_capture(whole, 0, options)};
+  ASSERT_EQ(reference[0].records.size(), 10u) << problems_of(reference[0]);
+  for (const bool reversed : {false, true}) {
+    const std::vector<InputResult> r = reversed ? read_all({b, a}) : read_all({a, b});
+    EXPECT_EQ(r[0].problem_count + r[1].problem_count, 0u) << problems_of(r);
+    EXPECT_EQ(described(r), described(reference)) << reversed;
+    const InputResult& first = r[reversed ? 1 : 0];
+    const InputResult& second = r[reversed ? 0 : 1];
+    ASSERT_EQ(first.records.size(), 5u);
+    ASSERT_EQ(second.records.size(), 5u);
+    EXPECT_EQ(second.records[0].head, get("/5"));
+    EXPECT_EQ(second.records[0].record_number, 1u);  // the head's second segment, the file's first packet
+    EXPECT_EQ(second.records[0].input, reversed ? 7u : 8u);
+    EXPECT_EQ(second.records[0].connection, first.records[0].connection);
+    EXPECT_EQ(first.units_read + second.units_read, sent.size());
+  }
+}
+
+TEST_F(CaptureMerge, TheSameCaptureTwiceGivesEachRequestOnce) {
+  keep_alive_traffic();
+  const std::string once = write("once.pcap", [](size_t, const Sent&) { return true; });
+  const std::string again = write("again.pcapng", [](size_t, const Sent&) { return true; }, Link::kEthernet, true);
+  const std::vector<InputResult> reference = {replay::read_capture(once, 0, options)};
+  const std::vector<InputResult> r = read_all({once, again});
+  EXPECT_EQ(r[0].problem_count + r[1].problem_count, 0u) << problems_of(r);
+  EXPECT_EQ(r[0].units_read, sent.size());
+  EXPECT_EQ(r[1].units_read, sent.size());
+  EXPECT_EQ(described(r), described(reference));
+  EXPECT_EQ(r[0].records.size(), 120u);  // a packet met twice at once counts where it came first
+  EXPECT_TRUE(r[1].records.empty());
+}
+
+TEST_F(CaptureMerge, ProblemsNameTheFileOfTheirPacket) {
+  Conversation c("198.18.0.10", 40000, "198.19.0.1", 80);
+  send(c.syn()), send(c.syn_ack()), send(c.ack());
+  send(c.client(get("/1")));
+  send(c.origin("HTTP/1.1 200 OK\r\nContent-Length: two\r\n\r\nok"));  // out.pcap's packet 2
+  c.skip_client(10);
+  send(c.client(get("/after-the-gap")));  // in.pcap's packet 4
+  const std::string in = write("in.pcap", [](size_t, const Sent& s) { return from_client(s); });
+  const std::string out = write("out.pcap", [](size_t, const Sent& s) { return !from_client(s); });
+  const std::vector<InputResult> r = read_all({in, dir.path() + "/none.pcap", out});
+  ASSERT_EQ(r.size(), 3u);
+  ASSERT_EQ(r[0].problem_count, 1u) << problems_of(r);
+  EXPECT_EQ(r[0].problems[0].where, in + ": packet 4");
+  EXPECT_NE(r[0].problems[0].message.find("gap"), std::string::npos) << r[0].problems[0].message;
+  EXPECT_TRUE(r[1].fatal);  // a file that cannot be read is fatal alone
+  ASSERT_EQ(r[2].problem_count, 1u) << problems_of(r);
+  EXPECT_EQ(r[2].problems[0].where, out + ": packet 2");
+  EXPECT_NE(r[2].problems[0].message.find("bad_content_length"), std::string::npos) << r[2].problems[0].message;
+  EXPECT_FALSE(r[0].fatal || r[2].fatal);
+  EXPECT_EQ(r[0].records.size(), 1u);
 }
 
 }  // namespace
