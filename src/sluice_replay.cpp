@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -108,28 +109,45 @@ struct Inputs {
   uint64_t problems = 0;
 };
 
-replay::InputResult read_one(const Options& o, const std::string& path, uint32_t index, InputFormat format,
-                             const http::Http1Policy& policy) {
-  if (format == InputFormat::kCapture) {
+// Every capture among the inputs, read together as one packet stream: a
+// capture split by direction (one file per direction or interface) or cut
+// into ring-buffer files holds each connection in pieces, whole only when
+// the files are merged. By input index; nullopt for the inputs that are not
+// captures.
+std::vector<std::optional<replay::InputResult>> read_capture_inputs(const Options& o, const std::vector<InputFormat>& formats,
+                                                                    const http::Http1Policy& policy) {
+  std::vector<std::optional<replay::InputResult>> results(o.inputs.size());
+  std::vector<replay::CaptureFile> files;
+  for (uint32_t i = 0; i < o.inputs.size(); ++i) {
+    if (formats[i] != InputFormat::kCapture) continue;
+    const std::string& path = o.inputs[i];
     if (const FirstBytes first = first_bytes(path); first.compression != replay::Compression::kNone) {
-      replay::InputResult r;
+      replay::InputResult& r = results[i].emplace();
       r.fatal = true;
       r.problem(path, std::string("a ") + replay::compression_name(first.compression) +
                           "-compressed capture: compressed logs are read, compressed captures not yet (decompress it "
                           "first, as with zcat)");
-      return r;
+      continue;
     }
-    replay::CaptureOptions c;
-    if (o.service_ports) {
-      for (uint16_t p : *o.service_ports) c.service_ports.set(p);
-    } else {
-      for (uint16_t p : policy.source.service_ports) c.service_ports.set(p);
-    }
-    c.fields = &policy.fields;
-    c.stream = policy.stream;
-    c.usage_field = policy.usage_field;
-    return replay::read_capture(path, index, c);
+    files.push_back({path, i});
   }
+  if (files.empty()) return results;
+  replay::CaptureOptions c;
+  if (o.service_ports) {
+    for (uint16_t p : *o.service_ports) c.service_ports.set(p);
+  } else {
+    for (uint16_t p : policy.source.service_ports) c.service_ports.set(p);
+  }
+  c.fields = &policy.fields;
+  c.stream = policy.stream;
+  c.usage_field = policy.usage_field;
+  std::vector<replay::InputResult> read = replay::read_captures(files, c);
+  for (size_t j = 0; j < files.size(); ++j) results[files[j].input] = std::move(read[j]);
+  return results;
+}
+
+replay::InputResult read_log(const Options& o, const std::string& path, uint32_t index, InputFormat format,
+                             const http::Http1Policy& policy) {
   replay::LogOptions l;
   l.format = format == InputFormat::kJson ? replay::LogFormat::kJson : replay::LogFormat::kNginx;
   if (!o.log_format.empty()) l.nginx_format = o.log_format;
@@ -140,10 +158,13 @@ replay::InputResult read_one(const Options& o, const std::string& path, uint32_t
 
 Inputs read_inputs(const Options& o, const http::Http1Policy& policy) {
   Inputs all;
+  std::vector<InputFormat> formats;
+  for (const std::string& path : o.inputs) formats.push_back(format_of(path, o.format));
+  std::vector<std::optional<replay::InputResult>> captures = read_capture_inputs(o, formats, policy);
   for (uint32_t i = 0; i < o.inputs.size(); ++i) {
     const std::string& path = o.inputs[i];
-    const InputFormat format = format_of(path, o.format);
-    replay::InputResult r = read_one(o, path, i, format, policy);
+    const InputFormat format = formats[i];
+    replay::InputResult r = captures[i] ? std::move(*captures[i]) : read_log(o, path, i, format, policy);
     if (!o.quiet || r.fatal) {
       for (const replay::InputProblem& p : r.problems) std::fprintf(stderr, "%s\n", p.to_string().c_str());
       if (r.problem_count > r.problems.size()) {

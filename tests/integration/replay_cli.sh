@@ -155,6 +155,37 @@ def pcapng(bad_block=None):
 open(out + '/whole.pcapng', 'wb').write(pcapng())
 open(out + '/badblock.pcapng', 'wb').write(pcapng(bad_block=4))
 
+# Keep-alive traffic captured split by direction (tcpdump -Q in / -Q out):
+# three connections from one client, 40 GETs each (more than the 32
+# unanswered requests the appliance lets through), each answered 200, 1 ms
+# apart. The bare budget (60 a minute) refuses about half. Written whole
+# and as one file per direction.
+def pcap_of(frames):
+    b = struct.pack('<IHHiIII', 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1)
+    for us, p in frames:
+        b += struct.pack('<IIII', t0 + us // 1000000, us % 1000000, len(p), len(p)) + p
+    return b
+ok = b'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok'
+sent = []  # (from the client, frame)
+conns = [[CP + i, 1000 * (i + 1), 500000 * (i + 1)] for i in range(3)]  # port, client seq, origin seq
+for port, c, o in conns:
+    sent += [(True, frame(C, S, port, 80, c, 0, SYN)), (False, frame(S, C, 80, port, o, c + 1, SYN | ACK)),
+             (True, frame(C, S, port, 80, c + 1, o + 1, ACK))]
+for k in conns:
+    k[1] += 1
+    k[2] += 1
+for n in range(40):
+    for i, k in enumerate(conns):
+        req = b'GET /v1/c%d/%d HTTP/1.1\r\nHost: 198.18.0.20\r\n\r\n' % (i, n)
+        sent.append((True, frame(C, S, k[0], 80, k[1], k[2], PSH | ACK, req)))
+        k[1] += len(req)
+        sent.append((False, frame(S, C, 80, k[0], k[2], k[1], PSH | ACK, ok)))
+        k[2] += len(ok)
+timed = [(1000 * i, side, f) for i, (side, f) in enumerate(sent)]
+open(out + '/keepalive.pcap', 'wb').write(pcap_of([(us, f) for us, _, f in timed]))
+open(out + '/keepalive-in.pcap', 'wb').write(pcap_of([(us, f) for us, side, f in timed if side]))
+open(out + '/keepalive-out.pcap', 'wb').write(pcap_of([(us, f) for us, side, f in timed if not side]))
+
 # Damaged captures: bytes overwritten at random, random records after a
 # good header (a fixed seed: the same files every run).
 r = random.Random(19)
@@ -341,6 +372,24 @@ check pcapng-whole-counts "$(report '(d["records"], d["inputs"][0]["problems"])'
 expect pcapng-bad-block 0 "^$tmp/badblock.pcapng: (byte [0-9]+|packet [0-9]+): " -- \
   "$replay" --policy "$policy" --json "$tmp/badblock.pcapng"
 check pcapng-bad-block-counts "$(report '(d["records"], d["inputs"][0]["problems"])')" "(1, 1)"
+# A capture split by direction is read as one: both files' packets merged
+# by time, each connection's halves together, so every request and refusal
+# of the whole capture is found, whichever file is named first; each input
+# counts its own packets (126 from the client, 123 from the origin).
+expect split-whole 0 '' -- "$replay" --policy "$policy" --json "$tmp/keepalive.pcap"
+whole_counts="$(report '(d["records"], d["policy"]["refused"])')"
+check split-whole-counts "$(report 'd["records"]')" 120
+holds split-whole-refuses "the whole capture refuses nothing: $whole_counts" test "$(report 'd["policy"]["refused"]')" -gt 0
+for pair in in,out out,in; do
+  first="${pair%,*}" second="${pair#*,}"
+  expect "split-$first-$second" 0 '' -- "$replay" --policy "$policy" --json "$tmp/keepalive-$first.pcap" "$tmp/keepalive-$second.pcap"
+  check "split-$first-$second-counts" "$(report '(d["records"], d["policy"]["refused"])')" "$whole_counts"
+  in_summary="('in.pcap', 126, 120, 0)" out_summary="('out.pcap', 123, 0, 0)"
+  if [ "$first" = in ]; then want="[$in_summary, $out_summary]"; else want="[$out_summary, $in_summary]"; fi
+  check "split-$first-$second-inputs" \
+    "$(report '[(i["name"].rsplit("-", 1)[1], i["units_read"], i["records"], i["problems"]) for i in d["inputs"]]')" "$want"
+  check "split-$first-$second-stderr" "$(wc -c <"$tmp/err")" 0
+done
 for f in "$tmp"/damaged?.pcap "$tmp"/noise?.pcap "$tmp"/noise?.pcapng; do
   expect "capture-damaged-$(basename "$f")" 0 '' -- "$replay" --policy "$policy" --json "$f"
 done
