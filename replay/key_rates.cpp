@@ -11,14 +11,33 @@ PeriodLimit period_limit(const policy::BucketSpec& b) noexcept {
   return {b.count, b.period};
 }
 
-uint64_t busiest_window(std::span<const time::Nanos> times, time::Nanos period) noexcept {
-  uint64_t best = 0;
-  size_t from = 0;
-  for (size_t to = 0; to < times.size(); ++to) {
-    while (times[to] - times[from] >= period) ++from;
-    best = std::max<uint64_t>(best, to - from + 1);
+void WindowPeak::add(time::Nanos at) {
+  if (period_ == 0) return;
+  while (size_ > 0 && at - slot(0) >= period_) {
+    head_ = (head_ + 1) & (ring_.size() - 1);
+    --size_;
   }
-  return best;
+  if (size_ == cap_) {  // a period holds more than the cap: the oldest goes, the peak stays at the cap
+    head_ = (head_ + 1) & (ring_.size() - 1);
+    --size_;
+    cut_ = true;
+  }
+  if (size_ == ring_.size()) grow();
+  slot(size_) = at;
+  ++size_;
+  peak_ = std::max<uint64_t>(peak_, size_);
+}
+
+void WindowPeak::grow() {
+  std::vector<time::Nanos> bigger(ring_.empty() ? 4 : ring_.size() * 2);
+  for (size_t i = 0; i < size_; ++i) bigger[i] = slot(i);
+  ring_ = std::move(bigger);
+  head_ = 0;
+}
+
+size_t peak_cap(uint64_t limit) noexcept {
+  const auto over = static_cast<uint64_t>(RateDistribution::kMaxRatio * static_cast<double>(limit)) + 2;
+  return static_cast<size_t>(std::clamp<uint64_t>(over, 64, 65536));
 }
 
 void add_key_peak(RateDistribution& d, uint64_t peak, uint64_t limit) noexcept {

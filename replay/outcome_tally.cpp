@@ -20,18 +20,22 @@ time::Nanos bin_width_for(time::Nanos span) noexcept {
   return (span / day / TimeSeries::kMaxBins + 1) * day;
 }
 
-OutcomeTally::OutcomeTally(const PolicyLimiter& limiter, std::string file, time::Nanos first, time::Nanos last)
-    : limiter_(limiter) {
+OutcomeTally::OutcomeTally(const PolicyLimiter& limiter, std::string file)
+    : limiter_(limiter), series_(limiter.policy().rules.size()) {
   const limiter::CompiledPolicy& p = limiter.policy();
   outcome_.policy = std::move(file);
   outcome_.name = p.source.name;
-  for (const limiter::CompiledRule& rule : p.rules) outcome_.rules.push_back({.rule = rule.name});
-  TimeSeries& s = outcome_.series;
-  s.bin = bin_width_for(last - first);
-  s.start = first - first % s.bin;
-  const size_t bins = static_cast<size_t>((last - s.start) / s.bin) + 1;
   for (const limiter::CompiledRule& rule : p.rules) {
-    s.rules.push_back({rule.name, std::vector<uint64_t>(bins, 0), std::vector<uint64_t>(bins, 0)});
+    outcome_.rules.push_back({.rule = rule.name});
+    limits_.emplace_back();
+    bucket_names_.emplace_back();
+    if (rule.bucket >= p.buckets.size()) continue;  // a rule that only answers charges no bucket
+    const std::string& name = p.buckets[rule.bucket].name;
+    const auto spec = std::find_if(p.source.buckets.begin(), p.source.buckets.end(),
+                                   [&](const policy::BucketSpec& b) { return b.name == name; });
+    if (spec == p.source.buckets.end()) continue;
+    limits_.back() = period_limit(*spec);
+    bucket_names_.back() = name;
   }
 }
 
@@ -67,26 +71,26 @@ void OutcomeTally::count(const RequestRecord& r, const DecidedNote& d) {
       break;
   }
   if (d.rule >= 0 && limiter_.policy().rules[static_cast<size_t>(d.rule)].slots_per_ip != 0) ++slot_requests_;
-  if (d.rule >= 0) count_bin(d.rule, r.at, d.verdict == Verdict::kRefuse);
+  if (d.rule >= 0) series_.count(static_cast<size_t>(d.rule), r.at, d.verdict == Verdict::kRefuse);
   if (d.label.kind != limiter::KeyLabel::Kind::kNone && d.rule >= 0) count_key(r, d);
-}
-
-void OutcomeTally::count_bin(int16_t rule, time::Nanos at, bool refused) {
-  TimeSeries& s = outcome_.series;
-  TimeSeries::Rule& row = s.rules[static_cast<size_t>(rule)];
-  const size_t bin = std::min(row.requests.size() - 1, static_cast<size_t>((at - std::min(at, s.start)) / s.bin));
-  ++row.requests[bin];
-  if (refused) ++row.refused[bin];
 }
 
 void OutcomeTally::count_key(const RequestRecord& r, const DecidedNote& d) {
   KeyStats& k = keys_[{d.rule, d.label.key_hash}];
-  if (k.times.empty()) {
+  if (k.requests++ == 0) {
     k.label = d.label;
     k.rule = d.rule;
   }
-  k.times.push_back(r.at);
-  if (d.run_budget != 0) k.run_budget = d.run_budget;
+  // A run with a budget of its own is set against that budget, per minute;
+  // a key whose run gained one later starts its peak again.
+  const PeriodLimit& bucket = limits_[static_cast<size_t>(d.rule)];
+  const bool run_budget = d.run_budget != 0;
+  if (k.requests == 1 || (run_budget && k.run_budget == 0)) {
+    k.peak = run_budget ? WindowPeak(time::kNanosPerMinute, peak_cap(d.run_budget))
+                        : WindowPeak(bucket.period, peak_cap(bucket.limit));
+  }
+  k.peak.add(r.at);
+  if (run_budget) k.run_budget = d.run_budget;
   if (d.verdict != Verdict::kRefuse) return;
   if (k.refused++ == 0) k.first_refusal = r.at;
   k.last_refusal = r.at;
@@ -110,7 +114,7 @@ std::vector<RefusedKey> OutcomeTally::busiest_refused(size_t top_keys) const {
     const KeyStats& k = *refused[i];
     out.push_back({.rule = limiter_.policy().rules[static_cast<size_t>(k.rule)].name,
                    .key = control::key_label_text(k.label, names),
-                   .requests = k.times.size(),
+                   .requests = k.requests,
                    .refused = k.refused,
                    .first_refusal = k.first_refusal,
                    .last_refusal = k.last_refusal});
@@ -122,23 +126,15 @@ std::vector<RateDistribution> OutcomeTally::rate_distributions() const {
   const limiter::CompiledPolicy& p = limiter_.policy();
   std::vector<RateDistribution> by_rule(p.rules.size());
   for (size_t i = 0; i < p.rules.size(); ++i) {
-    const limiter::CompiledRule& rule = p.rules[i];
-    if (rule.bucket >= p.buckets.size()) continue;  // a rule that only answers charges no bucket
-    const std::string& name = p.buckets[rule.bucket].name;
-    const auto spec = std::find_if(p.source.buckets.begin(), p.source.buckets.end(),
-                                   [&](const policy::BucketSpec& b) { return b.name == name; });
-    if (spec == p.source.buckets.end()) continue;
-    const PeriodLimit pl = period_limit(*spec);
-    by_rule[i] = {.rule = rule.name, .bucket = name, .limit = pl.limit, .period = pl.period};
+    if (bucket_names_[i].empty()) continue;
+    by_rule[i] = {.rule = p.rules[i].name, .bucket = bucket_names_[i], .limit = limits_[i].limit,
+                  .period = limits_[i].period};
   }
   for (const auto& [id, k] : keys_) {
     RateDistribution& d = by_rule[static_cast<size_t>(k.rule)];
-    if (k.run_budget != 0) {
-      // A run with a budget of its own is set against that budget, per minute.
-      add_key_peak(d, busiest_window(k.times, time::kNanosPerMinute), k.run_budget);
-    } else if (d.period != 0) {
-      add_key_peak(d, busiest_window(k.times, d.period), d.limit);
-    }
+    if (k.run_budget == 0 && d.period == 0) continue;
+    add_key_peak(d, k.peak.peak(), k.run_budget != 0 ? k.run_budget : d.limit);
+    if (k.peak.cut()) ++d.keys_cut;
   }
   std::vector<RateDistribution> out;
   for (RateDistribution& d : by_rule) {
@@ -171,7 +167,10 @@ std::vector<std::string> OutcomeTally::missing_state() const {
   return out;
 }
 
-PolicyOutcome OutcomeTally::finish(size_t top_keys) {
+PolicyOutcome OutcomeTally::finish(size_t top_keys, time::Nanos first, time::Nanos last) {
+  std::vector<std::string> names;
+  for (const RuleCounts& row : outcome_.rules) names.push_back(row.rule);
+  outcome_.series = series_.finish(names, first, last);
   outcome_.warnings = missing_state();
   if (unruled_.admitted + unruled_.refused + unruled_.answered > 0) outcome_.rules.push_back(unruled_);
   for (const auto& [id, k] : keys_) outcome_.refused_key_count += k.refused > 0 ? 1 : 0;

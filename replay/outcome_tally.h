@@ -1,8 +1,9 @@
 // One policy's verdicts added up as the replay decides, in time order: the
 // totals, each rule's row, every (rule, key) pair's requests, refusals and
-// request times, and the requests and refusals per bin of time. finish()
-// turns it into a PolicyOutcome: the busiest refused keys named, each key's
-// busiest period set against its bucket's limit.
+// busiest period so far (key_rates.h's WindowPeak: the times of one period,
+// not of every request), and the requests and refusals over time
+// (series_counter.h). finish() turns it into a PolicyOutcome: the busiest
+// refused keys named, each key's busiest period set against its limit.
 #pragma once
 
 #include <cstddef>
@@ -12,9 +13,11 @@
 #include <vector>
 
 #include "limiter/decide.h"
+#include "replay/key_rates.h"
 #include "replay/record.h"
 #include "replay/replay_result.h"
 #include "replay/replay_state.h"
+#include "replay/series_counter.h"
 
 namespace sluice::replay {
 
@@ -42,16 +45,16 @@ struct DecidedNote {
 
 class OutcomeTally {
  public:
-  // `first` and `last`: the records' span, which the time bins cover.
-  OutcomeTally(const PolicyLimiter& limiter, std::string file, time::Nanos first, time::Nanos last);
+  OutcomeTally(const PolicyLimiter& limiter, std::string file);
 
   // Nothing for a request that was not judged.
   void count(const RequestRecord& r, const DecidedNote& d);
   void set_usage_reports(uint64_t n) noexcept { outcome_.usage_reports = n; }
 
   // The outcome, its refused keys cut to the `top_keys` with the most
-  // refusals (ties: the earliest first refusal).
-  [[nodiscard]] PolicyOutcome finish(size_t top_keys);
+  // refusals (ties: the earliest first refusal), its time bins covering
+  // [first, last] (the span of every record replayed).
+  [[nodiscard]] PolicyOutcome finish(size_t top_keys, time::Nanos first, time::Nanos last);
 
  private:
   struct KeyStats {
@@ -59,9 +62,10 @@ class OutcomeTally {
     int16_t rule = -1;
     uint64_t refused = 0;
     uint32_t run_budget = 0;  // a live run's own, where one applied: its limit, per minute
+    uint64_t requests = 0;
     time::Nanos first_refusal = 0;
     time::Nanos last_refusal = 0;
-    std::vector<time::Nanos> times;  // of every request, in order
+    WindowPeak peak;  // over its bucket's period, or a minute for a run's own budget
   };
   struct PairHash {
     size_t operator()(const std::pair<int16_t, uint64_t>& p) const noexcept {
@@ -73,11 +77,13 @@ class OutcomeTally {
   // What the replay lacked that the box may have had, with the requests it
   // touched (PolicyOutcome::warnings).
   [[nodiscard]] std::vector<std::string> missing_state() const;
-  void count_bin(int16_t rule, time::Nanos at, bool refused);
   [[nodiscard]] std::vector<RefusedKey> busiest_refused(size_t top_keys) const;
   [[nodiscard]] std::vector<RateDistribution> rate_distributions() const;
 
   const PolicyLimiter& limiter_;
+  std::vector<PeriodLimit> limits_;  // per rule: its bucket's (none: period 0)
+  std::vector<std::string> bucket_names_;  // per rule
+  SeriesCounter series_;
   PolicyOutcome outcome_;
   RuleCounts unruled_;  // the "" row
   uint64_t answered_401_ = 0, answered_404_ = 0;

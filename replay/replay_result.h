@@ -67,6 +67,9 @@ struct RateDistribution {
   std::vector<uint64_t> keys_by_ratio;  // size kMaxRatio / kBinWidth + 1
   uint64_t keys = 0;
   uint64_t keys_over = 0;  // peak above the limit
+  // Keys whose peak was cut at the ring's cap (key_rates.h: past kMaxRatio
+  // times the limit): in the last bin, their peak and max_ratio at least that.
+  uint64_t keys_cut = 0;
   double max_ratio = 0;
 };
 
