@@ -118,7 +118,7 @@ Run replay_once(const std::string& input, bool capture, const std::string& polic
     in = replay::read_access_log(input, 0, {});
   }
   replay::ReplayReport report;
-  replay::decide_records(in.records, {&limiter, policy_file}, std::nullopt, {}, report);
+  replay::decide_records(std::move(in.records), {&limiter, policy_file}, std::nullopt, {}, report);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (in.problem_count > 0 || in.fatal) {
     std::fprintf(stderr, "replay_speedup: %s: %s\n", input.c_str(),

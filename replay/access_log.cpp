@@ -1,13 +1,13 @@
-// Requests from access logs: a TBB pipeline reads the file in pieces cut at
-// line ends, parses the pieces in parallel (each line turned into the head
-// its request would have sent) and joins them in line order. How a
+// Requests from access logs: the file read a step at a time in pieces cut
+// at line ends, a step's pieces parsed in parallel (each line turned into
+// the head its request would have sent) and joined in line order. How a
 // line's values are found (nginx's format, JSON) is log_format.cpp's; see
 // access_log.h for what a line must hold.
 #include "replay/access_log.h"
 
 #include <sys/stat.h>
-#include <tbb/concurrent_queue.h>
-#include <tbb/parallel_pipeline.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <array>
@@ -30,6 +30,7 @@ namespace {
 // Big enough that a piece's fixed costs vanish, small enough that a few
 // megabytes of log keep both cores busy.
 constexpr size_t kPieceBytes = 256 * 1024;
+constexpr size_t kPiecesPerStep = 8;
 
 // A line that gives no record: where it went wrong, and why.
 using LineError = MatchFailure;
@@ -385,6 +386,7 @@ class PieceReader {
   // Reads past the rest of an overlong line, its end included; what
   // follows it becomes the carry. False at the file's end.
   bool skip_to_line_end() {
+    skip_.resize(64 * 1024);
     for (;;) {
       const size_t n = read_fully(skip_.data(), skip_.size());
       const std::string_view got(skip_.data(), n);
@@ -398,96 +400,124 @@ class PieceReader {
 
   InputStream& in_;
   std::string carry_;  // the start of a line the last piece did not end
-  std::array<char, 64 * 1024> skip_{};
+  std::vector<char> skip_;  // made for the first overlong line: most logs have none
   bool done_ = false;
 };
 
 // One piece's lines, made the file's: line numbers counted from the lines
 // of the pieces before it.
-void append(Piece& piece, const std::string& path, uint32_t input, uint64_t& lines_before, InputResult& result) {
+void append(Piece& piece, const std::string& path, uint32_t input, uint64_t& lines_before,
+            std::vector<RequestRecord>& out, InputResult& result) {
   for (RequestRecord& r : piece.records) {
     r.record_number += lines_before;
     r.order = record_order(input, r.record_number);
-    result.records.push_back(std::move(r));
+    out.push_back(std::move(r));
   }
   for (auto& [line, error] : piece.problems)
     result.problem(path + ":" + std::to_string(line + lines_before) + ":" + std::to_string(error.column),
                    std::move(error.message));
   result.problem_count += piece.problem_count - piece.problems.size();
   lines_before += piece.lines;
+  piece.records.clear();
+  piece.problems.clear();
+  piece.problem_count = piece.lines = 0;
 }
 
-// Read (in order), parsed (in parallel), appended (in order): a TBB pipeline.
-void read_pieces(InputStream& in, const LogReading& reading, const std::string& path, InputResult& result) {
-  // Pieces are reused once appended: a fresh piece's buffers would cost
-  // page faults on every 256 KiB read, more than parsing it does. The
-  // pipeline's tokens bound how many are ever made.
-  using PiecePtr = Piece*;
-  constexpr size_t kPiecesInFlight = 8;
-  std::array<Piece, kPiecesInFlight> pieces;
-  tbb::concurrent_queue<Piece*> free;
-  for (Piece& p : pieces) free.push(&p);
-  PieceReader reader(in);
-  uint64_t lines_before = 0;
-  auto read = [&](tbb::flow_control& control) -> PiecePtr {
-    Piece* piece = nullptr;
-    (void)free.try_pop(piece);  // never empty: at most kPiecesInFlight are in the pipeline
-    if (reader.next(piece->text)) return piece;
-    control.stop();
-    free.push(piece);
-    return nullptr;
-  };
-  auto parse = [&](PiecePtr piece) {
-    PieceParser(reading).parse(*piece);
-    return piece;
-  };
-  auto join = [&](PiecePtr piece) {
-    append(*piece, path, reading.input, lines_before, result);
-    piece->records.clear();
-    piece->problems.clear();
-    piece->problem_count = piece->lines = 0;
-    free.push(piece);
-  };
-  tbb::parallel_pipeline(kPiecesInFlight, tbb::make_filter<void, PiecePtr>(tbb::filter_mode::serial_in_order, read) &
-                                              tbb::make_filter<PiecePtr, PiecePtr>(tbb::filter_mode::parallel, parse) &
-                                              tbb::make_filter<PiecePtr, void>(tbb::filter_mode::serial_in_order, join));
-  result.units_read = lines_before;
-  if (in.failed()) {
-    // What was read is kept, but the input is not whole: said first, where
-    // the problems of the lines before it cannot crowd it out.
-    result.fatal = true;
-    ++result.problem_count;
-    result.problems.insert(result.problems.begin(), InputProblem{path, in.error()});
-    if (result.problems.size() > InputResult::kMaxProblems) result.problems.pop_back();
-  }
+bool logs_durations(const LogReading& reading) {
+  if (reading.options.format == LogFormat::kJson) return true;  // any line's keys may hold one
+  return std::ranges::any_of(reading.format.parts, [](const NginxFormat::Part& p) {
+    return p.variable && p.role == LogRole::kRequestTime;
+  });
 }
 
 }  // namespace
 
+// Pieces are reused from one step to the next: a fresh piece's buffers
+// would cost page faults on every 256 KiB read, more than parsing it does.
+struct LogBuffers::Pieces {
+  std::array<Piece, kPiecesPerStep> pieces;
+};
+
+LogBuffers::LogBuffers() : pieces_(std::make_unique<Pieces>()) {}
+LogBuffers::~LogBuffers() = default;
+
+struct AccessLogReader::State {
+  State(const LogOptions& options, uint32_t input, InputStream& in)
+      : reading{options, input, variable_suffix(options.usage_field), {}}, reader(in) {}
+  LogReading reading;
+  PieceReader reader;
+};
+
+AccessLogReader::AccessLogReader(std::string path, uint32_t input, const LogOptions& options, LogBuffers& buffers,
+                                 InputResult& result)
+    : path_(std::move(path)), buffers_(buffers), result_(result) {
+  std::string error;
+  in_ = InputStream::open(path_, error);
+  if (!in_) {
+    result_.fatal = true;
+    result_.problem(path_, error);
+    return;
+  }
+  start(options, input);
+}
+
+AccessLogReader::AccessLogReader(std::unique_ptr<InputStream> stream, std::string path, uint32_t input,
+                                 const LogOptions& options, LogBuffers& buffers, InputResult& result)
+    : path_(std::move(path)), buffers_(buffers), result_(result), in_(std::move(stream)) {
+  start(options, input);
+}
+
+void AccessLogReader::start(const LogOptions& options, uint32_t input) {
+  state_ = std::make_unique<State>(options, input, *in_);
+  if (options.format == LogFormat::kNginx) {
+    FormatParse parsed = parse_nginx_format(options.nginx_format, state_->reading.usage_variable);
+    if (!parsed.error.empty()) {
+      result_.fatal = true;
+      result_.problem("log format", parsed.error);
+      state_.reset();
+      return;
+    }
+    state_->reading.format = std::move(parsed.format);
+  }
+  logs_durations_ = replay::logs_durations(state_->reading);
+}
+
+AccessLogReader::~AccessLogReader() = default;
+
+bool AccessLogReader::next(std::vector<RequestRecord>& out) {
+  if (!state_ || done_) return false;
+  std::array<Piece, kPiecesPerStep>& pieces = buffers_.pieces_->pieces;
+  // Read in order, a step's pieces parsed in parallel, joined in order.
+  const size_t want = std::clamp<size_t>(2 * static_cast<size_t>(tbb::this_task_arena::max_concurrency()), 1,
+                                         kPiecesPerStep);
+  size_t n = 0;
+  while (n < want && state_->reader.next(pieces[n].text)) ++n;
+  if (n == 0) {
+    done_ = true;
+    result_.units_read = lines_before_;
+    if (in_->failed()) {
+      // What was read is kept, but the input is not whole: said first, where
+      // the problems of the lines before it cannot crowd it out.
+      result_.fatal = true;
+      ++result_.problem_count;
+      result_.problems.insert(result_.problems.begin(), InputProblem{path_, in_->error()});
+      if (result_.problems.size() > InputResult::kMaxProblems) result_.problems.pop_back();
+    }
+    in_.reset();  // the file and its decompressor go at once
+    return false;
+  }
+  tbb::parallel_for(size_t{0}, n, [&](size_t i) { PieceParser(state_->reading).parse(pieces[i]); });
+  for (size_t i = 0; i < n; ++i) append(pieces[i], path_, state_->reading.input, lines_before_, out, result_);
+  result_.units_read = lines_before_;
+  return true;
+}
+
 InputResult read_access_log(const std::string& path, uint32_t input, const LogOptions& options) {
   InputResult result;
-  LogReading reading{options, input, variable_suffix(options.usage_field), {}};
-  if (options.format == LogFormat::kNginx) {
-    FormatParse parsed = parse_nginx_format(options.nginx_format, reading.usage_variable);
-    if (!parsed.error.empty()) {
-      result.fatal = true;
-      result.problem("log format", parsed.error);
-      return result;
-    }
-    reading.format = std::move(parsed.format);
+  LogBuffers buffers;
+  AccessLogReader reader(path, input, options, buffers, result);
+  while (reader.next(result.records)) {
   }
-  std::string error;
-  const std::unique_ptr<InputStream> in = InputStream::open(path, error);
-  if (!in) {
-    result.fatal = true;
-    result.problem(path, error);
-    return result;
-  }
-  struct stat st {};
-  if (in->compression() == Compression::kNone && fstat(fileno(in->file()), &st) == 0 &&
-      S_ISREG(st.st_mode))  // lines are rarely shorter than 128 bytes
-    result.records.reserve(std::min<size_t>(static_cast<size_t>(st.st_size) / 128, size_t{1} << 23));
-  read_pieces(*in, reading, path, result);
   return result;
 }
 

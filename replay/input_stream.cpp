@@ -115,6 +115,31 @@ bool InputStream::fill() {
 }
 
 size_t InputStream::read(char* out, size_t n) {
+  if (peek_at_ < peeked_.size()) {
+    const size_t k = std::min(n, peeked_.size() - peek_at_);
+    std::memcpy(out, peeked_.data() + peek_at_, k);
+    peek_at_ += k;
+    if (peek_at_ == peeked_.size()) {
+      peeked_.clear();
+      peek_at_ = 0;
+    }
+    return k;
+  }
+  return read_more(out, n);
+}
+
+std::string_view InputStream::peek(size_t n) {
+  while (peeked_.size() - peek_at_ < n) {
+    const size_t old = peeked_.size();
+    peeked_.resize(peek_at_ + n);
+    const size_t k = read_more(peeked_.data() + old, peeked_.size() - old);
+    peeked_.resize(old + k);
+    if (k == 0) break;
+  }
+  return std::string_view(peeked_).substr(peek_at_, n);
+}
+
+size_t InputStream::read_more(char* out, size_t n) {
   if (failed() || n == 0) return 0;
   if (compression_ == Compression::kNone) {
     if (!fill()) return 0;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sluice::replay {
@@ -34,6 +35,10 @@ class InputStream {
   // Up to `n` bytes into `out`, decompressed; 0 at the end, or on an error
   // (failed() then, error() says why).
   [[nodiscard]] size_t read(char* out, size_t n);
+  // The first `n` bytes still to be read (fewer at the end), decompressed,
+  // left for read() to hand out: what an input is can be told from its
+  // first bytes even when it is a pipe, which cannot be read twice.
+  [[nodiscard]] std::string_view peek(size_t n);
   [[nodiscard]] bool failed() const noexcept { return !error_.empty(); }
   [[nodiscard]] const std::string& error() const noexcept { return error_; }
   [[nodiscard]] Compression compression() const noexcept { return compression_; }
@@ -45,6 +50,7 @@ class InputStream {
   explicit InputStream(std::FILE* file);
   // More compressed bytes once those taken are used up; false at the end.
   bool fill();
+  size_t read_more(char* out, size_t n);
   size_t decompress(char* out, size_t n);
   void fail(std::string why);
 
@@ -56,6 +62,8 @@ class InputStream {
   uint64_t consumed_ = 0;  // compressed bytes taken, for messages
   std::string error_;
   std::unique_ptr<Codec> codec_;
+  std::string peeked_;  // read ahead by peek(), from peek_at_ on not handed out yet
+  size_t peek_at_ = 0;
 };
 
 }  // namespace sluice::replay

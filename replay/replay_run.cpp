@@ -5,9 +5,8 @@
 
 #include <tbb/concurrent_queue.h>
 #include <tbb/enumerable_thread_specific.h>
-#include <tbb/parallel_for.h>
 #include <tbb/parallel_pipeline.h>
-#include <tbb/parallel_sort.h>
+#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <chrono>
@@ -77,8 +76,8 @@ ParsedHead parse_head(http::HeadParser& parser, const RequestRecord& r) {
 // tokens of responses still to end (DQ05).
 class PolicyRun {
  public:
-  PolicyRun(PolicyUnderReplay p, time::Nanos first, time::Nanos last)
-      : limiter_(*p.limiter), tally_(limiter_, p.file, first, last), scratch_(new limiter::DecisionScratch{}) {}
+  explicit PolicyRun(PolicyUnderReplay p)
+      : limiter_(*p.limiter), tally_(limiter_, p.file), scratch_(new limiter::DecisionScratch{}) {}
 
   // Decides `r` into `out`. A request on a connection an earlier answer of
   // this policy closed is not judged: the appliance never saw it.
@@ -160,10 +159,10 @@ class PolicyRun {
     }
   }
 
-  [[nodiscard]] PolicyOutcome finish(size_t top_keys) {
+  [[nodiscard]] PolicyOutcome finish(size_t top_keys, time::Nanos first, time::Nanos last) {
     settle_usage(UINT64_MAX);
     tally_.set_usage_reports(usage_reports_);
-    return tally_.finish(top_keys);
+    return tally_.finish(top_keys, first, last);
   }
   [[nodiscard]] const PolicyLimiter& limiter() const noexcept { return limiter_; }
 
@@ -187,7 +186,7 @@ class PolicyRun {
 };
 
 struct Batch {
-  size_t begin = 0, end = 0;  // into the sorted order
+  std::vector<RequestRecord> records;  // in time order
   std::vector<ParsedHead> heads[2];    // per policy
   std::vector<DecidedNote> notes[2];   // per policy
 };
@@ -204,6 +203,7 @@ class BatchPool {
     return all_.back().get();
   }
   void give_back(Batch* b) {
+    b->records.clear();
     for (int p = 0; p < 2; ++p) {
       b->heads[p].clear();
       b->notes[p].clear();
@@ -216,61 +216,43 @@ class BatchPool {
   std::vector<std::unique_ptr<Batch>> all_;
 };
 
-// By time, then input and record number, then as the inputs listed them
-// (requests a capture's one packet completed share its number): the keys
-// sorted in parallel, the records then moved into their places.
-void sort_by_time(std::vector<RequestRecord>& records) {
-  const auto before = [](const RequestRecord& a, const RequestRecord& b) {
-    return a.at != b.at ? a.at < b.at : a.order < b.order;
-  };
-  // A log is mostly in order already; a check costs far less than a sort.
-  if (std::is_sorted(records.begin(), records.end(), before)) return;
-  struct Key {
-    time::Nanos at;
-    uint64_t order;
-    size_t index;
-  };
-  std::vector<Key> keys(records.size());
-  for (size_t i = 0; i < records.size(); ++i) keys[i] = {records[i].at, records[i].order, i};
-  tbb::parallel_sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
-    if (a.at != b.at) return a.at < b.at;
-    return a.order != b.order ? a.order < b.order : a.index < b.index;
-  });
-  std::vector<RequestRecord> sorted(records.size());
-  tbb::parallel_for(size_t{0}, records.size(), [&](size_t i) { sorted[i] = std::move(records[keys[i].index]); });
-  records = std::move(sorted);
-}
-
 }  // namespace
 
-void decide_records(std::vector<RequestRecord>& records, PolicyUnderReplay first,
-                    std::optional<PolicyUnderReplay> second, const DecideOptions& options, ReplayReport& report) {
+void decide_stream(RecordStream& records, PolicyUnderReplay first, std::optional<PolicyUnderReplay> second,
+                   const DecideOptions& options, ReplayReport& report) {
   const auto started = std::chrono::steady_clock::now();
-  sort_by_time(records);
-  report.records = records.size();
-  report.first = records.empty() ? 0 : records.front().at;
-  report.last = records.empty() ? 0 : records.back().at;
-
   std::vector<std::unique_ptr<PolicyRun>> runs;
-  runs.push_back(std::make_unique<PolicyRun>(first, report.first, report.last));
-  if (second) runs.push_back(std::make_unique<PolicyRun>(*second, report.first, report.last));
+  runs.push_back(std::make_unique<PolicyRun>(first));
+  if (second) runs.push_back(std::make_unique<PolicyRun>(*second));
   DifferenceTally differences(*first.limiter, second ? second->limiter : nullptr);
   tbb::enumerable_thread_specific<ThreadParsers> parsers;
 
   BatchPool batches;
-  size_t next = 0;
+  uint64_t count = 0;
+  time::Nanos earliest = UINT64_MAX, latest = 0;  // a record later than the merge's window may come out of order
+  bool more = true;
   const size_t tokens = 4 * std::max<size_t>(1, tbb::this_task_arena::max_concurrency());
   tbb::parallel_pipeline(
       tokens,
       tbb::make_filter<void, Batch*>(tbb::filter_mode::serial_in_order,
                                      [&](tbb::flow_control& fc) -> Batch* {
-                                       if (next >= records.size()) {
+                                       Batch* b = more ? batches.take() : nullptr;
+                                       while (b != nullptr && b->records.size() < options.batch) {
+                                         RequestRecord& r = b->records.emplace_back();
+                                         if (!records.next(r)) {
+                                           b->records.pop_back();
+                                           more = false;
+                                           break;
+                                         }
+                                         earliest = std::min(earliest, r.at);
+                                         latest = std::max(latest, r.at);
+                                       }
+                                       if (b == nullptr || b->records.empty()) {
+                                         if (b != nullptr) batches.give_back(b);
                                          fc.stop();
                                          return nullptr;
                                        }
-                                       Batch* b = batches.take();
-                                       b->begin = next;
-                                       b->end = next = std::min(records.size(), next + options.batch);
+                                       count += b->records.size();
                                        return b;
                                      }) &
           tbb::make_filter<Batch*, Batch*>(tbb::filter_mode::parallel,
@@ -279,9 +261,9 @@ void decide_records(std::vector<RequestRecord>& records, PolicyUnderReplay first
                                              for (size_t p = 0; p < runs.size(); ++p) {
                                                const http::Http1Policy& policy = runs[p]->limiter().policy();
                                                http::HeadParser& parser = tp.for_policy(p, policy);
-                                               b->heads[p].reserve(b->end - b->begin);
-                                               for (size_t i = b->begin; i < b->end; ++i) {
-                                                 b->heads[p].push_back(parse_head(parser, records[i]));
+                                               b->heads[p].reserve(b->records.size());
+                                               for (const RequestRecord& r : b->records) {
+                                                 b->heads[p].push_back(parse_head(parser, r));
                                                }
                                              }
                                              return b;
@@ -290,30 +272,37 @@ void decide_records(std::vector<RequestRecord>& records, PolicyUnderReplay first
           tbb::make_filter<Batch*, Batch*>(tbb::filter_mode::serial_in_order,
                                            [&](Batch* b) {
                                              for (size_t p = 0; p < runs.size(); ++p) {
-                                               b->notes[p].resize(b->end - b->begin);
-                                               for (size_t i = b->begin; i < b->end; ++i) {
-                                                 runs[p]->decide(records[i], b->heads[p][i - b->begin],
-                                                                 b->notes[p][i - b->begin]);
+                                               b->notes[p].resize(b->records.size());
+                                               for (size_t i = 0; i < b->records.size(); ++i) {
+                                                 runs[p]->decide(b->records[i], b->heads[p][i], b->notes[p][i]);
                                                }
                                              }
                                              return b;
                                            }) &
           // Counted in order too, while the next batch is being decided.
           tbb::make_filter<Batch*, void>(tbb::filter_mode::serial_in_order, [&](Batch* b) {
-            for (size_t i = b->begin; i < b->end; ++i) {
-              const size_t k = i - b->begin;
-              for (size_t p = 0; p < runs.size(); ++p) runs[p]->count(records[i], b->notes[p][k]);
-              if (runs.size() == 2) differences.count(records[i], b->notes[0][k], b->notes[1][k]);
+            for (size_t i = 0; i < b->records.size(); ++i) {
+              for (size_t p = 0; p < runs.size(); ++p) runs[p]->count(b->records[i], b->notes[p][i]);
+              if (runs.size() == 2) differences.count(b->records[i], b->notes[0][i], b->notes[1][i]);
             }
             batches.give_back(b);
           }));
 
-  report.outcome = runs[0]->finish(options.top_keys);
+  report.records = count;
+  report.first = count == 0 ? 0 : earliest;
+  report.last = count == 0 ? 0 : latest;
+  report.outcome = runs[0]->finish(options.top_keys, report.first, report.last);
   if (second) {
-    report.other = runs[1]->finish(options.top_keys);
+    report.other = runs[1]->finish(options.top_keys, report.first, report.last);
     report.comparison = differences.finish(options.top_keys);
   }
   report.decide_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+}
+
+void decide_records(std::vector<RequestRecord> records, PolicyUnderReplay first,
+                    std::optional<PolicyUnderReplay> second, const DecideOptions& options, ReplayReport& report) {
+  RecordsInMemory stream(std::move(records));
+  decide_stream(stream, first, second, options, report);
 }
 
 }  // namespace sluice::replay
