@@ -18,15 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "replay/access_log.h"
-#include "replay/capture_file.h"
-#include "replay/capture_input.h"
-#include "replay/input_stream.h"
 #include "replay/replay_run.h"
 #include "replay/replay_state.h"
 #include "replay/report_html.h"
 #include "replay/report_json.h"
 #include "replay/report_text.h"
+#include "sluice_replay_inputs.h"
 #include "sluice_replay_options.h"
 
 namespace {
@@ -44,152 +41,6 @@ int fail(ExitCode code, const std::string& message) {
 int fail_with(ExitCode code, const std::vector<std::string>& lines, const std::string& message) {
   for (const std::string& l : lines) std::fprintf(stderr, "%s\n", l.c_str());
   return fail(code, message);
-}
-
-// An input's first bytes, decompressed where it is compressed (at most
-// 4 KiB), and what it is compressed with.
-struct FirstBytes {
-  std::string bytes;
-  replay::Compression compression = replay::Compression::kNone;
-};
-FirstBytes first_bytes(const std::string& path) {
-  FirstBytes f;
-  std::string error;
-  const std::unique_ptr<replay::InputStream> in = replay::InputStream::open(path, error);
-  if (!in) return f;
-  f.compression = in->compression();
-  f.bytes.resize(4096);
-  size_t got = 0;
-  while (got < f.bytes.size()) {
-    const size_t k = in->read(f.bytes.data() + got, f.bytes.size() - got);
-    if (k == 0) break;
-    got += k;
-  }
-  f.bytes.resize(got);
-  return f;
-}
-
-std::span<const uint8_t> as_bytes(const std::string& s) {
-  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
-}
-
-// The format of one input: what --format says, or what its first bytes
-// (decompressed) show.
-InputFormat format_of(const std::string& path, InputFormat given) {
-  if (given != InputFormat::kAuto) return given;
-  const FirstBytes first = first_bytes(path);
-  if (first.bytes.size() >= 4 && replay::capture_format(as_bytes(first.bytes).first<4>()) != replay::CaptureFormat::kUnknown) {
-    return InputFormat::kCapture;
-  }
-  const size_t c = first.bytes.find_first_not_of(" \t\r\n");
-  return c != std::string::npos && first.bytes[c] == '{' ? InputFormat::kJson : InputFormat::kNginx;
-}
-
-std::string format_name(InputFormat f, const std::string& path) {
-  const FirstBytes first = first_bytes(path);
-  std::string name;
-  switch (f) {
-    case InputFormat::kCapture:
-      name = first.bytes.size() >= 4 && replay::capture_format(as_bytes(first.bytes).first<4>()) ==
-                                            replay::CaptureFormat::kPcapng
-                 ? "pcapng"
-                 : "pcap";
-      break;
-    case InputFormat::kJson: name = "json"; break;
-    default: name = "nginx"; break;
-  }
-  if (first.compression != replay::Compression::kNone) name += std::string(", ") + replay::compression_name(first.compression);
-  return name;
-}
-
-struct Inputs {
-  std::vector<replay::RequestRecord> records;
-  std::vector<replay::InputSummary> summaries;
-  bool fatal = false;
-  uint64_t problems = 0;
-};
-
-// Every capture among the inputs, read together as one packet stream: a
-// capture split by direction (one file per direction or interface) or cut
-// into ring-buffer files holds each connection in pieces, whole only when
-// the files are merged. By input index; nullopt for the inputs that are not
-// captures.
-std::vector<std::optional<replay::InputResult>> read_capture_inputs(const Options& o, const std::vector<InputFormat>& formats,
-                                                                    const http::Http1Policy& policy) {
-  std::vector<std::optional<replay::InputResult>> results(o.inputs.size());
-  std::vector<replay::CaptureFile> files;
-  for (uint32_t i = 0; i < o.inputs.size(); ++i) {
-    if (formats[i] != InputFormat::kCapture) continue;
-    const std::string& path = o.inputs[i];
-    if (const FirstBytes first = first_bytes(path); first.compression != replay::Compression::kNone) {
-      replay::InputResult& r = results[i].emplace();
-      r.fatal = true;
-      r.problem(path, std::string("a ") + replay::compression_name(first.compression) +
-                          "-compressed capture: compressed logs are read, compressed captures not yet (decompress it "
-                          "first, as with zcat)");
-      continue;
-    }
-    files.push_back({path, i});
-  }
-  if (files.empty()) return results;
-  replay::CaptureOptions c;
-  if (o.service_ports) {
-    for (uint16_t p : *o.service_ports) c.service_ports.set(p);
-  } else {
-    for (uint16_t p : policy.source.service_ports) c.service_ports.set(p);
-  }
-  c.fields = &policy.fields;
-  c.stream = policy.stream;
-  c.usage_field = policy.usage_field;
-  std::vector<replay::InputResult> read = replay::read_captures(files, c);
-  for (size_t j = 0; j < files.size(); ++j) results[files[j].input] = std::move(read[j]);
-  return results;
-}
-
-replay::InputResult read_log(const Options& o, const std::string& path, uint32_t index, InputFormat format,
-                             const http::Http1Policy& policy) {
-  replay::LogOptions l;
-  l.format = format == InputFormat::kJson ? replay::LogFormat::kJson : replay::LogFormat::kNginx;
-  if (!o.log_format.empty()) l.nginx_format = o.log_format;
-  l.json_fields = o.json_fields;
-  l.usage_field = policy.usage_field;
-  return replay::read_access_log(path, index, l);
-}
-
-Inputs read_inputs(const Options& o, const http::Http1Policy& policy) {
-  Inputs all;
-  std::vector<InputFormat> formats;
-  for (const std::string& path : o.inputs) formats.push_back(format_of(path, o.format));
-  std::vector<std::optional<replay::InputResult>> captures = read_capture_inputs(o, formats, policy);
-  for (uint32_t i = 0; i < o.inputs.size(); ++i) {
-    const std::string& path = o.inputs[i];
-    const InputFormat format = formats[i];
-    replay::InputResult r = captures[i] ? std::move(*captures[i]) : read_log(o, path, i, format, policy);
-    if (!o.quiet || r.fatal) {
-      for (const replay::InputProblem& p : r.problems) std::fprintf(stderr, "%s\n", p.to_string().c_str());
-      if (r.problem_count > r.problems.size()) {
-        std::fprintf(stderr, "%s: ... and %llu more problems\n", path.c_str(),
-                     static_cast<unsigned long long>(r.problem_count - r.problems.size()));
-      }
-    }
-    all.fatal = all.fatal || r.fatal;
-    all.problems += r.problem_count;
-    if (o.since || o.until) {
-      std::erase_if(r.records, [&](const replay::RequestRecord& rec) {
-        return (o.since && rec.at < *o.since) || (o.until && rec.at >= *o.until);
-      });
-    }
-    replay::InputSummary s{path, format_name(format, path), r.units_read, r.records.size(), r.problem_count, {}};
-    s.problems.assign(r.problems.begin(), r.problems.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(r.problems.size(), 20)));
-    all.summaries.push_back(std::move(s));
-    if (all.records.empty()) {
-      all.records = std::move(r.records);
-    } else {
-      all.records.insert(all.records.end(), std::make_move_iterator(r.records.begin()),
-                         std::make_move_iterator(r.records.end()));
-    }
-  }
-  return all;
 }
 
 // --html's file, opened before anything is read, so a path that cannot be
@@ -235,10 +86,12 @@ int run(const Options& o) {
   replay::ReplayReport report;
   report.threads = static_cast<unsigned>(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism));
   const auto started = std::chrono::steady_clock::now();
-  Inputs inputs = read_inputs(o, *first.policy);
-  if (inputs.fatal) return fail(ExitCode::kInput, "an input cannot be read; nothing replayed");
+  replay_cli::ReplayInputs inputs(o, *first.policy);
+  if (inputs.fatal_before()) {
+    inputs.print_problems(o.quiet);
+    return fail(ExitCode::kInput, "an input cannot be read; nothing replayed");
+  }
   report.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  report.inputs = std::move(inputs.summaries);
 
   replay::PolicyLimiter first_limiter(*first.policy, box.state, o.buckets);
   std::unique_ptr<replay::PolicyLimiter> second_limiter;
@@ -247,7 +100,18 @@ int run(const Options& o) {
     second_limiter = std::make_unique<replay::PolicyLimiter>(*second.policy, box.state, o.buckets);
     compared = replay::PolicyUnderReplay{second_limiter.get(), o.compare};
   }
-  replay::decide_records(inputs.records, {&first_limiter, o.policy}, compared, {.top_keys = o.top}, report);
+  replay::decide_stream(inputs.stream(), {&first_limiter, o.policy}, compared, {.top_keys = o.top}, report);
+  inputs.print_problems(o.quiet);
+  // Damaged compressed data found on the way: the input was not whole, and
+  // a report on part of it would pass for the whole.
+  if (inputs.fatal_after()) return fail(ExitCode::kInput, "an input cannot be read whole; no report written");
+  report.inputs = inputs.summaries();
+  if (const replay::TimeMerge::Lateness late = inputs.stream().late(); late.records > 0 && !o.quiet) {
+    std::fprintf(stderr,
+                 "sluice-replay: warning: %llu records came after later ones of their input by more than the reorder "
+                 "window (at most %.3f s): decided at their own time, after those (--reorder-window)\n",
+                 static_cast<unsigned long long>(late.records), static_cast<double>(late.most) / 1e9);
+  }
   if (!o.quiet) {
     for (const replay::PolicyOutcome* p : {&report.outcome, report.other ? &*report.other : nullptr}) {
       if (p == nullptr) continue;
@@ -265,9 +129,9 @@ int run(const Options& o) {
   if (!o.html.empty()) {
     if (std::string e = html.write(o.html, replay::render_html(report)); !e.empty()) return fail(ExitCode::kOutput, e);
   }
-  if (o.strict && inputs.problems > 0) {
-    return fail(ExitCode::kSkipped, std::to_string(inputs.problems) +
-                                        (inputs.problems == 1 ? " record skipped" : " records skipped") + " (--strict)");
+  if (const uint64_t skipped = inputs.problem_count(); o.strict && skipped > 0) {
+    return fail(ExitCode::kSkipped, std::to_string(skipped) + (skipped == 1 ? " record skipped" : " records skipped") +
+                                        " (--strict)");
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 #include "cli_program.h"
 #include "cli_text.h"
 #include "replay/access_log.h"
+#include "policy/policy_loader.h"
 #include "replay/log_format.h"
 
 namespace sluice::replay_cli {
@@ -34,7 +35,7 @@ constexpr const char* kExitCodes = R"(Exit codes:
   6 --strict, and records were skipped)";
 
 struct Given {
-  std::string format, service_ports, since, until;
+  std::string format, service_ports, since, until, reorder_window;
   std::vector<std::string> json_fields;
   cli_program::Common common;  // --version, --manual-markdown
 };
@@ -88,6 +89,17 @@ CLI::Validator a_moment() {
       "");
 }
 
+CLI::Validator a_window() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        time::Nanos d = 0;
+        return policy::parse_duration(s, d) && d <= 3600 * time::kNanosPerSecond
+                   ? ""
+                   : "wants a duration such as 60s, 500ms or 10m (at most 1h), got '" + s + "'";
+      },
+      "");
+}
+
 CLI::Validator port_list() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
@@ -122,6 +134,12 @@ void describe_inputs(CLI::App& app, Options& o, Given& g) {
       ->type_name("TIME")->check(a_moment())->group(group);
   app.add_option("--until", g.until, "replay only records before this time (the same forms)")
       ->type_name("TIME")->check(a_moment())->group(group);
+  app.add_option("--reorder-window", g.reorder_window,
+                 "logs that log $request_time (and JSON lines) are written as requests end, so their records, "
+                 "timed at their start, come out of order by up to the longest request: each waits this long for "
+                 "earlier ones (default 60s; memory grows with it). A record later than that is decided at its own "
+                 "time, after the later ones, and counted in a warning. Other logs wait 2s (workers' writes)")
+      ->type_name("DURATION")->check(a_window())->group(group);
   app.add_option("--service-ports", g.service_ports,
                  "captures: TCP ports whose flows are parsed, e.g. 80,8080 (default: the policy's)")
       ->type_name("LIST")->check(port_list())->group(group);
@@ -182,6 +200,7 @@ void interpret(const CLI::App& app, const Given& g, Options& o) {
   if (app.count("--service-ports") > 0) o.service_ports = cli_program::parse_port_list(g.service_ports);
   if (app.count("--since") > 0) o.since = moment(g.since);
   if (app.count("--until") > 0) o.until = moment(g.until);
+  if (app.count("--reorder-window") > 0) (void)policy::parse_duration(g.reorder_window, o.reorder_window);
 }
 
 std::string check_combination(const Options& o) {

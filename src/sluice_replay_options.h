@@ -44,6 +44,9 @@ struct Options {
   // Only records from `since` (inclusive) to `until` (exclusive) are
   // replayed (UTC nanoseconds).
   std::optional<uint64_t> since, until;
+  // How far out of time order a log that times its records at their start
+  // ($request_time) may be: its records wait this long for earlier ones.
+  uint64_t reorder_window = 60ull * 1'000'000'000ull;
 };
 
 struct ParseResult {
