@@ -139,8 +139,8 @@ struct ReplayReport {
   uint64_t records = 0;
   time::Nanos first = 0, last = 0;  // the records' span
   unsigned threads = 0;
-  double load_seconds = 0;    // reading and parsing the inputs
-  double decide_seconds = 0;  // sorting and deciding
+  double load_seconds = 0;    // looking at the inputs, reading the captures (whole)
+  double decide_seconds = 0;  // reading the logs (streamed) and deciding
   double records_per_second = 0;  // records / (load + decide)
   PolicyOutcome outcome;
   std::optional<PolicyOutcome> other;  // --compare

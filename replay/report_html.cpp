@@ -140,8 +140,8 @@ void header(std::string& out, const ReplayReport& r) {
          fact("Span", duration_text(r.last >= r.first ? r.last - r.first : 0)) +
          fact("Threads", count("threads", r.threads)) +
          fact("Records per second", metric("records_per_second", html::decimal(r.records_per_second, 0))) +
-         fact("Reading and parsing", metric("load_seconds", html::decimal(r.load_seconds, 3)) + " s") +
-         fact("Sorting and deciding", metric("decide_seconds", html::decimal(r.decide_seconds, 3)) + " s") + "</dl>\n";
+         fact("Opening inputs, reading captures", metric("load_seconds", html::decimal(r.load_seconds, 3)) + " s") +
+         fact("Streaming logs and deciding", metric("decide_seconds", html::decimal(r.decide_seconds, 3)) + " s") + "</dl>\n";
   inputs_table(out, r.inputs);
   out += "</header>\n";
   if (r.records == 0) {

@@ -98,7 +98,7 @@ std::string render_text(const ReplayReport& r) {
   inputs_text(out, r);
   outcome_text(out, r.outcome);
   comparison_text(out, r);
-  put(out, "\n%" PRIu64 " records in %.3f s: %.0f records/s on %u threads (reading %.3f s, deciding %.3f s)\n",
+  put(out, "\n%" PRIu64 " records in %.3f s: %.0f records/s on %u threads (opening the inputs and reading captures %.3f s, streaming logs and deciding %.3f s)\n",
       r.records, r.load_seconds + r.decide_seconds, r.records_per_second, r.threads, r.load_seconds,
       r.decide_seconds);
   return out;

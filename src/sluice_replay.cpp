@@ -108,9 +108,10 @@ int run(const Options& o) {
   report.inputs = inputs.summaries();
   if (const replay::TimeMerge::Lateness late = inputs.stream().late(); late.records > 0 && !o.quiet) {
     std::fprintf(stderr,
-                 "sluice-replay: warning: %llu records came after later ones of their input by more than the reorder "
+                 "sluice-replay: warning: %llu %s after later ones of their input by more than the reorder "
                  "window (at most %.3f s): decided at their own time, after those (--reorder-window)\n",
-                 static_cast<unsigned long long>(late.records), static_cast<double>(late.most) / 1e9);
+                 static_cast<unsigned long long>(late.records), late.records == 1 ? "record came" : "records came",
+                 static_cast<double>(late.most) / 1e9);
   }
   if (!o.quiet) {
     for (const replay::PolicyOutcome* p : {&report.outcome, report.other ? &*report.other : nullptr}) {

@@ -357,6 +357,46 @@ gzip -c "$tmp/whole.pcap" >"$tmp/whole.pcap.gz"
 expect capture-gzip 4 "a gzip-compressed capture: compressed logs are read, compressed captures not yet" -- \
   "$replay" --policy "$policy" "$tmp/whole.pcap.gz"
 
+# ---- streaming: memory, pipes, logs out of order ------------------------------------------
+
+# A million lines are streamed: memory stays that of a step and the
+# tables, not of the records (reading them all first took 350 MB).
+awk 'BEGIN { for (i = 0; i < 1000000; i++)
+  printf "198.18.%d.%d - - [02/Dec/2026:13:%02d:%02d +0000] \"GET /v1/items/%d HTTP/1.1\" 200 512 \"-\" \"bench/1.0\"\n",
+    1 + int(i % 2000 / 250), i % 250 + 1, 20 + int(i / 300000), int(i / 5000) % 60, i % 977 }' >"$tmp/million.log"
+expect stream-million 0 '' -- /usr/bin/time -f '%M' -o "$tmp/rss" "$replay" --policy config/default.yaml -q --json \
+  "$tmp/million.log"
+check stream-million-records "$(report '(d["records"], d["policy"]["requests"])')" "(1000000, 1000000)"
+holds stream-million-memory "peak RSS $(cat "$tmp/rss") KB, want under 128 MB" test "$(cat "$tmp/rss")" -lt 131072
+rm -f "$tmp/million.log"
+
+# A pipe is looked at once (its format, its compression) and read from its
+# first byte: the bytes looked at are not lost.
+expect stream-pipe 0 '' -- "$replay" --policy "$policy" -q --json <(cat "$log")
+check stream-pipe-counts "$(report '(d["records"], d["inputs"][0]["units_read"], d["inputs"][0]["format"])')" \
+  "(4, 7, 'nginx')"
+expect stream-pipe-gzip 0 '' -- "$replay" --policy "$policy" -q --json <(cat "$tmp/mixed.log.gzip")
+check stream-pipe-gzip-counts "$(report '(d["records"], d["inputs"][0]["format"])')" "(4, 'nginx, gzip')"
+
+# A log with $request_time is written as requests end: a slow request's
+# line comes after quicker later ones. Within --reorder-window it is put in
+# its place; past it, decided at its own time and counted in a warning.
+late_format='$remote_addr [$time_iso8601] "$request" $status $request_time'
+# Enough lines that the slow one is read a step after the merge let go of
+# the lines before it (a step is a few MiB; within one, any order is put right).
+awk 'BEGIN {
+  for (i = 0; i < 40000; i++) print "198.18.0.1 [2026-12-02T13:20:15+00:00] \"GET /a HTTP/1.1\" 200 0.000"
+  for (i = 0; i < 40000; i++) print "198.18.0.2 [2026-12-02T13:21:30+00:00] \"GET /a HTTP/1.1\" 200 0.000"
+  print "198.18.0.3 [2026-12-02T13:22:00+00:00] \"GET /slow HTTP/1.1\" 200 115.000" }' >"$tmp/late.log"
+expect stream-late-warned 0 'warning: 1 record came after later ones of their input by more than the reorder window \(at most 10\.000 s\)' -- \
+  "$replay" --policy "$policy" --json --log-format "$late_format" "$tmp/late.log"
+check stream-late-decided "$(report 'd["records"]')" 80001
+expect stream-late-in-window 0 '' -- "$replay" --policy "$policy" --json --log-format "$late_format" \
+  --reorder-window 3m "$tmp/late.log"
+check stream-late-in-window-quiet "$(grep -c 'reorder window' "$tmp/err")" 0
+expect usage-reorder-window 2 "--reorder-window .*wants a duration .*got 'soon'" -- \
+  "$replay" --policy "$policy" --reorder-window soon "$log"
+
 # ---- skipped records: captures --------------------------------------------------------
 
 expect capture-whole 0 '' -- "$replay" --policy "$policy" --json "$tmp/whole.pcap"
