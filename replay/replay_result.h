@@ -136,6 +136,11 @@ struct InputSummary {
 
 struct ReplayReport {
   std::vector<InputSummary> inputs;
+  // What credential digest labels are keyed with, where a policy keys on
+  // credentials: the box's secret, the operator's label secret, or a secret
+  // drawn for this run alone (labels then match no other report's). Empty:
+  // no policy keys on credentials.
+  std::string credential_labels;
   uint64_t records = 0;
   time::Nanos first = 0, last = 0;  // the records' span
   unsigned threads = 0;

@@ -106,6 +106,33 @@ BoxStateLoad load_box_state(const StateSources& sources) {
   return out;
 }
 
+LabelSecret load_label_secret(const std::string& dir) {
+  LabelSecret out;
+  if (dir.empty()) {
+    out.error = "no directory for the label secret (neither XDG_STATE_HOME nor HOME is set; give --label-dir)";
+    return out;
+  }
+  if (std::string e = control::prepare_state_dir(dir); !e.empty()) {
+    out.error = std::move(e);
+    return out;
+  }
+  const control::Secret secret = control::load_or_create_secret(dir, "label.secret");
+  if (!secret.error.empty()) {
+    out.error = secret.error;
+    return out;
+  }
+  out.hasher.emplace(std::span<const uint8_t, limiter::KeyHasher::kSecretSize>(secret.bytes));
+  out.path = dir + "/label.secret";
+  out.created = secret.created;
+  return out;
+}
+
+bool keys_credentials(const limiter::CompiledPolicy& policy) noexcept {
+  return std::any_of(policy.rules.begin(), policy.rules.end(), [](const limiter::CompiledRule& r) {
+    return r.key_kind == policy::KeySpec::Kind::kCredential;
+  });
+}
+
 LoadedPolicy load_policy(const std::string& path, const limiter::KeyHasher& credential_hasher) {
   LoadedPolicy out;
   if (::access(path.c_str(), R_OK) != 0) {

@@ -46,6 +46,24 @@ struct BoxStateLoad {
 
 [[nodiscard]] BoxStateLoad load_box_state(const StateSources& sources);
 
+// Without a box's secret, a credential's digest label (`credential DIGEST`)
+// is keyed with the operator's own secret, DIR/label.secret, drawn on first
+// use (0600 in a 0700 DIR, the state directory's rules), so that two reports
+// of the same traffic name a credential alike and can be compared by key.
+// Never a key built into the program: anyone could then turn a digest back
+// into a short credential by trying candidates.
+struct LabelSecret {
+  std::optional<limiter::KeyHasher> hasher;
+  std::string path;
+  bool created = false;
+  std::string error;  // non-empty: no hasher (the directory or file cannot be used)
+};
+[[nodiscard]] LabelSecret load_label_secret(const std::string& dir);
+
+// Whether any rule of `policy` keys on a credential (its digest shows in
+// the report).
+[[nodiscard]] bool keys_credentials(const limiter::CompiledPolicy& policy) noexcept;
+
 // A policy file loaded and compiled with the box's credential hasher.
 struct LoadedPolicy {
   std::unique_ptr<http::Http1Policy> policy;

@@ -139,6 +139,8 @@ void header(std::string& out, const ReplayReport& r) {
          fact("First record", when("first", r.first)) + fact("Last record", when("last", r.last)) +
          fact("Span", duration_text(r.last >= r.first ? r.last - r.first : 0)) +
          fact("Threads", count("threads", r.threads)) +
+         fact("Credential digests keyed with",
+              metric("credential_labels", r.credential_labels.empty() ? "" : r.credential_labels)) +
          fact("Records per second", metric("records_per_second", html::decimal(r.records_per_second, 0))) +
          fact("Opening inputs, reading captures", metric("load_seconds", html::decimal(r.load_seconds, 3)) + " s") +
          fact("Streaming logs and deciding", metric("decide_seconds", html::decimal(r.decide_seconds, 3)) + " s") + "</dl>\n";
@@ -240,7 +242,9 @@ void rate_figure(std::string& out, const RateDistribution& rate, size_t i, const
          ", bucket " + metric(p + "bucket", rate.bucket, "code") + ": limit " + count(p + "limit", rate.limit) +
          " per " + metric(p + "period_seconds", html::seconds_text(rate.period)) + " s. " +
          count(p + "keys", rate.keys) + keys_after(rate.keys) + ", " +
-         count(p + "keys_over", rate.keys_over, "span", " class=\"warm\"") + " over the limit; the busiest at " +
+         count(p + "keys_over", rate.keys_over, "span", " class=\"warm\"") + " over the limit (" +
+         count(p + "keys_cut", rate.keys_cut) + " past " + html::decimal(RateDistribution::kMaxRatio, 1) +
+         " times it, their peaks counted no further); the busiest at " +
          metric(p + "max_ratio", html::decimal(rate.max_ratio, 2)) + " times the limit (bins of " +
          metric(p + "bin_width", html::decimal(RateDistribution::kBinWidth, 1)) + ").</figcaption>" +
          html::rate_plot(rate, pal.colour(rate.rule)) +

@@ -68,6 +68,7 @@ Json rates_json(const std::vector<RateDistribution>& rates) {
                    {"period_seconds", seconds(d.period)},
                    {"keys", d.keys},
                    {"keys_over", d.keys_over},
+                   {"keys_cut", d.keys_cut},
                    {"max_ratio", d.max_ratio},
                    {"bin_width", RateDistribution::kBinWidth},
                    {"keys_by_ratio", d.keys_by_ratio}});
@@ -121,6 +122,7 @@ Json inputs_json(const std::vector<InputSummary>& inputs) {
 
 std::string render_json(const ReplayReport& r) {
   Json out = {{"inputs", inputs_json(r.inputs)},
+              {"credential_labels", r.credential_labels},
               {"records", r.records},
               {"first", iso_time(r.first)},
               {"last", iso_time(r.last)},

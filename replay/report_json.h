@@ -5,7 +5,7 @@
 //
 //   {"inputs": [{"name", "format", "units_read", "records", "problems",
 //                "first_problems": ["FILE:LINE:COLUMN: message", ...]}],
-//    "records", "first", "last", "threads", "load_seconds", "decide_seconds",
+//    "credential_labels", "records", "first", "last", "threads", "load_seconds", "decide_seconds",
 //    "records_per_second",
 //    "policy": OUTCOME,
 //    "compare": {"policy": OUTCOME, "refused_by_both", "refused_only_by_first",
@@ -22,9 +22,11 @@
 //              "refused_keys": [{"rule", "key", "requests", "refused", "first_refusal", "last_refusal"}],
 //              "series": {"start", "bin_seconds", "rules": [{"rule", "requests": [..], "refused": [..]}]},
 //              "rates": [{"rule", "bucket", "limit", "period_seconds", "keys", "keys_over",
-//                         "max_ratio", "bin_width", "keys_by_ratio": [..]}]}
+//                         "keys_cut", "max_ratio", "bin_width", "keys_by_ratio": [..]}]}
 //
-// A rule row whose "rule" is "" holds answers no rule gave (a 401 for an
+// "credential_labels" says what credential digests are keyed with ("" where
+// no policy keys on credentials); "keys_cut" counts keys whose busiest
+// period passed the distribution's last bin and was cut there. A rule row whose "rule" is "" holds answers no rule gave (a 401 for an
 // unknown credential); "unparsed" counts the heads the parser refused
 // (answered 400/431/501/505 before any rule), which no row holds. "compare" is present only
 // with --compare.

@@ -33,6 +33,7 @@ void inputs_text(std::string& out, const ReplayReport& r) {
     }
     if (in.problem_count > kProblemsShown) put(out, "  ... and %" PRIu64 " more\n", in.problem_count - kProblemsShown);
   }
+  if (!r.credential_labels.empty()) put(out, "credential digests keyed with %s\n", r.credential_labels.c_str());
   if (r.records > 0) {
     put(out, "span %s .. %s (%.3f s)\n", iso_time(r.first).c_str(), iso_time(r.last).c_str(),
         static_cast<double>(r.last - r.first) / 1e9);

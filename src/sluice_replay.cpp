@@ -43,6 +43,11 @@ int fail_with(ExitCode code, const std::vector<std::string>& lines, const std::s
   return fail(code, message);
 }
 
+bool keys_credentials(const replay::LoadedPolicy& first, const replay::LoadedPolicy& second) {
+  return (first.policy && replay::keys_credentials(*first.policy)) ||
+         (second.policy && replay::keys_credentials(*second.policy));
+}
+
 // --html's file, opened before anything is read, so a path that cannot be
 // written fails at once rather than after the whole replay.
 class HtmlFile {
@@ -78,12 +83,37 @@ int run(const Options& o) {
     if (!second.policy) return fail_with(ExitCode::kPolicy, second.errors, "the policy " + o.compare + " is not usable");
   }
 
+  // Without a box's secret, credential digests are keyed with the
+  // operator's label secret (made on first use), so reports compare by key;
+  // the policies are compiled again with it.
+  std::string credential_labels;
+  if (keys_credentials(first, second)) {
+    if (box.state.secret_from_box) {
+      credential_labels = "the box's secret (" + o.state_dir + "/credential.secret)";
+    } else if (replay::LabelSecret label = replay::load_label_secret(o.label_dir); label.hasher) {
+      box.state.credential_hasher = label.hasher;
+      credential_labels = label.path + (label.created ? " (made now)" : "");
+      first = replay::load_policy(o.policy, *box.state.credential_hasher);
+      if (!o.compare.empty()) second = replay::load_policy(o.compare, *box.state.credential_hasher);
+      if (!first.policy || (!o.compare.empty() && !second.policy)) {
+        return fail(ExitCode::kPolicy, "the policies do not compile again with the label secret");
+      }
+    } else {
+      credential_labels = "a secret drawn for this run: they match no other report's";
+      if (!o.quiet) {
+        std::fprintf(stderr, "sluice-replay: warning: credential digests are keyed for this run only: %s\n",
+                     label.error.c_str());
+      }
+    }
+  }
+
   HtmlFile html;
   if (!o.html.empty()) {
     if (std::string e = html.open(o.html); !e.empty()) return fail(ExitCode::kOutput, e);
   }
 
   replay::ReplayReport report;
+  report.credential_labels = credential_labels;
   report.threads = static_cast<unsigned>(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism));
   const auto started = std::chrono::steady_clock::now();
   replay_cli::ReplayInputs inputs(o, *first.policy);

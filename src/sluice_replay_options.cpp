@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <charconv>
+#include <cstdlib>
 
 #include "cli_program.h"
 #include "cli_text.h"
@@ -157,6 +158,18 @@ void describe_state(CLI::App& app, Options& o) {
                  "the credential map, HASH USER per line as sluicectl credentials load takes it (needs --state-dir "
                  "for the secret)")
       ->type_name("FILE")->group(group);
+  app.add_option("--label-dir", o.label_dir,
+                 "without --state-dir: where the label secret credential digests are keyed with is kept "
+                 "(label.secret, made on first use, 0600), so two reports name a credential alike "
+                 "(default $XDG_STATE_HOME/sluice-replay, else ~/.local/state/sluice-replay)")
+      ->type_name("DIR")->group(group);
+}
+
+// $XDG_STATE_HOME/sluice-replay, else ~/.local/state/sluice-replay; "" with neither.
+std::string default_label_dir() {
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x != nullptr && x[0] == '/') return std::string(x) + "/sluice-replay";
+  if (const char* h = std::getenv("HOME"); h != nullptr && h[0] == '/') return std::string(h) + "/.local/state/sluice-replay";
+  return {};
 }
 
 void describe_output(CLI::App& app, Options& o) {
@@ -200,6 +213,7 @@ void interpret(const CLI::App& app, const Given& g, Options& o) {
   if (app.count("--service-ports") > 0) o.service_ports = cli_program::parse_port_list(g.service_ports);
   if (app.count("--since") > 0) o.since = moment(g.since);
   if (app.count("--until") > 0) o.until = moment(g.until);
+  if (app.count("--label-dir") == 0) o.label_dir = default_label_dir();
   if (app.count("--reorder-window") > 0) (void)policy::parse_duration(g.reorder_window, o.reorder_window);
 }
 

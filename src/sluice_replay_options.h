@@ -34,6 +34,9 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> json_fields;
   std::optional<std::vector<uint16_t>> service_ports;  // overrides the policy's
   std::string state_dir, runs_file, credentials_file;
+  // Where the operator's label secret is kept (no --state-dir): credential
+  // digests keyed with it compare across reports.
+  std::string label_dir;
   bool json = false;
   std::string html;
   size_t top = 20;

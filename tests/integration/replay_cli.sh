@@ -17,6 +17,9 @@ replay="$build/src/sluice-replay"
 
 tmp="$(mktemp -d "/tmp/slrc-$$.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
+# The label secret (credential digests without --state-dir) is made under
+# here, not in the home directory.
+export XDG_STATE_HOME="$tmp/xdg"
 policy=config/three-budgets.yaml
 failures=0
 
@@ -396,6 +399,43 @@ expect stream-late-in-window 0 '' -- "$replay" --policy "$policy" --json --log-f
 check stream-late-in-window-quiet "$(grep -c 'reorder window' "$tmp/err")" 0
 expect usage-reorder-window 2 "--reorder-window .*wants a duration .*got 'soon'" -- \
   "$replay" --policy "$policy" --reorder-window soon "$log"
+
+# ---- credential digests: the same label in every report ------------------------------
+
+# Without --state-dir a credential's digest is keyed with the operator's
+# label secret, made on first use (0600 in a 0700 directory): two reports
+# name the same credential alike; another label directory, another name.
+cred_format='$remote_addr [$time_iso8601] "$request" $status "$http_authorization"'
+for i in $(seq 1 320); do
+  echo '198.18.0.9 [2026-12-02T13:20:00+00:00] "GET /x HTTP/1.1" 200 "Bearer tok-alpha"'
+done >"$tmp/cred.log"
+credential_key() { report '[k["key"] for k in d["policy"]["refused_keys"] if k["key"].startswith("credential ")]'; }
+export XDG_STATE_HOME="$tmp/xdg-fresh"
+expect labels-first 0 '' -- "$replay" --policy "$policy" -q --json --log-format "$cred_format" "$tmp/cred.log"
+first_key="$(credential_key)"
+check labels-made "$(report 'd["credential_labels"]')" "$tmp/xdg-fresh/sluice-replay/label.secret (made now)"
+check labels-file-mode "$(stat -c '%a %s' "$tmp/xdg-fresh/sluice-replay/label.secret")" "600 192"
+check labels-dir-mode "$(stat -c '%a' "$tmp/xdg-fresh/sluice-replay")" "700"
+expect labels-again 0 '' -- "$replay" --policy "$policy" -q --json --log-format "$cred_format" "$tmp/cred.log"
+check labels-same-key "$(credential_key)" "$first_key"
+check labels-kept "$(report 'd["credential_labels"]')" "$tmp/xdg-fresh/sluice-replay/label.secret"
+holds labels-a-credential-key "no credential key refused: $first_key" grep -q "credential [0-9a-f]\{32\}" <<<"$first_key"
+expect labels-other-dir 0 '' -- "$replay" --policy "$policy" -q --json --log-format "$cred_format" \
+  --label-dir "$tmp/other-labels" "$tmp/cred.log"
+holds labels-other-dir-other-key "the same key under another label secret: $(credential_key)" \
+  test "$(credential_key)" != "$first_key"
+expect labels-box-secret 0 '' -- "$replay" --policy "$policy" -q --json --state-dir "$tmp/state" \
+  --log-format "$cred_format" "$tmp/cred.log"
+check labels-box-secret-named "$(report 'd["credential_labels"]')" "the box's secret ($tmp/state/credential.secret)"
+expect labels-nowhere 0 'warning: credential digests are keyed for this run only: no directory' -- \
+  env -u XDG_STATE_HOME -u HOME "$replay" --policy "$policy" --json --log-format "$cred_format" "$tmp/cred.log"
+chmod 755 "$tmp/xdg-fresh/sluice-replay"
+expect labels-dir-too-open 0 'keyed for this run only: state directory .* has mode 0755' -- \
+  "$replay" --policy "$policy" --json --log-format "$cred_format" "$tmp/cred.log"
+check labels-dir-too-open-said "$(report 'd["credential_labels"]')" "a secret drawn for this run: they match no other report's"
+export XDG_STATE_HOME="$tmp/xdg"
+expect labels-none-needed 0 '' -- "$replay" --policy config/default.yaml -q --json "$log"
+check labels-none-needed-empty "$(report 'd["credential_labels"]')" ""
 
 # ---- skipped records: captures --------------------------------------------------------
 

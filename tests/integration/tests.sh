@@ -3035,6 +3035,10 @@ capture_stop() {
 # kept in $SLT_OUT).
 replay_matches_live() {
   local name="$1" policy="$2" replay rc out
+  # sluice-replay's label secret (credential digests) in the test's own
+  # directory, not in the home directory.
+  local XDG_STATE_HOME="$SLT_OUT/xdg"
+  export XDG_STATE_HOME
   replay="$(dirname "$SLUICED")/sluice-replay"
   [ -x "$replay" ] || { fail "sluice-replay not built next to sluiced ($replay)"; return; }
   printf '%s\n' "$3" >"$SLT_OUT/$name.before.json"
@@ -3100,6 +3104,8 @@ t_replay_capture() {
 # format is named by FILE:LINE:COLUMN and skipped; --strict makes that exit 6.
 t_replay_nginx_log() {
   local a replay log fmt rc
+  local XDG_STATE_HOME="$SLT_OUT/xdg"  # the label secret, if a rule keys on credentials
+  export XDG_STATE_HOME
   a="$(src4 0)"
   replay="$(dirname "$SLUICED")/sluice-replay"
   [ -x "$replay" ] || { fail "sluice-replay not built next to sluiced ($replay)"; finish; }
