@@ -442,8 +442,9 @@ LogBuffers::LogBuffers() : pieces_(std::make_unique<Pieces>()) {}
 LogBuffers::~LogBuffers() = default;
 
 struct AccessLogReader::State {
-  State(const LogOptions& options, uint32_t input, InputStream& in)
-      : reading{options, input, variable_suffix(options.usage_field), {}}, reader(in) {}
+  State(const LogOptions& given, uint32_t input, InputStream& in)
+      : options(given), reading{options, input, variable_suffix(options.usage_field), {}}, reader(in) {}
+  const LogOptions options;  // the reader's own: the caller's may go
   LogReading reading;
   PieceReader reader;
 };

@@ -82,7 +82,8 @@ class LogBuffers {
 // Memory stays that of a step, whatever the log's length. `result` (the
 // caller's, outliving the reader) receives the problems, the lines read and
 // `fatal` (the file cannot be opened or read, or the format string is
-// refused: check_nginx_format's message); its records stay empty.
+// refused: check_nginx_format's message); its records stay empty. The
+// options are copied.
 class AccessLogReader final : public RecordSource {
  public:
   AccessLogReader(std::string path, uint32_t input, const LogOptions& options, LogBuffers& buffers,
