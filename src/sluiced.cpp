@@ -146,6 +146,30 @@ LoadedPolicy load_with_ports(const sluiced::Options& o, const std::string& file,
   const std::optional<policy::ClusterSpec>& c = snap.policy.source.cluster;
   std::string error;
   if (c && !sluiced::read_cluster_secret(c->secret_file, error)) return Failure{ExitCode::kConfig, error};
+  if (c && !sluiced::cluster_link_options(*c, error)) return Failure{ExitCode::kConfig, error};
+  return std::nullopt;
+}
+
+// The cluster's Redis as the sync will meet it. Credentials it refuses (or
+// wants) stop sluiced here: no retry mends them, and a box that started
+// anyway would sit in fallback for good with one warning. A Redis not
+// reachable yet is only said: the sync connects when it comes.
+[[nodiscard]] Status cluster_redis_usable(const dataplane::PolicySnapshot& snap) {
+  const std::optional<policy::ClusterSpec>& c = snap.policy.source.cluster;
+  if (!c) return std::nullopt;
+  std::string error;
+  const std::optional<control::RedisLink::Options> link = sluiced::cluster_link_options(*c, error);
+  if (!link) return Failure{ExitCode::kConfig, error};
+  const control::RedisLink::Result r = sluiced::probe_cluster(*c, *link);
+  if (r.error == control::RedisError::kAuth) {
+    return Failure{ExitCode::kCluster, "cluster redis: " + r.detail +
+                                           (link->password.empty() ? " (the policy gives no password_file)" : "")};
+  }
+  if (r.error != control::RedisError::kNone) {
+    control::log(control::LogLevel::kWarning, control::LogEvent::kCluster,
+                 "cluster redis cannot be reached at start (" + r.detail +
+                     "); cluster buckets start in fallback until it can");
+  }
   return std::nullopt;
 }
 
@@ -159,6 +183,21 @@ int check_config(const sluiced::Options& o) {
   std::printf("%s: ok: policy '%s', digest %016" PRIx64 ", %zu rules, %zu buckets, service ports %s\n",
               o.config.c_str(), snap.policy.source.name.c_str(), snap.policy.digest, snap.policy.rules.size(),
               snap.policy.buckets.size(), port_list(snap.service_ports).c_str());
+  const std::optional<policy::ClusterSpec>& c = snap.policy.source.cluster;
+  if (!o.connect || !c) {
+    if (o.connect) std::printf("%s: no cluster section: nothing to connect to\n", o.config.c_str());
+    return 0;
+  }
+  std::string error;
+  const std::optional<control::RedisLink::Options> link = sluiced::cluster_link_options(*c, error);
+  const control::RedisLink::Result r = sluiced::probe_cluster(*c, *link);  // the link was read just above
+  if (r.error != control::RedisError::kNone) {
+    return report(Failure{ExitCode::kCluster, "cluster redis: " + r.detail});
+  }
+  const std::string who = link->password.empty() ? "without credentials"
+                          : link->username.empty() ? "authenticated as the default user"
+                                                   : "authenticated as " + link->username;
+  std::printf("%s: ok: cluster redis answered, %s\n", o.config.c_str(), who.c_str());
   return 0;
 }
 
@@ -175,6 +214,7 @@ int check_config(const sluiced::Options& o) {
   const LoadedPolicy checked = load_with_ports(o, o.config, limiter::KeyHasher::random());
   if (!checked.snapshot) return policy_unusable(checked, o.config);
   if (Status failed = cluster_secret_usable(*checked.snapshot)) return failed;
+  if (Status failed = cluster_redis_usable(*checked.snapshot)) return failed;
   if (!o.kernel_interfaces()) return std::nullopt;
   for (const std::string& ifname : {o.client_if, o.origin_if}) {
     if (if_nametoindex(ifname.c_str()) == 0) {

@@ -1,6 +1,7 @@
 // See sluiced_cluster.h.
 #include "sluiced_cluster.h"
 
+#include "control/cluster/redis_router.h"
 #include "control/credential_file.h"
 
 #include <fcntl.h>
@@ -19,6 +20,7 @@ namespace {
 
 constexpr size_t kMinSecret = 32;
 constexpr size_t kMaxSecret = 4096;
+constexpr size_t kMaxPassword = 512;
 
 // Closes the descriptor it holds.
 class OpenFile {
@@ -37,8 +39,14 @@ class OpenFile {
 
 }  // namespace
 
-std::optional<limiter::KeyHasher> read_cluster_secret(const std::string& path, std::string& error) {
-  const std::string what = "cluster secret_file " + path + ": ";
+namespace {
+
+// A file only its owner may change and the world may not read (the secret
+// and the password): its bytes, from `min` to `max` of them; nullopt with
+// `error` saying why, naming the file as `what`.
+std::optional<std::vector<uint8_t>> read_private_file(const std::string& path, const std::string& what, size_t min,
+                                                      size_t max, const std::string& size_hint,
+                                                      std::string& error) {
   const OpenFile f(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (f.fd() < 0) {
     error = what + std::strerror(errno);
@@ -53,9 +61,8 @@ std::optional<limiter::KeyHasher> read_cluster_secret(const std::string& path, s
     error = what + "others may read or write it, or its group write it (chmod 0600, or 0640)";
     return std::nullopt;
   }
-  if (st.st_size < static_cast<off_t>(kMinSecret) || st.st_size > static_cast<off_t>(kMaxSecret)) {
-    error = what + "must hold 32 to 4096 bytes (head -c 64 /dev/urandom > FILE), it holds " +
-            std::to_string(st.st_size);
+  if (st.st_size < static_cast<off_t>(min) || st.st_size > static_cast<off_t>(max)) {
+    error = what + size_hint + ", it holds " + std::to_string(st.st_size);
     return std::nullopt;
   }
   std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
@@ -69,7 +76,54 @@ std::optional<limiter::KeyHasher> read_cluster_secret(const std::string& path, s
     }
     got += static_cast<size_t>(n);
   }
-  return limiter::KeyHasher::from_material(bytes);
+  return bytes;
+}
+
+}  // namespace
+
+std::optional<limiter::KeyHasher> read_cluster_secret(const std::string& path, std::string& error) {
+  const std::optional<std::vector<uint8_t>> bytes =
+      read_private_file(path, "cluster secret_file " + path + ": ", kMinSecret, kMaxSecret,
+                        "must hold 32 to 4096 bytes (head -c 64 /dev/urandom > FILE)", error);
+  if (!bytes) return std::nullopt;
+  return limiter::KeyHasher::from_material(*bytes);
+}
+
+std::optional<std::string> read_cluster_password(const std::string& path, std::string& error) {
+  const std::string what = "cluster password_file " + path + ": ";
+  const std::optional<std::vector<uint8_t>> bytes =
+      read_private_file(path, what, 1, kMaxPassword + 2, "must hold a password of 1 to 512 bytes on one line", error);
+  if (!bytes) return std::nullopt;
+  std::string password(bytes->begin(), bytes->end());
+  // One line: the line end an editor or `echo` adds is not the password's.
+  if (!password.empty() && password.back() == '\n') password.pop_back();
+  if (!password.empty() && password.back() == '\r') password.pop_back();
+  if (password.empty() || password.size() > kMaxPassword ||
+      password.find_first_of(std::string_view("\0\r\n", 3)) != std::string::npos) {
+    error = what + "must hold a password of 1 to 512 bytes on one line";
+    return std::nullopt;
+  }
+  return password;
+}
+
+std::optional<control::RedisLink::Options> cluster_link_options(const policy::ClusterSpec& spec, std::string& error) {
+  control::RedisLink::Options o;
+  if (spec.password_file.empty()) return o;
+  std::optional<std::string> password = read_cluster_password(spec.password_file, error);
+  if (!password) return std::nullopt;
+  o.username = spec.username;
+  o.password = std::move(*password);
+  return o;
+}
+
+control::RedisLink::Result probe_cluster(const policy::ClusterSpec& spec, const control::RedisLink::Options& options) {
+  std::vector<control::RedisEndpoint> seeds;
+  for (const std::string& e : spec.redis) {
+    std::string why;
+    if (std::optional<control::RedisEndpoint> ep = control::parse_redis_endpoint(e, why)) seeds.push_back(*ep);
+  }
+  control::RedisRouter router(std::move(seeds), options);
+  return router.probe(control::RedisLink::Clock::now());
 }
 
 std::vector<control::SharedBucket> cluster_bucket_names(const limiter::CompiledPolicy& p, size_t kinds) {
@@ -174,7 +228,11 @@ std::string ClusterPart::prepare(const policy::Policy& p) {
   spec_ = *p.cluster;
   std::string error;
   hasher_ = read_cluster_secret(spec_->secret_file, error);
-  return error;
+  if (!hasher_) return error;
+  std::optional<control::RedisLink::Options> link = cluster_link_options(*spec_, error);
+  if (!link) return error;
+  link_ = std::move(*link);
+  return {};
 }
 
 void ClusterPart::make_logs(unsigned workers) {
@@ -185,6 +243,8 @@ void ClusterPart::make_logs(unsigned workers) {
 void ClusterPart::build(control::ClusterService::Setup setup) {
   if (!on()) return;
   setup.spec = *spec_;
+  setup.redis.username = link_.username;
+  setup.redis.password = link_.password;
   for (const auto& l : logs_) setup.logs.push_back(l.get());
   service_ = std::make_unique<control::ClusterService>(std::move(setup));
 }

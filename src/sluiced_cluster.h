@@ -24,6 +24,22 @@ namespace sluice::sluiced {
 // nullopt with `error` saying why (naming the file).
 [[nodiscard]] std::optional<limiter::KeyHasher> read_cluster_secret(const std::string& path, std::string& error);
 
+// The Redis password from `password_file`, under the secret's rules: 1 to
+// 512 bytes on one line (a final line end is not part of it).
+[[nodiscard]] std::optional<std::string> read_cluster_password(const std::string& path, std::string& error);
+
+// How the sync connects: the section's username and its password read.
+[[nodiscard]] std::optional<control::RedisLink::Options> cluster_link_options(const policy::ClusterSpec& spec,
+                                                                             std::string& error);
+
+// Connects to the seeds as the sync will (AUTH included) and asks for the
+// topology: kAuth when Redis refuses the credentials or wants some, which
+// no retry mends (sluiced does not start); kUnreachable and the like when
+// no seed answers (sluiced starts in fallback, --check-config --connect
+// says so).
+[[nodiscard]] control::RedisLink::Result probe_cluster(const policy::ClusterSpec& spec,
+                                                       const control::RedisLink::Options& options);
+
 // Per bucket kind (up to `kinds`): the policy's cluster bucket of that kind
 // (its name, whether a calendar window), or an empty name.
 [[nodiscard]] std::vector<control::SharedBucket> cluster_bucket_names(const limiter::CompiledPolicy& p, size_t kinds);
@@ -42,7 +58,8 @@ namespace sluice::sluiced {
 
 class ClusterPart {
  public:
-  // Reads the secret if the policy has a cluster section: the error, or empty.
+  // Reads the secret and the Redis password if the policy has a cluster
+  // section: the error, or empty.
   [[nodiscard]] std::string prepare(const policy::Policy& p);
   [[nodiscard]] bool on() const noexcept { return spec_.has_value(); }
   [[nodiscard]] const limiter::KeyHasher* hasher() const noexcept { return hasher_ ? &*hasher_ : nullptr; }
@@ -61,6 +78,7 @@ class ClusterPart {
  private:
   std::optional<policy::ClusterSpec> spec_;
   std::optional<limiter::KeyHasher> hasher_;
+  control::RedisLink::Options link_;  // the credentials, read by prepare()
   std::vector<std::unique_ptr<limiter::SpendLog>> logs_;
   std::unique_ptr<control::ClusterService> service_;
 };

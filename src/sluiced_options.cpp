@@ -87,15 +87,18 @@ Usage:
       Runs on two DPDK ports (NICs bound to vfio-pci), symmetric RSS so both
       directions of a TCP flow reach one worker. EAL_ARGS are DPDK's own
       (cores, memory, allow-list), e.g. -l 0-4 -a 0000:3b:00.0 -a 0000:3b:00.1
-  sluiced --check-config FILE
+  sluiced --check-config FILE [--connect]
       Loads and compiles a policy, prints its summary or every error as
-      file:line:column, and exits.)";
+      file:line:column, and exits. With --connect, also connects to the
+      cluster's Redis as sluiced would (AUTH included) and says how it went.)";
 
 constexpr const char* kExitCodes = R"(Exit codes:
   0 stopped cleanly (SIGINT or SIGTERM)   1 failed while running   2 bad command line
   3 invalid policy   4 interface or port missing or unusable   5 out of memory
   6 the DPDK environment would not start   7 the control socket cannot be created
-  8 the state directory cannot be used (created, read, or its journal replayed))";
+  8 the state directory cannot be used (created, read, or its journal replayed)
+  9 the cluster's Redis refused the credentials (or, with --check-config
+    --connect, could not be reached))";
 
 // What the options set before they are interpreted (mode, pairs).
 struct Given {
@@ -110,6 +113,9 @@ void describe_what_to_run(CLI::App& app, Options& o, Given& g) {
   app.add_option("--config", o.config, "the policy file")->type_name("FILE")->group(group);
   app.add_option("--check-config", g.check_config, "load and compile FILE, print its summary or its errors, exit")
       ->type_name("FILE")->group(group);
+  app.add_flag("--connect", o.connect,
+               "with --check-config: also connect to the cluster's Redis (AUTH included) and say how it went")
+      ->group(group);
   app.add_option("--af-packet", g.af_packet, "run on two Linux interfaces through DPDK's AF_PACKET driver")
       ->type_name("CLIENT_IF:ORIGIN_IF")->check(interface_pair())->group(group);
   app.add_option("--af-xdp", g.af_xdp, "run on two Linux interfaces through DPDK's AF_XDP driver")
@@ -233,6 +239,7 @@ void describe(CLI::App& app, Options& o, Given& g) {
 // What the options ask for together: "" or what is wrong.
 std::string check_combination(const Options& o) {
   if (o.mode == Options::Mode::kCheckConfig) return {};
+  if (o.connect) return "--connect goes with --check-config FILE";
   if (o.config.empty()) return "--config FILE is required";
   if (int{o.af_packet} + int{o.af_xdp} + int{o.ports} != 1) {
     return "give exactly one of --af-packet CLIENT_IF:ORIGIN_IF, --af-xdp CLIENT_IF:ORIGIN_IF or --ports A:B";

@@ -24,6 +24,7 @@ enum class ExitCode : int {
   kEal = 6,         // the DPDK environment would not start (permissions, arguments)
   kControl = 7,     // the control socket cannot be created (path, permissions, another sluiced)
   kState = 8,       // the state directory cannot be used
+  kCluster = 9,     // the cluster's Redis refused the credentials (--check-config --connect: or is unreachable)
 };
 
 struct Options {
@@ -59,6 +60,7 @@ struct Options {
   unsigned idle_timeout_s = 600;       // an established flow with no segment either way
   unsigned half_open_timeout_s = 10;   // a handshake not finished
   bool quiet = false;
+  bool connect = false;      // --check-config --connect: try the cluster's Redis too
   control::LogSettings log;  // --log-level, --log-target, --refusal-log
   std::vector<std::string> eal_args;  // after "--"
 

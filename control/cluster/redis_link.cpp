@@ -50,6 +50,14 @@ class SigpipeBlocked {
   bool was_pending_ = false;
 };
 
+// Redis answers a command it will not run for want of credentials with
+// NOAUTH, and refused credentials with WRONGPASS (older servers: ERR invalid
+// password). Either is a setup error: retrying cannot mend it.
+bool about_credentials(std::string_view error) noexcept {
+  return error.starts_with("NOAUTH") || error.starts_with("WRONGPASS") || error.starts_with("ERR invalid password") ||
+         error.starts_with("ERR AUTH");
+}
+
 }  // namespace
 
 std::string_view to_string(RedisError e) noexcept {
@@ -60,6 +68,7 @@ std::string_view to_string(RedisError e) noexcept {
     case RedisError::kConnectionLost: return "connection_lost";
     case RedisError::kServer: return "server_error";
     case RedisError::kProtocol: return "protocol";
+    case RedisError::kAuth: return "authentication";
   }
   return "unknown";
 }
@@ -120,15 +129,25 @@ RedisError RedisLink::connect(Clock::time_point now, std::string& detail) {
     return RedisError::kUnreachable;
   }
   ctx_ = c;
-  return RedisError::kNone;
+  return authenticate(now, detail);
 }
 
-RedisLink::Result RedisLink::command(std::span<const std::string_view> argv, Clock::time_point now) {
-  Result r;
-  if (ctx_ == nullptr) {
-    r.error = connect(now, r.detail);
-    if (r.error != RedisError::kNone) return r;
-  }
+RedisError RedisLink::authenticate(Clock::time_point now, std::string& detail) {
+  if (options_.password.empty()) return RedisError::kNone;
+  std::vector<std::string_view> argv{"AUTH"};
+  if (!options_.username.empty()) argv.push_back(options_.username);
+  argv.push_back(options_.password);
+  const RedisReply reply(send(argv));
+  if (reply && !reply.is_error()) return RedisError::kNone;
+  const bool lost = !reply;
+  detail = endpoint_.to_string() + ": " +
+           (lost ? std::string("the connection broke during AUTH") : "authentication refused (" + std::string(reply.text()) + ")");
+  ++failed_connects_;
+  drop(now);
+  return lost ? RedisError::kConnectionLost : RedisError::kAuth;
+}
+
+redisReply* RedisLink::send(std::span<const std::string_view> argv) {
   std::vector<const char*> args;
   std::vector<size_t> lengths;
   args.reserve(argv.size());
@@ -137,12 +156,17 @@ RedisLink::Result RedisLink::command(std::span<const std::string_view> argv, Clo
     args.push_back(a.data());
     lengths.push_back(a.size());
   }
-  redisReply* reply = nullptr;
-  {
-    const SigpipeBlocked blocked;
-    reply = static_cast<redisReply*>(redisCommandArgv(ctx_, static_cast<int>(args.size()), args.data(),
-                                                      lengths.data()));
+  const SigpipeBlocked blocked;
+  return static_cast<redisReply*>(redisCommandArgv(ctx_, static_cast<int>(args.size()), args.data(), lengths.data()));
+}
+
+RedisLink::Result RedisLink::command(std::span<const std::string_view> argv, Clock::time_point now) {
+  Result r;
+  if (ctx_ == nullptr) {
+    r.error = connect(now, r.detail);
+    if (r.error != RedisError::kNone) return r;
   }
+  redisReply* reply = send(argv);
   if (reply == nullptr) {
     r.error = RedisError::kConnectionLost;
     r.detail = endpoint_.to_string() + ": " + (ctx_->err != 0 ? ctx_->errstr : "no reply");
@@ -152,8 +176,10 @@ RedisLink::Result RedisLink::command(std::span<const std::string_view> argv, Clo
   backoff_ = std::chrono::milliseconds{0};  // it answered: a later failure starts the back-off afresh
   r.reply = RedisReply(reply);
   if (r.reply.is_error()) {
-    r.error = RedisError::kServer;
-    r.detail = std::string(r.reply.text());
+    // A server error's text is the caller's to read (MOVED, ASK); one about
+    // credentials is a setup error, said with where.
+    r.error = about_credentials(r.reply.text()) ? RedisError::kAuth : RedisError::kServer;
+    r.detail = (r.error == RedisError::kAuth ? endpoint_.to_string() + ": " : std::string()) + std::string(r.reply.text());
   }
   return r;
 }

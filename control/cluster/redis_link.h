@@ -30,6 +30,8 @@ enum class RedisError : uint8_t {
   kConnectionLost,  // the connection broke, or a reply did not come within the command timeout
   kServer,          // the server answered with an error (the detail holds its text)
   kProtocol,        // a reply of a shape the caller did not expect
+  kAuth,            // the server refused our credentials, or wants some (WRONGPASS, NOAUTH): a setup error,
+                    // not a passing failure
 };
 
 [[nodiscard]] std::string_view to_string(RedisError e) noexcept;
@@ -79,6 +81,10 @@ class RedisLink {
     // maximum; a success starts again from the minimum.
     std::chrono::milliseconds backoff_min{100};
     std::chrono::milliseconds backoff_max{5000};
+    // AUTH on every new connection, when a password is given: as the ACL
+    // user `username`, or (empty) as Redis's `default` user (requirepass).
+    std::string username;
+    std::string password;
   };
 
   struct Result {
@@ -93,9 +99,10 @@ class RedisLink {
   RedisLink& operator=(const RedisLink&) = delete;
 
   // Sends one command and waits for its reply, connecting first if there is
-  // no connection (unless backing off at `now`). A server error reply is
-  // kServer with its text; a broken connection is closed, and the next
-  // command connects again.
+  // no connection (unless backing off at `now`; a new connection
+  // authenticates first). A server error reply is kServer with its text,
+  // kAuth where it is about credentials; a broken connection is closed, and
+  // the next command connects again.
   [[nodiscard]] Result command(std::span<const std::string_view> argv, Clock::time_point now);
 
   [[nodiscard]] bool connected() const noexcept { return ctx_ != nullptr; }
@@ -106,6 +113,9 @@ class RedisLink {
 
  private:
   [[nodiscard]] RedisError connect(Clock::time_point now, std::string& detail);
+  [[nodiscard]] RedisError authenticate(Clock::time_point now, std::string& detail);
+  // One command on the open connection; null when the connection broke.
+  [[nodiscard]] redisReply* send(std::span<const std::string_view> argv);
   void drop(Clock::time_point now) noexcept;
 
   RedisEndpoint endpoint_;

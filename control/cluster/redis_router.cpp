@@ -251,7 +251,8 @@ RedisLink::Result RedisRouter::refresh(Clock::time_point now) {
       r.detail = nodes_[i].name + ": CLUSTER SLOTS answered with something else than a slot list";
     }
     if (r.error != RedisError::kBackingOff) ++failures;
-    last = std::move(r);
+    // Refused credentials say more than another node's silence: kept.
+    if (last.error != RedisError::kAuth || r.error == RedisError::kAuth) last = std::move(r);
   }
   refresh_pending_ = true;
   return last;

@@ -78,6 +78,12 @@ class RedisRouter {
   [[nodiscard]] RedisLink::Result command(std::string_view routing_key, std::span<const std::string_view> argv,
                                           RedisLink::Clock::time_point now);
 
+  // Asks the nodes for the topology now (connecting, and authenticating,
+  // as any command would): what a check at start-up learns. kAuth when a
+  // node refused the credentials or wants some, even if another could not
+  // be reached.
+  [[nodiscard]] RedisLink::Result probe(RedisLink::Clock::time_point now) { return refresh(now); }
+
   [[nodiscard]] Mode mode() const noexcept { return mode_; }
   [[nodiscard]] bool cluster_mode() const noexcept { return mode_ == Mode::kCluster; }
   // Redirections followed (MOVED and ASK), maps taken from CLUSTER SLOTS

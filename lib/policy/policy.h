@@ -145,9 +145,15 @@ struct ClusterSpec {
   enum class Fallback : uint8_t { kLocalShare, kLocalFull } fallback = Fallback::kLocalShare;
   uint32_t boxes = 0;        // the boxes expected to share the budgets (local-share divides by it)
   std::string secret_file;   // the bucket-key secret every box shares (keys meet only if it does)
+  // Redis authentication (AUTH): the ACL user (empty: Redis's `default`,
+  // as requirepass has it) and the file its password is read from (empty:
+  // none). Never in the endpoint, where logs and status would show it.
+  std::string username;
+  std::string password_file;
   bool operator==(const ClusterSpec& o) const {
     return redis == o.redis && key_prefix == o.key_prefix && sync_interval == o.sync_interval &&
-           fallback == o.fallback && boxes == o.boxes && secret_file == o.secret_file;
+           fallback == o.fallback && boxes == o.boxes && secret_file == o.secret_file && username == o.username &&
+           password_file == o.password_file;
   }
 };
 

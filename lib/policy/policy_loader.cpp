@@ -942,7 +942,8 @@ void read_buckets(Reader& r, const YAML::Node& bs, std::vector<BucketSpec>& out)
 // The Redis the boxes share budgets through, and how they sync.
 void read_cluster(Reader& r, const YAML::Node& n, std::optional<ClusterSpec>& out) {
   if (!r.is_map(n, "cluster")) return;
-  r.only(n, {"redis", "key_prefix", "sync_interval", "fallback", "boxes", "secret_file"}, "cluster");
+  r.only(n, {"redis", "key_prefix", "sync_interval", "fallback", "boxes", "secret_file", "username", "password_file"},
+         "cluster");
   ClusterSpec c;
   c.mark = r.mark(n);
   if (!n["redis"]) r.error(n, "cluster needs redis: the Redis Cluster's seed nodes, or one primary");
@@ -950,7 +951,14 @@ void read_cluster(Reader& r, const YAML::Node& n, std::optional<ClusterSpec>& ou
     const std::vector<std::string> endpoints = r.strings(n["redis"], "cluster redis");
     for (const std::string& e : endpoints) {
       std::string why;
-      if (!net::parse_endpoint(e, why)) r.error(n["redis"], "cluster redis " + quoted(e) + ": " + why);
+      if (e.find('@') != std::string::npos) {
+        // user:password@host would put the password wherever the endpoint
+        // is shown (logs, sluicectl status, the metrics' labels).
+        r.error(n["redis"], "cluster redis " + quoted(e.substr(e.find('@') + 1)) +
+                                ": credentials do not go in the endpoint; give username and password_file");
+      } else if (!net::parse_endpoint(e, why)) {
+        r.error(n["redis"], "cluster redis " + quoted(e) + ": " + why);
+      }
     }
     if (endpoints.empty() && n["redis"].IsSequence()) r.error(n["redis"], "cluster redis names no endpoint");
     c.redis = endpoints;
@@ -983,6 +991,20 @@ void read_cluster(Reader& r, const YAML::Node& n, std::optional<ClusterSpec>& ou
   else if (const auto f = r.string(n["secret_file"], "cluster secret_file")) {
     if (f->empty() || f->front() != '/') r.error(n["secret_file"], "cluster secret_file must be an absolute path");
     else c.secret_file = *f;
+  }
+  if (n["username"]) {
+    const auto u = r.string(n["username"], "cluster username");
+    const bool printable = u && std::all_of(u->begin(), u->end(), [](char ch) { return ch > ' ' && ch < 0x7f; });
+    if (u && (u->empty() || u->size() > 128 || !printable)) {
+      r.error(n["username"], "cluster username must be 1 to 128 printable characters, no spaces (a Redis ACL user)");
+    } else if (u) c.username = *u;
+    if (!n["password_file"]) r.error(n["username"], "cluster username needs password_file: the user's password");
+  }
+  if (n["password_file"]) {
+    if (const auto f = r.string(n["password_file"], "cluster password_file")) {
+      if (f->empty() || f->front() != '/') r.error(n["password_file"], "cluster password_file must be an absolute path");
+      else c.password_file = *f;
+    }
   }
   out = std::move(c);
 }

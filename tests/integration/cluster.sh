@@ -282,6 +282,8 @@ cluster:
   fallback: local-share
   boxes: $BOXES
   secret_file: $SLT_TMP/secret
+  username: $RL_USER
+  password_file: $SLT_TMP/redis.pw
 buckets:
   shared: { rate: $RATE_PER_MIN/min, burst: $BURST, scope: cluster }
   own:    { rate: $RATE_PER_MIN/min, burst: $BURST, scope: box }
@@ -509,6 +511,11 @@ done
 head -c 192 /dev/urandom >"$SLT_TMP/state-a/credential.secret"
 chmod 600 "$SLT_TMP/state-a/credential.secret"
 cp -p "$SLT_TMP/state-a/credential.secret" "$SLT_TMP/state-b/credential.secret"
+# Redis as production runs it: AUTH required, and sluiced in as an ACL
+# user confined to its key prefix (every check below syncs through it).
+RL_PASS="lab-admin-$RANDOM$RANDOM" RL_USER=sluice RL_USER_PASS="sluice-$RANDOM$RANDOM" RL_USER_KEYS='sluice:*'
+printf '%s\n' "$RL_USER_PASS" >"$SLT_TMP/redis.pw"
+chmod 0600 "$SLT_TMP/redis.pw"
 write_policy "$SLT_TMP/policy-a.yaml"
 write_policy "$SLT_TMP/policy-b.yaml"
 "$SLUICED" --check-config "$SLT_TMP/policy-a.yaml" >"$SLT_TMP/why" 2>&1 || die_setup "policy: $(tr '\n' ' ' <"$SLT_TMP/why")"
@@ -532,6 +539,20 @@ for b in A B; do
   ge "$(kv keys_sent "$s")" 1 || die_setup "box $b sent nothing to Redis within 10 s: $s"
 done
 echo "cluster.sh: both boxes synced with Redis ($(since "$t0")s since the Redis start)"
+
+# 0. Redis wants AUTH: the boxes came in as the ACL user confined to
+# sluice's key prefix (their syncs above went through it), the check says
+# so, and that user can touch no other key.
+check_begin cluster-redis-auth
+out="$(in_ns "$NS_A" "$SLUICED" --check-config "$SLT_TMP/policy-a.yaml" --connect 2>&1)"
+grep -q "cluster redis answered, authenticated as sluice" <<<"$out" || fail "--check-config --connect: $out"
+first="$(redis_lab_primaries | head -n 1)"
+out="$(timeout 10 ip netns exec "$NS_R" redis-cli -h "$REDIS_HOST" -p "$first" --user "$RL_USER" --pass "$RL_USER_PASS" \
+  --no-auth-warning SET not-sluice:x 1 2>&1)"
+grep -q NOPERM <<<"$out" || fail "the ACL user could write outside its prefix: $out"
+out="$(timeout 10 ip netns exec "$NS_R" redis-cli -h "$REDIS_HOST" -p "$first" PING 2>&1)"
+grep -q NOAUTH <<<"$out" || fail "Redis answered without AUTH: $out"
+check_end "boxes synced as ACL user $RL_USER (~$RL_USER_KEYS); --check-config --connect says so; NOPERM outside the prefix, NOAUTH without credentials"
 
 # 1. One token, alternating between the boxes: one budget, and the same
 # traffic on a box-scope bucket gets one budget per box.

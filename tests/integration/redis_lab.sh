@@ -18,6 +18,13 @@
 #
 # Nodes are stopped by their pids only (RL_PID[port], also in DIR/PORT/pid);
 # a pid is forgotten once it is reaped.
+#
+# Authentication, as production runs it, when set before redis_lab_start:
+#   RL_PASS                       requirepass (the default user, which the
+#                                 lab's own redis-cli and the replicas use)
+#   RL_USER RL_USER_PASS RL_USER_KEYS   an ACL user for the application,
+#                                 confined to keys matching RL_USER_KEYS and
+#                                 to what is not @dangerous (plus CLUSTER SLOTS)
 
 RL_NS=""
 RL_HOST=""
@@ -25,6 +32,14 @@ RL_DIR=""
 RL_PORTS=()
 declare -A RL_PID=()
 RL_STARTED=()   # every node pid ever started
+RL_PASS="${RL_PASS:-}"
+RL_USER="${RL_USER:-}" RL_USER_PASS="${RL_USER_PASS:-}" RL_USER_KEYS="${RL_USER_KEYS:-}"
+
+# The lab's own redis-cli arguments for the default user.
+redis_lab_auth_args() {
+  [ -n "$RL_PASS" ] && printf '%s\n' -a "$RL_PASS" --no-auth-warning
+  return 0
+}
 
 redis_lab_init() {
   RL_NS="$1" RL_HOST="$2" RL_DIR="$3"
@@ -36,7 +51,9 @@ redis_lab_init() {
 redis_lab_cli() {
   local port="$1"
   shift
-  timeout -k 1 10 ip netns exec "$RL_NS" redis-cli -h "$RL_HOST" -p "$port" "$@"
+  local auth
+  mapfile -t auth < <(redis_lab_auth_args)
+  timeout -k 1 10 ip netns exec "$RL_NS" redis-cli -h "$RL_HOST" -p "$port" "${auth[@]}" "$@"
 }
 
 redis_lab_alive() {
@@ -50,14 +67,16 @@ redis_lab_alive() {
 # Starts one node, fresh (its directory emptied: no nodes.conf, no data).
 # Must run in the caller's shell (not in $(...)): the node is its child.
 redis_lab_start_one() {
-  local port="$1" d="$RL_DIR/$1"
+  local port="$1" d="$RL_DIR/$1" auth=()
   rm -rf "$d"
   mkdir -p "$d"
+  [ -n "$RL_PASS" ] && auth+=(--requirepass "$RL_PASS" --masterauth "$RL_PASS")
+  [ -n "$RL_USER" ] && auth+=(--user "$RL_USER" on ">$RL_USER_PASS" "~$RL_USER_KEYS" +@all -@dangerous '+cluster|slots')
   ip netns exec "$RL_NS" redis-server --bind "$RL_HOST" --port "$port" --protected-mode no \
     --daemonize no --dir "$d" --logfile "$d/redis.log" \
     --cluster-enabled yes --cluster-config-file "$d/nodes.conf" --cluster-node-timeout 1000 \
     --cluster-replica-validity-factor 0 --repl-diskless-sync-delay 0 \
-    --save "" --appendonly no </dev/null >"$d/stdout.log" 2>&1 &
+    --save "" --appendonly no "${auth[@]}" </dev/null >"$d/stdout.log" 2>&1 &
   RL_PID[$port]=$!   # `ip netns exec` execs in place: this is redis-server's pid
   echo "$!" >"$d/pid"
   RL_STARTED+=("$!")
@@ -87,7 +106,9 @@ redis_lab_start() {
 redis_lab_create() {
   local replicas="$1" p nodes=()
   for p in "${RL_PORTS[@]}"; do nodes+=("$RL_HOST:$p"); done
-  if ! timeout -k 2 60 ip netns exec "$RL_NS" redis-cli --cluster create "${nodes[@]}" \
+  local auth
+  mapfile -t auth < <(redis_lab_auth_args)
+  if ! timeout -k 2 60 ip netns exec "$RL_NS" redis-cli "${auth[@]}" --cluster create "${nodes[@]}" \
     --cluster-replicas "$replicas" --cluster-yes >"$RL_DIR/create.log" 2>&1; then
     echo "redis-cli --cluster create failed: $(tail -n 5 "$RL_DIR/create.log" | tr '\n' ' ')"
     return 1

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "control/cluster/redis_link.h"
 #include "redis_processes.h"
@@ -20,7 +21,9 @@ class RedisServer {
  public:
   // The directory (and so the socket's path) is made here and kept until
   // the destructor: a server stopped and started again is on the same socket.
-  RedisServer() : dir_(redis_processes::make_dir("sluice-redis")) {
+  // `extra`: more of redis-server's options (e.g. --requirepass PASSWORD).
+  explicit RedisServer(std::vector<std::string> extra = {})
+      : dir_(redis_processes::make_dir("sluice-redis")), extra_(std::move(extra)) {
     if (!dir_.empty()) socket_ = dir_ + "/redis.sock";
   }
   ~RedisServer() {
@@ -39,10 +42,10 @@ class RedisServer {
     if (dir_.empty()) return fail("mkdtemp failed");
     const std::string server = p::find_on_path("redis-server");
     if (server.empty()) return fail("redis-server not found on PATH (Debian's redis-server)");
-    pid_ = p::spawn(server,
-                    {"--port", "0", "--unixsocket", socket_, "--save", "", "--appendonly", "no", "--dir", dir_,
-                     "--logfile", dir_ + "/redis.log", "--daemonize", "no"},
-                    dir_, dir_ + "/stdout.log");
+    std::vector<std::string> args{"--port", "0", "--unixsocket", socket_, "--save", "", "--appendonly", "no",
+                                  "--dir", dir_, "--logfile", dir_ + "/redis.log", "--daemonize", "no"};
+    args.insert(args.end(), extra_.begin(), extra_.end());
+    pid_ = p::spawn(server, args, dir_, dir_ + "/stdout.log");
     if (pid_ <= 0) return fail("could not start " + server);
     if (p::answers(pid_, endpoint())) return true;
     const bool exited = pid_ <= 0;
@@ -70,6 +73,7 @@ class RedisServer {
   }
 
   std::string dir_, socket_, error_;
+  std::vector<std::string> extra_;
   pid_t pid_ = 0;
 };
 

@@ -158,6 +158,20 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
       {"a cluster endpoint that does not parse",
        kMinimal + "cluster:\n  redis: [\"198.18.0.9\"]\n  boxes: 2\n  secret_file: /etc/sluice/cluster.secret\n",
        "p.yaml:9:10: cluster redis '198.18.0.9': an endpoint is HOST:PORT, [IPV6]:PORT or unix:/path"},
+      {"credentials in a cluster endpoint, which the error does not repeat",
+       kMinimal + "cluster:\n  redis: [\"sluice:hunter2@198.18.0.9:6379\"]\n  boxes: 2\n  secret_file: /s\n",
+       "p.yaml:9:10: cluster redis '198.18.0.9:6379': credentials do not go in the endpoint; give username and "
+       "password_file"},
+      {"a username without a password",
+       kMinimal + "cluster:\n  redis: [\"unix:/run/r.sock\"]\n  boxes: 2\n  secret_file: /s\n  username: sluice\n",
+       "p.yaml:12:13: cluster username needs password_file: the user's password"},
+      {"a username with a space",
+       kMinimal + "cluster:\n  redis: [\"unix:/run/r.sock\"]\n  boxes: 2\n  secret_file: /s\n  username: \"a b\"\n"
+                  "  password_file: /p\n",
+       "p.yaml:12:13: cluster username must be 1 to 128 printable characters, no spaces (a Redis ACL user)"},
+      {"a relative password file",
+       kMinimal + "cluster:\n  redis: [\"unix:/run/r.sock\"]\n  boxes: 2\n  secret_file: /s\n  password_file: pw\n",
+       "p.yaml:12:18: cluster password_file must be an absolute path"},
       {"a cluster without redis", kMinimal + "cluster:\n  boxes: 2\n  secret_file: /s\n",
        "p.yaml:9:3: cluster needs redis: the Redis Cluster's seed nodes, or one primary"},
       {"local-share without a box count",
@@ -299,7 +313,9 @@ TEST(PolicyLoader, ClusterSectionAndScope) {
       "  sync_interval: 50ms\n"
       "  fallback: local-share\n"
       "  boxes: 3\n"
-      "  secret_file: /etc/sluice/cluster.secret\n",
+      "  secret_file: /etc/sluice/cluster.secret\n"
+      "  username: sluice-edge\n"
+      "  password_file: /etc/sluice/redis.password\n",
       "p.yaml");
   ASSERT_TRUE(r.policy) << (r.errors.empty() ? "" : r.errors.front().message);
   const Policy& p = *r.policy;
@@ -310,6 +326,8 @@ TEST(PolicyLoader, ClusterSectionAndScope) {
   EXPECT_EQ(p.cluster->fallback, ClusterSpec::Fallback::kLocalShare);
   EXPECT_EQ(p.cluster->boxes, 3u);
   EXPECT_EQ(p.cluster->secret_file, "/etc/sluice/cluster.secret");
+  EXPECT_EQ(p.cluster->username, "sluice-edge");
+  EXPECT_EQ(p.cluster->password_file, "/etc/sluice/redis.password");
   ASSERT_EQ(p.buckets.size(), 3u);
   EXPECT_EQ(p.buckets[0].scope, BucketSpec::Scope::kCluster);
   EXPECT_EQ(p.buckets[1].scope, BucketSpec::Scope::kBox);

@@ -130,6 +130,75 @@ TEST(RedisRouterSingle, NoSeedAnsweringFailsFastAndBacksOff) {
   EXPECT_EQ(router.map_refreshes(), 0u);
 }
 
+// Redis as production runs it: requirepass (the default user) and an ACL
+// user confined to one key prefix.
+RedisServer authenticated_server() {
+  return RedisServer({"--requirepass", "default-secret", "--user", "sluice", "on", ">sluice-secret", "~sluice:*",
+                      "+@all", "-@dangerous", "+cluster|slots"});
+}
+
+RedisLink::Options with_credentials(std::string user, std::string password) {
+  RedisLink::Options o = test_options();
+  o.username = std::move(user);
+  o.password = std::move(password);
+  return o;
+}
+
+TEST(RedisLinkAuth, AuthenticatesAsTheDefaultUserOrAnAclUserOnEveryNewConnection) {
+  RedisServer server = authenticated_server();
+  ASSERT_TRUE(server.start()) << kNeedsRedis << ": " << server.error();
+  RedisLink as_default(server.endpoint(), with_credentials("", "default-secret"));
+  const std::string_view set_other[] = {"SET", "other:k", "1"};
+  EXPECT_EQ(as_default.command(set_other, Clock::now()).error, RedisError::kNone);
+  RedisLink as_sluice(server.endpoint(), with_credentials("sluice", "sluice-secret"));
+  const std::string_view set_mine[] = {"SET", "sluice:k", "1"};
+  EXPECT_EQ(as_sluice.command(set_mine, Clock::now()).error, RedisError::kNone);
+  // Confined to its prefix: a server error, not a credentials one.
+  const RedisLink::Result outside = as_sluice.command(set_other, Clock::now());
+  EXPECT_EQ(outside.error, RedisError::kServer) << outside.detail;
+  EXPECT_NE(outside.detail.find("NOPERM"), std::string::npos) << outside.detail;
+  // A new connection (the server restarted) authenticates again.
+  server.stop();
+  ASSERT_TRUE(server.start()) << server.error();
+  RedisLink::Result again;
+  for (int i = 0; i < 50 && (again = as_sluice.command(set_mine, Clock::now())).error != RedisError::kNone; ++i) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(again.error, RedisError::kNone) << again.detail;
+}
+
+TEST(RedisLinkAuth, RefusedOrMissingCredentialsAreAnAuthErrorThatNamesNoPassword) {
+  RedisServer server = authenticated_server();
+  ASSERT_TRUE(server.start()) << kNeedsRedis << ": " << server.error();
+  const std::string_view ping[] = {"PING"};
+  RedisLink wrong(server.endpoint(), with_credentials("sluice", "not-the-secret"));
+  const RedisLink::Result refused = wrong.command(ping, Clock::now());
+  EXPECT_EQ(refused.error, RedisError::kAuth);
+  EXPECT_NE(refused.detail.find("authentication refused (WRONGPASS"), std::string::npos) << refused.detail;
+  EXPECT_EQ(refused.detail.find("not-the-secret"), std::string::npos) << refused.detail;
+  EXPECT_FALSE(wrong.connected());
+  // Like any failed connection: backed off, not retried at every command.
+  EXPECT_EQ(wrong.command(ping, Clock::now()).error, RedisError::kBackingOff);
+  RedisLink none(server.endpoint(), test_options());
+  const RedisLink::Result noauth = none.command(ping, Clock::now());
+  EXPECT_EQ(noauth.error, RedisError::kAuth);
+  EXPECT_NE(noauth.detail.find("NOAUTH"), std::string::npos) << noauth.detail;
+  EXPECT_NE(noauth.detail.find(server.endpoint().to_string()), std::string::npos) << noauth.detail;
+}
+
+TEST(RedisLinkAuth, AProbeReportsRefusedCredentialsBeforeAnUnreachableSeed) {
+  RedisServer server = authenticated_server();
+  ASSERT_TRUE(server.start()) << kNeedsRedis << ": " << server.error();
+  RedisRouter refused({server.endpoint(), RedisEndpoint{{}, 0, "/nonexistent/sluice-redis.sock"}},
+                      with_credentials("sluice", "not-the-secret"));
+  EXPECT_EQ(refused.probe(Clock::now()).error, RedisError::kAuth);
+  RedisRouter good({RedisEndpoint{{}, 0, "/nonexistent/sluice-redis.sock"}, server.endpoint()},
+                   with_credentials("sluice", "sluice-secret"));
+  const RedisLink::Result ok = good.probe(Clock::now());
+  EXPECT_EQ(ok.error, RedisError::kNone) << ok.detail;
+  EXPECT_EQ(good.mode(), RedisRouter::Mode::kSingle);
+}
+
 class RedisRouterCluster : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(cluster_.start()) << kNeedsRedis << ": " << cluster_.error(); }
