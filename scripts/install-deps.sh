@@ -15,6 +15,7 @@ build_pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libhttp-parser-dev   # the same-run baseline in perf/parser_bench
   libhiredis-dev       # the control thread's link to Redis (cluster budgets)
+  libssl-dev           # TLS to Redis (control/cluster/redis_tls.*): Debian 12's hiredis has none
   nlohmann-json3-dev   # the control protocol's JSON (control/json.*)
   libcli11-dev         # sluiced's options and sluicectl's subcommands, help from the same table
   libsystemd-dev       # sd_notify: READY, STATUS, STOPPING, WATCHDOG; journald fields
@@ -33,6 +34,7 @@ test_pkgs=(
   clang libclang-rt-14-dev   # libFuzzer and the clang sanitizer runtimes
   chromium                   # the integration tests' browser (CORS preflight, TB08/TB09)
   redis-server               # cluster budgets' tests start their own Redis
+  openssl                    # the TLS tests make their certificates
   haproxy                    # a load balancer that speaks the PROXY protocol (client_ip proxy_protocol's tests)
   zstd xz-utils              # compressed logs for sluice-replay's tests (tests/integration/replay_cli.sh)
   prometheus                 # promtool check metrics; a real server scrapes sluiced in a test

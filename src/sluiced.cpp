@@ -161,7 +161,7 @@ LoadedPolicy load_with_ports(const sluiced::Options& o, const std::string& file,
   const std::optional<control::RedisLink::Options> link = sluiced::cluster_link_options(*c, error);
   if (!link) return Failure{ExitCode::kConfig, error};
   const control::RedisLink::Result r = sluiced::probe_cluster(*c, *link);
-  if (r.error == control::RedisError::kAuth) {
+  if (control::is_setup_error(r.error)) {
     return Failure{ExitCode::kCluster, "cluster redis: " + r.detail +
                                            (link->password.empty() ? " (the policy gives no password_file)" : "")};
   }
@@ -194,9 +194,10 @@ int check_config(const sluiced::Options& o) {
   if (r.error != control::RedisError::kNone) {
     return report(Failure{ExitCode::kCluster, "cluster redis: " + r.detail});
   }
-  const std::string who = link->password.empty() ? "without credentials"
-                          : link->username.empty() ? "authenticated as the default user"
-                                                   : "authenticated as " + link->username;
+  const std::string who = std::string(link->tls ? "over TLS, " : "") +
+                          (link->password.empty() ? "without credentials"
+                           : link->username.empty() ? "authenticated as the default user"
+                                                    : "authenticated as " + link->username);
   std::printf("%s: ok: cluster redis answered, %s\n", o.config.c_str(), who.c_str());
   return 0;
 }

@@ -108,6 +108,11 @@ std::optional<std::string> read_cluster_password(const std::string& path, std::s
 
 std::optional<control::RedisLink::Options> cluster_link_options(const policy::ClusterSpec& spec, std::string& error) {
   control::RedisLink::Options o;
+  if (spec.tls) {
+    o.tls = control::RedisTlsContext::make(
+        {spec.tls->ca_file, spec.tls->cert_file, spec.tls->key_file, spec.tls->server_name}, error);
+    if (!o.tls) return std::nullopt;
+  }
   if (spec.password_file.empty()) return o;
   std::optional<std::string> password = read_cluster_password(spec.password_file, error);
   if (!password) return std::nullopt;
@@ -245,6 +250,7 @@ void ClusterPart::build(control::ClusterService::Setup setup) {
   setup.spec = *spec_;
   setup.redis.username = link_.username;
   setup.redis.password = link_.password;
+  setup.redis.tls = link_.tls;
   for (const auto& l : logs_) setup.logs.push_back(l.get());
   service_ = std::make_unique<control::ClusterService>(std::move(setup));
 }

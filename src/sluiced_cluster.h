@@ -32,9 +32,10 @@ namespace sluice::sluiced {
 [[nodiscard]] std::optional<control::RedisLink::Options> cluster_link_options(const policy::ClusterSpec& spec,
                                                                              std::string& error);
 
-// Connects to the seeds as the sync will (AUTH included) and asks for the
-// topology: kAuth when Redis refuses the credentials or wants some, which
-// no retry mends (sluiced does not start); kUnreachable and the like when
+// Connects to the seeds as the sync will (TLS and AUTH included) and asks
+// for the topology: kAuth when Redis refuses the credentials or wants some,
+// kTls when the handshake fails, which no retry mends (sluiced does not
+// start: is_setup_error); kUnreachable and the like when
 // no seed answers (sluiced starts in fallback, --check-config --connect
 // says so).
 [[nodiscard]] control::RedisLink::Result probe_cluster(const policy::ClusterSpec& spec,

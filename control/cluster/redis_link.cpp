@@ -69,6 +69,7 @@ std::string_view to_string(RedisError e) noexcept {
     case RedisError::kServer: return "server_error";
     case RedisError::kProtocol: return "protocol";
     case RedisError::kAuth: return "authentication";
+    case RedisError::kTls: return "tls";
   }
   return "unknown";
 }
@@ -100,6 +101,7 @@ RedisLink::~RedisLink() {
 void RedisLink::drop(Clock::time_point now) noexcept {
   if (ctx_ != nullptr) redisFree(ctx_);
   ctx_ = nullptr;
+  tls_.reset();
   backoff_ = backoff_.count() == 0 ? options_.backoff_min : std::min(backoff_ * 2, options_.backoff_max);
   retry_at_ = now + backoff_;
 }
@@ -111,6 +113,18 @@ RedisError RedisLink::connect(Clock::time_point now, std::string& detail) {
     return RedisError::kBackingOff;
   }
   ++connects_;
+  if (options_.tls) {
+    TlsRedisConnection::Opened opened =
+        TlsRedisConnection::open(endpoint_, *options_.tls, options_.connect_timeout, options_.command_timeout);
+    if (!opened.connection) {
+      detail = std::move(opened.error);
+      ++failed_connects_;
+      drop(now);
+      return opened.failure == TlsRedisConnection::Failure::kTls ? RedisError::kTls : RedisError::kUnreachable;
+    }
+    tls_ = std::move(opened.connection);
+    return authenticate(now, detail);
+  }
   const timeval tv = to_timeval(options_.connect_timeout);
   redisContext* c = endpoint_.unix_path.empty() ? redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port, tv)
                                                 : redisConnectUnixWithTimeout(endpoint_.unix_path.c_str(), tv);
@@ -140,14 +154,21 @@ RedisError RedisLink::authenticate(Clock::time_point now, std::string& detail) {
   const RedisReply reply(send(argv));
   if (reply && !reply.is_error()) return RedisError::kNone;
   const bool lost = !reply;
+  const bool tls_refused = lost && tls_ && tls_->refused();
   detail = endpoint_.to_string() + ": " +
-           (lost ? std::string("the connection broke during AUTH") : "authentication refused (" + std::string(reply.text()) + ")");
+           (tls_refused ? tls_->error()
+            : lost      ? std::string("the connection broke during AUTH")
+                        : "authentication refused (" + std::string(reply.text()) + ")");
   ++failed_connects_;
   drop(now);
-  return lost ? RedisError::kConnectionLost : RedisError::kAuth;
+  return tls_refused ? RedisError::kTls : lost ? RedisError::kConnectionLost : RedisError::kAuth;
 }
 
 redisReply* RedisLink::send(std::span<const std::string_view> argv) {
+  if (tls_) {
+    const SigpipeBlocked blocked;
+    return tls_->command(argv);
+  }
   std::vector<const char*> args;
   std::vector<size_t> lengths;
   args.reserve(argv.size());
@@ -168,8 +189,8 @@ RedisLink::Result RedisLink::command(std::span<const std::string_view> argv, Clo
   }
   redisReply* reply = send(argv);
   if (reply == nullptr) {
-    r.error = RedisError::kConnectionLost;
-    r.detail = endpoint_.to_string() + ": " + (ctx_->err != 0 ? ctx_->errstr : "no reply");
+    r.error = tls_ && tls_->refused() ? RedisError::kTls : RedisError::kConnectionLost;
+    r.detail = endpoint_.to_string() + ": " + (tls_ ? tls_->error() : ctx_->err != 0 ? std::string(ctx_->errstr) : "no reply");
     drop(now);
     return r;
   }

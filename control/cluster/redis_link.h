@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "control/cluster/redis_tls.h"
 #include "net/endpoint.h"
 
 struct redisContext;
@@ -32,7 +33,14 @@ enum class RedisError : uint8_t {
   kProtocol,        // a reply of a shape the caller did not expect
   kAuth,            // the server refused our credentials, or wants some (WRONGPASS, NOAUTH): a setup error,
                     // not a passing failure
+  kTls,             // the TLS handshake failed (a certificate that does not verify, a name that does not
+                    // match, a client certificate wanted): a setup error too
 };
+
+// Errors no retry mends: sluiced does not start on them.
+[[nodiscard]] constexpr bool is_setup_error(RedisError e) noexcept {
+  return e == RedisError::kAuth || e == RedisError::kTls;
+}
 
 [[nodiscard]] std::string_view to_string(RedisError e) noexcept;
 
@@ -85,6 +93,8 @@ class RedisLink {
     // user `username`, or (empty) as Redis's `default` user (requirepass).
     std::string username;
     std::string password;
+    // TLS (redis_tls.h), shared by every link; null: plain TCP or a Unix socket.
+    std::shared_ptr<const RedisTlsContext> tls;
   };
 
   struct Result {
@@ -105,7 +115,7 @@ class RedisLink {
   // the next command connects again.
   [[nodiscard]] Result command(std::span<const std::string_view> argv, Clock::time_point now);
 
-  [[nodiscard]] bool connected() const noexcept { return ctx_ != nullptr; }
+  [[nodiscard]] bool connected() const noexcept { return ctx_ != nullptr || tls_ != nullptr; }
   [[nodiscard]] const RedisEndpoint& endpoint() const noexcept { return endpoint_; }
   // Connection attempts made, and how many of them failed.
   [[nodiscard]] uint64_t connects() const noexcept { return connects_; }
@@ -120,7 +130,8 @@ class RedisLink {
 
   RedisEndpoint endpoint_;
   Options options_;
-  redisContext* ctx_ = nullptr;
+  redisContext* ctx_ = nullptr;               // plain TCP or a Unix socket: hiredis's own
+  std::unique_ptr<TlsRedisConnection> tls_;   // or TLS: OpenSSL's, hiredis's protocol over it
   Clock::time_point retry_at_{};
   std::chrono::milliseconds backoff_{0};
   uint64_t connects_ = 0;

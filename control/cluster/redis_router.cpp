@@ -252,7 +252,7 @@ RedisLink::Result RedisRouter::refresh(Clock::time_point now) {
     }
     if (r.error != RedisError::kBackingOff) ++failures;
     // Refused credentials say more than another node's silence: kept.
-    if (last.error != RedisError::kAuth || r.error == RedisError::kAuth) last = std::move(r);
+    if (!is_setup_error(last.error) || is_setup_error(r.error)) last = std::move(r);
   }
   refresh_pending_ = true;
   return last;

@@ -79,9 +79,9 @@ class RedisRouter {
                                           RedisLink::Clock::time_point now);
 
   // Asks the nodes for the topology now (connecting, and authenticating,
-  // as any command would): what a check at start-up learns. kAuth when a
-  // node refused the credentials or wants some, even if another could not
-  // be reached.
+  // as any command would): what a check at start-up learns. kAuth or kTls
+  // (is_setup_error) when a node refused the credentials or the handshake,
+  // even if another could not be reached.
   [[nodiscard]] RedisLink::Result probe(RedisLink::Clock::time_point now) { return refresh(now); }
 
   [[nodiscard]] Mode mode() const noexcept { return mode_; }

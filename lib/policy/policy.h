@@ -150,10 +150,18 @@ struct ClusterSpec {
   // none). Never in the endpoint, where logs and status would show it.
   std::string username;
   std::string password_file;
+  // TLS to every node: the CA the servers' certificates are checked
+  // against, a client certificate where Redis wants one, and the name every
+  // certificate must carry (empty: each endpoint's own host).
+  struct Tls {
+    std::string ca_file, cert_file, key_file, server_name;
+    bool operator==(const Tls&) const = default;
+  };
+  std::optional<Tls> tls;
   bool operator==(const ClusterSpec& o) const {
     return redis == o.redis && key_prefix == o.key_prefix && sync_interval == o.sync_interval &&
            fallback == o.fallback && boxes == o.boxes && secret_file == o.secret_file && username == o.username &&
-           password_file == o.password_file;
+           password_file == o.password_file && tls == o.tls;
   }
 };
 

@@ -939,10 +939,43 @@ void read_buckets(Reader& r, const YAML::Node& bs, std::vector<BucketSpec>& out)
   }
 }
 
+// cluster tls: the files OpenSSL loads at start (absolute paths), the name
+// the certificates must carry. Unix sockets take no TLS.
+void read_cluster_tls(Reader& r, const YAML::Node& n, ClusterSpec& c) {
+  if (!r.is_map(n, "cluster tls")) return;
+  r.only(n, {"ca_file", "cert_file", "key_file", "server_name"}, "cluster tls");
+  ClusterSpec::Tls t;
+  const auto path = [&](const char* key, std::string& out) {
+    if (!n[key]) return;
+    const auto f = r.string(n[key], std::string("cluster tls ") + key);
+    if (f && (f->empty() || f->front() != '/')) r.error(n[key], std::string("cluster tls ") + key + " must be an absolute path");
+    else if (f) out = *f;
+  };
+  if (!n["ca_file"]) r.error(n, "cluster tls needs ca_file: the CA the servers' certificates are checked against");
+  path("ca_file", t.ca_file);
+  path("cert_file", t.cert_file);
+  path("key_file", t.key_file);
+  if (n["cert_file"] && !n["key_file"]) r.error(n["cert_file"], "cluster tls cert_file needs key_file, its key");
+  if (n["key_file"] && !n["cert_file"]) r.error(n["key_file"], "cluster tls key_file needs cert_file, its certificate");
+  if (n["server_name"]) {
+    const auto name = r.string(n["server_name"], "cluster tls server_name");
+    const bool printable =
+        name && std::all_of(name->begin(), name->end(), [](char ch) { return ch > ' ' && ch < 0x7f; });
+    if (name && (name->empty() || name->size() > 253 || !printable)) {
+      r.error(n["server_name"], "cluster tls server_name must be a host name or an address (1 to 253 characters)");
+    } else if (name) t.server_name = *name;
+  }
+  for (const std::string& e : c.redis) {
+    if (e.starts_with("unix:")) r.error(n, "cluster tls is for TCP endpoints: " + quoted(e) + " is a Unix socket");
+  }
+  c.tls = std::move(t);
+}
+
 // The Redis the boxes share budgets through, and how they sync.
 void read_cluster(Reader& r, const YAML::Node& n, std::optional<ClusterSpec>& out) {
   if (!r.is_map(n, "cluster")) return;
-  r.only(n, {"redis", "key_prefix", "sync_interval", "fallback", "boxes", "secret_file", "username", "password_file"},
+  r.only(n,
+         {"redis", "key_prefix", "sync_interval", "fallback", "boxes", "secret_file", "username", "password_file", "tls"},
          "cluster");
   ClusterSpec c;
   c.mark = r.mark(n);
@@ -1006,6 +1039,7 @@ void read_cluster(Reader& r, const YAML::Node& n, std::optional<ClusterSpec>& ou
       else c.password_file = *f;
     }
   }
+  if (n["tls"]) read_cluster_tls(r, n["tls"], c);
   out = std::move(c);
 }
 

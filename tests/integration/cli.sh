@@ -14,6 +14,7 @@ ns="slc-$$"
 tmp="$(mktemp -d "/tmp/slc-$$.XXXXXX")"
 cleanup() {
   if [ -n "${redis_pid:-}" ]; then kill -KILL "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null; fi
+  if [ -n "${tls_pid:-}" ]; then kill -KILL "$tls_pid" 2>/dev/null; wait "$tls_pid" 2>/dev/null; fi
   ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
   ip netns delete "$ns" 2>/dev/null
   umount "$tmp/huge" 2>/dev/null
@@ -139,6 +140,58 @@ if [ -n "$redis_pid" ] && [ -S "$tmp/redis.sock" ]; then
   fi
 else
   echo "FAIL redis-auth: redis-server did not start: $(tail -n 3 "$tmp/redis.log" 2>/dev/null)"
+  failures=$((failures + 1))
+fi
+# TLS: a redis-server of this test's own with a TLS port on loopback and
+# requirepass, its certificate made here; sluiced checks it against the CA
+# and the name, and a certificate another CA signed stops it at start.
+tls_pid=""
+if command -v openssl >/dev/null && command -v redis-server >/dev/null; then
+  (
+    cd "$tmp" &&
+      openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=cli-ca &&
+      openssl req -x509 -newkey rsa:2048 -nodes -keyout other.key -out other.crt -days 2 -subj /CN=other-ca &&
+      openssl req -newkey rsa:2048 -nodes -keyout tls.key -out tls.csr -subj /CN=redis.test &&
+      printf 'subjectAltName=DNS:redis.test,IP:127.0.0.1\n' >tls.ext &&
+      openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out tls.crt -days 2 -extfile tls.ext
+  ) >"$tmp/openssl.log" 2>&1
+  tls_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  redis-server --port 0 --bind 127.0.0.1 --tls-port "$tls_port" --tls-cert-file "$tmp/tls.crt" --tls-key-file "$tmp/tls.key" \
+    --tls-ca-cert-file "$tmp/ca.crt" --tls-auth-clients no --requirepass default-secret --save "" --appendonly no \
+    --dir "$tmp" >"$tmp/redis-tls.log" 2>&1 &
+  tls_pid=$!
+  for _ in $(seq 50); do
+    redis-cli --tls --cacert "$tmp/ca.crt" -h 127.0.0.1 -p "$tls_port" -a default-secret --no-auth-warning PING 2>/dev/null |
+      grep -q PONG && break
+    sleep 0.1
+  done
+  tls_policy() {  # tls_policy NAME CA [SERVER_NAME]
+    auth_policy "$1" "127.0.0.1:$tls_port" "$tmp/default.pw"
+    printf '  tls:\n    ca_file: %s\n' "$2" >>"$tmp/$1.yaml"
+    [ $# -ge 3 ] && printf '    server_name: %s\n' "$3" >>"$tmp/$1.yaml"
+    return 0
+  }
+  tls_policy tls-good "$tmp/ca.crt"
+  tls_policy tls-named "$tmp/ca.crt" redis.test
+  tls_policy tls-other-ca "$tmp/other.crt"
+  tls_policy tls-wrong-name "$tmp/ca.crt" elsewhere.test
+  tls_policy tls-no-ca "$tmp/none.crt"
+  expect redis-tls-connect 0 "" -- "$sluiced" --check-config "$tmp/tls-good.yaml" --connect
+  holds_out redis-tls-connect-said "cluster redis answered, over TLS, authenticated as the default user" tls-good
+  expect redis-tls-server-name 0 "" -- "$sluiced" --check-config "$tmp/tls-named.yaml" --connect
+  expect redis-tls-other-ca 9 "TLS handshake failed: the server's certificate: " -- \
+    "$sluiced" --check-config "$tmp/tls-other-ca.yaml" --connect
+  expect redis-tls-wrong-name 9 "TLS handshake failed: .*elsewhere.test" -- \
+    "$sluiced" --check-config "$tmp/tls-wrong-name.yaml" --connect
+  expect redis-tls-start-other-ca 9 "^sluiced: cluster redis: 127.0.0.1:$tls_port: TLS handshake failed" -- \
+    "$sluiced" --config "$tmp/tls-other-ca.yaml" --af-packet slc-nope0:slc-nope1
+  expect redis-tls-no-ca-file 3 "cluster tls ca_file $tmp/none.crt: cannot be loaded" -- \
+    "$sluiced" --check-config "$tmp/tls-no-ca.yaml"
+  kill -TERM "$tls_pid" 2>/dev/null
+  wait "$tls_pid" 2>/dev/null
+  tls_pid=""
+else
+  echo "FAIL redis-tls: openssl or redis-server missing"
   failures=$((failures + 1))
 fi
 expect redis-password-loose 3 "password_file $tmp/loose.pw: others may read" -- "$sluiced" --check-config "$tmp/auth-loose.yaml"

@@ -169,6 +169,16 @@ TEST(PolicyLoader, BrokenFilesAreRefusedWithFileLineAndColumn) {
        kMinimal + "cluster:\n  redis: [\"unix:/run/r.sock\"]\n  boxes: 2\n  secret_file: /s\n  username: \"a b\"\n"
                   "  password_file: /p\n",
        "p.yaml:12:13: cluster username must be 1 to 128 printable characters, no spaces (a Redis ACL user)"},
+      {"tls without a CA",
+       kMinimal + "cluster:\n  redis: [\"198.18.0.9:6379\"]\n  boxes: 2\n  secret_file: /s\n  tls: { server_name: r }\n",
+       "p.yaml:12:8: cluster tls needs ca_file: the CA the servers' certificates are checked against"},
+      {"a client certificate without its key",
+       kMinimal + "cluster:\n  redis: [\"198.18.0.9:6379\"]\n  boxes: 2\n  secret_file: /s\n"
+                  "  tls: { ca_file: /ca, cert_file: /c }\n",
+       "p.yaml:12:35: cluster tls cert_file needs key_file, its key"},
+      {"tls on a Unix socket",
+       kMinimal + "cluster:\n  redis: [\"unix:/run/r.sock\"]\n  boxes: 2\n  secret_file: /s\n  tls: { ca_file: /ca }\n",
+       "p.yaml:12:8: cluster tls is for TCP endpoints: 'unix:/run/r.sock' is a Unix socket"},
       {"a relative password file",
        kMinimal + "cluster:\n  redis: [\"unix:/run/r.sock\"]\n  boxes: 2\n  secret_file: /s\n  password_file: pw\n",
        "p.yaml:12:18: cluster password_file must be an absolute path"},
@@ -315,7 +325,9 @@ TEST(PolicyLoader, ClusterSectionAndScope) {
       "  boxes: 3\n"
       "  secret_file: /etc/sluice/cluster.secret\n"
       "  username: sluice-edge\n"
-      "  password_file: /etc/sluice/redis.password\n",
+      "  password_file: /etc/sluice/redis.password\n"
+      "  tls: { ca_file: /etc/sluice/redis-ca.pem, cert_file: /etc/sluice/c.pem, key_file: /etc/sluice/c.key,"
+      " server_name: redis.internal }\n",
       "p.yaml");
   ASSERT_TRUE(r.policy) << (r.errors.empty() ? "" : r.errors.front().message);
   const Policy& p = *r.policy;
@@ -328,6 +340,11 @@ TEST(PolicyLoader, ClusterSectionAndScope) {
   EXPECT_EQ(p.cluster->secret_file, "/etc/sluice/cluster.secret");
   EXPECT_EQ(p.cluster->username, "sluice-edge");
   EXPECT_EQ(p.cluster->password_file, "/etc/sluice/redis.password");
+  ASSERT_TRUE(p.cluster->tls);
+  EXPECT_EQ(p.cluster->tls->ca_file, "/etc/sluice/redis-ca.pem");
+  EXPECT_EQ(p.cluster->tls->cert_file, "/etc/sluice/c.pem");
+  EXPECT_EQ(p.cluster->tls->key_file, "/etc/sluice/c.key");
+  EXPECT_EQ(p.cluster->tls->server_name, "redis.internal");
   ASSERT_EQ(p.buckets.size(), 3u);
   EXPECT_EQ(p.buckets[0].scope, BucketSpec::Scope::kCluster);
   EXPECT_EQ(p.buckets[1].scope, BucketSpec::Scope::kBox);
