@@ -117,8 +117,8 @@ void print_cluster(const Json& r) {
               field(*c, "syncs").c_str(), field(*c, "sync_failures").c_str(), field(*c, "keys_sent").c_str(),
               field(*c, "keys_published").c_str(), field(*c, "keys_watched").c_str(),
               field(*c, "last_sync_us").c_str(), field(*c, "max_sync_us").c_str());
-  std::printf("  fallbacks %s, keys the fallback took %s, admissions the spend log lost %s\n",
-              field(*c, "fallbacks").c_str(), field(*c, "fallback_keys").c_str(),
+  std::printf("  fallbacks %s, keys the fallback took %s (repaid to Redis since %s), admissions the spend log lost %s\n",
+              field(*c, "fallbacks").c_str(), field(*c, "fallback_keys").c_str(), field(*c, "repaid_keys").c_str(),
               field(*c, "spend_lost_records").c_str());
 }
 

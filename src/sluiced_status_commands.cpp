@@ -86,6 +86,7 @@ Json cluster_of(const control::ClusterService& cluster) {
   o["sync_failures"] = load(c.sync_failures);
   o["fallbacks"] = load(c.fallbacks);
   o["fallback_keys"] = load(c.fallback_keys);
+  o["repaid_keys"] = load(c.repaid_keys);
   o["keys_sent"] = load(c.keys_sent);
   o["keys_published"] = load(c.keys_published);
   o["keys_watched"] = load(c.keys_watched);

@@ -92,8 +92,12 @@ void ClusterService::add(const KeySpend& s, limiter::Nanos box_now) {
   const auto sum = [](uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; };
   if (sync_.window(s.key.bucket()) && w.minute != s.minute) {
     if (s.minute < w.minute) return;
+    // A window that ended while Redis was away: its counts are the past's,
+    // no budget of a later window owes them.
     w.spent = 0;
     w.tokens = 0;
+    w.shared = 0;
+    w.shared_tokens = 0;
     w.minute = s.minute;
   }
   w.spent = sum(w.spent, s.spent);
@@ -165,9 +169,13 @@ bool ClusterService::step(Clock::time_point now) {
   return false;
 }
 
-// What went out is spent; what did not is tried once more at the next sync,
-// then the fallback takes it. Keys whose shared bucket is full again and
-// that the box has left alone a while are no longer watched.
+// What went out is spent. What did not is tried once more at the next sync,
+// then charged to the fallback's local share, and kept: it goes out with
+// every sync until Redis takes it, so what this box admitted while cut off
+// reaches the shared state and is repaid by every box (the others, not
+// seeing it, handed out the whole budget meanwhile). Keys whose shared
+// bucket is full again and that the box has left alone a while are no
+// longer watched; a key that still owes Redis is kept.
 void ClusterService::settle(const ClusterSync::Report& report, const std::vector<KeySpend>& sent,
                             limiter::Nanos box_now) {
   std::unordered_map<limiter::BucketKey, bool, KeyHash> failed;
@@ -182,12 +190,20 @@ void ClusterService::settle(const ClusterSync::Report& report, const std::vector
         w.retried = true;  // its spend stays, to go out with the next sync
         continue;
       }
-      if (w.spent != 0 || w.tokens != 0) to_fallback.push_back({s.key, w.spent, w.tokens, w.minute});
+      const limiter::Nanos fresh = w.spent - std::min(w.spent, w.shared);
+      const uint64_t fresh_tokens = w.tokens - std::min(w.tokens, w.shared_tokens);
+      if (fresh != 0 || fresh_tokens != 0) to_fallback.push_back({s.key, fresh, fresh_tokens, w.minute});
+      w.shared = w.spent;
+      w.shared_tokens = w.tokens;
+      continue;
     }
+    if (w.shared != 0 || w.shared_tokens != 0) counters_.repaid_keys.fetch_add(1, std::memory_order_relaxed);
     w.spent = 0;
     w.tokens = 0;
+    w.shared = 0;
+    w.shared_tokens = 0;
     w.retried = false;
-    if (!failed.contains(s.key) && box_now - w.last_spent > kWatchFor) watched_.erase(it);
+    if (box_now - w.last_spent > kWatchFor) watched_.erase(it);
   }
   if (to_fallback.empty()) return;
   counters_.fallback_keys.fetch_add(to_fallback.size(), std::memory_order_relaxed);

@@ -44,6 +44,7 @@ struct ClusterCounters {
   std::atomic<uint64_t> keys_published{0};  // local TATs moved forward by the shared lead
   std::atomic<uint64_t> keys_watched{0};    // now
   std::atomic<uint64_t> fallback_keys{0};   // spends the fallback took
+  std::atomic<uint64_t> repaid_keys{0};     // keys whose spends made in fallback reached Redis afterwards
   std::atomic<uint64_t> fallbacks{0};       // times the box went into fallback
   std::atomic<uint64_t> in_fallback{0};     // 1 while in fallback
   std::atomic<uint64_t> last_sync_us{0};    // how long the last sync took
@@ -108,11 +109,16 @@ class ClusterService {
     size_t operator()(const limiter::BucketKey& k) const noexcept { return k.k0 ^ (k.k1 >> 16); }
   };
   struct Watched {
-    limiter::Nanos spent = 0;       // since the last sync (a window: requests)
-    uint64_t tokens = 0;            // a window's, since the last sync
+    limiter::Nanos spent = 0;       // not yet in Redis (a window: requests): since the last sync that reached it
+    uint64_t tokens = 0;            // a window's, likewise
     uint32_t minute = 0;            // a window's: the minute they were counted in
     limiter::Nanos last_spent = 0;  // box clock
     bool retried = false;           // its spend failed once already
+    // Of `spent` and `tokens`, what the fallback has charged to the local
+    // share already: each spend is charged there once, and all of it still
+    // goes to Redis when it answers again.
+    limiter::Nanos shared = 0;
+    uint64_t shared_tokens = 0;
   };
 
   void collect(limiter::Nanos box_now);

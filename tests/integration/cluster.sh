@@ -50,7 +50,7 @@ ARTIFACTS="${SLUICE_CLUSTER_ARTIFACTS:-$BUILD_ABS/integration-cluster}"
 [ -x "$SLUICED" ] || { echo "cluster.sh: $SLUICED not built" >&2; exit 2; }
 [ -x "$SLUICECTL" ] || { echo "cluster.sh: $SLUICECTL not built" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "cluster.sh: needs root (network namespaces, AF_PACKET)" >&2; exit 2; }
-for tool in redis-server redis-cli nginx curl ethtool; do
+for tool in redis-server redis-cli nginx curl ethtool openssl; do
   command -v "$tool" >/dev/null || { echo "cluster.sh: $tool not installed (scripts/install-deps.sh test)" >&2; exit 2; }
 done
 
@@ -284,6 +284,8 @@ cluster:
   secret_file: $SLT_TMP/secret
   username: $RL_USER
   password_file: $SLT_TMP/redis.pw
+  tls:
+    ca_file: $RL_TLS_DIR/ca.crt
 buckets:
   shared: { rate: $RATE_PER_MIN/min, burst: $BURST, scope: cluster }
   own:    { rate: $RATE_PER_MIN/min, burst: $BURST, scope: box }
@@ -516,6 +518,17 @@ cp -p "$SLT_TMP/state-a/credential.secret" "$SLT_TMP/state-b/credential.secret"
 RL_PASS="lab-admin-$RANDOM$RANDOM" RL_USER=sluice RL_USER_PASS="sluice-$RANDOM$RANDOM" RL_USER_KEYS='sluice:*'
 printf '%s\n' "$RL_USER_PASS" >"$SLT_TMP/redis.pw"
 chmod 0600 "$SLT_TMP/redis.pw"
+# ... and over TLS only (clients, replication, the cluster bus): a CA and
+# one certificate for the nodes' address, made here.
+RL_TLS_DIR="$SLT_TMP/tls"
+mkdir -p "$RL_TLS_DIR"
+(
+  cd "$RL_TLS_DIR" &&
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=cluster-it-ca &&
+    openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=redis.cluster-it &&
+    printf 'subjectAltName=DNS:redis.cluster-it,IP:%s\n' "$REDIS_HOST" >server.ext &&
+    openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 2 -extfile server.ext
+) >"$SLT_TMP/openssl.log" 2>&1 || die_setup "openssl: $(tail -n 3 "$SLT_TMP/openssl.log" | tr '\n' ' ')"
 write_policy "$SLT_TMP/policy-a.yaml"
 write_policy "$SLT_TMP/policy-b.yaml"
 "$SLUICED" --check-config "$SLT_TMP/policy-a.yaml" >"$SLT_TMP/why" 2>&1 || die_setup "policy: $(tr '\n' ' ' <"$SLT_TMP/why")"
@@ -545,14 +558,17 @@ echo "cluster.sh: both boxes synced with Redis ($(since "$t0")s since the Redis 
 # so, and that user can touch no other key.
 check_begin cluster-redis-auth
 out="$(in_ns "$NS_A" "$SLUICED" --check-config "$SLT_TMP/policy-a.yaml" --connect 2>&1)"
-grep -q "cluster redis answered, authenticated as sluice" <<<"$out" || fail "--check-config --connect: $out"
+grep -q "cluster redis answered, over TLS, authenticated as sluice" <<<"$out" || fail "--check-config --connect: $out"
 first="$(redis_lab_primaries | head -n 1)"
-out="$(timeout 10 ip netns exec "$NS_R" redis-cli -h "$REDIS_HOST" -p "$first" --user "$RL_USER" --pass "$RL_USER_PASS" \
-  --no-auth-warning SET not-sluice:x 1 2>&1)"
+tls_cli=(--tls --cacert "$RL_TLS_DIR/ca.crt")
+out="$(timeout 10 ip netns exec "$NS_R" redis-cli "${tls_cli[@]}" -h "$REDIS_HOST" -p "$first" --user "$RL_USER" \
+  --pass "$RL_USER_PASS" --no-auth-warning SET not-sluice:x 1 2>&1)"
 grep -q NOPERM <<<"$out" || fail "the ACL user could write outside its prefix: $out"
-out="$(timeout 10 ip netns exec "$NS_R" redis-cli -h "$REDIS_HOST" -p "$first" PING 2>&1)"
+out="$(timeout 10 ip netns exec "$NS_R" redis-cli "${tls_cli[@]}" -h "$REDIS_HOST" -p "$first" PING 2>&1)"
 grep -q NOAUTH <<<"$out" || fail "Redis answered without AUTH: $out"
-check_end "boxes synced as ACL user $RL_USER (~$RL_USER_KEYS); --check-config --connect says so; NOPERM outside the prefix, NOAUTH without credentials"
+out="$(timeout 10 ip netns exec "$NS_R" redis-cli -h "$REDIS_HOST" -p "$first" --no-auth-warning -a "$RL_PASS" PING 2>&1)"
+grep -q PONG <<<"$out" && fail "Redis answered in plain text: $out"
+check_end "boxes synced over TLS as ACL user $RL_USER (~$RL_USER_KEYS); --check-config --connect says so; NOPERM outside the prefix, NOAUTH without credentials, no plain text"
 
 # 1. One token, alternating between the boxes: one budget, and the same
 # traffic on a box-scope bucket gets one budget per box.
@@ -875,6 +891,44 @@ w2A="$(log_count A 'cluster sync failed')" w2B="$(log_count B 'cluster sync fail
 note "since Redis went down: 'cluster sync works again' A +$((r1A - r0A)), B +$((r1B - r0B)); 'cluster sync failed' A +$((w2A - w0A)), B +$((w2B - w0B))"
 ge $((r1A - r0A)) 1 && ge $((r1B - r0B)) 1 || fail "want 'cluster sync works again' on each box"
 check_end "synced again after A ${doneA:-never}s, B ${doneB:-never}s; fresh tokens: $total alternating (one budget $base), $xa200 on A alone then $xb200 on B"
+
+# 5b. A partition: box A alone cut from Redis (its management link down)
+# for CUT seconds while both keep spending one token, then back. Cut, A
+# holds its local share and B, not seeing A, the whole budget: the excess
+# grows to at most (burst + rate*CUT)/boxes. What A admitted meanwhile is
+# kept and sent once Redis answers it again, so both boxes repay it: over
+# the cut and the repayment the two admit one budget, burst + rate*W.
+check_begin cluster-partition
+CUT=12
+t="$(tok partition)"
+rp0="$(cstat A repaid_keys)"
+traffic partition "$(seq_of ab 180)" 0.1 "$t" /shared/p1 &
+tpid=$!
+sleep 1
+ip -n "$NS_A" link set m0 down
+cut_at="$(now)"
+sleep "$CUT"
+note "box A during the cut: $(cstats A)"
+ip -n "$NS_A" link set m0 up
+cut_len="$(since "$cut_at")"
+wait "$tpid"
+read -r a200 a429 b200 b429 other W <<<"$(tally partition)"
+total=$((a200 + b200))
+budget=$((BURST + $(refill "$W")))
+cut_end="$(awk -v c="$cut_len" 'BEGIN { printf "%.3f", 1 + c }')"
+during="$(awk -v e="$cut_end" '!/^#/ && NF == 4 && $3 == 200 && $4 <= e { n++ } END { print n + 0 }' "$OUT/partition.txt")"
+within_cut=$((BURST + $(refill "$cut_end")))
+excess_bound="$(awk -v b=$BURST -v r=$RATE_PER_MIN -v c="$cut_len" -v n=$BOXES 'BEGIN { printf "%d", (b + r / 60 * c) / n + 1 }')"
+note "cut ${cut_len}s of ${W}s: A $a200 x200 $a429 x429, B $b200 x200 $b429 x429; admitted $total against one budget $budget over the whole; $during by the cut's end against $within_cut (excess bound (b + r*T)/N = $excess_bound, + sync bound $OVERSHOOT)"
+[ "$other" -eq 0 ] || fail "$other requests got neither 200 nor 429"
+le "$during" $((within_cut + excess_bound + OVERSHOOT)) ||
+  fail "by the cut's end $during admitted, want <= $within_cut + $excess_bound + $OVERSHOOT"
+le "$total" $((budget + PACED)) || fail "admitted $total over ${W}s, want <= one budget $budget + $PACED: the cut box's spending was not repaid"
+ge "$total" $((budget - excess_bound - PACED)) || fail "admitted $total over ${W}s, want >= $((budget - excess_bound - PACED))"
+rp1="$(cstat A repaid_keys)"
+ge $((rp1 - rp0)) 1 || fail "box A repaid_keys $rp0 -> $rp1, want its spends in fallback sent"
+[ "$(cstat A state)" = synced ] || fail "box A not synced again: $(cstats A)"
+check_end "cut ${cut_len}s: $during admitted by its end (budget $within_cut, excess <= $excess_bound); $total over ${W}s against one budget $budget: repaid (A repaid_keys +$((rp1 - rp0)))"
 
 # 6. The metrics.
 check_begin cluster-metrics

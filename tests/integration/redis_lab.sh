@@ -25,6 +25,9 @@
 #   RL_USER RL_USER_PASS RL_USER_KEYS   an ACL user for the application,
 #                                 confined to keys matching RL_USER_KEYS and
 #                                 to what is not @dangerous (plus CLUSTER SLOTS)
+#   RL_TLS_DIR                    TLS only, clients, replication and the
+#                                 cluster bus (ca.crt, server.crt, server.key
+#                                 there); no plain-text port
 
 RL_NS=""
 RL_HOST=""
@@ -34,9 +37,11 @@ declare -A RL_PID=()
 RL_STARTED=()   # every node pid ever started
 RL_PASS="${RL_PASS:-}"
 RL_USER="${RL_USER:-}" RL_USER_PASS="${RL_USER_PASS:-}" RL_USER_KEYS="${RL_USER_KEYS:-}"
+RL_TLS_DIR="${RL_TLS_DIR:-}"
 
-# The lab's own redis-cli arguments for the default user.
+# The lab's own redis-cli arguments: TLS, and the default user.
 redis_lab_auth_args() {
+  [ -n "$RL_TLS_DIR" ] && printf '%s\n' --tls --cacert "$RL_TLS_DIR/ca.crt"
   [ -n "$RL_PASS" ] && printf '%s\n' -a "$RL_PASS" --no-auth-warning
   return 0
 }
@@ -72,7 +77,11 @@ redis_lab_start_one() {
   mkdir -p "$d"
   [ -n "$RL_PASS" ] && auth+=(--requirepass "$RL_PASS" --masterauth "$RL_PASS")
   [ -n "$RL_USER" ] && auth+=(--user "$RL_USER" on ">$RL_USER_PASS" "~$RL_USER_KEYS" +@all -@dangerous '+cluster|slots')
-  ip netns exec "$RL_NS" redis-server --bind "$RL_HOST" --port "$port" --protected-mode no \
+  local listen=(--port "$port")
+  [ -n "$RL_TLS_DIR" ] && listen=(--port 0 --tls-port "$port" --tls-cluster yes --tls-replication yes
+    --tls-cert-file "$RL_TLS_DIR/server.crt" --tls-key-file "$RL_TLS_DIR/server.key"
+    --tls-ca-cert-file "$RL_TLS_DIR/ca.crt" --tls-auth-clients no)
+  ip netns exec "$RL_NS" redis-server --bind "$RL_HOST" "${listen[@]}" --protected-mode no \
     --daemonize no --dir "$d" --logfile "$d/redis.log" \
     --cluster-enabled yes --cluster-config-file "$d/nodes.conf" --cluster-node-timeout 1000 \
     --cluster-replica-validity-factor 0 --repl-diskless-sync-delay 0 \

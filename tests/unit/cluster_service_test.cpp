@@ -128,6 +128,43 @@ TEST_F(ClusterServiceTest, RedisAwayIsRetriedOnceThenTheBoxHoldsItsShareAndComes
   EXPECT_EQ(a.service->counters().fallbacks.load(), 1u);
 }
 
+// A box cut off from Redis admits its local share; the other boxes, not
+// seeing it, hand out the whole budget. What the cut box admitted is kept
+// and sent once Redis answers again, so every box then repays it: here a
+// fresh box meets the key with the cut box's 3 already spent.
+TEST_F(ClusterServiceTest, WhatABoxAdmittedWhileCutOffReachesRedisOnceItAnswers) {
+  Box a(server_.endpoint());
+  ASSERT_TRUE(a.step());
+  server_.stop();
+  EXPECT_EQ(a.admit(key(7), 2), 2u);
+  EXPECT_FALSE(a.step());  // kept for a retry
+  std::this_thread::sleep_for(5ms);
+  EXPECT_FALSE(a.step());  // charged to the local share: 6 - 2 - 2 = 2 left
+  EXPECT_EQ(a.admit(key(7), 1), 1u);
+  std::this_thread::sleep_for(5ms);
+  EXPECT_FALSE(a.step());  // the fresh 1 charged to the share once, not the first 2 again
+  EXPECT_EQ(a.admit(key(7), 6), 0u);
+  EXPECT_EQ(a.service->counters().fallback_keys.load(), 2u);
+  ASSERT_TRUE(server_.start());  // an empty Redis: only what A sends makes the key
+  bool back = false;
+  for (int i = 0; i < 100 && !back; ++i) {
+    std::this_thread::sleep_for(10ms);
+    back = a.step();
+  }
+  ASSERT_TRUE(back);
+  EXPECT_EQ(a.service->counters().repaid_keys.load(), 1u);
+  // B meets the key: its first admission is its own, then its sync reads
+  // A's 3 (and its 1): of 6, 2 are left, not 5.
+  Box b(server_.endpoint());
+  EXPECT_EQ(b.admit(key(7), 1), 1u);
+  ASSERT_TRUE(b.step());
+  EXPECT_EQ(b.admit(key(7), 6), 2u);
+  // And once repaid, nothing is owed: the next sync sends nothing more for it.
+  const uint64_t sent = a.service->counters().keys_sent.load();
+  ASSERT_TRUE(a.step());
+  EXPECT_LE(a.service->counters().keys_sent.load() - sent, 1u);  // at most a read of the watched key
+}
+
 TEST_F(ClusterServiceTest, IdleWatchedKeysAreReadABoundedNumberOfTimesPerSync) {
   Box a(server_.endpoint());
   constexpr size_t kKeys = 3 * ClusterService::kMaxIdleReads;
