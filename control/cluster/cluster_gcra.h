@@ -27,6 +27,10 @@ namespace sluice::control {
 struct ClusterSpend {
   std::string key;         // the Redis key (the caller hash-tags keys that share a batch)
   uint64_t spent_us = 0;   // admitted requests times the bucket's emission interval, microseconds
+  // The least the shared TAT's lead can be now (what the box last learned,
+  // less the time since): Redis takes it where it holds less (emptied by a
+  // restart, or a failover that lost the last writes). 0: nothing known.
+  uint64_t floor_us = 0;
 };
 
 class ClusterGcra {

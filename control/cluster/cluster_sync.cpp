@@ -91,20 +91,43 @@ void ClusterSync::sync_rates(std::span<const KeySpend> spends, const std::vector
     // Rounded up to whole microseconds: a box never tells Redis it spent
     // less than it did.
     const uint64_t spent_ns = std::min<uint64_t>(s.spent, kNever);
-    batch.push_back(ClusterSpend{redis_key(s.key), spent_ns / 1000 + (spent_ns % 1000 != 0)});
+    batch.push_back(ClusterSpend{redis_key(s.key), spent_ns / 1000 + (spent_ns % 1000 != 0), floor_us(s.key, box_now)});
   }
   std::vector<int64_t> ahead_us;
   const RedisLink::Result r = gcra_.apply(batch, ahead_us, now);
   if (r.error != RedisError::kNone) return failed(r, spends, group, report);
   report.sent += group.size();
   for (size_t j = 0; j < group.size(); ++j) {
-    if (ahead_us[j] <= 0) continue;  // the shared bucket is full: nothing to add
+    const limiter::BucketKey& key = spends[group[j]].key;
+    if (ahead_us[j] <= 0) {  // the shared bucket is full: nothing to add
+      known_.erase(key);
+      continue;
+    }
     // A lead past any bucket's (a value gone wrong in Redis) is cut to
     // kMaxLead: the key stays refused, never wrapping round to full.
     const auto lead_us = static_cast<uint64_t>(ahead_us[j]);
     const limiter::Nanos lead = lead_us > kMaxLead / 1000 ? kMaxLead : lead_us * 1000;
-    report.published += publish(spends[group[j]].key, box_now + lead);
+    learn(key, box_now + lead, box_now);
+    report.published += publish(key, box_now + lead);
   }
+}
+
+uint64_t ClusterSync::floor_us(const limiter::BucketKey& key, limiter::Nanos box_now) {
+  const auto it = known_.find(key);
+  if (it == known_.end()) return 0;
+  if (it->second <= box_now) {
+    known_.erase(it);
+    return 0;
+  }
+  return (it->second - box_now) / 1000;  // rounded down: never more than was learned
+}
+
+void ClusterSync::learn(const limiter::BucketKey& key, limiter::Nanos tat, limiter::Nanos box_now) {
+  if (known_.size() >= kMaxKnown && !known_.contains(key)) {
+    std::erase_if(known_, [box_now](const auto& kv) { return kv.second <= box_now; });
+    if (known_.size() >= kMaxKnown) return;  // all still ahead: this one is not remembered
+  }
+  known_[key] = tat;
 }
 
 void ClusterSync::sync_windows(std::span<const KeySpend> spends, const std::vector<size_t>& group,

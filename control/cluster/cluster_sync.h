@@ -14,12 +14,15 @@
 //
 // Publishing only ever moves a TAT forward (compare-and-swap, like a
 // charge), so spending the workers add meanwhile is never lost: it is in the
-// local TAT, and goes out with the next sync.
+// local TAT, and goes out with the next sync. What a box last learned of a
+// key goes back to Redis as a floor, so a Redis that lost it (restarted
+// empty, failed over) is seeded again instead of handing out a budget twice.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "control/cluster/cluster_gcra.h"
@@ -111,6 +114,18 @@ class ClusterSync {
   static void failed(const RedisLink::Result& r, std::span<const KeySpend> spends, const std::vector<size_t>& group,
                      Report& report);
 
+  // Each rate key's shared TAT as last learned from Redis, on the box's
+  // clock: sent back as the floor Redis takes where it holds less (an empty
+  // restart, a failover that lost writes), so no budget is handed out
+  // twice. Expired entries go when met, and all at once past kMaxKnown.
+  struct KnownHash {
+    size_t operator()(const limiter::BucketKey& k) const noexcept { return static_cast<size_t>(k.k0 ^ (k.k1 * 0x9e3779b97f4a7c15ull)); }
+  };
+  static constexpr size_t kMaxKnown = size_t{1} << 17;
+  [[nodiscard]] uint64_t floor_us(const limiter::BucketKey& key, limiter::Nanos box_now);
+  void learn(const limiter::BucketKey& key, limiter::Nanos tat, limiter::Nanos box_now);
+
+  std::unordered_map<limiter::BucketKey, limiter::Nanos, KnownHash> known_;
   limiter::BucketTable& table_;
   ClusterGcra& gcra_;
   ClusterWindow& window_;

@@ -2,8 +2,9 @@
 // hand against a real redis-server: what one box's workers admitted reaches
 // another box once it meets the key; a Redis that went away is retried once,
 // then the fallback applies (local-share: the box alone holds its share) and
-// is left once Redis answers; idle watched keys are read a bounded number of
-// times per sync, whatever their count.
+// is left once Redis answers, what the box admitted meanwhile sent then; a
+// Redis restarted empty is seeded from what the boxes knew; idle watched
+// keys are read a bounded number of times per sync, whatever their count.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -163,6 +164,28 @@ TEST_F(ClusterServiceTest, WhatABoxAdmittedWhileCutOffReachesRedisOnceItAnswers)
   const uint64_t sent = a.service->counters().keys_sent.load();
   ASSERT_TRUE(a.step());
   EXPECT_LE(a.service->counters().keys_sent.load() - sent, 1u);  // at most a read of the watched key
+}
+
+// Redis restarted empty: the boxes still know each key's shared lead, and
+// seed Redis with it at their next sync, so a box that meets the key
+// afterwards finds it spent, not full.
+TEST_F(ClusterServiceTest, ARedisRestartedEmptyIsSeededFromWhatTheBoxesKnew) {
+  Box a(server_.endpoint());
+  EXPECT_EQ(a.admit(key(9), 4), 4u);
+  ASSERT_TRUE(a.step());  // Redis holds A's 4
+  server_.stop();
+  ASSERT_TRUE(server_.start());  // empty
+  bool back = false;
+  for (int i = 0; i < 100 && !back; ++i) {
+    std::this_thread::sleep_for(10ms);
+    back = a.step();  // the watched key is read, with A's floor
+  }
+  ASSERT_TRUE(back);
+  Box b(server_.endpoint());
+  EXPECT_EQ(b.admit(key(9), 1), 1u);
+  ASSERT_TRUE(b.step());
+  // A's 4 and B's 1 of 6: 1 left (an unseeded Redis would have left 5).
+  EXPECT_EQ(b.admit(key(9), 6), 1u);
 }
 
 TEST_F(ClusterServiceTest, IdleWatchedKeysAreReadABoundedNumberOfTimesPerSync) {
