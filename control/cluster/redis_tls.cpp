@@ -32,6 +32,9 @@ std::string openssl_errors() {
   return out.empty() ? "no detail from OpenSSL" : out;
 }
 
+constexpr const char* kCertificateWanted =
+    "the server wants a client certificate (tls-auth-clients) and none is given (cluster tls cert_file, key_file)";
+
 bool is_ip(const std::string& host) {
   in6_addr a{};
   return inet_pton(AF_INET, host.c_str(), &a) == 1 || inet_pton(AF_INET6, host.c_str(), &a) == 1;
@@ -93,6 +96,16 @@ int connect_tcp(const net::Endpoint& e, std::chrono::milliseconds timeout, std::
   return fd;
 }
 
+// Called when the server asks for a client certificate and none is set:
+// noted (the connection's app data), and none sent. The server may take
+// that (tls-auth-clients optional); where it does not, its refusal comes
+// under TLS 1.3 only after the handshake, and may reach us as a reset
+// rather than an alert: the note says then what it was.
+int no_client_certificate(SSL* ssl, X509** /*cert*/, EVP_PKEY** /*key*/) {
+  if (auto* asked = static_cast<bool*>(SSL_get_app_data(ssl))) *asked = true;
+  return 0;
+}
+
 }  // namespace
 
 std::shared_ptr<const RedisTlsContext> RedisTlsContext::make(const RedisTlsFiles& files, std::string& error) {
@@ -121,6 +134,8 @@ std::shared_ptr<const RedisTlsContext> RedisTlsContext::make(const RedisTlsFiles
       return nullptr;
     }
     t->client_cert_ = true;
+  } else {
+    SSL_CTX_set_client_cert_cb(t->ctx_, no_client_certificate);
   }
   t->server_name_ = files.server_name;
   return t;
@@ -161,7 +176,18 @@ TlsRedisConnection::Opened TlsRedisConnection::open(const net::Endpoint& endpoin
     ::close(fd);
     return out;
   }
-  if (SSL_connect(ssl) != 1) {
+  bool certificate_asked = false;
+  SSL_set_app_data(ssl, &certificate_asked);
+  const bool connected = SSL_connect(ssl) == 1;
+  SSL_set_app_data(ssl, nullptr);
+  if (!connected && certificate_asked) {
+    out.failure = Failure::kTls;
+    out.error = where + "TLS handshake failed: " + kCertificateWanted;
+    SSL_free(ssl);
+    ::close(fd);
+    return out;
+  }
+  if (!connected) {
     const long verified = SSL_get_verify_result(ssl);
     const int saved = errno;
     const std::string detail = verified != X509_V_OK
@@ -186,6 +212,7 @@ TlsRedisConnection::Opened TlsRedisConnection::open(const net::Endpoint& endpoin
     return out;
   }
   out.connection.reset(new TlsRedisConnection(fd, ssl, reader));
+  out.connection->certificate_asked_ = certificate_asked;
   return out;
 }
 
@@ -215,7 +242,9 @@ redisReply* TlsRedisConnection::command(std::span<const std::string_view> argv) 
     const int n = SSL_write(ssl_, cmd + written, len - written);
     if (n <= 0) {
       redisFreeCommand(cmd);
-      error_ = "the TLS connection broke while writing (" + openssl_errors() + ")";
+      refused_ = certificate_asked_;
+      error_ = refused_ ? std::string("the server ended the TLS session: ") + kCertificateWanted
+                        : "the TLS connection broke while writing (" + openssl_errors() + ")";
       return nullptr;
     }
     written += n;
@@ -232,10 +261,11 @@ redisReply* TlsRedisConnection::command(std::span<const std::string_view> argv) 
     const int n = SSL_read(ssl_, buf, sizeof buf);
     if (n <= 0) {
       const int e = SSL_get_error(ssl_, n);
-      refused_ = e == SSL_ERROR_SSL;
-      error_ = e == SSL_ERROR_ZERO_RETURN ? "the server closed the TLS connection"
-               : refused_                 ? "the server ended the TLS session (" + openssl_errors() + ")"
-                                          : "no reply within the command timeout, or the connection broke";
+      refused_ = e == SSL_ERROR_SSL || certificate_asked_;
+      error_ = certificate_asked_       ? std::string("the server ended the TLS session: ") + kCertificateWanted
+               : e == SSL_ERROR_ZERO_RETURN ? "the server closed the TLS connection"
+               : refused_                   ? "the server ended the TLS session (" + openssl_errors() + ")"
+                                            : "no reply within the command timeout, or the connection broke";
       return nullptr;
     }
     if (redisReaderFeed(reader_, buf, static_cast<size_t>(n)) != REDIS_OK) {

@@ -87,6 +87,7 @@ class TlsRedisConnection {
   redisReader* reader_;
   std::string error_;
   bool refused_ = false;
+  bool certificate_asked_ = false;  // the server asked for a client certificate we do not have
 };
 
 }  // namespace sluice::control
