@@ -13,9 +13,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
-#include <array>
 #include <deque>
-#include <fstream>
 #include <iterator>
 #include <unordered_map>
 
@@ -618,13 +616,6 @@ std::vector<InputResult> read_captures(std::span<const CaptureFile> files, const
 InputResult read_capture(const std::string& path, uint32_t input, const CaptureOptions& options) {
   const CaptureFile file{path, input};
   return std::move(read_captures({&file, 1}, options).front());
-}
-
-bool looks_like_capture(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::array<uint8_t, 4> magic{};
-  if (!f.read(reinterpret_cast<char*>(magic.data()), magic.size())) return false;
-  return capture_format(magic) != CaptureFormat::kUnknown;
 }
 
 }  // namespace sluice::replay

@@ -60,8 +60,4 @@ struct CaptureFile {
 // read_captures of the one file.
 [[nodiscard]] InputResult read_capture(const std::string& path, uint32_t input, const CaptureOptions& options);
 
-// Whether the file's first bytes are a pcap or pcapng magic number (for
-// --format auto).
-[[nodiscard]] bool looks_like_capture(const std::string& path);
-
 }  // namespace sluice::replay

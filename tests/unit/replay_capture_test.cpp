@@ -6,6 +6,7 @@
 // kind of damage.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <random>
 #include <set>
@@ -429,16 +430,17 @@ TEST_F(Capture, WhatIsNotACaptureIsFatal) {
     ASSERT_EQ(r.problems.size(), 1u);
     EXPECT_EQ(r.problems[0].where.rfind(path, 0), 0u);
   }
-  write_file(path, "GET / HTTP/1.1\r\n\r\n");
-  EXPECT_FALSE(replay::looks_like_capture(path));
+  // What --format auto goes by (sluice-replay reads an input's first bytes once).
+  const auto magic = [](const std::string& bytes) {
+    return replay::capture_format({reinterpret_cast<const uint8_t*>(bytes.data()), std::min<size_t>(bytes.size(), 4)});
+  };
+  EXPECT_EQ(magic("GET / HTTP/1.1\r\n\r\n"), replay::CaptureFormat::kUnknown);
   const InputResult missing = replay::read_capture(dir.path() + "/none.pcap", 0, options);
   EXPECT_TRUE(missing.fatal);
   ASSERT_EQ(missing.problems.size(), 1u);
   EXPECT_EQ(missing.problems[0].to_string(), dir.path() + "/none.pcap: No such file or directory");
-  write_file(path, pcap_file({}, 1));
-  EXPECT_TRUE(replay::looks_like_capture(path));
-  write_file(path, pcapng_file({}, {}, true));
-  EXPECT_TRUE(replay::looks_like_capture(path));
+  EXPECT_EQ(magic(pcap_file({}, 1)), replay::CaptureFormat::kPcap);
+  EXPECT_EQ(magic(pcapng_file({}, {}, true)), replay::CaptureFormat::kPcapng);
 }
 
 TEST(CaptureInOrderBytes, PutsBytesInOrderAcrossTheSequenceWrapAndHoldsAtMostAMebibyte) {
