@@ -178,7 +178,10 @@ TlsRedisConnection::Opened TlsRedisConnection::open(const net::Endpoint& endpoin
   }
   bool certificate_asked = false;
   SSL_set_app_data(ssl, &certificate_asked);
-  const bool connected = SSL_connect(ssl) == 1;
+  const int rc = SSL_connect(ssl);
+  const int saved = errno;
+  const int ssl_error = rc == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl, rc);
+  const bool connected = rc == 1;
   SSL_set_app_data(ssl, nullptr);
   if (!connected && certificate_asked) {
     out.failure = Failure::kTls;
@@ -189,16 +192,22 @@ TlsRedisConnection::Opened TlsRedisConnection::open(const net::Endpoint& endpoin
   }
   if (!connected) {
     const long verified = SSL_get_verify_result(ssl);
-    const int saved = errno;
+    // A handshake that timed out or was cut (the socket's error, no TLS
+    // alert) is a connection failure; one the peer refused, or whose
+    // certificate did not verify, is a setup error.
+    const bool io = verified == X509_V_OK && (ssl_error == SSL_ERROR_SYSCALL || ssl_error == SSL_ERROR_WANT_READ ||
+                                              ssl_error == SSL_ERROR_WANT_WRITE);
     const std::string detail = verified != X509_V_OK
                                    ? std::string("the server's certificate: ") + X509_verify_cert_error_string(verified) +
                                          " (checked for " + name + " against the CA)"
                                    : openssl_errors();
-    // A handshake that timed out or was cut is a connection failure; one the
-    // peer refused, or whose certificate did not verify, is a setup error.
-    const bool io = verified == X509_V_OK && detail == "no detail from OpenSSL";
     out.failure = io ? Failure::kConnect : Failure::kTls;
-    out.error = where + "TLS handshake failed: " + (io ? std::string(std::strerror(saved)) : detail);
+    out.error = where + "TLS handshake failed: " +
+                (!io ? detail
+                 : saved == EAGAIN || saved == EWOULDBLOCK
+                     ? std::string("no TLS answer within the command timeout (a server without TLS on that port?)")
+                 : saved != 0 ? std::string(std::strerror(saved))
+                              : std::string("the connection was closed"));
     SSL_free(ssl);
     ::close(fd);
     return out;

@@ -110,6 +110,34 @@ TEST_F(RedisTls, AClientCertificateWhereRedisWantsOne) {
   EXPECT_EQ(ok.error, RedisError::kNone) << ok.detail;
 }
 
+// A plain-text Redis waits for a command line that a TLS hello never
+// ends: the handshake times out, said as such, and no command is ever sent
+// in plain text.
+TEST_F(RedisTls, APlainTextServerIsNeverSpokenToInPlainText) {
+  ASSERT_TRUE(files_.ok()) << kNeeds;
+  const std::vector<uint16_t> ports = redis_processes::free_ports(1);
+  ASSERT_EQ(ports.size(), 1u);
+  RedisServer plain({"--port", std::to_string(ports[0]), "--bind", "127.0.0.1"});
+  ASSERT_TRUE(plain.start()) << kNeeds << ": " << plain.error();
+  // The PINGs it has answered (the helper's, at start).
+  const auto pings = [&plain] {
+    const RedisLink::Result stats = redis_processes::query(plain.endpoint(), {"INFO", "commandstats"});
+    const std::string_view text = stats.reply.text();
+    const size_t at = text.find("cmdstat_ping:calls=");
+    return at == std::string_view::npos ? std::string("0") : std::string(text.substr(at, text.find(',', at) - at));
+  };
+  const std::string before = pings();
+  RedisLink link(RedisEndpoint{"127.0.0.1", ports[0], {}}, options({files_.file("ca.crt"), "", "", ""}));
+  const std::string_view ping[] = {"PING"};
+  const RedisLink::Result r = link.command(ping, Clock::now());
+  EXPECT_EQ(r.error, RedisError::kUnreachable) << r.detail;
+  EXPECT_NE(r.detail.find("TLS handshake failed: no TLS answer within the command timeout"), std::string::npos)
+      << r.detail;
+  EXPECT_FALSE(link.connected());
+  // The server never ran our PING.
+  EXPECT_EQ(pings(), before);
+}
+
 TEST_F(RedisTls, AnOptionalClientCertificateMayBeLeftOut) {
   start("optional");
   RedisLink without(tls_endpoint(), options({files_.file("ca.crt"), "", "", ""}));
