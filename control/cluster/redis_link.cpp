@@ -183,7 +183,7 @@ redisReply* RedisLink::send(std::span<const std::string_view> argv) {
 
 RedisLink::Result RedisLink::command(std::span<const std::string_view> argv, Clock::time_point now) {
   Result r;
-  if (ctx_ == nullptr) {
+  if (!connected()) {
     r.error = connect(now, r.detail);
     if (r.error != RedisError::kNone) return r;
   }

@@ -65,11 +65,14 @@ TEST_F(RedisTls, CommandsGoThroughOnceTheCertificateVerifiesForItsName) {
   const RedisLink::Result g = link.command(get, Clock::now());
   ASSERT_EQ(g.error, RedisError::kNone) << g.detail;
   EXPECT_EQ(g.reply.text(), "42");
+  // One connection for every command: no handshake (nor AUTH) per command.
+  EXPECT_EQ(link.connects(), 1u);
   // A big reply comes in several TLS records.
   const std::string big(200 * 1024, 'x');
   const std::string_view set_big[] = {"SET", "sluice:big", big}, get_big[] = {"GET", "sluice:big"};
   ASSERT_EQ(link.command(set_big, Clock::now()).error, RedisError::kNone);
   EXPECT_EQ(link.command(get_big, Clock::now()).reply.text().size(), big.size());
+  EXPECT_EQ(link.connects(), 1u);
   // The name given in place of the endpoint's host (a cluster's nodes by address, one certificate).
   RedisLink named(tls_endpoint(), options({files_.file("ca.crt"), "", "", "redis.test"}));
   EXPECT_EQ(named.command(get, Clock::now()).error, RedisError::kNone);
