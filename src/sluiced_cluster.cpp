@@ -21,6 +21,7 @@ namespace {
 constexpr size_t kMinSecret = 32;
 constexpr size_t kMaxSecret = 4096;
 constexpr size_t kMaxPassword = 512;
+constexpr size_t kMaxKeyFile = 64 * 1024;
 
 // Closes the descriptor it holds.
 class OpenFile {
@@ -109,6 +110,13 @@ std::optional<std::string> read_cluster_password(const std::string& path, std::s
 std::optional<control::RedisLink::Options> cluster_link_options(const policy::ClusterSpec& spec, std::string& error) {
   control::RedisLink::Options o;
   if (spec.tls) {
+    // The client key is a secret like the password: the same rules, checked
+    // before OpenSSL reads it by name.
+    if (!spec.tls->key_file.empty() &&
+        !read_private_file(spec.tls->key_file, "cluster tls key_file " + spec.tls->key_file + ": ", 1, kMaxKeyFile,
+                           "must hold a PEM key of at most 64 KiB", error)) {
+      return std::nullopt;
+    }
     o.tls = control::RedisTlsContext::make(
         {spec.tls->ca_file, spec.tls->cert_file, spec.tls->key_file, spec.tls->server_name}, error);
     if (!o.tls) return std::nullopt;

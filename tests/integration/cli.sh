@@ -187,6 +187,16 @@ if command -v openssl >/dev/null && command -v redis-server >/dev/null; then
     "$sluiced" --config "$tmp/tls-other-ca.yaml" --af-packet slc-nope0:slc-nope1
   expect redis-tls-no-ca-file 3 "cluster tls ca_file $tmp/none.crt: cannot be loaded" -- \
     "$sluiced" --check-config "$tmp/tls-no-ca.yaml"
+  # A client key is a secret: the password file's rules.
+  cp "$tmp/tls.key" "$tmp/client.key" && chmod 0600 "$tmp/client.key"
+  cp "$tmp/tls.key" "$tmp/loose.key" && chmod 0644 "$tmp/loose.key"
+  for k in client loose; do
+    cp "$tmp/tls-good.yaml" "$tmp/tls-$k-key.yaml"
+    printf '    cert_file: %s\n    key_file: %s\n' "$tmp/tls.crt" "$tmp/$k.key" >>"$tmp/tls-$k-key.yaml"
+  done
+  expect redis-tls-client-key 0 "" -- "$sluiced" --check-config "$tmp/tls-client-key.yaml"
+  expect redis-tls-loose-key 3 "cluster tls key_file $tmp/loose.key: others may read" -- \
+    "$sluiced" --check-config "$tmp/tls-loose-key.yaml"
   kill -TERM "$tls_pid" 2>/dev/null
   wait "$tls_pid" 2>/dev/null
   tls_pid=""
