@@ -121,7 +121,7 @@ RequestPath::Next RequestPath::on_head(Pass& p, const http::StreamStep& st) noex
   counters_.requests.add();
   const limiter::Request request = http::limiter_request(
       p.rs->head(), limiter::ConnectionFacts{p.flow.client_address(), p.flow.key.origin, p.flow.key.origin_port});
-  scratch_->may_delay = may_delay(p);
+  scratch_->may_delay = p.policy->delays && may_delay(p);
   const limiter::Decision d = limiter::decide(*p.policy, limiter_, request, p.now, *scratch_);
   const bool answered = d.verdict == limiter::Verdict::kRefuse || d.verdict == limiter::Verdict::kAnswer;
   bool delayed = d.delay != 0;

@@ -313,6 +313,7 @@ class PolicyCompiler {
     if (r.concurrency != 0) in_flight(r, cr);
     cr.delay_max = r.delay.max;
     cr.delay_per_key = r.delay.per_key;
+    c_.delays = c_.delays || cr.delay_max != 0;
     if (r.credential_slots.per_client_ip == 0) return true;
     const CompiledBucket* ob = c_.bucket_named(r.credential_slots.overflow_bucket);
     if (!ob) {

@@ -165,6 +165,9 @@ struct CompiledPolicy {
   policy::AmbiguousPaths ambiguous_paths = policy::AmbiguousPaths::kRefuse;
   uint16_t slot_kind = 0;  // bucket kind of the TB07 records in their own table
   unsigned max_slots = 0;  // the largest ceiling of any rule
+  // Some rule admits late (delay_max): only then does the request path
+  // look for room to hold a head.
+  bool delays = false;
 
   std::deque<policy::ResponseTemplate> responses;  // stable addresses for rules' pointers
   const policy::ResponseTemplate* refusal = nullptr;
