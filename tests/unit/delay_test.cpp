@@ -52,6 +52,12 @@ TEST(Delay, AnOverBudgetRequestWaitsUntilItsBucketAdmitsIt) {
   EXPECT_EQ(l.send(kGet, "198.18.0.11").decision.delay, 500 * kMs);
 }
 
+// The request path looks for room to hold a head only where some rule delays.
+TEST(Delay, APolicySaysWhetherAnyOfItsRulesDelays) {
+  EXPECT_TRUE(delaying("    delay_max: 2s\n").policy().delays);
+  EXPECT_FALSE(Limiter("default.yaml").policy().delays);
+}
+
 TEST(Delay, NoWaitIsLongerThanDelayMax) {
   Limiter l = delaying("    delay_max: 700ms\n    delay_per_key: 100\n");
   ASSERT_EQ(l.send(kGet).decision.delay, 0u);
