@@ -165,4 +165,27 @@ struct Peers {
   std::vector<uint8_t> last_frame;
 };
 
+// Delayed binding: the SYN the engine sent the origin since sink position
+// `since` (one, from the client's ISN), the origin's answer, and then: the
+// origin got `request` whole, and its response reaches the client in the
+// cookie's numbers, acknowledging the `client_sent` bytes the client's
+// stream held (the request, and whatever the appliance took off before it,
+// such as a PROXY header; 0: the request's).
+inline void origin_binds(EngineWorld& w, Peers& p, size_t since, std::string_view request, size_t client_sent = 0) {
+  const auto syn = sent_to(w, Side::kOrigin, since);
+  ASSERT_EQ(syn.size(), 1u);
+  ASSERT_TRUE(syn[0].view.has(dataplane::tcp_flag::kSyn));
+  EXPECT_EQ(syn[0].view.seq, p.client_isn);
+  p.origin_syn = syn[0].view;
+  const auto bound = p.origin_answer();
+  StreamView origin_got(p.client_isn + 1);
+  origin_got.add_sent(w, Side::kOrigin, bound.before);
+  EXPECT_EQ(origin_got.contiguous(), request);
+  p.client_sent = static_cast<uint32_t>(request.size());
+  const auto response = p.origin_data("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+  ASSERT_EQ(response.action, FrameAction::kForward);
+  EXPECT_EQ(response.view.seq, p.cookie + 1);
+  EXPECT_EQ(response.view.ack, p.client_isn + 1 + (client_sent != 0 ? client_sent : request.size()));
+}
+
 }  // namespace sluice::test

@@ -141,18 +141,7 @@ TEST(ProxyProtocol, WorksBehindTheSynProxyWithDelayedBinding) {
   p.client_handshake(true);
   const std::string header = v1("203.0.113.7");
   const auto sent = p.client_data(header + std::string(kGet));
-  const auto syn = sent_to(w, Side::kOrigin, sent.before);
-  ASSERT_EQ(syn.size(), 1u);
-  ASSERT_TRUE(syn[0].view.has(flag::kSyn));
-  p.origin_syn = syn[0].view;
-  const auto bound = p.origin_answer();
-  StreamView origin_got(p.client_isn + 1);
-  origin_got.add_sent(w, Side::kOrigin, bound.before);
-  EXPECT_EQ(origin_got.contiguous(), kGet);
-  p.client_sent = static_cast<uint32_t>(kGet.size());
-  const auto response = p.origin_data("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
-  ASSERT_EQ(response.action, dataplane::FrameAction::kForward);
-  EXPECT_EQ(response.view.ack, p.client_isn + 1 + header.size() + kGet.size());
+  origin_binds(w, p, sent.before, kGet, header.size() + kGet.size());
   EXPECT_EQ(w.counters.proxy_headers.get(), 1u);
   EXPECT_EQ(w.counters.admitted.get(), 1u);
 }
