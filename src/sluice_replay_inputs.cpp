@@ -33,7 +33,7 @@ struct ReplayInputs::Seen {
 };
 
 ReplayInputs::ReplayInputs(const Options& o, const http::Http1Policy& policy)
-    : o_(o), buffers_(std::make_unique<replay::LogBuffers>()) {
+    : o_(o), usage_field_(policy.usage_field), buffers_(std::make_unique<replay::LogBuffers>()) {
   for (uint32_t i = 0; i < o.inputs.size(); ++i) {
     auto seen = std::make_unique<Seen>();
     seen->path = o.inputs[i];
@@ -67,14 +67,6 @@ ReplayInputs::ReplayInputs(const Options& o, const http::Http1Policy& policy)
       seen->pipe = std::move(in);
     }
     seen_.push_back(std::move(seen));
-  }
-  for (InputFormat f : {InputFormat::kNginx, InputFormat::kJson}) {
-    auto l = std::make_unique<replay::LogOptions>();
-    l->format = f == InputFormat::kJson ? replay::LogFormat::kJson : replay::LogFormat::kNginx;
-    if (!o.log_format.empty()) l->nginx_format = o.log_format;
-    l->json_fields = o.json_fields;
-    l->usage_field = policy.usage_field;
-    log_options_[f == InputFormat::kJson ? 1 : 0] = std::move(l);
   }
   std::vector<replay::MergeInput> merge;
   read_captures(policy, merge);
@@ -132,7 +124,7 @@ void ReplayInputs::read_captures(const http::Http1Policy& policy, std::vector<re
 // read once, from now on.
 void ReplayInputs::open_log(uint32_t i, std::vector<replay::MergeInput>& merge) {
   Seen& s = *seen_[i];
-  const replay::LogOptions& options = *log_options_[s.format == InputFormat::kJson ? 1 : 0];
+  const replay::LogOptions options = log_options(s.format);
   replay::InputResult& result = *results_[i];
   if (s.pipe) {
     auto reader = std::make_unique<replay::AccessLogReader>(std::move(s.pipe), s.path, i, options, *buffers_, result);
@@ -154,7 +146,7 @@ void ReplayInputs::open_log(uint32_t i, std::vector<replay::MergeInput>& merge) 
   time::Nanos earliest = UINT64_MAX;
   for (const replay::RequestRecord& r : batch) earliest = std::min(earliest, r.at);
   const time::Nanos starts = batch.empty() ? 0 : earliest - std::min(earliest, look_back);
-  merge.push_back({.open = [this, i, &options, &result]() -> std::unique_ptr<replay::RecordSource> {
+  merge.push_back({.open = [this, i, options, &result]() -> std::unique_ptr<replay::RecordSource> {
                      return std::make_unique<replay::AccessLogReader>(seen_[i]->path, i, options, *buffers_, result);
                    },
                    .starts = starts,
@@ -162,6 +154,15 @@ void ReplayInputs::open_log(uint32_t i, std::vector<replay::MergeInput>& merge) 
 }
 
 ReplayInputs::~ReplayInputs() = default;
+
+replay::LogOptions ReplayInputs::log_options(InputFormat format) const {
+  replay::LogOptions l;
+  l.format = format == InputFormat::kJson ? replay::LogFormat::kJson : replay::LogFormat::kNginx;
+  if (!o_.log_format.empty()) l.nginx_format = o_.log_format;
+  l.json_fields = o_.json_fields;
+  l.usage_field = usage_field_;
+  return l;
+}
 
 bool ReplayInputs::fatal_after() const {
   return std::ranges::any_of(results_, [](const auto& r) { return r->fatal; });

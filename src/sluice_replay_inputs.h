@@ -50,8 +50,9 @@ class ReplayInputs {
   const Options& o_;
   struct Seen;
   std::vector<std::unique_ptr<Seen>> seen_;  // by input
-  // Stable places the readers point into.
-  std::unique_ptr<replay::LogOptions> log_options_[2];  // nginx, json
+  [[nodiscard]] replay::LogOptions log_options(InputFormat format) const;
+
+  std::string usage_field_;  // the policy's (DQ05)
   std::unique_ptr<replay::LogBuffers> buffers_;
   std::vector<std::unique_ptr<replay::InputResult>> results_;  // by input
   std::unique_ptr<replay::TimeMerge> merge_;
