@@ -62,46 +62,7 @@ time::Nanos to_nanos(uint64_t units, uint8_t tsresol) noexcept {
 }
 
 std::string at_packet(const std::string& name, uint64_t n) { return name + ": packet " + std::to_string(n); }
-std::string at_byte(const std::string& name, size_t offset) { return name + ": byte " + std::to_string(offset); }
-
-// ---- classic pcap -----------------------------------------------------------
-
-void index_pcap(std::span<const uint8_t> image, const std::string& name, CaptureIndex& out) {
-  if (image.size() < 24) {
-    out.fatal = InputProblem{at_byte(name, 0), "the pcap file header is cut short (" + std::to_string(image.size()) + " of 24 bytes)"};
-    return;
-  }
-  const uint32_t magic_le = Bytes{image, false}.u32(0);
-  const Bytes b{image, magic_le != kPcapMicros && magic_le != kPcapNanos};
-  const bool nanos = b.u32(0) == kPcapNanos;
-  const uint32_t snap = b.u32(16);
-  const uint32_t link = b.u32(20) & 0xffffu;  // the upper bits say whether frames end in an FCS
-  size_t off = 24;
-  for (uint64_t n = 1; off < image.size(); ++n) {
-    out.packet_count = n;
-    const size_t left = image.size() - off;
-    if (left < 16) {
-      out.problems.push_back({n, {at_packet(name, n), "the file ends inside the packet's record header (" +
-                                                          std::to_string(left) + " of 16 bytes)"}});
-      return;
-    }
-    const uint32_t caplen = b.u32(off + 8);
-    if (caplen > snap && caplen > kMaxSnap) {
-      out.problems.push_back({n, {at_packet(name, n), "a captured length of " + std::to_string(caplen) +
-                                                          " bytes, past the snap length: the rest of the file is unreadable"}});
-      return;
-    }
-    if (caplen > left - 16) {
-      out.problems.push_back({n, {at_packet(name, n), "the file ends " + std::to_string(left - 16) + " bytes into the packet's " +
-                                                          std::to_string(caplen) + " captured bytes"}});
-      return;
-    }
-    const uint64_t sub = b.u32(off + 4);
-    const time::Nanos at = saturate(Wide{b.u32(off)} * 1'000'000'000u + sub * (nanos ? 1u : 1000u));
-    out.packets.push_back({image.subspan(off + 16, caplen), at, n, link, b.u32(off + 12)});
-    off += 16 + size_t{caplen};
-  }
-}
+std::string at_byte(const std::string& name, uint64_t offset) { return name + ": byte " + std::to_string(offset); }
 
 // ---- pcapng -------------------------------------------------------------------
 
@@ -112,34 +73,26 @@ struct Interface {
   int64_t offset_s = 0;  // if_tsoffset
 };
 
-// One section's state and the whole walk's results.
-struct NgWalk {
-  const std::string& name;
-  CaptureIndex& out;
-  Bytes b;
-  std::vector<Interface> interfaces;
-  time::Nanos last_at = 0;  // a simple packet block has no time of its own: the one before it
-};
-
 constexpr uint32_t kIdb = 1, kPb = 2, kSpb = 3, kEpb = 6, kShb = kPcapngSection;
 
 bool is_packet_block(uint32_t type) noexcept { return type == kPb || type == kSpb || type == kEpb; }
 
-void read_interface(NgWalk& w, size_t body, size_t body_len) {
+// An interface description block's body.
+Interface read_interface(const Bytes& b, size_t body, size_t body_len) {
   Interface i;
   if (body_len >= 8) {
-    i.link_type = w.b.u16(body);
-    i.snap = w.b.u32(body + 4);
+    i.link_type = b.u16(body);
+    i.snap = b.u32(body + 4);
   }
   for (size_t o = body + 8; o + 4 <= body + body_len;) {
-    const uint16_t code = w.b.u16(o);
-    const uint16_t len = w.b.u16(o + 2);
+    const uint16_t code = b.u16(o);
+    const uint16_t len = b.u16(o + 2);
     if (code == 0 || o + 4 + len > body + body_len) break;
-    if (code == 9 && len >= 1) i.tsresol = w.b.image[o + 4];
-    if (code == 14 && len >= 8) i.offset_s = static_cast<int64_t>(w.b.u64(o + 4, false));
+    if (code == 9 && len >= 1) i.tsresol = b.image[o + 4];
+    if (code == 14 && len >= 8) i.offset_s = static_cast<int64_t>(b.u64(o + 4, false));
     o += 4 + ((size_t{len} + 3) & ~size_t{3});
   }
-  w.interfaces.push_back(i);
+  return i;
 }
 
 time::Nanos interface_time(const Interface& i, uint64_t units) noexcept {
@@ -148,92 +101,6 @@ time::Nanos interface_time(const Interface& i, uint64_t units) noexcept {
   const Wide shift = Wide{magnitude} * 1'000'000'000u;
   if (i.offset_s >= 0) return saturate(Wide{ns} + shift);
   return shift >= ns ? 0 : static_cast<time::Nanos>(ns - shift);
-}
-
-void packet_problem(NgWalk& w, std::string message) {
-  w.out.problems.push_back({w.out.packet_count, {at_packet(w.name, w.out.packet_count), std::move(message)}});
-}
-
-// EPB and the obsolete PB: interface, time, captured and original lengths.
-void read_timed_packet(NgWalk& w, uint32_t type, size_t body, size_t body_len) {
-  if (body_len < 20) return packet_problem(w, "a packet block too short for its fields");
-  const uint32_t iface = type == kEpb ? w.b.u32(body) : w.b.u16(body);
-  const uint32_t caplen = w.b.u32(body + 12);
-  if (caplen > body_len - 20) return packet_problem(w, "a captured length of " + std::to_string(caplen) + " bytes runs past its block");
-  if (iface >= w.interfaces.size()) return packet_problem(w, "interface " + std::to_string(iface) + " has no interface block");
-  const Interface& i = w.interfaces[iface];
-  w.last_at = interface_time(i, w.b.u64(body + 4));
-  w.out.packets.push_back({w.b.image.subspan(body + 20, caplen), w.last_at, w.out.packet_count, i.link_type, w.b.u32(body + 16)});
-}
-
-void read_simple_packet(NgWalk& w, size_t body, size_t body_len) {
-  if (body_len < 4) return packet_problem(w, "a simple packet block too short for its length field");
-  if (w.interfaces.empty()) return packet_problem(w, "a simple packet block before any interface block");
-  const Interface& i = w.interfaces.front();
-  const uint32_t original = w.b.u32(body);
-  size_t caplen = std::min<size_t>(original, body_len - 4);
-  if (i.snap != 0) caplen = std::min<size_t>(caplen, i.snap);
-  w.out.packets.push_back({w.b.image.subspan(body + 4, caplen), w.last_at, w.out.packet_count, i.link_type, original});
-}
-
-// Checks a block's lengths; false (with the problem) when the walk cannot go on.
-bool block_fits(NgWalk& w, size_t off, uint32_t type, uint32_t len) {
-  const size_t left = w.b.image.size() - off;
-  if (len >= 12 && len % 4 == 0 && len > left && is_packet_block(type)) {
-    ++w.out.packet_count;
-    packet_problem(w, "the file ends " + std::to_string(left) + " bytes into the packet's " + std::to_string(len) + "-byte block");
-    return false;
-  }
-  if (len < 12 || len % 4 != 0 || len > left) {
-    w.out.problems.push_back({w.out.packet_count + 1, {at_byte(w.name, off), "a block length of " + std::to_string(len) +
-                                                                        " bytes, which the file cannot hold: the rest is unreadable"}});
-    return false;
-  }
-  if (w.b.u32(off + len - 4) != len) {
-    w.out.problems.push_back({w.out.packet_count + 1, {at_byte(w.name, off), "a block whose trailing length differs from its leading one: "
-                                                                    "the rest is unreadable"}});
-    return false;
-  }
-  return true;
-}
-
-// A section header: its byte order (the magic, read both ways). False when neither.
-bool start_section(NgWalk& w, size_t off) {
-  const uint32_t le = Bytes{w.b.image, false}.u32(off + 8);
-  if (le != kPcapngByteOrder && Bytes{w.b.image, true}.u32(off + 8) != kPcapngByteOrder) {
-    w.out.problems.push_back({w.out.packet_count + 1, {at_byte(w.name, off), "a section header with no byte-order magic: the rest is unreadable"}});
-    return false;
-  }
-  w.b.big = le != kPcapngByteOrder;
-  w.interfaces.clear();
-  return true;
-}
-
-void index_pcapng(std::span<const uint8_t> image, const std::string& name, CaptureIndex& out) {
-  NgWalk w{name, out, Bytes{image, false}, {}, 0};
-  for (size_t off = 0; off < image.size();) {
-    if (image.size() - off < 12) {
-      if (off == 0) {
-        out.fatal = InputProblem{at_byte(name, 0), "the pcapng section header is cut short"};
-        return;
-      }
-      out.problems.push_back({w.out.packet_count + 1, {at_byte(name, off), "the file ends inside a block header"}});
-      return;
-    }
-    const uint32_t type = w.b.u32(off);
-    if (type == kShb && !start_section(w, off)) {
-      if (off == 0) out.fatal = InputProblem{at_byte(name, 0), "a pcapng section header with no byte-order magic"};
-      return;
-    }
-    const uint32_t len = w.b.u32(off + 4);
-    if (!block_fits(w, off, type, len)) return;
-    const size_t body = off + 8, body_len = len - 12;
-    if (type == kIdb) read_interface(w, body, body_len);
-    if (is_packet_block(type)) ++w.out.packet_count;
-    if (type == kEpb || type == kPb) read_timed_packet(w, type, body, body_len);
-    if (type == kSpb) read_simple_packet(w, body, body_len);
-    off += len;
-  }
 }
 
 // ---- link layers -----------------------------------------------------------------
@@ -279,39 +146,6 @@ bool link_header(const CapturedPacket& p, size_t& header, uint16_t& type, bool& 
 
 // ---- the public part -----------------------------------------------------------------
 
-std::optional<FileImage> FileImage::open(const std::string& path, std::string& error) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    error = std::strerror(errno);
-    return std::nullopt;
-  }
-  struct stat st{};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    error = "not a regular file";
-    ::close(fd);
-    return std::nullopt;
-  }
-  const auto size = static_cast<size_t>(st.st_size);
-  // Populated up front: the whole file is read anyway, and one call costs
-  // less than a page fault per 4 KiB.
-  void* map = size == 0 ? nullptr : ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED) {
-    error = std::strerror(errno);
-    return std::nullopt;
-  }
-  return FileImage(static_cast<const uint8_t*>(map), size);
-}
-
-FileImage::FileImage(FileImage&& other) noexcept : data_(other.data_), size_(other.size_) {
-  other.data_ = nullptr;
-  other.size_ = 0;
-}
-
-FileImage::~FileImage() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
-}
-
 CaptureFormat capture_format(std::span<const uint8_t> first) noexcept {
   if (first.size() < 4) return CaptureFormat::kUnknown;
   for (const bool big : {false, true}) {
@@ -321,14 +155,223 @@ CaptureFormat capture_format(std::span<const uint8_t> first) noexcept {
   return Bytes{first, false}.u32(0) == kPcapngSection ? CaptureFormat::kPcapng : CaptureFormat::kUnknown;
 }
 
+// ---- PacketReader ---------------------------------------------------------------------
+
+struct PacketReader::Section {
+  std::vector<Interface> interfaces;
+  time::Nanos last_at = 0;  // a simple packet block has no time of its own: the one before it
+};
+
+namespace {
+// A streamed reader reads ahead this much at a time.
+constexpr size_t kReadAhead = size_t{1} << 20;
+}  // namespace
+
+PacketReader::PacketReader(std::unique_ptr<InputStream> in, std::string name)
+    : name_(std::move(name)), in_(std::move(in)), section_(std::make_unique<Section>()) {}
+
+PacketReader::PacketReader(std::span<const uint8_t> image, std::string name)
+    : name_(std::move(name)), window_(image), eof_(true), section_(std::make_unique<Section>()) {}
+
+PacketReader::~PacketReader() = default;
+
+std::string PacketReader::stream_error() const { return in_ && in_->failed() ? in_->error() : std::string(); }
+
+bool PacketReader::ensure(size_t n) {
+  if (left() >= n) return true;
+  if (eof_) return false;
+  // What is left moves to the front; the buffer grows only for a block
+  // longer than the read-ahead.
+  const size_t keep = left();
+  if (buffer_.size() < std::max(n, kReadAhead)) {
+    std::vector<uint8_t> bigger(std::max(n, kReadAhead));
+    std::memcpy(bigger.data(), window_.data() + at_, keep);
+    buffer_.swap(bigger);
+  } else if (keep != 0) {
+    std::memmove(buffer_.data(), window_.data() + at_, keep);
+  }
+  base_ += at_;
+  at_ = 0;
+  size_t filled = keep;
+  while (filled < n && !eof_) {
+    const size_t got = in_->read(reinterpret_cast<char*>(buffer_.data() + filled), buffer_.size() - filled);
+    if (got == 0) eof_ = true;
+    filled += got;
+  }
+  window_ = {buffer_.data(), filled};
+  return filled >= n;
+}
+
+void PacketReader::problem(uint64_t packet, std::string where, std::string message) {
+  problems_.push_back({packet, {std::move(where), std::move(message)}});
+}
+
+bool PacketReader::start() {
+  started_ = true;
+  (void)ensure(4);
+  format_ = capture_format(window_.subspan(at_, std::min<size_t>(left(), 4)));
+  if (format_ == CaptureFormat::kUnknown) {
+    fatal_ = InputProblem{name_, "not a pcap or pcapng capture"};
+    return false;
+  }
+  if (format_ == CaptureFormat::kPcapng) return true;
+  if (!ensure(24)) {
+    fatal_ = InputProblem{at_byte(name_, 0), "the pcap file header is cut short (" + std::to_string(left()) + " of 24 bytes)"};
+    return false;
+  }
+  const Bytes le{window_.subspan(at_, 24), false};
+  const uint32_t magic_le = le.u32(0);
+  const Bytes b{window_.subspan(at_, 24), magic_le != kPcapMicros && magic_le != kPcapNanos};
+  big_ = b.big;
+  nanos_ = b.u32(0) == kPcapNanos;
+  snap_ = b.u32(16);
+  link_ = b.u32(20) & 0xffffu;  // the upper bits say whether frames end in an FCS
+  at_ += 24;
+  return true;
+}
+
+bool PacketReader::next(CapturedPacket& out) {
+  if (done_) return false;
+  if (!started_ && !start()) {
+    done_ = true;
+    return false;
+  }
+  const bool got = format_ == CaptureFormat::kPcap ? next_pcap(out) : next_pcapng(out);
+  if (!got) done_ = true;
+  return got;
+}
+
+// ---- classic pcap -----------------------------------------------------------
+
+bool PacketReader::next_pcap(CapturedPacket& out) {
+  if (!ensure(1)) return false;
+  const uint64_t n = ++packet_count_;
+  if (!ensure(16)) {
+    problem(n, at_packet(name_, n), "the file ends inside the packet's record header (" + std::to_string(left()) + " of 16 bytes)");
+    return false;
+  }
+  const Bytes h{window_.subspan(at_, 16), big_};
+  const uint32_t caplen = h.u32(8);
+  if ((caplen > snap_ && caplen > kMaxSnap) || caplen > kMaxCaptureBlock) {
+    problem(n, at_packet(name_, n), "a captured length of " + std::to_string(caplen) +
+                                        " bytes, past the snap length: the rest of the file is unreadable");
+    return false;
+  }
+  const uint32_t sub = h.u32(4), seconds = h.u32(0), original = h.u32(12);
+  if (!ensure(16 + size_t{caplen})) {
+    problem(n, at_packet(name_, n), "the file ends " + std::to_string(left() - 16) + " bytes into the packet's " +
+                                        std::to_string(caplen) + " captured bytes");
+    return false;
+  }
+  out = {window_.subspan(at_ + 16, caplen), saturate(Wide{seconds} * 1'000'000'000u + Wide{sub} * (nanos_ ? 1u : 1000u)), n,
+         link_, original};
+  at_ += 16 + size_t{caplen};
+  return true;
+}
+
+// ---- pcapng -------------------------------------------------------------------
+
+bool PacketReader::next_pcapng(CapturedPacket& out) {
+  Section& s = *section_;
+  for (;;) {
+    if (!ensure(1)) return false;
+    const uint64_t off = offset();
+    if (!ensure(12)) {
+      if (off == 0) {
+        fatal_ = InputProblem{at_byte(name_, 0), "the pcapng section header is cut short"};
+      } else {
+        problem(packet_count_ + 1, at_byte(name_, off), "the file ends inside a block header");
+      }
+      return false;
+    }
+    const uint32_t type = Bytes{window_.subspan(at_, 12), big_}.u32(0);
+    if (type == kShb) {
+      // A section's byte order: its magic, read both ways.
+      const std::span<const uint8_t> h = window_.subspan(at_, 12);
+      const uint32_t le = Bytes{h, false}.u32(8);
+      if (le != kPcapngByteOrder && Bytes{h, true}.u32(8) != kPcapngByteOrder) {
+        if (off == 0) {
+          fatal_ = InputProblem{at_byte(name_, 0), "a pcapng section header with no byte-order magic"};
+        } else {
+          problem(packet_count_ + 1, at_byte(name_, off), "a section header with no byte-order magic: the rest is unreadable");
+        }
+        return false;
+      }
+      big_ = le != kPcapngByteOrder;
+      s.interfaces.clear();
+    }
+    const uint32_t len = Bytes{window_.subspan(at_, 12), big_}.u32(4);
+    const bool framed = len >= 12 && len % 4 == 0 && len <= kMaxCaptureBlock;
+    if (!framed || !ensure(len)) {
+      if (framed && is_packet_block(type)) {
+        ++packet_count_;
+        problem(packet_count_, at_packet(name_, packet_count_),
+                "the file ends " + std::to_string(left()) + " bytes into the packet's " + std::to_string(len) + "-byte block");
+      } else {
+        problem(packet_count_ + 1, at_byte(name_, off),
+                "a block length of " + std::to_string(len) + " bytes, which the file cannot hold: the rest is unreadable");
+      }
+      return false;
+    }
+    const Bytes b{window_.subspan(at_, len), big_};
+    if (b.u32(len - 4) != len) {
+      problem(packet_count_ + 1, at_byte(name_, off), "a block whose trailing length differs from its leading one: "
+                                                      "the rest is unreadable");
+      return false;
+    }
+    at_ += len;
+    const size_t body = 8, body_len = len - 12;
+    if (type == kIdb) s.interfaces.push_back(read_interface(b, body, body_len));
+    if (!is_packet_block(type)) continue;
+    const uint64_t n = ++packet_count_;
+    const auto damaged = [&](std::string message) { problem(n, at_packet(name_, n), std::move(message)); };
+    if (type == kSpb) {
+      if (body_len < 4) {
+        damaged("a simple packet block too short for its length field");
+        continue;
+      }
+      if (s.interfaces.empty()) {
+        damaged("a simple packet block before any interface block");
+        continue;
+      }
+      const Interface& i = s.interfaces.front();
+      const uint32_t original = b.u32(body);
+      size_t caplen = std::min<size_t>(original, body_len - 4);
+      if (i.snap != 0) caplen = std::min<size_t>(caplen, i.snap);
+      out = {b.image.subspan(body + 4, caplen), s.last_at, n, i.link_type, original};
+      return true;
+    }
+    // EPB and the obsolete PB: interface, time, captured and original lengths.
+    if (body_len < 20) {
+      damaged("a packet block too short for its fields");
+      continue;
+    }
+    const uint32_t iface = type == kEpb ? b.u32(body) : b.u16(body);
+    const uint32_t caplen = b.u32(body + 12);
+    if (caplen > body_len - 20) {
+      damaged("a captured length of " + std::to_string(caplen) + " bytes runs past its block");
+      continue;
+    }
+    if (iface >= s.interfaces.size()) {
+      damaged("interface " + std::to_string(iface) + " has no interface block");
+      continue;
+    }
+    const Interface& i = s.interfaces[iface];
+    s.last_at = interface_time(i, b.u64(body + 4));
+    out = {b.image.subspan(body + 20, caplen), s.last_at, n, i.link_type, b.u32(body + 16)};
+    return true;
+  }
+}
+
 CaptureIndex index_capture(std::span<const uint8_t> image, const std::string& name) {
   CaptureIndex out;
   out.packets.reserve(image.size() / 256);  // a guess that costs at most a fifth of the file
-  switch (capture_format(image)) {
-    case CaptureFormat::kPcap: index_pcap(image, name, out); break;
-    case CaptureFormat::kPcapng: index_pcapng(image, name, out); break;
-    case CaptureFormat::kUnknown: out.fatal = InputProblem{name, "not a pcap or pcapng capture"}; break;
-  }
+  PacketReader reader(image, name);
+  CapturedPacket p;
+  while (reader.next(p)) out.packets.push_back(p);
+  out.packet_count = reader.packet_count();
+  out.problems = reader.take_problems();
+  out.fatal = reader.fatal();
   return out;
 }
 

@@ -8,19 +8,24 @@
 // client segment that begins a request line. Several captures are read as
 // one: a capture split by direction (tcpdump -Q in / -Q out, one file per
 // interface) or cut into ring-buffer files holds each connection in pieces,
-// and only the merged stream has both halves of it, in time order.
-// capture_file.h reads the formats; capture_flows.h reassembles.
+// and only the merged stream has both halves of it, in time order. Read as
+// a stream: no capture is ever held whole. capture_file.h reads the
+// formats; capture_flows.h reassembles.
 #pragma once
 
 #include <bitset>
 #include <cstdint>
+#include <memory>
+#include <queue>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "http/field_set.h"
 #include "http/request_stream.h"
+#include "replay/input_stream.h"
 #include "replay/record.h"
+#include "replay/record_source.h"
 
 namespace sluice::replay {
 
@@ -40,21 +45,90 @@ struct CaptureFile {
   uint32_t input = 0;
 };
 
-// Reads every file whole (mapped) and replays them as one packet stream:
-// the service-port segments of all files merged by packet time (ties: the
-// file given first, then the packet number; each file's own order is kept),
-// and grouped into flows by 4-tuple across the files, so a connection whose
-// halves, or whose beginning and end, are in different files is replayed
-// whole. Packets seen twice (the same traffic in two files) are read once.
-// One result per file, in the order given: its packets (units_read), its
-// problems (a truncated record, a frame that does not parse, a flow that
-// cannot be framed any more: "FILE: packet N", skipped) and the records
-// whose head was completed by one of its packets. `fatal` only for a file
-// that cannot be opened or is not a capture (the others are still read).
-// Records: one per request head (or head refused by the parser), each
-// flow's together and in stream order, flows in the order they first
-// appear; RequestRecord::connection is unique across all the files.
-// Heads completed by the same packet share `order`: sort stably.
+// How long the stream lets a record's time go back within one input before
+// it counts it late (time_merge.h): a capture's own clock may step back.
+inline constexpr time::Nanos kCaptureLookBack = 2 * time::kNanosPerSecond;
+
+class FlowReplay;
+struct FlowOutput;
+struct ParseBuffers;
+
+// Every capture given, read as one packet stream, streamed: each file a
+// packet at a time (compressed or not, a pipe or a file), the files'
+// packets merged by time (ties: the file given first; each file's own order
+// is kept), service-port segments grouped by 4-tuple across the files, so a
+// connection whose halves, or whose beginning and end, are in different
+// files is replayed whole. Packets seen twice (the same traffic in two
+// files) are read once. Records come as the packets completing them are
+// read: in time order, but for a file whose clock steps back.
+//
+// Memory stays bounded by what is live, not by the capture's length: a file
+// is opened only when the merge reaches its first packet (ring-buffer files
+// are read one at a time) and closed at its end; a flow is forgotten when
+// the appliance's flow table would forget it (closed 5 s, half-open 10 s,
+// idle 600 s after its last segment, on the capture's clock); a flow holds
+// copies only of what it must (bytes after a gap, a head split across
+// segments, requests waiting for responses, each at most 1 MiB).
+//
+// Each file's result (`results[i]`, the caller's, alive as long as the
+// stream) gets its packets (units_read), its problems (a truncated record, a
+// frame that does not parse, a flow that cannot be framed any more: "FILE:
+// packet N", skipped) and `fatal` when it cannot be opened, is not a
+// capture, or turns out not to be whole (damaged compressed data).
+class CaptureStream final : public RecordSource {
+ public:
+  // `opened[i]`, where not null, is file i already opened (a pipe, which
+  // cannot be opened twice), not read from but peeked.
+  CaptureStream(std::vector<CaptureFile> files, std::vector<std::unique_ptr<InputStream>> opened,
+                const CaptureOptions& options, std::span<InputResult* const> results);
+  ~CaptureStream() override;
+  CaptureStream(const CaptureStream&) = delete;
+  CaptureStream& operator=(const CaptureStream&) = delete;
+
+  bool next(std::vector<RequestRecord>& out) override;
+
+  // A file could not be opened or is not a capture (known at construction).
+  [[nodiscard]] bool fatal() const noexcept { return fatal_; }
+  // The earliest packet time of every file (0 if none has a packet).
+  [[nodiscard]] time::Nanos starts() const noexcept { return starts_; }
+  // Most flows live at once, for the report on memory.
+  [[nodiscard]] size_t most_flows() const noexcept { return most_flows_; }
+
+ private:
+  struct File;
+  struct Entry {
+    time::Nanos at;
+    uint32_t file;
+    bool operator>(const Entry& o) const noexcept { return at != o.at ? at > o.at : file > o.file; }
+  };
+  [[nodiscard]] bool open(File& f);
+  void read_ahead(File& f);
+  void replay_packet(File& f);
+  void sweep();
+  void hand_out_problems();
+
+  CaptureOptions options_;
+  std::vector<CaptureFile> files_;
+  std::vector<std::unique_ptr<File>> state_;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> merge_;
+  std::unique_ptr<FlowOutput> out_;
+  std::unique_ptr<ParseBuffers> shared_;
+  std::vector<std::unique_ptr<ParseBuffers>> free_;
+  std::unique_ptr<http::FieldSet> builtin_;
+  struct Flows;
+  std::unique_ptr<Flows> flows_;
+  std::vector<uint8_t> scratch_;
+  time::Nanos now_ = 0, last_sweep_ = 0, starts_ = 0;
+  uint64_t since_sweep_ = 0;
+  size_t most_flows_ = 0;
+  bool fatal_ = false, ended_ = false;
+};
+
+// Every file read through a CaptureStream to its end, for tests and tools
+// that want a capture whole: one result per file, in the order given, its
+// records those completed by its packets, in stream order. A response's end
+// is folded into the request it answers (has_usage, usage_at), as a log
+// gives it. RequestRecord::connection is unique across all the files.
 [[nodiscard]] std::vector<InputResult> read_captures(std::span<const CaptureFile> files, const CaptureOptions& options);
 
 // read_captures of the one file.

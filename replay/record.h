@@ -15,7 +15,12 @@
 namespace sluice::replay {
 
 struct RequestRecord {
-  time::Nanos at = 0;  // when the head was complete: the decision's clock (UTC)
+  // A request (its head, or a head the parser refused), or the end of the
+  // response to one decided earlier: a capture learns a response's end (and
+  // the tokens it reported) only after later requests, so it comes as a
+  // record of its own, at its own time, naming the request (`response`).
+  enum class Kind : uint8_t { kRequest, kResponseEnd } kind = Kind::kRequest;
+  time::Nanos at = 0;  // when the head was complete (the response ended): the decision's clock (UTC)
   // Ties on `at` are decided in input order: (input index << 40) | record number.
   uint64_t order = 0;
   limiter::ConnectionFacts conn;
@@ -26,10 +31,15 @@ struct RequestRecord {
   // closes): no rule decides it.
   http::ParseError parse_error = http::ParseError::kNone;
   // DQ05: the tokens the response reported, charged to the request's minute
-  // when the response ended (`usage_at` >= `at`).
+  // when the response ended (`usage_at` >= `at`). A log knows them with the
+  // request; a capture's come on the kResponseEnd record (usage_at == at).
   bool has_usage = false;
   uint64_t usage_tokens = 0;
   time::Nanos usage_at = 0;
+  // Nonzero: a kResponseEnd record with this number will follow (a
+  // capture's request whose response was due), so an in-flight slot is held
+  // until then. Unique in the run. On a kResponseEnd: the request it ends.
+  uint64_t response = 0;
   // The connection it came on, where the input knows (a capture's flow:
   // (input << 40) | its number from 1); 0 where it does not (a log). An
   // answer that closes the connection means the appliance judged nothing

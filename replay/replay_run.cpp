@@ -12,6 +12,7 @@
 #include <chrono>
 #include <memory>
 #include <queue>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "http/head_parser.h"
@@ -83,6 +84,11 @@ class PolicyRun {
   // this policy closed is not judged: the appliance never saw it.
   void decide(const RequestRecord& r, const ParsedHead& h, DecidedNote& out) {
     settle_usage(r.at);
+    if (r.kind == RequestRecord::Kind::kResponseEnd) {
+      response_ended(r);
+      out = DecidedNote{};
+      return;
+    }
     if (r.connection != 0 && closed_.contains(r.connection)) {
       out = DecidedNote{};
       return;
@@ -101,13 +107,20 @@ class PolicyRun {
                                                                 r.at, *scratch_));
     out = DecidedNote::of(d, unparsed);
     const bool forwarded = d.verdict == Verdict::kAdmit || d.verdict == Verdict::kForward || d.verdict == Verdict::kExempt;
-    if (r.has_usage && d.has_usage_key && forwarded) {
+    if (r.response != 0) {
+      // Its response's end comes as a record of its own: what it will
+      // settle is kept until then.
+      const bool charges = d.has_usage_key && forwarded;
+      if (charges || d.holds_in_flight) {
+        awaiting_.emplace(r.response, Awaiting{d.usage_key, d.usage_calendar, d.in_flight_key, charges, d.holds_in_flight});
+      }
+    } else if (r.has_usage && d.has_usage_key && forwarded) {
       pending_.push({r.usage_at, r.order, d.usage_key, d.usage_calendar, r.usage_tokens, false});
     }
     // A rule's in-flight slot: given back when the response ended, where
     // the input says when (a response that reported its usage); else at
     // once, as if the origin had answered in no time.
-    if (d.holds_in_flight) {
+    if (d.holds_in_flight && r.response == 0) {
       if (r.has_usage && r.usage_at > r.at) {
         pending_.push({r.usage_at, r.order, d.in_flight_key, {}, 0, true});
       } else {
@@ -140,6 +153,21 @@ class PolicyRun {
     if ((r.relay == RequestRecord::Relay::kNone) == trusted) return false;
     if (r.relay == RequestRecord::Relay::kRelayed) conn.peer = r.relayed;
     return true;
+  }
+
+  // A response's end (a capture's): the tokens it reported charged, the
+  // request's in-flight slot given back. A request this policy did not
+  // forward, or that settles nothing, waits for nothing.
+  void response_ended(const RequestRecord& end) {
+    const auto it = awaiting_.find(end.response);
+    if (it == awaiting_.end()) return;
+    const Awaiting& a = it->second;
+    if (a.charges && end.has_usage) {
+      limiter::report_usage(limiter_.state(), a.usage_key, a.calendar, end.usage_tokens, end.at);
+      ++usage_reports_;
+    }
+    if (a.holds_in_flight) limiter::release_in_flight(limiter_.state().buckets, a.in_flight_key, limiter_.state().in_flight_epoch);
+    awaiting_.erase(it);
   }
 
   // Counts a decision: a stage of its own, after the deciding one.
@@ -181,6 +209,14 @@ class PolicyRun {
   std::unique_ptr<limiter::DecisionScratch> scratch_;
   Decision decision_;
   std::priority_queue<Usage, std::vector<Usage>, std::greater<>> pending_;
+  struct Awaiting {
+    limiter::BucketKey usage_key;
+    limiter::Calendar calendar;
+    limiter::BucketKey in_flight_key;
+    bool charges;          // DQ05: the response's tokens are charged
+    bool holds_in_flight;  // a rule's in-flight slot is given back at the end
+  };
+  std::unordered_map<uint64_t, Awaiting> awaiting_;  // by RequestRecord::response
   std::unordered_set<uint64_t> closed_;  // connections an answer closed
   uint64_t usage_reports_ = 0;
 };
@@ -244,6 +280,8 @@ void decide_stream(RecordStream& records, PolicyUnderReplay first, std::optional
                                            more = false;
                                            break;
                                          }
+                                         if (r.kind != RequestRecord::Kind::kRequest) continue;
+                                         ++count;
                                          earliest = std::min(earliest, r.at);
                                          latest = std::max(latest, r.at);
                                        }
@@ -252,7 +290,6 @@ void decide_stream(RecordStream& records, PolicyUnderReplay first, std::optional
                                          fc.stop();
                                          return nullptr;
                                        }
-                                       count += b->records.size();
                                        return b;
                                      }) &
           tbb::make_filter<Batch*, Batch*>(tbb::filter_mode::parallel,
@@ -263,7 +300,9 @@ void decide_stream(RecordStream& records, PolicyUnderReplay first, std::optional
                                                http::HeadParser& parser = tp.for_policy(p, policy);
                                                b->heads[p].reserve(b->records.size());
                                                for (const RequestRecord& r : b->records) {
-                                                 b->heads[p].push_back(parse_head(parser, r));
+                                                 b->heads[p].push_back(r.kind == RequestRecord::Kind::kRequest
+                                                                           ? parse_head(parser, r)
+                                                                           : ParsedHead{});
                                                }
                                              }
                                              return b;
@@ -282,6 +321,7 @@ void decide_stream(RecordStream& records, PolicyUnderReplay first, std::optional
           // Counted in order too, while the next batch is being decided.
           tbb::make_filter<Batch*, void>(tbb::filter_mode::serial_in_order, [&](Batch* b) {
             for (size_t i = 0; i < b->records.size(); ++i) {
+              if (b->records[i].kind != RequestRecord::Kind::kRequest) continue;
               for (size_t p = 0; p < runs.size(); ++p) runs[p]->count(b->records[i], b->notes[p][i]);
               if (runs.size() == 2) differences.count(b->records[i], b->notes[0][i], b->notes[1][i]);
             }

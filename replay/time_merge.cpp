@@ -97,6 +97,7 @@ bool TimeMerge::next(RequestRecord& out) {
     in.any_let_go = true;
     if (ready(in)) heads_.push({in.held.front().at, in.held.front().order, h.input});
     if ((window_.since && out.at < *window_.since) || (window_.until && out.at >= *window_.until)) continue;
+    if (out.kind != RequestRecord::Kind::kRequest) return true;
     if (kept_.size() <= out.input) kept_.resize(out.input + 1, 0);
     ++kept_[out.input];
     return true;

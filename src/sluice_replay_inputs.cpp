@@ -63,9 +63,7 @@ ReplayInputs::ReplayInputs(const Options& o, const http::Http1Policy& policy)
       seen->format_name += std::string(", ") + replay::compression_name(in->compression());
     }
     struct stat st {};
-    if (seen->format != InputFormat::kCapture && (fstat(fileno(in->file()), &st) != 0 || !S_ISREG(st.st_mode))) {
-      seen->pipe = std::move(in);
-    }
+    if (fstat(fileno(in->file()), &st) != 0 || !S_ISREG(st.st_mode)) seen->pipe = std::move(in);
     seen_.push_back(std::move(seen));
   }
   std::vector<replay::MergeInput> merge;
@@ -79,19 +77,16 @@ ReplayInputs::ReplayInputs(const Options& o, const http::Http1Policy& policy)
 // Every capture among the inputs, read together as one packet stream: a
 // capture split by direction (one file per direction or interface) or cut
 // into ring-buffer files holds each connection in pieces, whole only when
-// the files are merged.
+// the files are merged. Streamed, compressed or not, a file or a pipe.
 void ReplayInputs::read_captures(const http::Http1Policy& policy, std::vector<replay::MergeInput>& merge) {
   std::vector<replay::CaptureFile> files;
+  std::vector<std::unique_ptr<replay::InputStream>> opened;
+  std::vector<replay::InputResult*> results;
   for (uint32_t i = 0; i < seen_.size(); ++i) {
     if (results_[i]->fatal || seen_[i]->format != InputFormat::kCapture) continue;
-    if (seen_[i]->compression != replay::Compression::kNone) {
-      results_[i]->fatal = fatal_ = true;
-      results_[i]->problem(seen_[i]->path, std::string("a ") + replay::compression_name(seen_[i]->compression) +
-                                               "-compressed capture: compressed logs are read, compressed captures not "
-                                               "yet (decompress it first, as with zcat)");
-      continue;
-    }
     files.push_back({seen_[i]->path, i});
+    opened.push_back(std::move(seen_[i]->pipe));
+    results.push_back(results_[i].get());
   }
   if (files.empty()) return;
   replay::CaptureOptions c;
@@ -103,20 +98,12 @@ void ReplayInputs::read_captures(const http::Http1Policy& policy, std::vector<re
   c.fields = &policy.fields;
   c.stream = policy.stream;
   c.usage_field = policy.usage_field;
-  std::vector<replay::InputResult> read = replay::read_captures(files, c);
-  std::vector<replay::RequestRecord> records;
-  for (size_t j = 0; j < files.size(); ++j) {
-    replay::InputResult& r = read[j];
-    fatal_ = fatal_ || r.fatal;
-    if (records.empty()) {
-      records = std::move(r.records);
-    } else {
-      records.insert(records.end(), std::make_move_iterator(r.records.begin()), std::make_move_iterator(r.records.end()));
-    }
-    r.records = {};
-    *results_[files[j].input] = std::move(r);
-  }
-  merge.push_back({.opened = std::make_unique<replay::RecordsInMemory>(std::move(records))});
+  auto stream = std::make_unique<replay::CaptureStream>(std::move(files), std::move(opened), c, results);
+  fatal_ = fatal_ || stream->fatal();
+  const time::Nanos starts = stream->starts();
+  merge.push_back({.opened = std::move(stream),
+                   .starts = starts - std::min(starts, replay::kCaptureLookBack),
+                   .look_back = replay::kCaptureLookBack});
 }
 
 // A log that is a file is read a first step now, to learn the earliest time
