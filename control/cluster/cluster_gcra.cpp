@@ -1,6 +1,10 @@
 // See cluster_gcra.h.
 #include "control/cluster/cluster_gcra.h"
 
+#include <hiredis/hiredis.h>
+
+#include <charconv>
+#include <optional>
 #include <string_view>
 
 namespace sluice::control {
@@ -34,11 +38,201 @@ end
 return ahead
 )lua";
 
+// A node's sync (sync_groups()). KEYS[1]: the first group's log, which
+// routes the call; every other key comes in ARGV and is reached through
+// allow-cross-slot-keys. ARGV: box, group count, then per group its log,
+// epoch, cursor, spend count and the length of "PREFIX:{gNN}:", then per
+// spend its key, spent and floor (as kScript). Returns Redis's clock, then
+// per group: its epoch, each spend's lead, the next cursor, the count of
+// learned pairs and the pairs (a key's name after the prefix, its TAT).
+// The log is read before this box's entry is added, and the cursor moves
+// past that entry when the read reached the log's end. Every group's epoch
+// is read before anything is written: a group its node does not hold fails
+// the script there, before it changed anything (a script's writes are not
+// undone by a later error), and the caller can send the groups again.
+constexpr std::string_view kSyncScript = R"lua(#!lua flags=allow-cross-slot-keys
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local box = ARGV[1]
+local out = {now}
+local epochs = {}
+local a = 3
+for g = 1, tonumber(ARGV[2]) do
+  epochs[g] = redis.call('GET', ARGV[a + 1])
+  a = a + 5 + 3 * tonumber(ARGV[a + 3])
+end
+a = 3
+for g = 1, tonumber(ARGV[2]) do
+  local log, epk, cursor = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+  local n, plen = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  a = a + 5
+  local epoch = epochs[g]
+  if not epoch then
+    epoch = string.format('%d', now)
+    redis.call('SET', epk, epoch)
+  end
+  out[#out + 1] = epoch
+  local learned = {}
+  local last, at_end = cursor, true
+  if cursor == '' then
+    local tail = redis.call('XREVRANGE', log, '+', '-', 'COUNT', 1)
+    last = tail[1] and tail[1][1] or '0-0'
+  elseif cursor ~= '-' then
+    local es = redis.call('XRANGE', log, '(' .. cursor, '+', 'COUNT', MAXE)
+    at_end = #es < MAXE
+    for _, e in ipairs(es) do
+      last = e[1]
+      local f = e[2]
+      if f[2] ~= box then
+        for i = 3, #f, 2 do
+          learned[#learned + 1] = f[i]
+          learned[#learned + 1] = f[i + 1]
+        end
+      end
+    end
+  end
+  local changed = {'b', box}
+  for j = 1, n do
+    local key, spent = ARGV[a], tonumber(ARGV[a + 1])
+    local floor = now + tonumber(ARGV[a + 2])
+    a = a + 3
+    local tat = tonumber(redis.call('GET', key) or now)
+    if tat < now then tat = now end
+    local seeded = tat < floor
+    if seeded then tat = floor end
+    if spent > 0 or seeded then
+      tat = tat + spent
+      redis.call('SET', key, string.format('%d', tat), 'PX', math.floor((tat - now) / 1000) + 1000)
+      changed[#changed + 1] = string.sub(key, plen + 1)
+      changed[#changed + 1] = string.format('%d', tat)
+    end
+    out[#out + 1] = tat - now
+  end
+  if #changed > 2 then
+    local id = redis.call('XADD', log, 'MAXLEN', '~', LOGLEN, '*', unpack(changed))
+    redis.call('PEXPIRE', log, 600000)
+    if at_end and cursor ~= '-' then last = id end
+  end
+  out[#out + 1] = last
+  out[#out + 1] = #learned / 2
+  for _, v in ipairs(learned) do out[#out + 1] = v end
+end
+return out
+)lua";
+
+std::string sync_script_text() {
+  std::string s(kSyncScript);
+  const auto put = [&s](std::string_view name, unsigned value) {
+    for (size_t at = s.find(name); at != std::string::npos; at = s.find(name)) {
+      s.replace(at, name.size(), std::to_string(value));
+    }
+  };
+  put("MAXE", ClusterGcra::kMaxLogEntries);
+  put("LOGLEN", ClusterGcra::kLogLength);
+  return s;
+}
+
+const std::string& sync_script_filled() {
+  static const std::string text = sync_script_text();
+  return text;
+}
+
+std::string_view text_of(const redisReply* r) noexcept {
+  if (r == nullptr || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS)) return {};
+  return {r->str, r->len};
+}
+
+bool parse_int(std::string_view text, int64_t& out) noexcept {
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && end == text.data() + text.size() && !text.empty();
+}
+
 }  // namespace
 
-ClusterGcra::ClusterGcra(RedisRouter& redis) : redis_(redis), script_(kScript) {}
+ClusterGcra::ClusterGcra(RedisRouter& redis)
+    : redis_(redis), script_(kScript), sync_script_(sync_script_filled()) {}
 
 std::string_view ClusterGcra::script() noexcept { return kScript; }
+std::string_view ClusterGcra::sync_script() noexcept { return sync_script_filled(); }
+
+std::string ClusterGcra::node_of(std::string_view key) const {
+  if (!redis_.cluster_mode()) return {};
+  const uint16_t slot = RedisRouter::key_slot(key);
+  const std::optional<RedisEndpoint> e = redis_.owner(slot);
+  // An unmapped slot goes alone: no other group is known to share its node.
+  if (e) return e->to_string();
+  std::string alone = "?";
+  alone += std::to_string(slot);
+  return alone;
+}
+
+RedisLink::Result ClusterGcra::sync_groups(std::span<GroupSync> groups, std::string_view box, int64_t& redis_now_us,
+                                           RedisLink::Clock::time_point now) {
+  for (GroupSync& g : groups) {
+    g.epoch.clear();
+    g.next_cursor.clear();
+    g.ahead_us.clear();
+    g.learned.clear();
+  }
+  if (groups.empty()) return {};
+  std::vector<std::string> numbers;
+  size_t spends = 0;
+  for (const GroupSync& g : groups) spends += g.spends.size();
+  numbers.reserve(3 * groups.size() + 2 * spends + 1);
+  numbers.push_back(std::to_string(groups.size()));
+  std::vector<std::string_view> args{box, numbers.back()};
+  // `numbers` is reserved: the views into it stay put.
+  for (const GroupSync& g : groups) {
+    const size_t plen = g.log_key.size() - 3;  // "PREFIX:{gNN}:" + "log"
+    numbers.push_back(std::to_string(g.spends.size()));
+    numbers.push_back(std::to_string(plen));
+    args.insert(args.end(), {g.log_key, g.epoch_key, g.cursor, numbers[numbers.size() - 2], numbers.back()});
+    for (const ClusterSpend& s : g.spends) {
+      numbers.push_back(std::to_string(s.spent_us));
+      numbers.push_back(std::to_string(s.floor_us));
+      args.insert(args.end(), {s.key, numbers[numbers.size() - 2], numbers.back()});
+    }
+  }
+  const std::string_view keys[] = {groups.front().log_key};
+  RedisLink::Result r = sync_script_.run(redis_, keys, args, now);
+  if (r.error != RedisError::kNone) return r;
+  const auto bad = [&r, groups](std::string what) {
+    r.error = RedisError::kProtocol;
+    r.detail = "the sync script answered " + std::move(what);
+    for (GroupSync& g : groups) {
+      g.ahead_us.clear();
+      g.learned.clear();
+    }
+    return std::move(r);
+  };
+  size_t i = 0;
+  const size_t n = r.reply.elements();
+  if (n == 0 || !reply_is_integer(r.reply.element(0))) return bad("no clock");
+  redis_now_us = reply_integer(r.reply.element(i++));
+  for (GroupSync& g : groups) {
+    if (i + 2 + g.spends.size() + 1 > n) return bad("too few values");
+    g.epoch = std::string(text_of(r.reply.element(i++)));
+    for (size_t j = 0; j < g.spends.size(); ++j) {
+      const redisReply* e = r.reply.element(i++);
+      if (!reply_is_integer(e)) return bad("a lead that is not an integer");
+      g.ahead_us.push_back(reply_integer(e));
+    }
+    g.next_cursor = std::string(text_of(r.reply.element(i++)));
+    const redisReply* count = r.reply.element(i++);
+    if (!reply_is_integer(count) || reply_integer(count) < 0 ||
+        static_cast<size_t>(reply_integer(count)) > (n - i) / 2) {
+      return bad("a wrong count of log entries");
+    }
+    for (auto k = reply_integer(count); k > 0; --k) {
+      int64_t tat = 0;
+      const std::string_view name = text_of(r.reply.element(i++));
+      if (!parse_int(text_of(r.reply.element(i++)), tat)) return bad("a logged time that is not an integer");
+      g.learned.emplace_back(std::string(name), tat);
+    }
+    if (g.epoch.empty() || g.next_cursor.empty()) return bad("no epoch or cursor");
+  }
+  return r;
+}
 
 RedisLink::Result ClusterGcra::apply(std::span<const ClusterSpend> batch, std::vector<int64_t>& ahead_us,
                                      RedisLink::Clock::time_point now) {

@@ -10,6 +10,16 @@
 // Times in Redis are microseconds (Lua's numbers are doubles: nanoseconds
 // since the epoch would lose their last digits). A key expires once its
 // bucket would be full again, plus a second.
+//
+// A sync goes through sync_groups(): one script per Redis node for all the
+// hash-tag groups it holds, so a box pays one round trip per node and sync,
+// not one per group. Each group keeps a change log (a stream,
+// PREFIX:{gNN}:log) of the TATs spends moved, by which box; a box reads the
+// other boxes' entries since its cursor in the same script, and so learns
+// what they spent on keys it did not spend on itself, without reading those
+// keys. Each group also keeps an epoch (PREFIX:{gNN}:epoch, made when
+// missing): a new one tells the box that Redis lost the group (restarted
+// empty), so the box seeds it again from what it knew.
 #pragma once
 
 #include <cstdint>
@@ -33,8 +43,33 @@ struct ClusterSpend {
   uint64_t floor_us = 0;
 };
 
+// One hash-tag group's part of a node's sync (sync_groups()).
+struct GroupSync {
+  std::string log_key;    // PREFIX:{gNN}:log
+  std::string epoch_key;  // PREFIX:{gNN}:epoch
+  // The last log entry the box has read; empty: none yet (start at the
+  // log's end: what came before is known from the box's own spends); "-":
+  // this call does not read the log (a group split over calls reads once).
+  std::string cursor;
+  std::vector<ClusterSpend> spends;
+
+  // Answers.
+  std::string epoch;             // the group's epoch
+  std::string next_cursor;       // where the next read starts ("-" when not read)
+  std::vector<int64_t> ahead_us;  // per spend, as apply() answers
+  // Other boxes' log entries since the cursor: a key's name after
+  // "PREFIX:{gNN}:" and its TAT then, microseconds on Redis's clock.
+  std::vector<std::pair<std::string, int64_t>> learned;
+};
+
 class ClusterGcra {
  public:
+  // Log entries read per group and call, at most: a box that falls further
+  // behind (a long stall) catches up over several syncs.
+  static constexpr unsigned kMaxLogEntries = 64;
+  // A group's log keeps about this many entries (XADD MAXLEN ~).
+  static constexpr unsigned kLogLength = 4096;
+
   explicit ClusterGcra(RedisRouter& redis);
 
   // The keys of a batch must lie in one Redis Cluster slot (ClusterSync tags
@@ -50,11 +85,30 @@ class ClusterGcra {
   [[nodiscard]] RedisLink::Result apply(std::span<const ClusterSpend> batch, std::vector<int64_t>& ahead_us,
                                         RedisLink::Clock::time_point now);
 
+  // One call for several groups on one node (all of them with a single
+  // Redis; ClusterSync groups them by node_of()): each group's spends added
+  // as apply() adds them, and logged under `box`, the other boxes' log
+  // entries since each group's cursor read, and each group's epoch. The
+  // keys of other groups than the first are reached through the
+  // allow-cross-slot-keys flag (Redis 7), which a Redis Cluster honours only
+  // for keys of the node the script runs on: a node that no longer holds
+  // one answers a server error, and the caller sends the groups one by one.
+  // `redis_now_us`: Redis's clock during the call. On an error the answers
+  // are left empty and nothing is known to have been applied.
+  [[nodiscard]] RedisLink::Result sync_groups(std::span<GroupSync> groups, std::string_view box,
+                                              int64_t& redis_now_us, RedisLink::Clock::time_point now);
+
+  // The node that holds `key`'s slot, as the router's map has it now: an
+  // empty name for a single Redis, or a slot no node is known to serve.
+  [[nodiscard]] std::string node_of(std::string_view key) const;
+
   [[nodiscard]] static std::string_view script() noexcept;
+  [[nodiscard]] static std::string_view sync_script() noexcept;
 
  private:
   RedisRouter& redis_;
   RedisScript script_;
+  RedisScript sync_script_;
 };
 
 }  // namespace sluice::control

@@ -110,18 +110,19 @@ bool ClusterService::step(Clock::time_point now) {
   sync_.set_buckets(setup_.bucket_names());
   const limiter::Nanos box_now = setup_.box_clock();
   collect(box_now);
-  // Watched keys the box spent nothing on since the last sync are read at
-  // most kMaxIdleReads a sync, spread evenly over the syncs by their hash:
-  // a crowd of distinct keys, each admitted once, costs Redis an operation
-  // per admission and a bounded number of reads, never a read per key per
-  // sync for two seconds.
+  // Only what the box spent goes out: what the other boxes spent on a rate
+  // key comes back with the box's own spends, or from the groups' change
+  // logs (ClusterSync), so an idle rate key is never read. An idle window
+  // is still read, at most kMaxIdleReads a sync, spread evenly over the
+  // syncs by their hash: a crowd of distinct keys, each admitted once, costs
+  // Redis an operation per admission and a bounded number of reads.
   size_t idle = 0;
   for (auto it = watched_.begin(); it != watched_.end();) {
     if (!sync_.shared(it->first.bucket())) {
       it = watched_.erase(it);  // its bucket left the cluster (a reload)
       continue;
     }
-    idle += it->second.spent == 0 && it->second.tokens == 0;
+    idle += it->second.spent == 0 && it->second.tokens == 0 && sync_.window(it->first.bucket());
     ++it;
   }
   const uint64_t period = std::max<uint64_t>(1, (idle + kMaxIdleReads - 1) / kMaxIdleReads);
@@ -130,7 +131,7 @@ bool ClusterService::step(Clock::time_point now) {
 
   for (const auto& [key, w] : watched_) {
     const bool spent = w.spent != 0 || w.tokens != 0;
-    if (!spent && (sync_count_ + key.k0) % period != 0) continue;
+    if (!spent && (!sync_.window(key.bucket()) || (sync_count_ + key.k0) % period != 0)) continue;
     // An idle window is read for the window now running.
     const auto running = static_cast<uint32_t>(sync_.calendar(key.bucket()).window_of(box_now));
     batch.push_back({key, w.spent, w.tokens, spent ? w.minute : running});
@@ -143,6 +144,9 @@ bool ClusterService::step(Clock::time_point now) {
   counters_.syncs.fetch_add(1, std::memory_order_relaxed);
   counters_.keys_sent.fetch_add(report.sent, std::memory_order_relaxed);
   counters_.keys_published.fetch_add(report.published, std::memory_order_relaxed);
+  counters_.keys_learned.fetch_add(report.learned, std::memory_order_relaxed);
+  counters_.keys_reseeded.fetch_add(report.reseeded, std::memory_order_relaxed);
+  counters_.round_trips.fetch_add(report.calls, std::memory_order_relaxed);
   counters_.keys_watched.store(watched_.size(), std::memory_order_relaxed);
   counters_.last_sync_keys.store(batch.size(), std::memory_order_relaxed);
   note_time(Clock::now() - began);

@@ -1,10 +1,12 @@
 // The cluster sync's own thread in sluiced: every sync interval it
 // turns over each worker's spend log (limiter/spend_log.h), adds up what the
 // box admitted per `scope: cluster` key, sends it to Redis and publishes the
-// shared lead back into the box's table (ClusterSync). Keys the box spent on
-// lately stay watched: they are read at every sync even when the box spent
-// nothing on them, so a client that moves to this box meets the budget the
-// others left, not a full bucket.
+// shared lead back into the box's table (ClusterSync). What the other boxes
+// spent on keys this box holds comes back from the hash-tag groups' change
+// logs in the same round trip, so a client that moves to this box meets the
+// budget the others left, not a full bucket, and no idle key is read. Keys
+// the box spent on lately stay watched: their spends are held there until
+// Redis has them (retries, the fallback, repayment).
 //
 // When Redis cannot be reached, a spend is tried once more at the next sync
 // (a blip costs nothing), then the fallback takes it: `local-share` charges
@@ -42,6 +44,9 @@ struct ClusterCounters {
   std::atomic<uint64_t> sync_failures{0};   // syncs with a batch that failed
   std::atomic<uint64_t> keys_sent{0};       // key spends (and reads) Redis applied
   std::atomic<uint64_t> keys_published{0};  // local TATs moved forward by the shared lead
+  std::atomic<uint64_t> keys_learned{0};    // of those, by other boxes' spends from the change logs
+  std::atomic<uint64_t> keys_reseeded{0};   // floors sent again after Redis lost a group (an empty restart)
+  std::atomic<uint64_t> round_trips{0};     // calls to Redis that answered (budgets; not runs and credentials)
   std::atomic<uint64_t> keys_watched{0};    // now
   std::atomic<uint64_t> fallback_keys{0};   // spends the fallback took
   std::atomic<uint64_t> repaid_keys{0};     // keys whose spends made in fallback reached Redis afterwards
@@ -97,11 +102,12 @@ class ClusterService {
   // The last error, one line (empty once a sync went through).
   [[nodiscard]] std::string last_error() const;
 
-  // Keys are dropped from the watch once their shared bucket is full and the
-  // box has not spent on them for this long; at most this many are watched.
+  // Keys are dropped from the watch once Redis has their spends and the box
+  // has not spent on them for this long; at most this many are watched.
   static constexpr limiter::Nanos kWatchFor = limiter::Nanos{2'000'000'000};
   static constexpr size_t kMaxWatched = 1 << 16;
-  // Reads of watched keys the box spent nothing on, per sync, at most.
+  // Reads of watched windows the box spent nothing on, per sync, at most
+  // (rate keys are never read idle).
   static constexpr size_t kMaxIdleReads = 2048;
 
  private:

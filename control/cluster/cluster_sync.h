@@ -12,13 +12,22 @@
 // name, not its kind: boxes number their buckets each in their own way
 // (kinds outlive reloads), so K1's low 16 bits, the kind, are left out.
 //
+// Rate buckets go in one call per Redis node (ClusterGcra::sync_groups),
+// which also reads each group's change log: the other boxes' spends since
+// the box's last sync, published into its table for the keys it holds. So a
+// box reads no key it did not spend on, and a sync with nothing to send
+// costs one round trip per node, not one per group. Calendar windows go a
+// batch per group (ClusterWindow), as the caller sends them.
+//
 // Publishing only ever moves a TAT forward (compare-and-swap, like a
 // charge), so spending the workers add meanwhile is never lost: it is in the
 // local TAT, and goes out with the next sync. What a box last learned of a
-// key goes back to Redis as a floor, so a Redis that lost it (restarted
-// empty, failed over) is seeded again instead of handing out a budget twice.
+// key goes back to Redis as a floor with its next spend on it, and for every
+// key it knows when a group's epoch changes (Redis restarted empty), so a
+// Redis that lost it is seeded again instead of handing out a budget twice.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -61,11 +70,14 @@ class ClusterSync {
   // `buckets[k]`: the cluster bucket of kind k (an empty name for a kind
   // that is not shared: its spends are ignored). Set again whenever the
   // policy changes.
-  void set_buckets(std::vector<SharedBucket> buckets) { buckets_ = std::move(buckets); }
+  void set_buckets(std::vector<SharedBucket> buckets);
 
   struct Report {
     size_t sent = 0;       // keys whose spend reached Redis
     size_t published = 0;  // local TATs moved forward by the shared lead
+    size_t learned = 0;    // of those, by other boxes' spends read from the change logs
+    size_t calls = 0;      // round trips to Redis that answered
+    size_t reseeded = 0;   // keys sent again as floors after Redis lost their group
     RedisError error = RedisError::kNone;  // the first batch that failed (later batches are still tried)
     std::string detail;
     std::vector<KeySpend> unsent;  // spends to count again at the next sync (their batch failed)
@@ -94,6 +106,12 @@ class ClusterSync {
   }
 
   [[nodiscard]] std::string redis_key(const limiter::BucketKey& key) const;
+  // A group's change log and epoch (ClusterGcra::sync_groups).
+  [[nodiscard]] std::string log_key(unsigned group) const;
+  [[nodiscard]] std::string epoch_key(unsigned group) const;
+  // Spends per call at most: a bigger sync is cut (a group's log is read
+  // with its first part), so no call holds Redis long, nor Lua's stack.
+  static constexpr size_t kMaxCallSpends = 1024;
   // A window's key: PREFIX:{gNN}:BUCKET:K0K1:MINUTE, the window's first
   // minute (for a minute window, the minute itself).
   [[nodiscard]] std::string redis_key(const limiter::BucketKey& key, uint32_t minute) const;
@@ -106,9 +124,27 @@ class ClusterSync {
   [[nodiscard]] bool share_window_locally(const KeySpend& s, uint32_t others) noexcept;
   [[nodiscard]] bool publish_window(const limiter::BucketKey& key, uint32_t minute, uint64_t requests,
                                     uint64_t tokens) noexcept;
-  // One group's rate buckets, then its windows.
-  void sync_rates(std::span<const KeySpend> spends, const std::vector<size_t>& group, limiter::Nanos box_now,
-                  RedisLink::Clock::time_point now, Report& report);
+  // A part of a call: one group's spends (indices into the sync's spends,
+  // or into `reseed`), whether its log is read.
+  struct Part {
+    unsigned group = 0;
+    std::vector<size_t> spends;
+    bool read = false;
+  };
+  // The rate buckets: every group, a call per node.
+  void sync_rates(std::span<const KeySpend> spends, const std::array<std::vector<size_t>, kGroups>& groups,
+                  limiter::Nanos box_now, RedisLink::Clock::time_point now, Report& report);
+  void call(std::span<const KeySpend> spends, const std::vector<Part>& parts, limiter::Nanos box_now,
+            RedisLink::Clock::time_point now, Report& report);
+  // The keys this box knows a lead of in groups whose epoch changed, sent
+  // again as floors (spends of 0).
+  void reseed(std::span<const KeySpend> spends, limiter::Nanos box_now, RedisLink::Clock::time_point now,
+              Report& report);
+  // TAT := max(TAT, tat) for a key the table holds already: what other
+  // boxes spent matters only where this box meets the key.
+  [[nodiscard]] bool publish_held(const limiter::BucketKey& key, uint64_t tat) noexcept;
+  // A name from a change log ("BUCKET:K0K1") back to the box's key.
+  [[nodiscard]] bool key_of(std::string_view name, unsigned group, limiter::BucketKey& key) const;
   void sync_windows(std::span<const KeySpend> spends, const std::vector<size_t>& group,
                     RedisLink::Clock::time_point now, Report& report);
   static void failed(const RedisLink::Result& r, std::span<const KeySpend> spends, const std::vector<size_t>& group,
@@ -126,6 +162,11 @@ class ClusterSync {
   void learn(const limiter::BucketKey& key, limiter::Nanos tat, limiter::Nanos box_now);
 
   std::unordered_map<limiter::BucketKey, limiter::Nanos, KnownHash> known_;
+  std::string box_id_;  // this box in the change logs: random, per process
+  std::array<std::string, kGroups> cursor_;  // per group: the last log entry read
+  std::array<std::string, kGroups> epoch_;   // per group: its epoch when last synced
+  std::array<bool, kGroups> reseed_{};       // per group: Redis lost it, seed it again
+  std::unordered_map<std::string, uint16_t> rate_kinds_;  // a rate bucket's name -> its kind here
   limiter::BucketTable& table_;
   ClusterGcra& gcra_;
   ClusterWindow& window_;

@@ -3,19 +3,24 @@
 // another box once it meets the key; a Redis that went away is retried once,
 // then the fallback applies (local-share: the box alone holds its share) and
 // is left once Redis answers, what the box admitted meanwhile sent then; a
-// Redis restarted empty is seeded from what the boxes knew; idle watched
-// keys are read a bounded number of times per sync, whatever their count.
+// Redis restarted empty is seeded from what the boxes knew; what another box
+// spent is learned from the change logs, never by reading idle keys; a sync
+// costs a round trip, not one per group, and the commands Redis runs per
+// admitted request stay few at a low rate per key.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "control/cluster/cluster_service.h"
 #include "limiter/charge.h"
+#include "redis_cluster.h"
 #include "redis_server.h"
 
 namespace sluice::control {
@@ -38,9 +43,11 @@ time::Nanos wall_now() {
 
 // A box: a table, one worker's spend log, and the service over them.
 struct Box {
-  explicit Box(const RedisEndpoint& redis) : table(limiter::BucketTable::Options{.capacity = 1 << 14, .bucket_kinds = 1}) {
+  explicit Box(const RedisEndpoint& redis) : Box(std::vector<RedisEndpoint>{redis}) {}
+  explicit Box(const std::vector<RedisEndpoint>& redis)
+      : table(limiter::BucketTable::Options{.capacity = 1 << 14, .bucket_kinds = 1}) {
     policy::ClusterSpec spec;
-    spec.redis = {redis.to_string()};
+    for (const RedisEndpoint& e : redis) spec.redis.push_back(e.to_string());
     spec.key_prefix = "sluice:svc";
     spec.boxes = 2;
     RedisLink::Options quick;
@@ -98,6 +105,88 @@ TEST_F(ClusterServiceTest, WhatOneBoxAdmittedTheOtherMeetsAtItsFirstSyncOfTheKey
   ASSERT_TRUE(a.step());
   EXPECT_EQ(a.admit(key(1), 6), 0u);
   EXPECT_EQ(a.service->counters().in_fallback.load(), 0u);
+}
+
+// B met the key, then left it alone while A spent the rest: B learns A's
+// spending at its next sync from the group's change log, sending nothing
+// and reading no key.
+TEST_F(ClusterServiceTest, AnotherBoxsSpendIsLearnedFromTheChangeLogWithoutReadingTheKey) {
+  Box a(server_.endpoint()), b(server_.endpoint());
+  EXPECT_EQ(a.admit(key(3), 1), 1u);
+  ASSERT_TRUE(a.step());
+  EXPECT_EQ(b.admit(key(3), 1), 1u);
+  ASSERT_TRUE(b.step());
+  ASSERT_TRUE(a.step());  // A learns B's 1 without having spent since
+  EXPECT_GE(a.service->counters().keys_learned.load(), 1u);
+  EXPECT_EQ(a.admit(key(3), 6), 4u);
+  ASSERT_TRUE(a.step());
+  const uint64_t sent = b.service->counters().keys_sent.load();
+  ASSERT_TRUE(b.step());
+  EXPECT_EQ(b.service->counters().keys_sent.load(), sent);  // nothing sent, nothing read
+  EXPECT_GE(b.service->counters().keys_learned.load(), 1u);
+  EXPECT_EQ(b.admit(key(3), 6), 0u);
+}
+
+// Round trips: the scripts called (the commands they run inside are Redis's
+// own work, in its CPU time, not calls).
+uint64_t scripts_run(const RedisEndpoint& e) {
+  RedisLink raw(e, {});
+  const std::string_view info[] = {"INFO", "commandstats"};
+  const RedisLink::Result r = raw.command(info, Clock::now());
+  std::istringstream lines{std::string(r.reply.text())};
+  uint64_t calls = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const size_t at = line.find(":calls=");
+    if ((line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:")) && at != std::string::npos) {
+      calls += std::stoull(line.substr(at + 7));
+    }
+  }
+  return calls;
+}
+
+// Three boxes, many keys, each admitted now and then on one box or another
+// (a low rate per key): Redis runs about one script per box and sync, not
+// one per group and sync, nor reads of every key a box met lately.
+TEST_F(ClusterServiceTest, ALowRatePerKeyCostsRedisLessThanACommandPerAdmission) {
+  Box boxes[3] = {Box(server_.endpoint()), Box(server_.endpoint()), Box(server_.endpoint())};
+  std::mt19937 rng(36);
+  unsigned admitted = 0;
+  for (auto& b : boxes) ASSERT_TRUE(b.step());
+  const uint64_t before = scripts_run(server_.endpoint());
+  constexpr int kRounds = 40;
+  for (int round = 0; round < kRounds; ++round) {
+    for (int i = 0; i < 6; ++i) admitted += boxes[rng() % 3].admit(key(1000 + rng() % 300), 1);
+    for (auto& b : boxes) ASSERT_TRUE(b.step());
+  }
+  const uint64_t commands = scripts_run(server_.endpoint()) - before;
+  ASSERT_GE(admitted, 200u);
+  // One call per box and sync: 3 per round for 6 admissions.
+  EXPECT_LE(commands, uint64_t{3} * kRounds + 2) << admitted << " admitted";
+  EXPECT_LT(static_cast<double>(commands) / admitted, 0.75) << commands << " commands, " << admitted << " admitted";
+}
+
+// On a Redis Cluster of three primaries: once the box knows the map, a sync
+// is one call per primary, and what one box spent reaches the other through
+// the change logs of every group.
+TEST(ClusterServiceOnACluster, ASyncIsOneCallPerPrimaryAndTheLogsCarryEveryGroup) {
+  RedisCluster cluster(3, 0);
+  ASSERT_TRUE(cluster.start()) << cluster.error();
+  Box a(cluster.endpoints()), b(cluster.endpoints());
+  constexpr uint64_t kKeys = 64;  // every group, four times over
+  for (uint64_t i = 0; i < kKeys; ++i) {
+    EXPECT_EQ(a.admit(key(i), 1), 1u);
+    EXPECT_EQ(b.admit(key(i), 1), 1u);
+  }
+  ASSERT_TRUE(a.step());
+  ASSERT_TRUE(b.step());
+  ASSERT_TRUE(a.step());  // learns B's
+  for (uint64_t i = 0; i < kKeys; ++i) EXPECT_EQ(a.admit(key(i), 6), 4u) << i;
+  const uint64_t trips = a.service->counters().round_trips.load();
+  ASSERT_TRUE(a.step());
+  EXPECT_EQ(a.service->counters().round_trips.load() - trips, 3u);
+  ASSERT_TRUE(b.step());
+  EXPECT_GE(b.service->counters().keys_learned.load(), kKeys);
+  for (uint64_t i = 0; i < kKeys; ++i) EXPECT_EQ(b.admit(key(i), 6), 0u) << i;
 }
 
 TEST_F(ClusterServiceTest, RedisAwayIsRetriedOnceThenTheBoxHoldsItsShareAndComesBack) {
@@ -188,7 +277,11 @@ TEST_F(ClusterServiceTest, ARedisRestartedEmptyIsSeededFromWhatTheBoxesKnew) {
   EXPECT_EQ(b.admit(key(9), 6), 1u);
 }
 
-TEST_F(ClusterServiceTest, IdleWatchedKeysAreReadABoundedNumberOfTimesPerSync) {
+// Keys the box spent on and then left alone are not read again: their
+// spends went out, and what other boxes spend on them comes back from the
+// change logs. A sync with nothing to send is one round trip (a single
+// Redis holds every group), not one per group.
+TEST_F(ClusterServiceTest, IdleWatchedKeysAreNotReadAndAnIdleSyncIsOneRoundTrip) {
   Box a(server_.endpoint());
   constexpr size_t kKeys = 3 * ClusterService::kMaxIdleReads;
   for (size_t i = 0; i < kKeys; ++i) a.log.record(key(100 + i), six_a_minute().interval);
@@ -196,14 +289,13 @@ TEST_F(ClusterServiceTest, IdleWatchedKeysAreReadABoundedNumberOfTimesPerSync) {
   uint64_t sent = a.service->counters().keys_sent.load();
   EXPECT_EQ(sent, kKeys);
   EXPECT_EQ(a.service->counters().keys_watched.load(), kKeys);
-  // Nothing spent since: the next syncs read about a third each, and every
-  // key within three syncs.
+  // 6 144 spends over 16 groups: 1 024 a call at most.
+  EXPECT_LE(a.service->counters().round_trips.load(), kKeys / ClusterSync::kMaxCallSpends + 1);
   for (int i = 0; i < 3; ++i) {
+    const uint64_t trips = a.service->counters().round_trips.load();
     ASSERT_TRUE(a.step());
-    const uint64_t now_sent = a.service->counters().keys_sent.load();
-    EXPECT_LE(now_sent - sent, ClusterService::kMaxIdleReads * 12 / 10) << "sync " << i;
-    EXPECT_GE(now_sent - sent, ClusterService::kMaxIdleReads * 8 / 10) << "sync " << i;
-    sent = now_sent;
+    EXPECT_EQ(a.service->counters().keys_sent.load(), sent) << "sync " << i;
+    EXPECT_EQ(a.service->counters().round_trips.load() - trips, 1u) << "sync " << i;
   }
 }
 
@@ -229,7 +321,8 @@ TEST_F(ClusterServiceTest, PastTheWatchCapASpendStillGoesOut) {
   const std::string_view scan[] = {"DBSIZE"};
   const RedisLink::Result n = raw.command(scan, Clock::now());
   ASSERT_TRUE(n.reply.is_integer());
-  EXPECT_EQ(static_cast<size_t>(n.reply.integer()), recorded);
+  // Every key, and each group's change log and epoch.
+  EXPECT_EQ(static_cast<size_t>(n.reply.integer()), recorded + 2 * ClusterSync::kGroups);
 }
 
 }  // namespace
