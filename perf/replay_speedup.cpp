@@ -113,12 +113,19 @@ Run replay_once(const std::string& input, bool capture, const std::string& polic
   replay::InputResult in;
   replay::ReplayReport report;
   if (capture) {
+    // As sluice-replay reads a capture: streamed, a packet at a time, through the merge.
     replay::CaptureOptions c;
     c.service_ports.set(80);
     c.fields = &policy.policy->fields;
     c.stream = policy.policy->stream;
-    in = replay::read_capture(input, 0, c);
-    replay::decide_records(std::move(in.records), {&limiter, policy_file}, std::nullopt, {}, report);
+    replay::InputResult* results[] = {&in};
+    std::vector<replay::MergeInput> merge;
+    merge.push_back({.opened = std::make_unique<replay::CaptureStream>(std::vector<replay::CaptureFile>{{input, 0}},
+                                                                       std::vector<std::unique_ptr<replay::InputStream>>{},
+                                                                       c, results),
+                     .look_back = replay::kCaptureLookBack});
+    replay::TimeMerge stream(std::move(merge), {});
+    replay::decide_stream(stream, {&limiter, policy_file}, std::nullopt, {}, report);
   } else {
     // As sluice-replay reads a log: streamed, a step at a time, through the merge.
     const replay::LogOptions options;

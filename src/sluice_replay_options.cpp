@@ -25,9 +25,11 @@ which rule.
       INPUT: a pcap or pcapng capture (HTTP/1.1 over TCP, both directions:
       each flow to a service port is reassembled as the appliance would),
       or an access log (nginx's log_format, by default combined, or JSON
-      lines). Every input's requests are decided together, in time order;
-      the captures are read as one packet stream, so one split by direction
-      or into ring-buffer files gives each connection whole.)";
+      lines), plain or compressed (gzip, xz, zstd), a file or a pipe. Every
+      input's requests are decided together, in time order; the captures
+      are read as one packet stream, so one split by direction or into
+      ring-buffer files gives each connection whole. Inputs are streamed:
+      memory follows what is live, not their length.)";
 
 constexpr const char* kExitCodes = R"(Exit codes:
   0 replayed   1 a report could not be written   2 bad command line

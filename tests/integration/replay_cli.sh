@@ -369,6 +369,49 @@ check stream-million-records "$(report '(d["records"], d["policy"]["requests"])'
 holds stream-million-memory "peak RSS $(cat "$tmp/rss") KB, want under 128 MB" test "$(cat "$tmp/rss")" -lt 131072
 rm -f "$tmp/million.log"
 
+# A capture is streamed too: a zstd-compressed one of 100 000 connections
+# (500 000 packets) takes the memory one of 20 000 takes. Flows are
+# forgotten as the appliance forgets them (closed ones 5 s after their
+# last packet), so memory follows what is live, not the capture's length.
+python3 - "$tmp" <<'PY' || { echo "replay_cli.sh: cannot write the long captures" >&2; exit 2; }
+import struct, subprocess, sys
+def capture(path, n):
+    def frame(src, dst, sport, dport, seq, ack, flags, payload=b''):
+        tcp = struct.pack('!HHIIBBHHH', sport, dport, seq, ack, 5 << 4, flags, 65535, 0, 0) + payload
+        ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + len(tcp), 1, 0x4000, 64, 6, 0, src, dst)
+        return b'\x02\0\0\0\0\x02\x02\0\0\0\0\x01\x08\x00' + ip + tcp
+    S, ok = bytes([198, 18, 0, 20]), b'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok'
+    SYN, ACK, PSH, FIN = 0x02, 0x10, 0x08, 0x01
+    z = subprocess.Popen(['zstd', '-q', '-o', path], stdin=subprocess.PIPE)
+    z.stdin.write(struct.pack('<IHHiIII', 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1))
+    t = 1700000000 * 1000000
+    for i in range(n):
+        c, port = bytes([198, 18, 1 + (i // 250) % 4, 1 + i % 250]), 1024 + i % 60000  # 1000 clients
+        get = b'GET /v1/items/%d HTTP/1.1\r\nHost: api\r\n\r\n' % (i % 97)
+        cs, ss = 1000 + i, 5000
+        for k, p in enumerate([frame(c, S, port, 80, cs, 0, SYN), frame(S, c, 80, port, ss, cs + 1, SYN | ACK),
+                               frame(c, S, port, 80, cs + 1, ss + 1, PSH | ACK, get),
+                               frame(S, c, 80, port, ss + 1, cs + 1 + len(get), PSH | ACK | FIN, ok),
+                               frame(c, S, port, 80, cs + 1 + len(get), ss + 2 + len(ok), ACK | FIN)]):
+            us = t + 100 * k
+            z.stdin.write(struct.pack('<IIII', us // 1000000, us % 1000000, len(p), len(p)) + p)
+        t += 2000  # 500 connections a second
+    z.stdin.close()
+    if z.wait() != 0:
+        sys.exit(1)
+capture(sys.argv[1] + '/short.pcap.zst', 20000)
+capture(sys.argv[1] + '/long.pcap.zst', 100000)
+PY
+for n in short long; do
+  expect "stream-capture-$n" 0 '' -- /usr/bin/time -f '%M' -o "$tmp/rss-$n" "$replay" --policy config/default.yaml -q \
+    --json "$tmp/$n.pcap.zst"
+  check "stream-capture-$n-counts" "$(report '(d["records"], d["inputs"][0]["units_read"], d["inputs"][0]["problems"])')" \
+    "$([ "$n" = short ] && echo "(20000, 100000, 0)" || echo "(100000, 500000, 0)")"
+done
+holds stream-capture-memory "peak RSS $(cat "$tmp/rss-short") KB for 20 000 connections, $(cat "$tmp/rss-long") KB for 100 000" \
+  test "$(cat "$tmp/rss-long")" -lt "$(($(cat "$tmp/rss-short") + 8192))"
+rm -f "$tmp"/short.pcap.zst "$tmp"/long.pcap.zst
+
 # A pipe is looked at once (its format, its compression) and read from its
 # first byte: the bytes looked at are not lost.
 expect stream-pipe 0 '' -- "$replay" --policy "$policy" -q --json <(cat "$log")

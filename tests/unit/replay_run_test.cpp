@@ -386,6 +386,71 @@ TEST_F(ReplayRunTest, UsageIsChargedWhenTheResponseEnds_DQ05_DQ07) {
   EXPECT_EQ(r.outcome.refused_keys[0].first_refusal, kT0 + 4000 * kMs);
 }
 
+// A capture's response ends come as records of their own, naming the
+// request they answer: the tokens charged then (DQ05), and only for a
+// request the policy forwarded.
+TEST_F(ReplayRunTest, AResponseEndRecordChargesItsRequestsUsage_DQ05) {
+  const std::string deployment = "X-Pi-Deployment: claude-sonnet-us-2\r\n";  // 200000 tokens a minute
+  std::vector<RequestRecord> records;
+  RequestRecord big = request(kT0 + 1000 * kMs, "198.18.0.11", "/v1/chat", deployment);
+  big.response = 7;
+  records.push_back(big);
+  records.push_back(request(kT0 + 2000 * kMs, "198.18.0.11", "/v1/chat", deployment));  // before the end
+  RequestRecord end;
+  end.kind = RequestRecord::Kind::kResponseEnd;
+  end.at = kT0 + 3000 * kMs;
+  end.order = record_order(0, 100000);
+  end.response = 7;
+  end.has_usage = true;
+  end.usage_tokens = 200000;
+  end.usage_at = end.at;
+  records.push_back(end);
+  records.push_back(request(kT0 + 4000 * kMs, "198.18.0.11", "/v1/chat", deployment));  // after it
+  const ReplayReport r = replay(std::move(records), shipped("deployment-quotas.yaml"));
+  EXPECT_EQ(r.records, 3u);  // the end is no request
+  EXPECT_EQ(r.outcome.requests, 3u);
+  EXPECT_EQ(r.outcome.usage_reports, 1u);
+  EXPECT_EQ(r.outcome.admitted, 2u);
+  EXPECT_EQ(r.outcome.refused, 1u);
+  ASSERT_EQ(r.outcome.refused_keys.size(), 1u);
+  EXPECT_EQ(r.outcome.refused_keys[0].first_refusal, kT0 + 4000 * kMs);
+}
+
+// A rule's in-flight slot is held from the head until the response's end
+// record, as the appliance holds it until the response ends; a request
+// whose end is not known (a log's) gives it back at once.
+TEST_F(ReplayRunTest, AnInFlightSlotIsHeldUntilItsResponseEnds) {
+  const std::string policy = edited_copy("default.yaml", "    bucket: per-client\n",
+                                         "    bucket: per-client\n    concurrency: 1\n", "concurrency.yaml");
+  ASSERT_FALSE(policy.empty());
+  const auto end_of = [](uint64_t response, time::Nanos at) {
+    RequestRecord e;
+    e.kind = RequestRecord::Kind::kResponseEnd;
+    e.at = at;
+    e.order = record_order(0, 200000 + response);
+    e.response = response;
+    return e;
+  };
+  std::vector<RequestRecord> records;
+  RequestRecord slow = request(kT0, "198.18.0.12", "/v1/a");
+  slow.response = 1;
+  records.push_back(slow);
+  records.push_back(request(kT0 + 1 * kMs, "198.18.0.12", "/v1/b"));  // the slot is taken: refused
+  records.push_back(end_of(1, kT0 + 2 * kMs));
+  RequestRecord next = request(kT0 + 3 * kMs, "198.18.0.12", "/v1/c");  // given back: admitted
+  next.response = 2;
+  records.push_back(next);
+  records.push_back(end_of(2, kT0 + 4 * kMs));
+  records.push_back(request(kT0 + 5 * kMs, "198.18.0.12", "/v1/d"));  // no end to wait for: admitted,
+  records.push_back(request(kT0 + 6 * kMs, "198.18.0.12", "/v1/e"));  // and its slot given back at once
+  const ReplayReport r = replay(std::move(records), policy);
+  EXPECT_EQ(r.outcome.requests, 5u);
+  EXPECT_EQ(r.outcome.admitted, 4u);
+  EXPECT_EQ(r.outcome.refused, 1u);
+  ASSERT_EQ(r.outcome.refused_keys.size(), 1u);
+  EXPECT_EQ(r.outcome.refused_keys[0].first_refusal, kT0 + 1 * kMs);
+}
+
 // A head the stream refused is answered by the appliance before any rule:
 // counted as unparsed (sluiced's parse_errors), not as a rule's answer.
 TEST_F(ReplayRunTest, AHeadThatDidNotParseIsCountedUnparsed) {

@@ -130,7 +130,7 @@ TEST(TimeMerge, ARecordLaterThanTheLookBackIsCountedAndStillDecided) {
 TEST(TimeMerge, AnInputOpensOnlyWhenTheMergeReachesIt) {
   int opened = 0, open_at_once = 0, most_at_once = 0;
   struct Counted final : RecordSource {
-    Counted(std::vector<RequestRecord> r, int& open) : inner(std::move(r)), open(open) { ++open; }
+    Counted(std::vector<RequestRecord> r, int& count) : inner(std::move(r)), open(count) { ++count; }
     ~Counted() override { --open; }
     bool next(std::vector<RequestRecord>& out) override { return inner.next(out); }
     Scripted inner;
