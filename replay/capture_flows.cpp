@@ -88,6 +88,7 @@ void FlowReplay::client_syn(const FlowSegment& s) {
 void FlowReplay::restart() {
   report_held();
   end_waits(now_->at);
+  end_connection(now_->at);
   release_head_buffers();
   requests_->reset();
   responses_.reset();
@@ -297,6 +298,7 @@ void FlowReplay::on_head() {
 }
 
 void FlowReplay::record(http::ParseError error) {
+  carried_requests_ = true;
   const uint32_t input = c_.files[now_->file].input;
   RequestRecord& r = c_.out.records.emplace_back();
   r.at = now_->at;
@@ -389,7 +391,22 @@ void FlowReplay::report_held() {
 void FlowReplay::finish(time::Nanos at) {
   report_held();
   end_waits(at);
+  end_connection(at);
   release_head_buffers();
+}
+
+void FlowReplay::end_connection(time::Nanos at) {
+  if (!carried_requests_) return;
+  carried_requests_ = false;
+  const uint32_t input = c_.files[last_where_.file].input;
+  RequestRecord& r = c_.out.records.emplace_back();
+  r.kind = RequestRecord::Kind::kConnectionEnd;
+  r.at = at;
+  r.order = record_order(input, last_where_.number);
+  r.conn = conn_;
+  r.input = input;
+  r.record_number = last_where_.number;
+  r.connection = record_order(c_.files.front().input, connection_);
 }
 
 void FlowReplay::problem(PacketAt packet, const std::string& message) {

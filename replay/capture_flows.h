@@ -216,6 +216,8 @@ class FlowReplay {
   void end_waits(time::Nanos at);
   void end_wait(uint64_t request, time::Nanos at, PacketAt where, const http::ResponseHead* head);
   void stop_framing(http::ResponseError e);
+  // The connection is over: a record says so, if it carried requests.
+  void end_connection(time::Nanos at);
   // What is still held after a gap never filled, said.
   void report_held();
   void problem(PacketAt packet, const std::string& message);
@@ -249,6 +251,7 @@ class FlowReplay {
   bool framing_ = true;  // the responses are still framed
   bool answered_and_closed_ = false;  // a head the parser refused: the appliance answered it and closed
   uint64_t connection_ = 0;  // this connection's number (FlowOutput::connections)
+  bool carried_requests_ = false;  // a record names connection_
   bool origin_closed_ = false;
   std::deque<uint64_t> awaiting_;  // RequestRecord::response of the requests whose responses are due
 };

@@ -19,7 +19,9 @@ struct RequestRecord {
   // response to one decided earlier: a capture learns a response's end (and
   // the tokens it reported) only after later requests, so it comes as a
   // record of its own, at its own time, naming the request (`response`).
-  enum class Kind : uint8_t { kRequest, kResponseEnd } kind = Kind::kRequest;
+  // A capture's connection that carried requests also ends with a record
+  // (kConnectionEnd): what the replay remembers of it can go.
+  enum class Kind : uint8_t { kRequest, kResponseEnd, kConnectionEnd } kind = Kind::kRequest;
   time::Nanos at = 0;  // when the head was complete (the response ended): the decision's clock (UTC)
   // Ties on `at` are decided in input order: (input index << 40) | record number.
   uint64_t order = 0;

@@ -89,6 +89,11 @@ class PolicyRun {
       out = DecidedNote{};
       return;
     }
+    if (r.kind == RequestRecord::Kind::kConnectionEnd) {
+      closed_.erase(r.connection);  // nothing more comes on it
+      out = DecidedNote{};
+      return;
+    }
     if (r.connection != 0 && closed_.contains(r.connection)) {
       out = DecidedNote{};
       return;
@@ -217,7 +222,7 @@ class PolicyRun {
     bool holds_in_flight;  // a rule's in-flight slot is given back at the end
   };
   std::unordered_map<uint64_t, Awaiting> awaiting_;  // by RequestRecord::response
-  std::unordered_set<uint64_t> closed_;  // connections an answer closed
+  std::unordered_set<uint64_t> closed_;  // connections an answer closed (a capture's: until they end)
   uint64_t usage_reports_ = 0;
 };
 

@@ -355,7 +355,9 @@ TEST_F(Capture, ManyFlowsInterleavedComeInTimeOrderEachFlowsInStreamOrder) {
   // As the packets came: round n of every flow before round n + 1.
   for (size_t at = 0; at < r.records.size(); ++at) {
     EXPECT_EQ(r.records[at].head, get("/" + std::to_string(at % 300) + "/" + std::to_string(at / 300)));
-    if (at > 0) EXPECT_LT(r.records[at - 1].at, r.records[at].at);
+    if (at > 0) {
+      EXPECT_LT(r.records[at - 1].at, r.records[at].at);
+    }
   }
 }
 
