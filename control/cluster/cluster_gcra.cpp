@@ -40,44 +40,57 @@ return ahead
 
 // A node's sync (sync_groups()). KEYS[1]: the first group's log, which
 // routes the call; every other key comes in ARGV and is reached through
-// allow-cross-slot-keys. ARGV: box, group count, then per group its log,
-// epoch, cursor, spend count and the length of "PREFIX:{gNN}:", then per
+// allow-cross-slot-keys. ARGV: box, group count, "mget" where one command
+// may read keys of several slots (a single Redis; a Redis Cluster refuses
+// it even here) or "get", then per group its log,
+// state key, cursor, spend count and the length of "PREFIX:{gNN}:", then per
 // spend its key, spent and floor (as kScript). Returns Redis's clock, then
 // per group: its epoch, each spend's lead, the next cursor, the count of
 // learned pairs and the pairs (a key's name after the prefix, its TAT).
-// The log is read before this box's entry is added, and the cursor moves
-// past that entry when the read reached the log's end. Every group's epoch
-// is read before anything is written: a group its node does not hold fails
-// the script there, before it changed anything (a script's writes are not
-// undone by a later error), and the caller can send the groups again.
+//
+// A group's state key holds "EPOCH LAST": its epoch (Redis's clock when the
+// key was made: a new one means Redis lost the group) and its log's last
+// entry. One MGET reads every group's (a GET each on a Redis Cluster), so a
+// group nobody wrote to since the box's cursor costs no more (its log is not
+// touched: a range read of a stream costs several times a GET even when
+// empty). The states are read before any write: a group its node does not hold fails the script there,
+// before it changed anything (a script's writes are not undone by a later
+// error), and the caller can send the groups again. The log is read before
+// this box's entry is added; the cursor moves past that entry when the read
+// reached the log's end.
 constexpr std::string_view kSyncScript = R"lua(#!lua flags=allow-cross-slot-keys
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local box = ARGV[1]
+local box, groups = ARGV[1], tonumber(ARGV[2])
 local out = {now}
-local epochs = {}
-local a = 3
-for g = 1, tonumber(ARGV[2]) do
-  epochs[g] = redis.call('GET', ARGV[a + 1])
+local states, a = {}, 4
+for g = 1, groups do
+  states[g] = ARGV[a + 1]
   a = a + 5 + 3 * tonumber(ARGV[a + 3])
 end
-a = 3
-for g = 1, tonumber(ARGV[2]) do
-  local log, epk, cursor = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+if ARGV[3] == 'mget' then
+  states = redis.call('MGET', unpack(states))
+else
+  for g = 1, groups do states[g] = redis.call('GET', states[g]) end
+end
+a = 4
+for g = 1, groups do
+  local log, stk, cursor = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   local n, plen = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   a = a + 5
-  local epoch = epochs[g]
-  if not epoch then
-    epoch = string.format('%d', now)
-    redis.call('SET', epk, epoch)
+  local state = states[g]
+  if not state then
+    state = string.format('%d', now) .. ' 0-0'
+    redis.call('SET', stk, state)
   end
+  local sp = string.find(state, ' ', 1, true)
+  local epoch, tail = string.sub(state, 1, sp - 1), string.sub(state, sp + 1)
   out[#out + 1] = epoch
   local learned = {}
   local last, at_end = cursor, true
   if cursor == '' then
-    local tail = redis.call('XREVRANGE', log, '+', '-', 'COUNT', 1)
-    last = tail[1] and tail[1][1] or '0-0'
-  elseif cursor ~= '-' then
+    last = tail
+  elseif cursor ~= '-' and cursor ~= tail then
     local es = redis.call('XRANGE', log, '(' .. cursor, '+', 'COUNT', MAXE)
     at_end = #es < MAXE
     for _, e in ipairs(es) do
@@ -110,7 +123,7 @@ for g = 1, tonumber(ARGV[2]) do
   end
   if #changed > 2 then
     local id = redis.call('XADD', log, 'MAXLEN', '~', LOGLEN, '*', unpack(changed))
-    redis.call('PEXPIRE', log, 600000)
+    redis.call('SET', stk, epoch .. ' ' .. id)
     if at_end and cursor ~= '-' then last = id end
   end
   out[#out + 1] = last
@@ -180,7 +193,7 @@ RedisLink::Result ClusterGcra::sync_groups(std::span<GroupSync> groups, std::str
   for (const GroupSync& g : groups) spends += g.spends.size();
   numbers.reserve(3 * groups.size() + 2 * spends + 1);
   numbers.push_back(std::to_string(groups.size()));
-  std::vector<std::string_view> args{box, numbers.back()};
+  std::vector<std::string_view> args{box, numbers.back(), redis_.cluster_mode() ? "get" : "mget"};
   // `numbers` is reserved: the views into it stay put.
   for (const GroupSync& g : groups) {
     const size_t plen = g.log_key.size() - 3;  // "PREFIX:{gNN}:" + "log"

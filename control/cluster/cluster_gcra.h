@@ -17,9 +17,10 @@
 // PREFIX:{gNN}:log) of the TATs spends moved, by which box; a box reads the
 // other boxes' entries since its cursor in the same script, and so learns
 // what they spent on keys it did not spend on itself, without reading those
-// keys. Each group also keeps an epoch (PREFIX:{gNN}:epoch, made when
-// missing): a new one tells the box that Redis lost the group (restarted
-// empty), so the box seeds it again from what it knew.
+// keys. Each group also keeps a state (PREFIX:{gNN}:epoch: an epoch, made
+// when missing, and the log's last entry, so an unchanged log is not read):
+// a new epoch tells the box that Redis lost the group (restarted empty), so
+// the box seeds it again from what it knew.
 #pragma once
 
 #include <cstdint>
@@ -46,7 +47,7 @@ struct ClusterSpend {
 // One hash-tag group's part of a node's sync (sync_groups()).
 struct GroupSync {
   std::string log_key;    // PREFIX:{gNN}:log
-  std::string epoch_key;  // PREFIX:{gNN}:epoch
+  std::string epoch_key;  // PREFIX:{gNN}:epoch, the group's state: "EPOCH LAST-LOG-ENTRY"
   // The last log entry the box has read; empty: none yet (start at the
   // log's end: what came before is known from the box's own spends); "-":
   // this call does not read the log (a group split over calls reads once).
@@ -68,7 +69,7 @@ class ClusterGcra {
   // behind (a long stall) catches up over several syncs.
   static constexpr unsigned kMaxLogEntries = 64;
   // A group's log keeps about this many entries (XADD MAXLEN ~).
-  static constexpr unsigned kLogLength = 4096;
+  static constexpr unsigned kLogLength = 1024;
 
   explicit ClusterGcra(RedisRouter& redis);
 
