@@ -1,16 +1,12 @@
-// Reading pcap and pcapng images (https://www.ietf.org/archive/id/
-// draft-ietf-opsawg-pcap and draft-ietf-opsawg-pcapng) and walking their
-// packets' link layers. Every read is checked against the image's end first:
-// these bytes come from anywhere (the readers are to be fuzzed).
+// Reading pcap and pcapng captures (https://www.ietf.org/archive/id/
+// draft-ietf-opsawg-pcap and draft-ietf-opsawg-pcapng) a block at a time,
+// and walking their packets' link layers. Every read is checked against
+// what the window holds first: these bytes come from anywhere (the readers
+// are fuzzed). A streamed reader's window is its read-ahead, refilled
+// (what is left moved to the front) whenever a block needs more.
 #include "replay/capture_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <array>
-#include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 namespace sluice::replay {
@@ -185,7 +181,7 @@ bool PacketReader::ensure(size_t n) {
   const size_t keep = left();
   if (buffer_.size() < std::max(n, kReadAhead)) {
     std::vector<uint8_t> bigger(std::max(n, kReadAhead));
-    std::memcpy(bigger.data(), window_.data() + at_, keep);
+    if (keep != 0) std::memcpy(bigger.data(), window_.data() + at_, keep);
     buffer_.swap(bigger);
   } else if (keep != 0) {
     std::memmove(buffer_.data(), window_.data() + at_, keep);

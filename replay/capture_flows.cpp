@@ -43,7 +43,9 @@ void FlowReplay::build_stream(ParseBuffers& b) {
 
 FlowTimeout FlowReplay::timeout() const noexcept {
   if (over_ || (client_fin_ && origin_fin_)) return FlowTimeout::kClosed;
-  return any_bytes_ ? FlowTimeout::kIdle : FlowTimeout::kHalfOpen;
+  // Past its handshake (the origin answered, or data flowed), a connection
+  // is established, however long before its first request.
+  return any_bytes_ || origin_.started() ? FlowTimeout::kIdle : FlowTimeout::kHalfOpen;
 }
 
 void FlowReplay::segment(const FlowSegment& s) {
