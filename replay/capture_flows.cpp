@@ -301,19 +301,25 @@ void FlowReplay::on_head() {
 
 void FlowReplay::record(http::ParseError error) {
   carried_requests_ = true;
-  const uint32_t input = c_.files[now_->file].input;
-  RequestRecord& r = c_.out.records.emplace_back();
-  r.at = now_->at;
-  r.order = record_order(input, now_->number);
-  r.conn = conn_;
+  RequestRecord& r = emit(RequestRecord::Kind::kRequest, now_->at, now_->where());
   if (error == http::ParseError::kNone) r.head = head_;
   r.parse_error = error;
-  r.input = input;
-  r.record_number = now_->number;
-  r.connection = record_order(c_.files.front().input, connection_);
   r.relay = relay_;
   r.relay_version = relay_version_;
   r.relayed = relayed_;
+}
+
+RequestRecord& FlowReplay::emit(RequestRecord::Kind kind, time::Nanos at, PacketAt where) {
+  const uint32_t input = c_.files[where.file].input;
+  RequestRecord& r = c_.out.records.emplace_back();
+  r.kind = kind;
+  r.at = at;
+  r.order = record_order(input, where.number);
+  r.conn = conn_;
+  r.input = input;
+  r.record_number = where.number;
+  r.connection = record_order(c_.files.front().input, connection_);
+  return r;
 }
 
 void FlowReplay::feed_responses(std::span<const char> bytes) {
@@ -348,15 +354,7 @@ void FlowReplay::on_response_end() {
 }
 
 void FlowReplay::end_wait(uint64_t request, time::Nanos at, PacketAt where, const http::ResponseHead* head) {
-  const uint32_t input = c_.files[where.file].input;
-  RequestRecord& r = c_.out.records.emplace_back();
-  r.kind = RequestRecord::Kind::kResponseEnd;
-  r.at = at;
-  r.order = record_order(input, where.number);
-  r.conn = conn_;
-  r.input = input;
-  r.record_number = where.number;
-  r.connection = record_order(c_.files.front().input, connection_);
+  RequestRecord& r = emit(RequestRecord::Kind::kResponseEnd, at, where);
   r.response = request;
   if (head != nullptr && head->has_usage) {
     r.has_usage = true;
@@ -400,15 +398,7 @@ void FlowReplay::finish(time::Nanos at) {
 void FlowReplay::end_connection(time::Nanos at) {
   if (!carried_requests_) return;
   carried_requests_ = false;
-  const uint32_t input = c_.files[last_where_.file].input;
-  RequestRecord& r = c_.out.records.emplace_back();
-  r.kind = RequestRecord::Kind::kConnectionEnd;
-  r.at = at;
-  r.order = record_order(input, last_where_.number);
-  r.conn = conn_;
-  r.input = input;
-  r.record_number = last_where_.number;
-  r.connection = record_order(c_.files.front().input, connection_);
+  (void)emit(RequestRecord::Kind::kConnectionEnd, at, last_where_);
 }
 
 void FlowReplay::problem(PacketAt packet, const std::string& message) {

@@ -209,6 +209,8 @@ class FlowReplay {
   void resume_requests();
   void on_head();
   void record(http::ParseError error);
+  // A record of this connection's, appended to the output.
+  RequestRecord& emit(RequestRecord::Kind kind, time::Nanos at, PacketAt where);
   void feed_responses(std::span<const char> bytes);
   void on_response_end();
   // A response that will not come (the connection ended, its framing was
