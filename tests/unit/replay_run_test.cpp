@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,22 @@ RequestRecord request(time::Nanos at, const char* ip, const std::string& target,
   r.conn.destination_port = 80;
   r.head = "GET " + target + " HTTP/1.1\r\nHost: api.example\r\n" + fields + "\r\n";
   return r;
+}
+
+// The end of the response to the request numbered `response` (a capture's
+// RequestRecord::response), with the tokens it reported if any.
+RequestRecord response_end(uint64_t response, time::Nanos at, std::optional<uint64_t> tokens = std::nullopt) {
+  RequestRecord e;
+  e.kind = RequestRecord::Kind::kResponseEnd;
+  e.at = at;
+  e.order = record_order(0, 1'000'000 + response);
+  e.response = response;
+  if (tokens) {
+    e.has_usage = true;
+    e.usage_tokens = *tokens;
+    e.usage_at = at;
+  }
+  return e;
 }
 
 struct Replayed {
@@ -396,15 +413,7 @@ TEST_F(ReplayRunTest, AResponseEndRecordChargesItsRequestsUsage_DQ05) {
   big.response = 7;
   records.push_back(big);
   records.push_back(request(kT0 + 2000 * kMs, "198.18.0.11", "/v1/chat", deployment));  // before the end
-  RequestRecord end;
-  end.kind = RequestRecord::Kind::kResponseEnd;
-  end.at = kT0 + 3000 * kMs;
-  end.order = record_order(0, 100000);
-  end.response = 7;
-  end.has_usage = true;
-  end.usage_tokens = 200000;
-  end.usage_at = end.at;
-  records.push_back(end);
+  records.push_back(response_end(7, kT0 + 3000 * kMs, 200000));
   records.push_back(request(kT0 + 4000 * kMs, "198.18.0.11", "/v1/chat", deployment));  // after it
   const ReplayReport r = replay(std::move(records), shipped("deployment-quotas.yaml"));
   EXPECT_EQ(r.records, 3u);  // the end is no request
@@ -423,24 +432,16 @@ TEST_F(ReplayRunTest, AnInFlightSlotIsHeldUntilItsResponseEnds) {
   const std::string policy = edited_copy("default.yaml", "    bucket: per-client\n",
                                          "    bucket: per-client\n    concurrency: 1\n", "concurrency.yaml");
   ASSERT_FALSE(policy.empty());
-  const auto end_of = [](uint64_t response, time::Nanos at) {
-    RequestRecord e;
-    e.kind = RequestRecord::Kind::kResponseEnd;
-    e.at = at;
-    e.order = record_order(0, 200000 + response);
-    e.response = response;
-    return e;
-  };
   std::vector<RequestRecord> records;
   RequestRecord slow = request(kT0, "198.18.0.12", "/v1/a");
   slow.response = 1;
   records.push_back(slow);
   records.push_back(request(kT0 + 1 * kMs, "198.18.0.12", "/v1/b"));  // the slot is taken: refused
-  records.push_back(end_of(1, kT0 + 2 * kMs));
+  records.push_back(response_end(1, kT0 + 2 * kMs));
   RequestRecord next = request(kT0 + 3 * kMs, "198.18.0.12", "/v1/c");  // given back: admitted
   next.response = 2;
   records.push_back(next);
-  records.push_back(end_of(2, kT0 + 4 * kMs));
+  records.push_back(response_end(2, kT0 + 4 * kMs));
   records.push_back(request(kT0 + 5 * kMs, "198.18.0.12", "/v1/d"));  // no end to wait for: admitted,
   records.push_back(request(kT0 + 6 * kMs, "198.18.0.12", "/v1/e"));  // and its slot given back at once
   const ReplayReport r = replay(std::move(records), policy);
