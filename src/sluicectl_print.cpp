@@ -113,13 +113,15 @@ void print_cluster(const Json& r) {
               field(*c, "fallback").c_str(), field(*c, "sync_interval_ms").c_str());
   const std::string error = field(*c, "last_error");
   std::printf("%s%s\n", error.empty() ? "" : ": ", error.c_str());
-  std::printf("  syncs %s (failed %s), keys sent %s, published %s, watched %s, last sync %s us (max %s)\n",
-              field(*c, "syncs").c_str(), field(*c, "sync_failures").c_str(), field(*c, "keys_sent").c_str(),
-              field(*c, "keys_published").c_str(), field(*c, "keys_watched").c_str(),
-              field(*c, "last_sync_us").c_str(), field(*c, "max_sync_us").c_str());
-  std::printf("  fallbacks %s, keys the fallback took %s (repaid to Redis since %s), admissions the spend log lost %s\n",
+  std::printf("  syncs %s (failed %s, %s round trips), keys sent %s, published %s (learned from other boxes %s), "
+              "watched %s, last sync %s us (max %s)\n",
+              field(*c, "syncs").c_str(), field(*c, "sync_failures").c_str(), field(*c, "round_trips").c_str(),
+              field(*c, "keys_sent").c_str(), field(*c, "keys_published").c_str(), field(*c, "keys_learned").c_str(),
+              field(*c, "keys_watched").c_str(), field(*c, "last_sync_us").c_str(), field(*c, "max_sync_us").c_str());
+  std::printf("  fallbacks %s, keys the fallback took %s (repaid to Redis since %s), keys seeded again after Redis "
+              "lost them %s, admissions the spend log lost %s\n",
               field(*c, "fallbacks").c_str(), field(*c, "fallback_keys").c_str(), field(*c, "repaid_keys").c_str(),
-              field(*c, "spend_lost_records").c_str());
+              field(*c, "keys_reseeded").c_str(), field(*c, "spend_lost_records").c_str());
 }
 
 void print_rules(const Json& r) {

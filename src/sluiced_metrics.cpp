@@ -287,12 +287,18 @@ void render_cluster(const ClusterSample& c, Exposition& e) {
   e.family("sluice_cluster_syncs_total", "counter", "syncs of the cluster buckets with Redis, by outcome");
   e.sample(R"(outcome="ok")", c.syncs_ok);
   e.sample(R"(outcome="failed")", c.syncs_failed);
-  e.family("sluice_cluster_keys_total", "counter", "cluster keys sent to Redis, local TATs the shared lead moved, spends the fallback took and later repaid");
+  e.family("sluice_cluster_keys_total", "counter",
+           "cluster keys sent to Redis, local TATs the shared lead moved (and of those, learned from other boxes' "
+           "change logs), spends the fallback took and later repaid, floors sent again after Redis lost a group");
   e.sample(R"(op="sent")", c.keys_sent);
   e.sample(R"(op="published")", c.keys_published);
+  e.sample(R"(op="learned")", c.keys_learned);
   e.sample(R"(op="fallback")", c.fallback_keys);
   e.sample(R"(op="repaid")", c.repaid_keys);
-  e.family("sluice_cluster_keys_watched", "gauge", "cluster keys read at every sync");
+  e.sample(R"(op="reseeded")", c.keys_reseeded);
+  e.family("sluice_cluster_round_trips_total", "counter", "calls the cluster buckets' sync made to Redis that answered");
+  e.sample("", c.round_trips);
+  e.family("sluice_cluster_keys_watched", "gauge", "cluster keys the box follows: spent on lately, or owing Redis");
   e.sample("", c.keys_watched);
   e.family("sluice_cluster_fallback", "gauge", "1 while Redis cannot be reached and the fallback applies");
   e.sample("", c.in_fallback);
@@ -369,6 +375,7 @@ ClusterSample cluster_sample(const control::ClusterService& cluster) {
   s.syncs_ok = get(c.syncs) - s.syncs_failed;
   s.keys_sent = get(c.keys_sent), s.keys_published = get(c.keys_published), s.fallback_keys = get(c.fallback_keys);
   s.repaid_keys = get(c.repaid_keys);
+  s.keys_learned = get(c.keys_learned), s.keys_reseeded = get(c.keys_reseeded), s.round_trips = get(c.round_trips);
   s.keys_watched = get(c.keys_watched), s.in_fallback = get(c.in_fallback), s.fallbacks = get(c.fallbacks);
   s.sync_us_total = get(c.sync_us_total), s.last_sync_us = get(c.last_sync_us), s.last_sync_keys = get(c.last_sync_keys);
   s.spend_lost = cluster.lost_records();

@@ -46,6 +46,7 @@ struct TableSample {
 struct ClusterSample {
   uint64_t syncs_ok = 0, syncs_failed = 0;
   uint64_t keys_sent = 0, keys_published = 0, fallback_keys = 0, repaid_keys = 0, keys_watched = 0;
+  uint64_t keys_learned = 0, keys_reseeded = 0, round_trips = 0;
   uint64_t in_fallback = 0, fallbacks = 0;
   uint64_t sync_us_total = 0, last_sync_us = 0, last_sync_keys = 0;
   uint64_t spend_lost = 0;

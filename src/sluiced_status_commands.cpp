@@ -89,6 +89,9 @@ Json cluster_of(const control::ClusterService& cluster) {
   o["repaid_keys"] = load(c.repaid_keys);
   o["keys_sent"] = load(c.keys_sent);
   o["keys_published"] = load(c.keys_published);
+  o["keys_learned"] = load(c.keys_learned);
+  o["keys_reseeded"] = load(c.keys_reseeded);
+  o["round_trips"] = load(c.round_trips);
   o["keys_watched"] = load(c.keys_watched);
   o["last_sync_us"] = load(c.last_sync_us);
   o["max_sync_us"] = load(c.max_sync_us);

@@ -104,6 +104,7 @@ class MetricsExposition : public ::testing::Test {
     s_.ports[0] = PortCounts{100, 90, 64000, 60000, 1, 0, 0, 2};
     ClusterSample c;
     c.syncs_ok = 40, c.syncs_failed = 1, c.sync_us_total = 1'500'000, c.last_sync_us = 250;
+    c.keys_learned = 17, c.keys_reseeded = 5, c.round_trips = 39;
     c.replication = ClusterSample::Replication{3, 4, 0, 0};
     s_.cluster = c;
     s_.policy_name = "three-budgets";
@@ -200,6 +201,10 @@ TEST_F(MetricsExposition, LabelValuesEscapedUnitsInSeconds) {
   EXPECT_NE(text.find("sluice_build_info{version=\"0.1.0\",dpdk_version=\"22.11.5\"} 1\n"), std::string::npos);
   EXPECT_NE(text.find("sluice_cluster_sync_seconds_total 1.500000\n"), std::string::npos);
   EXPECT_NE(text.find("sluice_cluster_last_sync_seconds 0.000250\n"), std::string::npos);
+  // What the change logs brought, and what the sync cost Redis in calls.
+  EXPECT_NE(text.find("sluice_cluster_keys_total{op=\"learned\"} 17\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("sluice_cluster_keys_total{op=\"reseeded\"} 5\n"), std::string::npos);
+  EXPECT_NE(text.find("sluice_cluster_round_trips_total 39\n"), std::string::npos);
   EXPECT_NE(text.find("sluice_port_bytes_total{port=\"client\",direction=\"rx\"} 64000\n"), std::string::npos);
 }
 
