@@ -24,10 +24,16 @@
 //   ./build/perf/cluster_redis_cost                  # 1000 keys at 0.6/s, 200 keys at 50/s, 15 s each
 //   ./build/perf/cluster_redis_cost --seconds 5 --check   # the meson check: exits 1 past the bound
 // Options: --seconds S, --low-keys N, --high-keys N, --no-replica (leave out
-// the runs-and-credentials stream sluiced reads at every sync), --verbose
+// the runs-and-credentials stream sluiced reads at every sync), --partition
+// T (a third scenario: one box of three cut from Redis for T seconds, the
+// excess per key by the cut's end and after its repayment), --verbose
 // (Redis's INFO commandstats at the end: each command's calls and time). The program
 // uses only what ClusterService offered before its change logs, so the same
 // source measures an older tree (docs/cluster.md gives the commands).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,6 +45,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -244,6 +251,168 @@ Result run(const RedisEndpoint& redis, unsigned keys, double per_key, double sec
   return out;
 }
 
+// A TCP relay on loopback between one box and Redis that can be cut: while
+// cut it closes every connection it relays and every one it is offered
+// (the box sees Redis gone, as behind a firewall that rejects), then relays
+// again. One thread, poll(), bounded buffers: a test tool, not a proxy.
+class CutRelay {
+ public:
+  CutRelay(uint16_t listen_port, uint16_t redis_port) : redis_port_(redis_port) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int one = 1;
+    ::setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a = loopback(listen_port);
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(listener_, 16) != 0) {
+      std::perror("cluster_redis_cost: relay");
+      std::exit(1);
+    }
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~CutRelay() {
+    stop_ = true;
+    thread_.join();
+    for (const Pair& p : pairs_) ::close(p.box), ::close(p.redis);
+    ::close(listener_);
+  }
+  void cut(bool on) { cut_ = on; }
+
+ private:
+  struct Pair {
+    int box, redis;
+  };
+  static sockaddr_in loopback(uint16_t port) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return a;
+  }
+  void loop() {
+    char buf[65536];
+    while (!stop_) {
+      if (cut_) {
+        for (const Pair& p : pairs_) ::close(p.box), ::close(p.redis);
+        pairs_.clear();
+      }
+      std::vector<pollfd> fds{{listener_, POLLIN, 0}};
+      for (const Pair& p : pairs_) fds.push_back({p.box, POLLIN, 0}), fds.push_back({p.redis, POLLIN, 0});
+      if (::poll(fds.data(), fds.size(), 10) <= 0) continue;
+      if ((fds[0].revents & POLLIN) != 0) {
+        const int box = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (box >= 0 && cut_) {
+          ::close(box);
+        } else if (box >= 0) {
+          const int redis = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+          sockaddr_in a = loopback(redis_port_);
+          if (::connect(redis, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+            pairs_.push_back({box, redis});
+          } else {
+            ::close(box), ::close(redis);
+          }
+        }
+      }
+      std::vector<size_t> dead;
+      for (size_t i = 0; i < pairs_.size(); ++i) {
+        for (int side = 0; side < 2; ++side) {
+          const pollfd& f = fds[1 + 2 * i + side];
+          if ((f.revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+          const ssize_t n = ::read(f.fd, buf, sizeof buf);
+          const int to = side == 0 ? pairs_[i].redis : pairs_[i].box;
+          if (n <= 0 || ::send(to, buf, static_cast<size_t>(n), MSG_NOSIGNAL) != n) {
+            dead.push_back(i);
+            break;
+          }
+        }
+      }
+      for (auto it = dead.rbegin(); it != dead.rend(); ++it) {
+        ::close(pairs_[*it].box), ::close(pairs_[*it].redis);
+        pairs_.erase(pairs_.begin() + static_cast<std::ptrdiff_t>(*it));
+      }
+    }
+  }
+  uint16_t redis_port_;
+  int listener_ = -1;
+  std::vector<Pair> pairs_;
+  std::atomic<bool> cut_{false}, stop_{false};
+  std::thread thread_;
+};
+
+// A partition: box 2 of 3 cut from Redis for `cut_s` seconds while all
+// three keep offering every key far more than its budget (each box a
+// request per key every 50 ms), then the repayment. Per key: the excess
+// by the cut's end, against (b + r x T) / N plus the sync bound, and over
+// the whole run (cut and repayment), against the sync bound alone.
+struct Partition {
+  double cut_s = 0, after_s = 0;
+  double worst_at_cut_end = -1e9, worst_total = -1e9;
+  double bound_at_cut_end = 0, bound_total = 0;
+  uint64_t fallback_keys = 0, repaid_keys = 0;
+  uint64_t cut_box_admitted_in_cut = 0;
+};
+
+Partition partition(const RedisEndpoint& redis, uint16_t relay_port, double cut_s, bool replica) {
+  constexpr unsigned kKeys = 20;
+  constexpr double kWarm = 3, kStep = 0.05;
+  CutRelay relay(relay_port, redis.port);
+  std::vector<std::unique_ptr<Box>> boxes;
+  for (unsigned b = 0; b < kBoxes; ++b) {
+    const RedisEndpoint via = b == 2 ? RedisEndpoint{"127.0.0.1", relay_port, {}} : redis;
+    boxes.push_back(std::make_unique<Box>(via, replica, "box" + std::to_string(b)));
+  }
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> syncs;
+  for (auto& b : boxes) syncs.emplace_back([&b, &stop] { b->service->serve(stop); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+
+  Partition out;
+  out.cut_s = cut_s;
+  // The cut box reconnects within its back-off (at most 5 s), then the
+  // repayment takes about T / N.
+  out.after_s = 5 + cut_s / kBoxes + 5;
+  const double cut_at = kWarm, cut_end = kWarm + cut_s, end = cut_end + out.after_s;
+  const uint64_t base = 3'000'000;
+  const limiter::GcraLimit l = limit();
+  std::vector<uint64_t> by_cut_end(kKeys, 0), total(kKeys, 0);
+  const Clock::time_point start = Clock::now();
+  bool cut = false, restored = false;
+  for (double t = 0; t < end; t += kStep) {
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    if (t > elapsed) std::this_thread::sleep_for(std::chrono::duration<double>(t - elapsed));
+    if (!cut && t >= cut_at) relay.cut(cut = true);
+    if (cut && !restored && t >= cut_end) relay.cut(!(restored = true));
+    const time::Nanos now = wall_now();
+    for (unsigned b = 0; b < kBoxes; ++b) {
+      std::lock_guard lock(boxes[b]->writing);
+      for (unsigned k = 0; k < kKeys; ++k) {
+        if (!charge_gcra(boxes[b]->table, key(base + k), now, l).decision.admit) continue;
+        boxes[b]->log.record(key(base + k), l.interval);
+        ++total[k];
+        if (t < cut_end) ++by_cut_end[k];
+        if (b == 2 && t >= cut_at && t < cut_end) ++out.cut_box_admitted_in_cut;
+      }
+    }
+  }
+  std::this_thread::sleep_for(3 * kInterval);
+  out.fallback_keys = boxes[2]->service->counters().fallback_keys.load();
+  out.repaid_keys = boxes[2]->service->counters().repaid_keys.load();
+  stop = true;
+  for (auto& t : syncs) t.join();
+  uint64_t syncs_done = 0, sync_us = 0;
+  for (auto& b : boxes) {
+    syncs_done += b->service->counters().syncs.load();
+    sync_us += b->service->counters().sync_us_total.load();
+  }
+  const double round_trip = syncs_done != 0 ? static_cast<double>(sync_us) / syncs_done / 1e6 : 0;
+  const double sync_bound = (kBoxes - 1) * (kBurst + kRate * (std::chrono::duration<double>(kInterval).count() + round_trip));
+  out.bound_at_cut_end = (kBurst + kRate * cut_s) / kBoxes + sync_bound;
+  out.bound_total = sync_bound;
+  for (unsigned k = 0; k < kKeys; ++k) {
+    out.worst_at_cut_end = std::max(out.worst_at_cut_end, static_cast<double>(by_cut_end[k]) - (kBurst + kRate * cut_end));
+    out.worst_total = std::max(out.worst_total, static_cast<double>(total[k]) - (kBurst + kRate * end));
+  }
+  return out;
+}
+
 void print(const char* name, unsigned keys, double per_key, const Result& r) {
   const double adm = std::max<double>(1, static_cast<double>(r.admitted));
   std::printf("%-5s %5u keys x %4.1f/s: %8" PRIu64 " requests, %7" PRIu64
@@ -257,7 +426,7 @@ void print(const char* name, unsigned keys, double per_key, const Result& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  double seconds = 15;
+  double seconds = 15, cut_s = 0;
   unsigned low_keys = 1000, high_keys = 200;
   bool check = false, replica = true, verbose = false;
   for (int i = 1; i < argc; ++i) {
@@ -275,18 +444,21 @@ int main(int argc, char** argv) {
       verbose = true;
     } else if (a == "--no-replica") {
       replica = false;
+    } else if (a == "--partition") {
+      cut_s = std::atof(next());
     } else {
       std::fprintf(stderr,
-                   "usage: cluster_redis_cost [--seconds S] [--low-keys N] [--high-keys N] [--no-replica] [--check]\n");
+                   "usage: cluster_redis_cost [--seconds S] [--low-keys N] [--high-keys N] [--no-replica] "
+                   "[--partition SECONDS] [--check]\n");
       return 2;
     }
   }
-  if (seconds <= 0 || seconds > 600 || low_keys == 0 || high_keys == 0) {
-    std::fprintf(stderr, "cluster_redis_cost: --seconds in (0, 600], key counts above 0\n");
+  if (seconds <= 0 || seconds > 600 || low_keys == 0 || high_keys == 0 || cut_s < 0 || cut_s > 600) {
+    std::fprintf(stderr, "cluster_redis_cost: --seconds in (0, 600], --partition in [0, 600], key counts above 0\n");
     return 2;
   }
-  const std::vector<uint16_t> port = redis_processes::free_ports(1);
-  if (port.empty()) {
+  const std::vector<uint16_t> port = redis_processes::free_ports(2);  // Redis, the cut box's relay
+  if (port.size() < 2) {
     std::fprintf(stderr, "cluster_redis_cost: no free port on 127.0.0.1\n");
     return 1;
   }
@@ -306,6 +478,15 @@ int main(int argc, char** argv) {
   print("low", low_keys, 0.6, low);
   const Result high = run(redis, high_keys, 50, seconds, replica, 2);
   print("high", high_keys, 50, high);
+  std::optional<Partition> cut;
+  if (cut_s > 0) {
+    cut = partition(redis, port[1], cut_s, replica);
+    std::printf("cut   box 3 of 3 cut %.0f s, 20 keys: excess by the cut's end worst %+.2f (bound (b + r T)/N + sync "
+                "bound %.2f); over cut and %.0f s after worst %+.2f (bound %.2f) | the cut box admitted %" PRIu64
+                " in the cut, fallback keys %" PRIu64 ", repaid keys %" PRIu64 "\n",
+                cut->cut_s, cut->worst_at_cut_end, cut->bound_at_cut_end, cut->after_s, cut->worst_total,
+                cut->bound_total, cut->cut_box_admitted_in_cut, cut->fallback_keys, cut->repaid_keys);
+  }
   if (verbose) {
     RedisLink raw(redis, {});
     const std::string_view info[] = {"INFO", "commandstats"};
@@ -313,6 +494,14 @@ int main(int argc, char** argv) {
   }
   int rc = 0;
   if (check) {
+    if (cut && (cut->worst_at_cut_end > cut->bound_at_cut_end || cut->worst_total > cut->bound_total ||
+                cut->repaid_keys == 0)) {
+      std::fprintf(stderr, "cluster_redis_cost: check failed: a %.0f s cut: excess %.2f by its end (bound %.2f), %.2f "
+                           "over all (bound %.2f), %" PRIu64 " keys repaid\n",
+                   cut->cut_s, cut->worst_at_cut_end, cut->bound_at_cut_end, cut->worst_total, cut->bound_total,
+                   cut->repaid_keys);
+      rc = 1;
+    }
     for (const Result* r : {&low, &high}) {
       if (r->admitted == 0 || r->worst_overshoot > r->bound || r->sync_failures != 0) {
         std::fprintf(stderr, "cluster_redis_cost: check failed: %" PRIu64 " admitted, worst overshoot %.2f "
