@@ -179,36 +179,39 @@ std::string ClusterGcra::node_of(std::string_view key) const {
   return alone;
 }
 
-RedisLink::Result ClusterGcra::sync_groups(std::span<GroupSync> groups, std::string_view box, int64_t& redis_now_us,
-                                           RedisLink::Clock::time_point now) {
-  for (GroupSync& g : groups) {
-    g.epoch.clear();
-    g.next_cursor.clear();
-    g.ahead_us.clear();
-    g.learned.clear();
-  }
-  if (groups.empty()) return {};
+namespace {
+
+// A sync call's arguments (the script's ARGV) and the strings they view.
+struct SyncArgs {
   std::vector<std::string> numbers;
+  std::vector<std::string_view> args;
+  std::string_view key[1];
+};
+
+void sync_args(std::span<const GroupSync> groups, std::string_view box, bool cluster, SyncArgs& a) {
   size_t spends = 0;
   for (const GroupSync& g : groups) spends += g.spends.size();
-  numbers.reserve(3 * groups.size() + 2 * spends + 1);
-  numbers.push_back(std::to_string(groups.size()));
-  std::vector<std::string_view> args{box, numbers.back(), redis_.cluster_mode() ? "get" : "mget"};
+  a.numbers.reserve(3 * groups.size() + 2 * spends + 1);
+  a.numbers.push_back(std::to_string(groups.size()));
+  a.args = {box, a.numbers.back(), cluster ? "get" : "mget"};
   // `numbers` is reserved: the views into it stay put.
   for (const GroupSync& g : groups) {
     const size_t plen = g.log_key.size() - 3;  // "PREFIX:{gNN}:" + "log"
-    numbers.push_back(std::to_string(g.spends.size()));
-    numbers.push_back(std::to_string(plen));
-    args.insert(args.end(), {g.log_key, g.epoch_key, g.cursor, numbers[numbers.size() - 2], numbers.back()});
+    a.numbers.push_back(std::to_string(g.spends.size()));
+    a.numbers.push_back(std::to_string(plen));
+    a.args.insert(a.args.end(), {g.log_key, g.epoch_key, g.cursor, a.numbers[a.numbers.size() - 2], a.numbers.back()});
     for (const ClusterSpend& s : g.spends) {
-      numbers.push_back(std::to_string(s.spent_us));
-      numbers.push_back(std::to_string(s.floor_us));
-      args.insert(args.end(), {s.key, numbers[numbers.size() - 2], numbers.back()});
+      a.numbers.push_back(std::to_string(s.spent_us));
+      a.numbers.push_back(std::to_string(s.floor_us));
+      a.args.insert(a.args.end(), {s.key, a.numbers[a.numbers.size() - 2], a.numbers.back()});
     }
   }
-  const std::string_view keys[] = {groups.front().log_key};
-  RedisLink::Result r = sync_script_.run(redis_, keys, args, now);
-  if (r.error != RedisError::kNone) return r;
+  a.key[0] = groups.front().log_key;
+}
+
+// The script's answer read into the groups; kProtocol (the groups' answers
+// cleared) when it is not the answer the script gives.
+void read_sync(RedisLink::Result& r, std::span<GroupSync> groups, int64_t& redis_now_us) {
   const auto bad = [&r, groups](std::string what) {
     r.error = RedisError::kProtocol;
     r.detail = "the sync script answered " + std::move(what);
@@ -216,7 +219,6 @@ RedisLink::Result ClusterGcra::sync_groups(std::span<GroupSync> groups, std::str
       g.ahead_us.clear();
       g.learned.clear();
     }
-    return std::move(r);
   };
   size_t i = 0;
   const size_t n = r.reply.elements();
@@ -244,7 +246,41 @@ RedisLink::Result ClusterGcra::sync_groups(std::span<GroupSync> groups, std::str
     }
     if (g.epoch.empty() || g.next_cursor.empty()) return bad("no epoch or cursor");
   }
-  return r;
+}
+
+}  // namespace
+
+std::vector<RedisLink::Result> ClusterGcra::sync_calls(std::span<const std::span<GroupSync>> calls, std::string_view box,
+                                                     std::span<int64_t> redis_now_us, RedisLink::Clock::time_point now) {
+  std::vector<RedisLink::Result> out(calls.size());
+  std::vector<SyncArgs> args(calls.size());
+  std::vector<RedisScript::Call> runs;
+  std::vector<size_t> run_of;  // runs[j] is calls[run_of[j]]
+  for (size_t c = 0; c < calls.size(); ++c) {
+    for (GroupSync& g : calls[c]) {
+      g.epoch.clear();
+      g.next_cursor.clear();
+      g.ahead_us.clear();
+      g.learned.clear();
+    }
+    if (calls[c].empty()) continue;
+    sync_args(calls[c], box, redis_.cluster_mode(), args[c]);
+    runs.push_back({args[c].key, args[c].args});
+    run_of.push_back(c);
+  }
+  std::vector<RedisLink::Result> answered = sync_script_.run_many(redis_, runs, now);
+  for (size_t j = 0; j < runs.size(); ++j) {
+    const size_t c = run_of[j];
+    out[c] = std::move(answered[j]);
+    if (out[c].error == RedisError::kNone) read_sync(out[c], calls[c], redis_now_us[c]);
+  }
+  return out;
+}
+
+RedisLink::Result ClusterGcra::sync_groups(std::span<GroupSync> groups, std::string_view box, int64_t& redis_now_us,
+                                           RedisLink::Clock::time_point now) {
+  const std::span<GroupSync> one[] = {groups};
+  return std::move(sync_calls(one, box, {&redis_now_us, 1}, now).front());
 }
 
 RedisLink::Result ClusterGcra::apply(std::span<const ClusterSpend> batch, std::vector<int64_t>& ahead_us,

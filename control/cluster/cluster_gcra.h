@@ -98,6 +98,13 @@ class ClusterGcra {
   // are left empty and nothing is known to have been applied.
   [[nodiscard]] RedisLink::Result sync_groups(std::span<GroupSync> groups, std::string_view box,
                                               int64_t& redis_now_us, RedisLink::Clock::time_point now);
+  // Several sync_groups() calls at once, each to its own node, pipelined
+  // (RedisScript::run_many): every node's script runs while the others'
+  // do, so a sync costs about one round trip, not one per node. One result
+  // (and Redis clock, `redis_now_us[i]`) per call.
+  [[nodiscard]] std::vector<RedisLink::Result> sync_calls(std::span<const std::span<GroupSync>> calls,
+                                                          std::string_view box, std::span<int64_t> redis_now_us,
+                                                          RedisLink::Clock::time_point now);
 
   // The node that holds `key`'s slot, as the router's map has it now: an
   // empty name for a single Redis, or a slot no node is known to serve.

@@ -151,6 +151,9 @@ void ClusterSync::sync_rates(std::span<const KeySpend> spends, const std::array<
     if (it == nodes.end()) it = nodes.insert(nodes.end(), {node, {}});
     it->second.push_back(g);
   }
+  // A call per node (more where a node's spends pass kMaxCallSpends), all
+  // on their way at once.
+  std::vector<std::vector<Part>> calls;
   for (const auto& [node, node_groups] : nodes) {
     std::vector<Part> parts;
     size_t in_call = 0;
@@ -159,7 +162,7 @@ void ClusterSync::sync_rates(std::span<const KeySpend> spends, const std::array<
       size_t taken = 0;
       do {
         if (in_call >= kMaxCallSpends) {
-          call(spends, parts, box_now, now, report);
+          calls.push_back(std::move(parts));
           parts.clear();
           in_call = 0;
         }
@@ -169,13 +172,32 @@ void ClusterSync::sync_rates(std::span<const KeySpend> spends, const std::array<
         in_call += n;
       } while (taken < all.size());
     }
-    if (!parts.empty()) call(spends, parts, box_now, now, report);
+    if (!parts.empty()) calls.push_back(std::move(parts));
   }
+  run(spends, calls, box_now, now, report);
   reseed(spends, box_now, now, report);
 }
 
 void ClusterSync::call(std::span<const KeySpend> spends, const std::vector<Part>& parts, limiter::Nanos box_now,
                        RedisLink::Clock::time_point now, Report& report) {
+  run(spends, {parts}, box_now, now, report);
+}
+
+void ClusterSync::run(std::span<const KeySpend> spends, const std::vector<std::vector<Part>>& calls,
+                      limiter::Nanos box_now, RedisLink::Clock::time_point now, Report& report) {
+  std::vector<std::vector<GroupSync>> batches(calls.size());
+  std::vector<std::span<GroupSync>> spans;
+  for (size_t c = 0; c < calls.size(); ++c) {
+    batches[c] = prepare(spends, calls[c], box_now);
+    spans.emplace_back(batches[c]);
+  }
+  std::vector<int64_t> clocks(calls.size(), 0);
+  std::vector<RedisLink::Result> results = gcra_.sync_calls(spans, box_id_, clocks, now);
+  for (size_t c = 0; c < calls.size(); ++c) answer(spends, calls[c], batches[c], results[c], clocks[c], box_now, now, report);
+}
+
+std::vector<GroupSync> ClusterSync::prepare(std::span<const KeySpend> spends, const std::vector<Part>& parts,
+                                            limiter::Nanos box_now) {
   std::vector<GroupSync> batch(parts.size());
   for (size_t p = 0; p < parts.size(); ++p) {
     GroupSync& gs = batch[p];
@@ -191,8 +213,12 @@ void ClusterSync::call(std::span<const KeySpend> spends, const std::vector<Part>
           ClusterSpend{redis_key(s.key), spent_ns / 1000 + (spent_ns % 1000 != 0), floor_us(s.key, box_now)});
     }
   }
-  int64_t redis_now_us = 0;
-  const RedisLink::Result r = gcra_.sync_groups(batch, box_id_, redis_now_us, now);
+  return batch;
+}
+
+void ClusterSync::answer(std::span<const KeySpend> spends, const std::vector<Part>& parts,
+                         const std::vector<GroupSync>& batch, const RedisLink::Result& r, int64_t redis_now_us,
+                         limiter::Nanos box_now, RedisLink::Clock::time_point now, Report& report) {
   if (r.error == RedisError::kServer && parts.size() > 1) {
     // A node that no longer holds every group the map gave it (a failover,
     // a resharding): each group alone, routed (and redirected) by its log.

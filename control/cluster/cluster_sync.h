@@ -134,8 +134,17 @@ class ClusterSync {
   // The rate buckets: every group, a call per node.
   void sync_rates(std::span<const KeySpend> spends, const std::array<std::vector<size_t>, kGroups>& groups,
                   limiter::Nanos box_now, RedisLink::Clock::time_point now, Report& report);
+  // One call (its parts on one node), or several at once (pipelined, each
+  // to its node), then each call's answer taken in.
   void call(std::span<const KeySpend> spends, const std::vector<Part>& parts, limiter::Nanos box_now,
             RedisLink::Clock::time_point now, Report& report);
+  void run(std::span<const KeySpend> spends, const std::vector<std::vector<Part>>& calls, limiter::Nanos box_now,
+           RedisLink::Clock::time_point now, Report& report);
+  [[nodiscard]] std::vector<GroupSync> prepare(std::span<const KeySpend> spends, const std::vector<Part>& parts,
+                                               limiter::Nanos box_now);
+  void answer(std::span<const KeySpend> spends, const std::vector<Part>& parts, const std::vector<GroupSync>& batch,
+              const RedisLink::Result& r, int64_t redis_now_us, limiter::Nanos box_now,
+              RedisLink::Clock::time_point now, Report& report);
   // The keys this box knows a lead of in groups whose epoch changed, sent
   // again as floors (spends of 0).
   void reseed(std::span<const KeySpend> spends, limiter::Nanos box_now, RedisLink::Clock::time_point now,

@@ -99,6 +99,7 @@ RedisLink::~RedisLink() {
 }
 
 void RedisLink::drop(Clock::time_point now) noexcept {
+  pending_ = 0;  // their replies went with the connection
   if (ctx_ != nullptr) redisFree(ctx_);
   ctx_ = nullptr;
   tls_.reset();
@@ -151,7 +152,7 @@ RedisError RedisLink::authenticate(Clock::time_point now, std::string& detail) {
   std::vector<std::string_view> argv{"AUTH"};
   if (!options_.username.empty()) argv.push_back(options_.username);
   argv.push_back(options_.password);
-  const RedisReply reply(send(argv));
+  const RedisReply reply(write(argv) ? read() : nullptr);
   if (reply && !reply.is_error()) return RedisError::kNone;
   const bool lost = !reply;
   const bool tls_refused = lost && tls_ && tls_->refused();
@@ -164,11 +165,9 @@ RedisError RedisLink::authenticate(Clock::time_point now, std::string& detail) {
   return tls_refused ? RedisError::kTls : lost ? RedisError::kConnectionLost : RedisError::kAuth;
 }
 
-redisReply* RedisLink::send(std::span<const std::string_view> argv) {
-  if (tls_) {
-    const SigpipeBlocked blocked;
-    return tls_->command(argv);
-  }
+bool RedisLink::write(std::span<const std::string_view> argv) {
+  const SigpipeBlocked blocked;
+  if (tls_) return tls_->write_command(argv);
   std::vector<const char*> args;
   std::vector<size_t> lengths;
   args.reserve(argv.size());
@@ -177,23 +176,52 @@ redisReply* RedisLink::send(std::span<const std::string_view> argv) {
     args.push_back(a.data());
     lengths.push_back(a.size());
   }
-  const SigpipeBlocked blocked;
-  return static_cast<redisReply*>(redisCommandArgv(ctx_, static_cast<int>(args.size()), args.data(), lengths.data()));
+  if (redisAppendCommandArgv(ctx_, static_cast<int>(args.size()), args.data(), lengths.data()) != REDIS_OK) return false;
+  for (int done = 0; done == 0;) {
+    if (redisBufferWrite(ctx_, &done) != REDIS_OK) return false;
+  }
+  return true;
 }
 
-RedisLink::Result RedisLink::command(std::span<const std::string_view> argv, Clock::time_point now) {
+redisReply* RedisLink::read() {
+  const SigpipeBlocked blocked;
+  if (tls_) return tls_->read_reply();
+  void* reply = nullptr;
+  if (redisGetReply(ctx_, &reply) != REDIS_OK) return nullptr;
+  return static_cast<redisReply*>(reply);
+}
+
+RedisLink::Result RedisLink::broke(Clock::time_point now) {
+  Result r;
+  r.error = tls_ && tls_->refused() ? RedisError::kTls : RedisError::kConnectionLost;
+  r.detail = endpoint_.to_string() + ": " + (tls_ ? tls_->error() : ctx_->err != 0 ? std::string(ctx_->errstr) : "no reply");
+  drop(now);
+  return r;
+}
+
+RedisLink::Result RedisLink::begin(std::span<const std::string_view> argv, Clock::time_point now) {
   Result r;
   if (!connected()) {
     r.error = connect(now, r.detail);
     if (r.error != RedisError::kNone) return r;
   }
-  redisReply* reply = send(argv);
-  if (reply == nullptr) {
-    r.error = tls_ && tls_->refused() ? RedisError::kTls : RedisError::kConnectionLost;
-    r.detail = endpoint_.to_string() + ": " + (tls_ ? tls_->error() : ctx_->err != 0 ? std::string(ctx_->errstr) : "no reply");
-    drop(now);
+  if (!write(argv)) return broke(now);
+  ++pending_;
+  return r;
+}
+
+RedisLink::Result RedisLink::finish(Clock::time_point now) {
+  if (pending_ == 0 || !connected()) {
+    Result r;
+    r.error = RedisError::kConnectionLost;
+    r.detail = endpoint_.to_string() + ": the connection broke before the reply";
+    pending_ = 0;
     return r;
   }
+  --pending_;
+  redisReply* reply = read();
+  if (reply == nullptr) return broke(now);
+  Result r;
   backoff_ = std::chrono::milliseconds{0};  // it answered: a later failure starts the back-off afresh
   r.reply = RedisReply(reply);
   if (r.reply.is_error()) {
@@ -203,6 +231,12 @@ RedisLink::Result RedisLink::command(std::span<const std::string_view> argv, Clo
     r.detail = (r.error == RedisError::kAuth ? endpoint_.to_string() + ": " : std::string()) + std::string(r.reply.text());
   }
   return r;
+}
+
+RedisLink::Result RedisLink::command(std::span<const std::string_view> argv, Clock::time_point now) {
+  Result r = begin(argv, now);
+  if (r.error != RedisError::kNone) return r;
+  return finish(now);
 }
 
 }  // namespace sluice::control

@@ -114,6 +114,13 @@ class RedisLink {
   // kAuth where it is about credentials; a broken connection is closed, and
   // the next command connects again.
   [[nodiscard]] Result command(std::span<const std::string_view> argv, Clock::time_point now);
+  // command() in two halves, so commands to several nodes (or several to
+  // one) are on their way at once: begin() connects if need be and writes
+  // the command (an error: nothing is pending); finish() reads the reply of
+  // the oldest command begun and not finished. Each begun command is
+  // finished, in order, before the link is used otherwise.
+  [[nodiscard]] Result begin(std::span<const std::string_view> argv, Clock::time_point now);
+  [[nodiscard]] Result finish(Clock::time_point now);
 
   [[nodiscard]] bool connected() const noexcept { return ctx_ != nullptr || tls_ != nullptr; }
   [[nodiscard]] const RedisEndpoint& endpoint() const noexcept { return endpoint_; }
@@ -124,8 +131,12 @@ class RedisLink {
  private:
   [[nodiscard]] RedisError connect(Clock::time_point now, std::string& detail);
   [[nodiscard]] RedisError authenticate(Clock::time_point now, std::string& detail);
-  // One command on the open connection; null when the connection broke.
-  [[nodiscard]] redisReply* send(std::span<const std::string_view> argv);
+  // A command written whole to the open connection; false when it broke.
+  [[nodiscard]] bool write(std::span<const std::string_view> argv);
+  // The next reply on the open connection; null when it broke or timed out.
+  [[nodiscard]] redisReply* read();
+  // The connection broke: closed, said, backing off.
+  [[nodiscard]] Result broke(Clock::time_point now);
   void drop(Clock::time_point now) noexcept;
 
   RedisEndpoint endpoint_;
@@ -136,6 +147,7 @@ class RedisLink {
   std::chrono::milliseconds backoff_{0};
   uint64_t connects_ = 0;
   uint64_t failed_connects_ = 0;
+  size_t pending_ = 0;  // commands begun, not finished
 };
 
 }  // namespace sluice::control

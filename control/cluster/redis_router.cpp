@@ -316,4 +316,41 @@ RedisLink::Result RedisRouter::command(std::string_view routing_key, std::span<c
   }
 }
 
+std::vector<RedisLink::Result> RedisRouter::pipeline(std::span<const Routed> commands, Clock::time_point now) {
+  std::vector<RedisLink::Result> out(commands.size());
+  if (commands.empty()) return out;
+  if (mode_ == Mode::kUnknown || refresh_pending_) {
+    RedisLink::Result r = refresh(now);
+    if (mode_ == Mode::kUnknown) {
+      for (RedisLink::Result& o : out) o = RedisLink::Result{r.error, r.detail, {}};
+      return out;
+    }
+  }
+  // Every command written to its node first, then the replies read in the
+  // same order: each node works on its own while the others do, so a sync
+  // costs about one round trip however many nodes it reaches.
+  std::vector<size_t> node(commands.size());
+  std::vector<bool> begun(commands.size(), false);
+  for (size_t i = 0; i < commands.size(); ++i) {
+    node[i] = route(key_slot(commands[i].routing_key));
+    out[i] = link(node[i]).begin(commands[i].argv, now);
+    begun[i] = out[i].error == RedisError::kNone;
+    if (is_unanswered(out[i].error)) refresh_pending_ = true;
+  }
+  std::vector<size_t> again;
+  for (size_t i = 0; i < commands.size(); ++i) {
+    if (!begun[i]) continue;
+    out[i] = link(node[i]).finish(now);
+    if (is_unanswered(out[i].error)) {
+      refresh_pending_ = true;  // a primary gone: its replica may be serving the slot by now
+      continue;
+    }
+    if (out[i].error == RedisError::kServer && parse_redirect(out[i].detail, nodes_[node[i]].endpoint)) again.push_back(i);
+  }
+  // A slot that moved (or is moving): that command alone, redirected as
+  // command() follows it.
+  for (const size_t i : again) out[i] = command(commands[i].routing_key, commands[i].argv, now);
+  return out;
+}
+
 }  // namespace sluice::control

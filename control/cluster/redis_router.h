@@ -78,6 +78,16 @@ class RedisRouter {
   [[nodiscard]] RedisLink::Result command(std::string_view routing_key, std::span<const std::string_view> argv,
                                           RedisLink::Clock::time_point now);
 
+  // Several commands at once: each written to the node that holds its
+  // routing key's slot before any reply is read, the replies then read in
+  // order (commands to one node are pipelined on its link). A reply that
+  // redirects (MOVED, ASK) has its command sent again alone, as command()
+  // sends it. One result per command, in their order.
+  struct Routed {
+    std::string_view routing_key;
+    std::span<const std::string_view> argv;
+  };
+  [[nodiscard]] std::vector<RedisLink::Result> pipeline(std::span<const Routed> commands, RedisLink::Clock::time_point now);
   // Asks the nodes for the topology now (connecting, and authenticating,
   // as any command would): what a check at start-up learns. kAuth or kTls
   // (is_setup_error) when a node refused the credentials or the handshake,

@@ -44,4 +44,38 @@ RedisLink::Result RedisScript::run(RedisRouter& redis, std::span<const std::stri
   return r;
 }
 
+std::vector<RedisLink::Result> RedisScript::run_many(RedisRouter& redis, std::span<const Call> calls,
+                                                    RedisLink::Clock::time_point now) {
+  std::vector<RedisLink::Result> out(calls.size());
+  if (calls.empty()) return out;
+  if (sha1_.empty()) {
+    const RedisLink::Result loaded = load(redis, calls.front().keys.front(), now);
+    if (loaded.error != RedisError::kNone) {
+      for (RedisLink::Result& o : out) o = RedisLink::Result{loaded.error, loaded.detail, {}};
+      return out;
+    }
+  }
+  const std::string sha1 = sha1_;
+  std::vector<std::string> counts;
+  counts.reserve(calls.size());
+  std::vector<std::vector<std::string_view>> argvs(calls.size());
+  std::vector<RedisRouter::Routed> routed;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    counts.push_back(std::to_string(calls[i].keys.size()));
+    argvs[i] = {"EVALSHA", sha1, counts.back()};
+    argvs[i].insert(argvs[i].end(), calls[i].keys.begin(), calls[i].keys.end());
+    argvs[i].insert(argvs[i].end(), calls[i].args.begin(), calls[i].args.end());
+    routed.push_back({calls[i].keys.front(), argvs[i]});
+  }
+  out = redis.pipeline(routed, now);
+  // A node that lost the script, or never had it: that call alone, which
+  // loads it there first.
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (out[i].error != RedisError::kServer || !out[i].detail.starts_with("NOSCRIPT")) continue;
+    sha1_.clear();
+    out[i] = run(redis, calls[i].keys, calls[i].args, now);
+  }
+  return out;
+}
+
 }  // namespace sluice::control

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "control/cluster/redis_router.h"
 
@@ -22,6 +23,14 @@ class RedisScript {
   [[nodiscard]] RedisLink::Result run(RedisRouter& redis, std::span<const std::string_view> keys,
                                       std::span<const std::string_view> args, RedisLink::Clock::time_point now);
 
+  // Several runs at once (RedisRouter::pipeline): each call's keys in one
+  // slot, the calls on any nodes. One result per call, in their order.
+  struct Call {
+    std::span<const std::string_view> keys;
+    std::span<const std::string_view> args;
+  };
+  [[nodiscard]] std::vector<RedisLink::Result> run_many(RedisRouter& redis, std::span<const Call> calls,
+                                                        RedisLink::Clock::time_point now);
   [[nodiscard]] std::string_view text() const noexcept { return text_; }
 
  private:

@@ -233,6 +233,10 @@ TlsRedisConnection::~TlsRedisConnection() {
 }
 
 redisReply* TlsRedisConnection::command(std::span<const std::string_view> argv) {
+  return write_command(argv) ? read_reply() : nullptr;
+}
+
+bool TlsRedisConnection::write_command(std::span<const std::string_view> argv) {
   std::vector<const char*> args;
   std::vector<size_t> lengths;
   for (std::string_view a : argv) {
@@ -243,7 +247,7 @@ redisReply* TlsRedisConnection::command(std::span<const std::string_view> argv) 
   const int len = redisFormatCommandArgv(&cmd, static_cast<int>(args.size()), args.data(), lengths.data());
   if (len < 0 || cmd == nullptr) {
     error_ = "cannot format the command";
-    return nullptr;
+    return false;
   }
   ERR_clear_error();
   int written = 0;
@@ -254,11 +258,15 @@ redisReply* TlsRedisConnection::command(std::span<const std::string_view> argv) 
       refused_ = certificate_asked_;
       error_ = refused_ ? std::string("the server ended the TLS session: ") + kCertificateWanted
                         : "the TLS connection broke while writing (" + openssl_errors() + ")";
-      return nullptr;
+      return false;
     }
     written += n;
   }
   redisFreeCommand(cmd);
+  return true;
+}
+
+redisReply* TlsRedisConnection::read_reply() {
   for (;;) {
     void* reply = nullptr;
     if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {

@@ -74,6 +74,10 @@ class TlsRedisConnection {
   // Sends the command and reads its reply (hiredis's object, the caller
   // frees it); null when the connection broke or timed out (error() says).
   [[nodiscard]] redisReply* command(std::span<const std::string_view> argv);
+  // command() in halves (pipelining): the command written whole (false
+  // when the connection broke), and the next reply read.
+  [[nodiscard]] bool write_command(std::span<const std::string_view> argv);
+  [[nodiscard]] redisReply* read_reply();
   [[nodiscard]] const std::string& error() const noexcept { return error_; }
   // The server ended the session with a TLS alert after the handshake (TLS
   // 1.3 says "certificate required" only then): a setup error, as a failed

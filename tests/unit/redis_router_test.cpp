@@ -247,6 +247,44 @@ TEST_F(RedisRouterCluster, KeysLandOnTheirSlotsPrimary) {
   EXPECT_NE(router.describe().find("16384/16384 slots mapped"), std::string::npos) << router.describe();
 }
 
+// A pipeline writes every command before it reads a reply: three BLPOPs
+// that each wait 0.2 s on an empty list, one on each primary, take about
+// 0.2 s together, not 0.6 s as one after the other would. Commands to one
+// node come back in their order.
+TEST_F(RedisRouterCluster, APipelineReachesEveryPrimaryAtOnceAndKeepsEachNodesOrder) {
+  RedisRouter router({cluster_.endpoints().at(0)}, RedisLink::Options{.command_timeout = std::chrono::milliseconds(2000)});
+  ASSERT_EQ(route(router, "warm", {"PING"}).error, RedisError::kNone);  // the map learned
+  const std::vector<uint16_t> map = cluster_.slot_map();
+  std::vector<std::string> keys;
+  std::set<uint16_t> primaries;
+  for (int i = 0; keys.size() < 3 && i < 1000; ++i) {
+    const std::string k = "{wait:" + std::to_string(i) + "}";  // its counter below shares the tag
+    if (primaries.insert(map[RedisRouter::key_slot(k)]).second) keys.push_back(k);
+  }
+  ASSERT_EQ(keys.size(), 3u);
+  std::vector<std::vector<std::string_view>> argvs;
+  for (const std::string& k : keys) argvs.push_back({"BLPOP", k, "0.2"});
+  const std::string_view set[] = {"SET", keys[0] + ":n", "1"}, incr[] = {"INCR", keys[0] + ":n"};
+  std::vector<RedisRouter::Routed> commands;
+  for (size_t i = 0; i < keys.size(); ++i) commands.push_back({keys[i], argvs[i]});
+  commands.push_back({set[1], set});
+  commands.push_back({incr[1], incr});
+  const auto began = std::chrono::steady_clock::now();
+  const std::vector<RedisLink::Result> out = router.pipeline(commands, RedisLink::Clock::now());
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  ASSERT_EQ(out.size(), 5u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(out[i].error, RedisError::kNone) << out[i].detail;
+    EXPECT_TRUE(out[i].reply.is_nil());  // timed out on an empty list
+  }
+  EXPECT_EQ(out[3].error, RedisError::kNone);
+  ASSERT_EQ(out[4].error, RedisError::kNone) << out[4].detail;
+  EXPECT_EQ(out[4].reply.integer(), 2);  // after the SET, on the same node
+  EXPECT_GE(took, 0.19);
+  EXPECT_LT(took, 0.45) << "the three waits were not at once";
+  EXPECT_EQ(router.redirections(), 0u) << router.describe();
+}
+
 // A slot moved by hand as redis-cli --cluster reshard does it: the target
 // IMPORTING, the source MIGRATING, the keys MIGRATEd, then SETSLOT NODE on
 // every primary. Before the target imports, the two nodes send a new key
