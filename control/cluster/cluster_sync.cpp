@@ -35,7 +35,7 @@ ClusterSync::ClusterSync(limiter::BucketTable& table, ClusterGcra& gcra, Cluster
 
 std::string ClusterSync::redis_key(const limiter::BucketKey& key) const {
   char group[16], hash[40];
-  std::snprintf(group, sizeof group, ":{g%02u}:", static_cast<unsigned>(key.k0 % kGroups));
+  std::snprintf(group, sizeof group, ":{g%03u}:", static_cast<unsigned>(key.k0 % kGroups));
   std::snprintf(hash, sizeof hash, ":%016" PRIx64 "%016" PRIx64, key.k0, key.k1 & ~uint64_t{0xffff});
   const std::string& name = shared(key.bucket()) ? buckets_[key.bucket()].name : std::string();
   return prefix_ + group + name + hash;
@@ -101,13 +101,13 @@ void ClusterSync::set_buckets(std::vector<SharedBucket> buckets) {
 
 std::string ClusterSync::log_key(unsigned group) const {
   char tag[24];
-  std::snprintf(tag, sizeof tag, ":{g%02u}:log", group);
+  std::snprintf(tag, sizeof tag, ":{g%03u}:log", group);
   return prefix_ + tag;
 }
 
 std::string ClusterSync::epoch_key(unsigned group) const {
   char tag[24];
-  std::snprintf(tag, sizeof tag, ":{g%02u}:epoch", group);
+  std::snprintf(tag, sizeof tag, ":{g%03u}:epoch", group);
   return prefix_ + tag;
 }
 
@@ -145,7 +145,10 @@ void ClusterSync::sync_rates(std::span<const KeySpend> spends, const std::array<
   // Groups by the node that holds them (one name for a single Redis), in the
   // order of the groups, so a box's calls go alike from sync to sync.
   std::vector<std::pair<std::string, std::vector<unsigned>>> nodes;
+  // A group with nothing to send is read at every kReadEvery-th sync only.
+  const bool read_all = syncs_++ % kReadEvery == 0;
   for (unsigned g = 0; g < kGroups; ++g) {
+    if (groups[g].empty() && !read_all) continue;
     const std::string node = gcra_.node_of(log_key(g));
     auto it = std::find_if(nodes.begin(), nodes.end(), [&node](const auto& n) { return n.first == node; });
     if (it == nodes.end()) it = nodes.insert(nodes.end(), {node, {}});

@@ -62,8 +62,18 @@ struct SharedBucket {
 
 class ClusterSync {
  public:
-  // Hash tags: keys spread over this many groups, a batch per group.
-  static constexpr unsigned kGroups = 16;
+  // Hash tags: keys spread over this many groups. A Redis Cluster spreads
+  // the groups' slots over its primaries, so 256 put some on each of 64
+  // primaries (63 of 64 on average); a sync reaches each node in one call.
+  static constexpr unsigned kGroups = 256;
+  // A group the box sends nothing to is read (its change log, its epoch) at
+  // every kReadEvery-th sync only, the first one included: what other boxes
+  // spent matters to this one where it spends, and its own spend's answer
+  // brings it then; the groups it writes to are read with every write. So
+  // a key the box left alone is fresh within kReadEvery intervals (1 s at
+  // 20 ms), a Redis restarted empty is seeded again within as long, and a
+  // quiet box costs Redis a call per kReadEvery intervals.
+  static constexpr uint64_t kReadEvery = 50;
 
   ClusterSync(limiter::BucketTable& table, ClusterGcra& gcra, ClusterWindow& window, std::string prefix);
 
@@ -171,6 +181,7 @@ class ClusterSync {
   void learn(const limiter::BucketKey& key, limiter::Nanos tat, limiter::Nanos box_now);
 
   std::unordered_map<limiter::BucketKey, limiter::Nanos, KnownHash> known_;
+  uint64_t syncs_ = 0;  // for kReadEvery
   std::string box_id_;  // this box in the change logs: random, per process
   std::array<std::string, kGroups> cursor_;  // per group: the last log entry read
   std::array<std::string, kGroups> epoch_;   // per group: its epoch when last synced

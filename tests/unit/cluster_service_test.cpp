@@ -73,6 +73,14 @@ struct Box {
     return n;
   }
   bool step() { return service->step(Clock::now()); }
+  // Syncs up to and including the next that reads every group (the first
+  // does, then every ClusterSync::kReadEvery-th): what another box spent on
+  // a key this one did not spend on since arrives by then.
+  bool step_reading_all() {
+    bool ok = true;
+    while (service->counters().syncs.load() % ClusterSync::kReadEvery != 0) ok = step() && ok;
+    return step() && ok;
+  }
 
   // The box's clock: the wall's, unless a test holds it still.
   std::function<limiter::Nanos()> clock = [] { return wall_now(); };
@@ -100,28 +108,33 @@ TEST_F(ClusterServiceTest, WhatOneBoxAdmittedTheOtherMeetsAtItsFirstSyncOfTheKey
   ASSERT_TRUE(b.step());
   EXPECT_EQ(b.admit(key(1), 6), 1u);
   EXPECT_GE(b.service->counters().keys_published.load(), 1u);
-  // And A, watching the key, learns B's 2 at its next sync: nothing left.
+  // And A, holding the key, learns B's 2 when it next reads the key's
+  // group (kReadEvery syncs at most): nothing left.
   ASSERT_TRUE(b.step());
-  ASSERT_TRUE(a.step());
+  ASSERT_TRUE(a.step_reading_all());
   EXPECT_EQ(a.admit(key(1), 6), 0u);
   EXPECT_EQ(a.service->counters().in_fallback.load(), 0u);
 }
 
 // B met the key, then left it alone while A spent the rest: B learns A's
-// spending at its next sync from the group's change log, sending nothing
-// and reading no key.
+// spending from the group's change log when it next reads the group,
+// sending nothing and reading no key; between those reads it reads nothing.
 TEST_F(ClusterServiceTest, AnotherBoxsSpendIsLearnedFromTheChangeLogWithoutReadingTheKey) {
   Box a(server_.endpoint()), b(server_.endpoint());
   EXPECT_EQ(a.admit(key(3), 1), 1u);
   ASSERT_TRUE(a.step());
   EXPECT_EQ(b.admit(key(3), 1), 1u);
   ASSERT_TRUE(b.step());
-  ASSERT_TRUE(a.step());  // A learns B's 1 without having spent since
+  ASSERT_TRUE(a.step_reading_all());  // A learns B's 1 without having spent since
   EXPECT_GE(a.service->counters().keys_learned.load(), 1u);
   EXPECT_EQ(a.admit(key(3), 6), 4u);
   ASSERT_TRUE(a.step());
   const uint64_t sent = b.service->counters().keys_sent.load();
-  ASSERT_TRUE(b.step());
+  const uint64_t trips = b.service->counters().round_trips.load();
+  ASSERT_TRUE(b.step());  // not a sync that reads every group: no call at all
+  EXPECT_EQ(b.service->counters().round_trips.load(), trips);
+  EXPECT_EQ(b.service->counters().keys_learned.load(), 0u);
+  ASSERT_TRUE(b.step_reading_all());
   EXPECT_EQ(b.service->counters().keys_sent.load(), sent);  // nothing sent, nothing read
   EXPECT_GE(b.service->counters().keys_learned.load(), 1u);
   EXPECT_EQ(b.admit(key(3), 6), 0u);
@@ -179,14 +192,48 @@ TEST(ClusterServiceOnACluster, ASyncIsOneCallPerPrimaryAndTheLogsCarryEveryGroup
   }
   ASSERT_TRUE(a.step());
   ASSERT_TRUE(b.step());
-  ASSERT_TRUE(a.step());  // learns B's
+  ASSERT_TRUE(a.step_reading_all());  // learns B's
   for (uint64_t i = 0; i < kKeys; ++i) EXPECT_EQ(a.admit(key(i), 6), 4u) << i;
   const uint64_t trips = a.service->counters().round_trips.load();
-  ASSERT_TRUE(a.step());
+  ASSERT_TRUE(a.step());  // its spends, in groups on every primary
   EXPECT_EQ(a.service->counters().round_trips.load() - trips, 3u);
-  ASSERT_TRUE(b.step());
+  ASSERT_TRUE(b.step_reading_all());
   EXPECT_GE(b.service->counters().keys_learned.load(), kKeys);
   for (uint64_t i = 0; i < kKeys; ++i) EXPECT_EQ(b.admit(key(i), 6), 0u) << i;
+}
+
+// A primary dies (before the cluster notices): only the keys of the groups
+// it held miss their syncs and go to the fallback; the other primaries'
+// calls, in the same pipelined sync, go on, their keys sent every time.
+TEST(ClusterServiceOnACluster, OnlyTheDeadPrimarysGroupsFallBack) {
+  RedisCluster cluster(3, 0);
+  ASSERT_TRUE(cluster.start()) << cluster.error();
+  Box a(cluster.endpoints());
+  ASSERT_TRUE(a.step());  // the map learned
+  const std::vector<uint16_t> map = cluster.slot_map();
+  const auto slot_of = [](const limiter::BucketKey& k) {
+    char tag[16];
+    std::snprintf(tag, sizeof tag, "{g%03u}", static_cast<unsigned>(k.k0 % ClusterSync::kGroups));
+    return RedisRouter::key_slot(tag);
+  };
+  constexpr uint64_t kKeys = 300;
+  const uint16_t dead_port = map[slot_of(key(0))];
+  size_t on_dead = 0;
+  for (uint64_t i = 0; i < kKeys; ++i) on_dead += map[slot_of(key(i))] == dead_port;
+  ASSERT_GT(on_dead, 0u);
+  ASSERT_LT(on_dead, kKeys);
+  ASSERT_TRUE(cluster.kill_primary_of(slot_of(key(0))));
+  const uint64_t sent = a.service->counters().keys_sent.load();
+  for (uint64_t i = 0; i < kKeys; ++i) EXPECT_EQ(a.admit(key(i), 1), 1u);
+  EXPECT_FALSE(a.step());  // the dead node's call failed: its spends kept for one retry
+  EXPECT_EQ(a.service->counters().keys_sent.load() - sent, kKeys - on_dead);
+  EXPECT_EQ(a.service->counters().fallback_keys.load(), 0u);
+  EXPECT_FALSE(a.step());  // failed again: those, and only those, to the local share
+  EXPECT_EQ(a.service->counters().fallback_keys.load(), on_dead);
+  for (uint64_t i = 0; i < kKeys; ++i) EXPECT_EQ(a.admit(key(i), 1), 1u);
+  const uint64_t sent2 = a.service->counters().keys_sent.load();
+  EXPECT_FALSE(a.step());
+  EXPECT_EQ(a.service->counters().keys_sent.load() - sent2, kKeys - on_dead);
 }
 
 TEST_F(ClusterServiceTest, RedisAwayIsRetriedOnceThenTheBoxHoldsItsShareAndComesBack) {
@@ -267,7 +314,7 @@ TEST_F(ClusterServiceTest, ARedisRestartedEmptyIsSeededFromWhatTheBoxesKnew) {
   bool back = false;
   for (int i = 0; i < 100 && !back; ++i) {
     std::this_thread::sleep_for(10ms);
-    back = a.step();  // the watched key is read, with A's floor
+    back = a.step_reading_all();  // the group's new epoch seen: A's floor sent
   }
   ASSERT_TRUE(back);
   Box b(server_.endpoint());
@@ -279,9 +326,10 @@ TEST_F(ClusterServiceTest, ARedisRestartedEmptyIsSeededFromWhatTheBoxesKnew) {
 
 // Keys the box spent on and then left alone are not read again: their
 // spends went out, and what other boxes spend on them comes back from the
-// change logs. A sync with nothing to send is one round trip (a single
-// Redis holds every group), not one per group.
-TEST_F(ClusterServiceTest, IdleWatchedKeysAreNotReadAndAnIdleSyncIsOneRoundTrip) {
+// change logs. A sync with nothing to send costs no round trip, but every
+// kReadEvery-th, which reads every group in one (a single Redis holds them
+// all), not one per group.
+TEST_F(ClusterServiceTest, IdleWatchedKeysAreNotReadAndAnIdleSyncIsOneRoundTripAtMost) {
   Box a(server_.endpoint());
   constexpr size_t kKeys = 3 * ClusterService::kMaxIdleReads;
   for (size_t i = 0; i < kKeys; ++i) a.log.record(key(100 + i), six_a_minute().interval);
@@ -289,13 +337,14 @@ TEST_F(ClusterServiceTest, IdleWatchedKeysAreNotReadAndAnIdleSyncIsOneRoundTrip)
   uint64_t sent = a.service->counters().keys_sent.load();
   EXPECT_EQ(sent, kKeys);
   EXPECT_EQ(a.service->counters().keys_watched.load(), kKeys);
-  // 6 144 spends over 16 groups: 1 024 a call at most.
+  // 6 144 spends over the groups: 1 024 a call at most.
   EXPECT_LE(a.service->counters().round_trips.load(), kKeys / ClusterSync::kMaxCallSpends + 1);
-  for (int i = 0; i < 3; ++i) {
+  for (uint64_t i = 1; i <= 2 * ClusterSync::kReadEvery; ++i) {
     const uint64_t trips = a.service->counters().round_trips.load();
     ASSERT_TRUE(a.step());
     EXPECT_EQ(a.service->counters().keys_sent.load(), sent) << "sync " << i;
-    EXPECT_EQ(a.service->counters().round_trips.load() - trips, 1u) << "sync " << i;
+    EXPECT_EQ(a.service->counters().round_trips.load() - trips, i % ClusterSync::kReadEvery == 0 ? 1u : 0u)
+        << "sync " << i;
   }
 }
 
@@ -322,7 +371,7 @@ TEST_F(ClusterServiceTest, PastTheWatchCapASpendStillGoesOut) {
   const RedisLink::Result n = raw.command(scan, Clock::now());
   ASSERT_TRUE(n.reply.is_integer());
   // Every key, and each group's change log and epoch.
-  EXPECT_EQ(static_cast<size_t>(n.reply.integer()), recorded + 2 * ClusterSync::kGroups);
+  EXPECT_EQ(static_cast<size_t>(n.reply.integer()), recorded + 2 * ClusterSync::kGroups);  // a log and a state a group
 }
 
 }  // namespace
