@@ -43,7 +43,7 @@ return ahead
 // allow-cross-slot-keys. ARGV: box, group count, "mget" where one command
 // may read keys of several slots (a single Redis; a Redis Cluster refuses
 // it even here) or "get", then per group its log,
-// state key, cursor, spend count and the length of "PREFIX:{gNN}:", then per
+// state key, cursor, spend count and the length of "PREFIX:{gNNN}:", then per
 // spend its key, spent and floor (as kScript). Returns Redis's clock, then
 // per group: its epoch, each spend's lead, the next cursor, the count of
 // learned pairs and the pairs (a key's name after the prefix, its TAT).
@@ -196,7 +196,7 @@ void sync_args(std::span<const GroupSync> groups, std::string_view box, bool clu
   a.args = {box, a.numbers.back(), cluster ? "get" : "mget"};
   // `numbers` is reserved: the views into it stay put.
   for (const GroupSync& g : groups) {
-    const size_t plen = g.log_key.size() - 3;  // "PREFIX:{gNN}:" + "log"
+    const size_t plen = g.log_key.size() - 3;  // "PREFIX:{gNNN}:" + "log"
     a.numbers.push_back(std::to_string(g.spends.size()));
     a.numbers.push_back(std::to_string(plen));
     a.args.insert(a.args.end(), {g.log_key, g.epoch_key, g.cursor, a.numbers[a.numbers.size() - 2], a.numbers.back()});

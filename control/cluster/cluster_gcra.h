@@ -14,10 +14,10 @@
 // A sync goes through sync_groups(): one script per Redis node for all the
 // hash-tag groups it holds, so a box pays one round trip per node and sync,
 // not one per group. Each group keeps a change log (a stream,
-// PREFIX:{gNN}:log) of the TATs spends moved, by which box; a box reads the
+// PREFIX:{gNNN}:log) of the TATs spends moved, by which box; a box reads the
 // other boxes' entries since its cursor in the same script, and so learns
 // what they spent on keys it did not spend on itself, without reading those
-// keys. Each group also keeps a state (PREFIX:{gNN}:epoch: an epoch, made
+// keys. Each group also keeps a state (PREFIX:{gNNN}:epoch: an epoch, made
 // when missing, and the log's last entry, so an unchanged log is not read):
 // a new epoch tells the box that Redis lost the group (restarted empty), so
 // the box seeds it again from what it knew.
@@ -46,8 +46,8 @@ struct ClusterSpend {
 
 // One hash-tag group's part of a node's sync (sync_groups()).
 struct GroupSync {
-  std::string log_key;    // PREFIX:{gNN}:log
-  std::string epoch_key;  // PREFIX:{gNN}:epoch, the group's state: "EPOCH LAST-LOG-ENTRY"
+  std::string log_key;    // PREFIX:{gNNN}:log
+  std::string epoch_key;  // PREFIX:{gNNN}:epoch, the group's state: "EPOCH LAST-LOG-ENTRY"
   // The last log entry the box has read; empty: none yet (start at the
   // log's end: what came before is known from the box's own spends); "-":
   // this call does not read the log (a group split over calls reads once).
@@ -59,7 +59,7 @@ struct GroupSync {
   std::string next_cursor;       // where the next read starts ("-" when not read)
   std::vector<int64_t> ahead_us;  // per spend, as apply() answers
   // Other boxes' log entries since the cursor: a key's name after
-  // "PREFIX:{gNN}:" and its TAT then, microseconds on Redis's clock.
+  // "PREFIX:{gNNN}:" and its TAT then, microseconds on Redis's clock.
   std::vector<std::pair<std::string, int64_t>> learned;
 };
 

@@ -5,19 +5,20 @@
 // key stays behind what all of them have spent. The workers go on deciding on
 // the local table alone; a key converges within one sync interval.
 //
-// Keys in Redis: PREFIX:{gNN}:BUCKET:K0K1 (hex), the hash tag grouping keys
-// by the low bits of k0 so that a batch of one group lies in one Redis
+// Keys in Redis: PREFIX:{gNNN}:BUCKET:K0K1 (hex), the hash tag grouping keys
+// by k0 modulo kGroups so that a batch of one group lies in one Redis
 // Cluster slot. The bucket keys must be made with the cluster's shared
 // secret (LimiterState::cluster_hasher), and are named by their bucket's
 // name, not its kind: boxes number their buckets each in their own way
 // (kinds outlive reloads), so K1's low 16 bits, the kind, are left out.
 //
-// Rate buckets go in one call per Redis node (ClusterGcra::sync_groups),
-// which also reads each group's change log: the other boxes' spends since
-// the box's last sync, published into its table for the keys it holds. So a
-// box reads no key it did not spend on, and a sync with nothing to send
-// costs one round trip per node, not one per group. Calendar windows go a
-// batch per group (ClusterWindow), as the caller sends them.
+// Rate buckets go in one call per Redis node (ClusterGcra::sync_calls, the
+// nodes' calls pipelined), which also reads each group's change log: the
+// other boxes' spends since the box's last read, published into its table
+// for the keys it holds. So a box reads no key it did not spend on, a sync
+// costs one round trip however many nodes, and one with nothing to send
+// and no group due costs none. Calendar windows go a batch per group
+// (ClusterWindow), as the caller sends them.
 //
 // Publishing only ever moves a TAT forward (compare-and-swap, like a
 // charge), so spending the workers add meanwhile is never lost: it is in the
@@ -122,7 +123,7 @@ class ClusterSync {
   // Spends per call at most: a bigger sync is cut (a group's log is read
   // with its first part), so no call holds Redis long, nor Lua's stack.
   static constexpr size_t kMaxCallSpends = 1024;
-  // A window's key: PREFIX:{gNN}:BUCKET:K0K1:MINUTE, the window's first
+  // A window's key: PREFIX:{gNNN}:BUCKET:K0K1:MINUTE, the window's first
   // minute (for a minute window, the minute itself).
   [[nodiscard]] std::string redis_key(const limiter::BucketKey& key, uint32_t minute) const;
 
