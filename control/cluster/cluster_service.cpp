@@ -150,10 +150,15 @@ bool ClusterService::step(Clock::time_point now) {
   counters_.keys_watched.store(watched_.size(), std::memory_order_relaxed);
   counters_.last_sync_keys.store(batch.size(), std::memory_order_relaxed);
   note_time(Clock::now() - began);
-  // Runs and credentials after the budgets: they can wait an interval, the
-  // budgets' convergence cannot.
-  const bool replicated = !replica_ || replica_->poll(now);
+  // Runs and credentials after the budgets: they can wait, the budgets'
+  // convergence cannot. Other boxes' changes are read every
+  // kReplicaEvery-th sync (100 ms at 20 ms); this box's own go out at once.
+  const bool polled = replica_ && (sync_count_ % kReplicaEvery == 1 || replica_->counters().queued.load() != 0);
+  const bool replicated = !polled || replica_->poll(now);
   if (report.error == RedisError::kNone && replicated) {
+    // A sync that reached Redis says it is back; one that had nothing to
+    // ask it (no spend, no group due, no replication read) says nothing.
+    if (report.calls == 0 && !polled && report.sent == 0) return counters_.in_fallback.load() == 0;
     leave_fallback();
     return true;
   }

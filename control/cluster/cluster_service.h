@@ -106,6 +106,9 @@ class ClusterService {
   // has not spent on them for this long; at most this many are watched.
   static constexpr limiter::Nanos kWatchFor = limiter::Nanos{2'000'000'000};
   static constexpr size_t kMaxWatched = 1 << 16;
+  // Other boxes' runs and credentials are read at every kReplicaEvery-th
+  // sync (the first one included), and whenever this box has its own to send.
+  static constexpr uint64_t kReplicaEvery = 5;
   // Reads of watched windows the box spent nothing on, per sync, at most
   // (rate keys are never read idle).
   static constexpr size_t kMaxIdleReads = 2048;

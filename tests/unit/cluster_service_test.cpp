@@ -236,6 +236,29 @@ TEST(ClusterServiceOnACluster, OnlyTheDeadPrimarysGroupsFallBack) {
   EXPECT_EQ(a.service->counters().keys_sent.load() - sent2, kKeys - on_dead);
 }
 
+// A sync that asks Redis nothing (nothing to send, no group due) says
+// nothing of it: a box that found Redis gone stays in fallback until a sync
+// that reaches Redis again.
+TEST_F(ClusterServiceTest, AQuietSyncDoesNotTakeTheBoxOutOfFallback) {
+  Box a(server_.endpoint());
+  ASSERT_TRUE(a.step());
+  server_.stop();
+  EXPECT_FALSE(a.step_reading_all());
+  EXPECT_EQ(a.service->counters().in_fallback.load(), 1u);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_FALSE(a.step()) << "quiet sync " << i;
+    EXPECT_EQ(a.service->counters().in_fallback.load(), 1u) << "quiet sync " << i;
+  }
+  ASSERT_TRUE(server_.start());
+  bool back = false;
+  for (int i = 0; i < 100 && !back; ++i) {
+    std::this_thread::sleep_for(10ms);
+    back = a.step_reading_all();
+  }
+  EXPECT_TRUE(back);
+  EXPECT_EQ(a.service->counters().in_fallback.load(), 0u);
+}
+
 TEST_F(ClusterServiceTest, RedisAwayIsRetriedOnceThenTheBoxHoldsItsShareAndComesBack) {
   Box a(server_.endpoint());
   ASSERT_TRUE(a.step());
