@@ -145,7 +145,8 @@ void ClusterSync::sync_rates(std::span<const KeySpend> spends, const std::array<
   // Groups by the node that holds them (one name for a single Redis), in the
   // order of the groups, so a box's calls go alike from sync to sync.
   std::vector<std::pair<std::string, std::vector<unsigned>>> nodes;
-  // A group with nothing to send is read at every kReadEvery-th sync only.
+  // Every group read at every kReadEvery-th sync only; in between, only the
+  // groups with spends are written to.
   const bool read_all = syncs_++ % kReadEvery == 0;
   for (unsigned g = 0; g < kGroups; ++g) {
     if (groups[g].empty() && !read_all) continue;
@@ -170,7 +171,7 @@ void ClusterSync::sync_rates(std::span<const KeySpend> spends, const std::array<
           in_call = 0;
         }
         const size_t n = std::min(all.size() - taken, kMaxCallSpends - in_call);
-        parts.push_back(Part{g, std::vector<size_t>(all.begin() + taken, all.begin() + taken + n), taken == 0});
+        parts.push_back(Part{g, std::vector<size_t>(all.begin() + taken, all.begin() + taken + n), taken == 0 && read_all});
         taken += n;
         in_call += n;
       } while (taken < all.size());

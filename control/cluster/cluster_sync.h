@@ -67,14 +67,16 @@ class ClusterSync {
   // the groups' slots over its primaries, so 256 put some on each of 64
   // primaries (63 of 64 on average); a sync reaches each node in one call.
   static constexpr unsigned kGroups = 256;
-  // A group the box sends nothing to is read (its change log, its epoch) at
-  // every kReadEvery-th sync only, the first one included: what other boxes
-  // spent matters to this one where it spends, and its own spend's answer
-  // brings it then; the groups it writes to are read with every write. So
-  // a key the box left alone is fresh within kReadEvery intervals (1 s at
-  // 20 ms), a Redis restarted empty is seeded again within as long, and a
-  // quiet box costs Redis a call per kReadEvery intervals.
-  static constexpr uint64_t kReadEvery = 50;
+  // Every group is read (its epoch, and its change log where that moved)
+  // at every kReadEvery-th sync, the first one included; in between a sync
+  // writes only to the groups it sends spends to. What other boxes spent
+  // matters to this one where it spends, and its own spend's answer brings
+  // it then; so a key the box left alone is fresh within kReadEvery
+  // intervals (2 s at 20 ms), a Redis restarted empty is seeded again
+  // within as long, and a quiet box costs Redis a call per kReadEvery
+  // intervals. Reading the other boxes' log entries is much of what a sync
+  // costs Redis (docs/cluster.md, "What one Redis serves").
+  static constexpr uint64_t kReadEvery = 100;
 
   ClusterSync(limiter::BucketTable& table, ClusterGcra& gcra, ClusterWindow& window, std::string prefix);
 
