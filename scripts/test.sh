@@ -26,7 +26,11 @@
 #   9. the Debian package (scripts/package-check.sh), built in the background
 #      while the fuzzers run: lintian-clean, installed, used from the
 #      installed files (check-config, the unit verified, man pages rendered,
-#      a short run in namespaces) and purged, nothing left behind.
+#      a short run in namespaces) and purged, nothing left behind;
+#  10. cluster budgets' Redis CPU per admitted request beside the overshoot,
+#      and one box of three cut from Redis for 110 s (perf/cluster_redis_cost,
+#      in the background while the fuzzers run): past a bound, or with the
+#      cut box's spending not repaid, it fails.
 # Stops at the first failure, with a non-zero exit status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -156,14 +160,24 @@ package_work="$(mktemp -d /tmp/sluice-package.XXXXXX)"
 package_started=$SECONDS
 setsid nice -n 19 scripts/package-check.sh build "$package_work" >"$package_work/background.log" 2>&1 &
 package_pid=$!
-stop_package_build() {
-  if [ -n "${package_pid:-}" ] && kill -0 "$package_pid" 2>/dev/null; then
-    kill -TERM -- "-$package_pid" 2>/dev/null || true
-    wait "$package_pid" 2>/dev/null || true
-  fi
+# Cluster budgets' cost to Redis and a long partition (perf/cluster_redis_cost:
+# three boxes in one process on a redis-server of its own on loopback; one
+# box cut from Redis for 110 s while all three overspend, then its spending
+# repaid): mostly waiting, so it runs beside the fuzzers too; its own step
+# at the end waits for it.
+partition_log="$package_work/partition.log"
+setsid build/perf/cluster_redis_cost --seconds 4 --partition 110 --check >"$partition_log" 2>&1 &
+partition_pid=$!
+stop_background() {
+  for pid in "${package_pid:-}" "${partition_pid:-}"; do
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+      kill -TERM -- "-$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
   rm -rf "$package_work"
 }
-trap 'rc=$?; rm -rf "$work"; stop_package_build; (exit $rc); step_table' EXIT
+trap 'rc=$?; rm -rf "$work"; stop_background; (exit $rc); step_table' EXIT
 step "fuzzing the head parser for ${fuzz_seconds}s (build-fuzz/)"
 run_fuzzer head_parser_fuzz "$fuzz_seconds" 'tests/data/heads/*.http' -dict=tests/fuzz/http.dict -max_len=8192
 
@@ -192,3 +206,10 @@ cat "$package_work/background.log"
 echo "(built in the background, started $((waited_from - package_started)) s before this step; waited $((SECONDS - waited_from)) s for it here)"
 [ "$package_ok" = 1 ] || { echo "the package build failed (log above)"; exit 1; }
 scripts/package-check.sh check "$package_work"
+
+step "cluster budgets: Redis CPU per admitted request, and one box of three cut from Redis for 110 s (perf/cluster_redis_cost)"
+partition_ok=0
+wait "$partition_pid" && partition_ok=1
+partition_pid=
+grep -v '^sluiced: ' "$partition_log" || true
+[ "$partition_ok" = 1 ] || { echo "past a bound, or the cut box's spending not repaid (log above)"; exit 1; }
