@@ -10,29 +10,37 @@
 namespace sluice::control {
 namespace {
 
-// KEYS[i]: a bucket's shared TAT, microseconds on Redis's clock.
-// ARGV[2i-1]: what a box spent on it since its last sync, microseconds.
-// ARGV[2i]: the lead the box last learned for it, less the time since: the
-// least the shared TAT can be. A Redis that restarted empty (or a replica
-// promoted before the last writes reached it) is seeded from it again
-// rather than handing the budget out afresh; otherwise the TAT is past it.
+// One key's spend, both scripts' core: the TAT (microseconds on Redis's
+// clock, `now`) moved by `spent`, first raised to `floor` where Redis holds
+// less (a Redis that restarted empty, or a replica promoted before the last
+// writes reached it, is seeded again rather than handing the budget out
+// afresh). Written, to expire once the bucket is full again plus a second,
+// only when it moved. Returns the TAT and whether it moved.
+constexpr std::string_view kSpendFunction = R"lua(
+local function spend(key, spent, floor, now)
+  local tat = tonumber(redis.call('GET', key) or now)
+  if tat < now then tat = now end
+  local seeded = tat < floor
+  if seeded then tat = floor end
+  local moved = spent > 0 or seeded
+  if moved then
+    tat = tat + spent
+    redis.call('SET', key, string.format('%d', tat), 'PX', math.floor((tat - now) / 1000) + 1000)
+  end
+  return tat, moved
+end
+)lua";
+
+// apply(): KEYS[i], a bucket's shared TAT; ARGV[2i-1], what a box spent on
+// it since its last sync (microseconds); ARGV[2i], the lead the box last
+// learned for it less the time since: the least the shared TAT can be.
 // Returns, per key, the TAT's lead over Redis's clock after the spend.
-constexpr std::string_view kScript = R"lua(
+constexpr std::string_view kScriptBody = R"lua(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local ahead = {}
 for i, key in ipairs(KEYS) do
-  local spent = tonumber(ARGV[2 * i - 1])
-  local floor = now + tonumber(ARGV[2 * i])
-  local stored = redis.call('GET', key)
-  local tat = tonumber(stored or now)
-  if tat < now then tat = now end
-  local seeded = tat < floor
-  if seeded then tat = floor end
-  if spent > 0 or seeded then
-    tat = tat + spent
-    redis.call('SET', key, string.format('%d', tat), 'PX', math.floor((tat - now) / 1000) + 1000)
-  end
+  local tat = spend(key, tonumber(ARGV[2 * i - 1]), now + tonumber(ARGV[2 * i]), now)
   ahead[i] = tat - now
 end
 return ahead
@@ -44,7 +52,7 @@ return ahead
 // may read keys of several slots (a single Redis; a Redis Cluster refuses
 // it even here) or "get", then per group its log,
 // state key, cursor, spend count and the length of "PREFIX:{gNNN}:", then per
-// spend its key, spent and floor (as kScript). Returns Redis's clock, then
+// spend its key, spent and floor (as kScriptBody's). Returns Redis's clock, then
 // per group: its epoch, each spend's lead, the next cursor, the count of
 // learned pairs and the pairs (a key's name after the prefix, its TAT).
 //
@@ -58,7 +66,8 @@ return ahead
 // error), and the caller can send the groups again. The log is read before
 // this box's entry is added; the cursor moves past that entry when the read
 // reached the log's end.
-constexpr std::string_view kSyncScript = R"lua(#!lua flags=allow-cross-slot-keys
+constexpr std::string_view kSyncShebang = "#!lua flags=allow-cross-slot-keys";
+constexpr std::string_view kSyncBody = R"lua(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local box, groups = ARGV[1], tonumber(ARGV[2])
@@ -106,16 +115,10 @@ for g = 1, groups do
   end
   local changed = {'b', box}
   for j = 1, n do
-    local key, spent = ARGV[a], tonumber(ARGV[a + 1])
-    local floor = now + tonumber(ARGV[a + 2])
+    local key = ARGV[a]
+    local tat, moved = spend(key, tonumber(ARGV[a + 1]), now + tonumber(ARGV[a + 2]), now)
     a = a + 3
-    local tat = tonumber(redis.call('GET', key) or now)
-    if tat < now then tat = now end
-    local seeded = tat < floor
-    if seeded then tat = floor end
-    if spent > 0 or seeded then
-      tat = tat + spent
-      redis.call('SET', key, string.format('%d', tat), 'PX', math.floor((tat - now) / 1000) + 1000)
+    if moved then
       changed[#changed + 1] = string.sub(key, plen + 1)
       changed[#changed + 1] = string.format('%d', tat)
     end
@@ -133,8 +136,18 @@ end
 return out
 )lua";
 
+// kSpendFunction and a body; the flags line, where there is one, first.
+std::string script_text(std::string_view flags, std::string_view body) {
+  return std::string(flags) + std::string(kSpendFunction) + std::string(body);
+}
+
+const std::string& script_filled() {
+  static const std::string text = script_text({}, kScriptBody);
+  return text;
+}
+
 std::string sync_script_text() {
-  std::string s(kSyncScript);
+  std::string s = script_text(kSyncShebang, kSyncBody);
   const auto put = [&s](std::string_view name, unsigned value) {
     for (size_t at = s.find(name); at != std::string::npos; at = s.find(name)) {
       s.replace(at, name.size(), std::to_string(value));
@@ -163,9 +176,9 @@ bool parse_int(std::string_view text, int64_t& out) noexcept {
 }  // namespace
 
 ClusterGcra::ClusterGcra(RedisRouter& redis)
-    : redis_(redis), script_(kScript), sync_script_(sync_script_filled()) {}
+    : redis_(redis), script_(script_filled()), sync_script_(sync_script_filled()) {}
 
-std::string_view ClusterGcra::script() noexcept { return kScript; }
+std::string_view ClusterGcra::script() noexcept { return script_filled(); }
 std::string_view ClusterGcra::sync_script() noexcept { return sync_script_filled(); }
 
 std::string ClusterGcra::node_of(std::string_view key) const {
