@@ -264,7 +264,8 @@ TEST_F(RedisRouterCluster, APipelineReachesEveryPrimaryAtOnceAndKeepsEachNodesOr
   ASSERT_EQ(keys.size(), 3u);
   std::vector<std::vector<std::string_view>> argvs;
   for (const std::string& k : keys) argvs.push_back({"BLPOP", k, "0.2"});
-  const std::string_view set[] = {"SET", keys[0] + ":n", "1"}, incr[] = {"INCR", keys[0] + ":n"};
+  const std::string counter = keys[0] + ":n";
+  const std::string_view set[] = {"SET", counter, "1"}, incr[] = {"INCR", counter};
   std::vector<RedisRouter::Routed> commands;
   for (size_t i = 0; i < keys.size(); ++i) commands.push_back({keys[i], argvs[i]});
   commands.push_back({set[1], set});
