@@ -650,7 +650,15 @@ t_dq_slow_readers_cut() {
   readers=$!
   sleep 1
   check_eq "slow readers: a third request while they hold both slots" "$(ccurl third --interface "$s" "http://$ORIGIN4/big")" 429
-  sleep 4
+  # The deadline (3 s of reading nothing) cuts them about 3 s after they
+  # stopped reading: waited for by the count, at most 10 s, not a fixed sleep
+  # that a slow start of the readers outruns.
+  local waited=0
+  while [ "$(delta_of "$before" "$(SLT_CTL --json stats)" deadline_response)" -lt 2 ] && [ "$waited" -lt 100 ]; do
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  note "both readers cut $((waited / 10)).$((waited % 10)) s after the third request"
   code="$(ccurl after --interface "$s" "http://$ORIGIN4/big")"
   check_eq "slow readers: cut by deadlines.response, their slots back" "$code" 200
   check_eq "slow readers: the next one answered whole" "$(stat -c %s "$SLT_OUT/after.body")" 1048576
