@@ -67,26 +67,62 @@ return ahead
 // this box's entry is added; the cursor moves past that entry when the read
 // reached the log's end.
 constexpr std::string_view kSyncShebang = "#!lua flags=allow-cross-slot-keys";
+// The sync script's parts: the groups' states read (before any write), a
+// group's log read past the box's cursor, and a group's spends made.
+constexpr std::string_view kSyncFunctions = R"lua(
+local function read_states(groups, mget)
+  local keys, a = {}, 4
+  for g = 1, groups do
+    keys[g] = ARGV[a + 1]
+    a = a + 5 + 3 * tonumber(ARGV[a + 3])
+  end
+  if mget then return redis.call('MGET', unpack(keys)) end
+  for g = 1, groups do keys[g] = redis.call('GET', keys[g]) end
+  return keys
+end
+
+local function read_log(log, cursor, box, learned)
+  local es = redis.call('XRANGE', log, '(' .. cursor, '+', 'COUNT', MAXE)
+  local last = cursor
+  for _, e in ipairs(es) do
+    last = e[1]
+    local f = e[2]
+    if f[2] ~= box then
+      for i = 3, #f, 2 do
+        learned[#learned + 1] = f[i]
+        learned[#learned + 1] = f[i + 1]
+      end
+    end
+  end
+  return last, #es < MAXE
+end
+
+local function spend_group(a, n, plen, now, box, out)
+  local changed = {'b', box}
+  for j = 1, n do
+    local key = ARGV[a]
+    local tat, moved = spend(key, tonumber(ARGV[a + 1]), now + tonumber(ARGV[a + 2]), now)
+    a = a + 3
+    if moved then
+      changed[#changed + 1] = string.sub(key, plen + 1)
+      changed[#changed + 1] = string.format('%d', tat)
+    end
+    out[#out + 1] = tat - now
+  end
+  return changed, a
+end
+)lua";
+
 constexpr std::string_view kSyncBody = R"lua(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local box, groups = ARGV[1], tonumber(ARGV[2])
 local out = {now}
-local states, a = {}, 4
-for g = 1, groups do
-  states[g] = ARGV[a + 1]
-  a = a + 5 + 3 * tonumber(ARGV[a + 3])
-end
-if ARGV[3] == 'mget' then
-  states = redis.call('MGET', unpack(states))
-else
-  for g = 1, groups do states[g] = redis.call('GET', states[g]) end
-end
-a = 4
+local states = read_states(groups, ARGV[3] == 'mget')
+local a = 4
 for g = 1, groups do
   local log, stk, cursor = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   local n, plen = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-  a = a + 5
   local state = states[g]
   if not state then
     state = string.format('%d', now) .. ' 0-0'
@@ -100,30 +136,10 @@ for g = 1, groups do
   if cursor == '' then
     last = tail
   elseif cursor ~= '-' and cursor ~= tail then
-    local es = redis.call('XRANGE', log, '(' .. cursor, '+', 'COUNT', MAXE)
-    at_end = #es < MAXE
-    for _, e in ipairs(es) do
-      last = e[1]
-      local f = e[2]
-      if f[2] ~= box then
-        for i = 3, #f, 2 do
-          learned[#learned + 1] = f[i]
-          learned[#learned + 1] = f[i + 1]
-        end
-      end
-    end
+    last, at_end = read_log(log, cursor, box, learned)
   end
-  local changed = {'b', box}
-  for j = 1, n do
-    local key = ARGV[a]
-    local tat, moved = spend(key, tonumber(ARGV[a + 1]), now + tonumber(ARGV[a + 2]), now)
-    a = a + 3
-    if moved then
-      changed[#changed + 1] = string.sub(key, plen + 1)
-      changed[#changed + 1] = string.format('%d', tat)
-    end
-    out[#out + 1] = tat - now
-  end
+  local changed
+  changed, a = spend_group(a + 5, n, plen, now, box, out)
   if #changed > 2 then
     local id = redis.call('XADD', log, 'MAXLEN', '~', LOGLEN, '*', unpack(changed))
     redis.call('SET', stk, epoch .. ' ' .. id)
@@ -147,7 +163,7 @@ const std::string& script_filled() {
 }
 
 std::string sync_script_text() {
-  std::string s = script_text(kSyncShebang, kSyncBody);
+  std::string s = script_text(kSyncShebang, std::string(kSyncFunctions) + std::string(kSyncBody));
   const auto put = [&s](std::string_view name, unsigned value) {
     for (size_t at = s.find(name); at != std::string::npos; at = s.find(name)) {
       s.replace(at, name.size(), std::to_string(value));
